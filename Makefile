@@ -1,0 +1,40 @@
+# The two commands: `make demo` and `make test`. Both install what is missing first.
+.PHONY: deps build demo test test-cpp test-python bench gpu-check format clean
+
+BUILD ?= build
+PY := $(CURDIR)/.venv/bin/python
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+deps:
+	@bash tools/deps.sh
+	@bash tools/venv.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DPython_EXECUTABLE=$(PY) -DFLOW_WERROR=ON $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	PYTHONPATH=$(CURDIR)/python $(PY) examples/demo.py
+
+test: build test-cpp test-python
+
+test-cpp:
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-python:
+	PYTHONPATH=$(CURDIR)/python $(PY) -m pytest -q tests/python
+
+bench: build
+	PYTHONPATH=$(CURDIR)/python $(PY) bench/pointwise.py
+
+gpu-check:
+	bash tools/gpu_check.sh
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cc' '*.cuh')
+
+clean:
+	rm -rf $(BUILD) python/flow/_C*.so

@@ -1,0 +1,206 @@
+// Note: the expression IR. Nodes are immutable and shared (std::shared_ptr); one X-macro list of
+// node kinds below generates the kind enum, the visitor, the mutator, the printer, the serializer
+// and structural equality, so adding a node means adding it to the list and to each switch the
+// compiler then points at. Type tests go by tag: `e.as<Add>()`, never dynamic_cast.
+//
+// Semantics: every Expr has a scalar DType. Integer Div and Mod truncate toward zero (C rules);
+// index arithmetic is non-negative so the distinction does not arise there. Comparisons, And, Or
+// and Not produce Bool. Arithmetic on Float16/BFloat16 never appears: they are only loaded, stored
+// and cast.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dsl/types.h"
+
+namespace flow::dsl {
+
+#define FLOW_FOR_EACH_EXPR(X) \
+  X(IntImm)                   \
+  X(FloatImm)                 \
+  X(Var)                      \
+  X(Cast)                     \
+  X(Add)                      \
+  X(Sub)                      \
+  X(Mul)                      \
+  X(Div)                      \
+  X(Mod)                      \
+  X(Min)                      \
+  X(Max)                      \
+  X(EQ)                       \
+  X(NE)                       \
+  X(LT)                       \
+  X(LE)                       \
+  X(GT)                       \
+  X(GE)                       \
+  X(And)                      \
+  X(Or)                       \
+  X(Not)                      \
+  X(Select)                   \
+  X(Load)                     \
+  X(Call)
+
+enum class ExprKind : uint8_t {
+#define FLOW_X(name) name,
+  FLOW_FOR_EACH_EXPR(FLOW_X)
+#undef FLOW_X
+};
+const char* expr_kind_name(ExprKind k);
+
+struct ExprNode {
+  ExprNode(ExprKind k, DType t) : kind(k), type(t) {}
+  virtual ~ExprNode() = default;
+  const ExprKind kind;
+  const DType type;
+};
+
+// A shared handle to an immutable expression node (null when default-constructed).
+class Expr {
+ public:
+  Expr() = default;
+  explicit Expr(std::shared_ptr<const ExprNode> n) : node_(std::move(n)) {}
+  // Implicit conversions from C++ scalars make index math readable: `i * 4 + 1`.
+  Expr(int64_t v);  // NOLINT: IntImm of Int64
+  Expr(int v);      // NOLINT: IntImm of Int64
+  // No implicit floating constructor: write make_float(v, type) so the type is always chosen.
+
+  bool defined() const { return node_ != nullptr; }
+  const ExprNode* get() const { return node_.get(); }
+  const ExprNode* operator->() const { return node_.get(); }
+  ExprKind kind() const { return node_->kind; }
+  DType type() const { return node_->type; }
+  bool same_as(const Expr& o) const { return node_ == o.node_; }
+
+  template <class T>
+  const T* as() const {
+    return node_ && node_->kind == T::kKind ? static_cast<const T*>(node_.get()) : nullptr;
+  }
+
+ private:
+  std::shared_ptr<const ExprNode> node_;
+};
+
+// ---- node definitions -------------------------------------------------------------------------
+
+struct IntImm : ExprNode {  // Bool, Int32 or Int64
+  static constexpr ExprKind kKind = ExprKind::IntImm;
+  IntImm(DType t, int64_t v) : ExprNode(kKind, t), value(v) {}
+  const int64_t value;
+};
+
+struct FloatImm : ExprNode {  // Float32 or Float64
+  static constexpr ExprKind kKind = ExprKind::FloatImm;
+  FloatImm(DType t, double v) : ExprNode(kKind, t), value(v) {}
+  const double value;
+};
+
+// A named scalar: a loop variable, a Let binding or a scalar kernel parameter.
+struct Var : ExprNode {
+  static constexpr ExprKind kKind = ExprKind::Var;
+  Var(DType t, std::string n) : ExprNode(kKind, t), name(std::move(n)) {}
+  const std::string name;
+};
+
+struct Cast : ExprNode {
+  static constexpr ExprKind kKind = ExprKind::Cast;
+  Cast(DType t, Expr v) : ExprNode(kKind, t), value(std::move(v)) {}
+  const Expr value;
+};
+
+// Binary nodes share one layout; the macro keeps the list of them in one place.
+struct BinaryNode : ExprNode {
+  BinaryNode(ExprKind k, DType t, Expr x, Expr y) : ExprNode(k, t), a(std::move(x)), b(std::move(y)) {}
+  const Expr a, b;
+};
+#define FLOW_FOR_EACH_BINARY(X) \
+  X(Add) X(Sub) X(Mul) X(Div) X(Mod) X(Min) X(Max) X(EQ) X(NE) X(LT) X(LE) X(GT) X(GE) X(And) X(Or)
+#define FLOW_X(name)                                                                       \
+  struct name : BinaryNode {                                                               \
+    static constexpr ExprKind kKind = ExprKind::name;                                      \
+    name(DType t, Expr x, Expr y) : BinaryNode(kKind, t, std::move(x), std::move(y)) {}    \
+  };
+FLOW_FOR_EACH_BINARY(FLOW_X)
+#undef FLOW_X
+
+struct Not : ExprNode {
+  static constexpr ExprKind kKind = ExprKind::Not;
+  explicit Not(Expr v) : ExprNode(kKind, DType::Bool), a(std::move(v)) {}
+  const Expr a;
+};
+
+struct Select : ExprNode {
+  static constexpr ExprKind kKind = ExprKind::Select;
+  Select(Expr c, Expr t, Expr f)
+      : ExprNode(kKind, t.type()), cond(std::move(c)), true_value(std::move(t)), false_value(std::move(f)) {}
+  const Expr cond, true_value, false_value;
+};
+
+// Reads element `index` (in elements, Int64) of a buffer; the node's type is the buffer's dtype.
+struct Load : ExprNode {
+  static constexpr ExprKind kKind = ExprKind::Load;
+  Load(DType t, std::string buf, Expr i) : ExprNode(kKind, t), buffer(std::move(buf)), index(std::move(i)) {}
+  const std::string buffer;
+  const Expr index;
+};
+
+// Pure math functions. Arguments and result share one floating type (Float32 or Float64), except
+// Abs/Neg/Floor/Ceil which also take integers.
+#define FLOW_FOR_EACH_INTRINSIC(X) \
+  X(Neg) X(Abs) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Tanh) X(Erf) X(Pow) X(Floor) X(Ceil) X(IsNan)
+enum class Intrinsic : uint8_t {
+#define FLOW_X(name) name,
+  FLOW_FOR_EACH_INTRINSIC(FLOW_X)
+#undef FLOW_X
+};
+const char* intrinsic_name(Intrinsic f);  // "exp", "is_nan", ...
+int intrinsic_arity(Intrinsic f);
+
+struct Call : ExprNode {  // IsNan returns Bool
+  static constexpr ExprKind kKind = ExprKind::Call;
+  Call(DType t, Intrinsic f, std::vector<Expr> a) : ExprNode(kKind, t), func(f), args(std::move(a)) {}
+  const Intrinsic func;
+  const std::vector<Expr> args;
+};
+
+// ---- builders (type-checked; throw std::invalid_argument on mismatched types) -----------------
+// Binary builders require both sides to have the same type; integer literals adapt to the other
+// side's integer type (so `i + 1` works for Int32 and Int64 vars).
+
+Expr make_int(int64_t v, DType t = DType::Int64);
+Expr make_float(double v, DType t = DType::Float32);
+Expr make_bool(bool v);
+Expr make_zero(DType t);
+Expr make_one(DType t);
+Expr var(const std::string& name, DType t = DType::Int64);
+Expr cast(DType t, Expr v);  // no-op when the type already matches
+Expr load(DType t, const std::string& buffer, Expr index);
+Expr select(Expr c, Expr t, Expr f);
+Expr call(Intrinsic f, std::vector<Expr> args);
+Expr min(Expr a, Expr b);
+Expr max(Expr a, Expr b);
+Expr operator+(Expr a, Expr b);
+Expr operator-(Expr a, Expr b);
+Expr operator*(Expr a, Expr b);
+Expr operator/(Expr a, Expr b);
+Expr operator%(Expr a, Expr b);
+Expr operator-(Expr a);  // Neg
+Expr operator==(Expr a, Expr b);
+Expr operator!=(Expr a, Expr b);
+Expr operator<(Expr a, Expr b);
+Expr operator<=(Expr a, Expr b);
+Expr operator>(Expr a, Expr b);
+Expr operator>=(Expr a, Expr b);
+Expr operator&&(Expr a, Expr b);
+Expr operator||(Expr a, Expr b);
+Expr operator!(Expr a);
+// Generic binary builder by kind (used by the mutator and deserializer).
+Expr make_binary(ExprKind k, Expr a, Expr b);
+
+// Constant inspection helpers.
+const int64_t* as_const_int(const Expr& e);
+const double* as_const_float(const Expr& e);
+bool is_const_int(const Expr& e, int64_t v);
+
+}  // namespace flow::dsl

@@ -1,0 +1,68 @@
+// Note: the op table, one entry per op kind in one place (dsl/ops/*.cpp register them). An entry
+// holds everything every layer needs to know about the op: its pattern class for fusion, type
+// inference, and either an elementwise compute definition, a reduction spec, or a decomposition
+// into other ops (composites such as softmax). Eager, jit, CPU, GPU and the reference
+// interpreter all derive from this entry; adding an op is this entry, a Python binding, and tests.
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dsl/expr.h"
+#include "dsl/graph.h"
+#include "dsl/stmt.h"
+
+namespace flow::dsl {
+
+enum class OpPattern : uint8_t {
+  Elementwise,      // out[i] = f(in_k[i]) with broadcasting
+  Injective,        // views and index remapping (later issues)
+  Reduction,        // sum/amax/... over a set of dims
+  OutEWiseFusable,  // conv, matmul: a library call that can take elementwise epilogues
+  Opaque,           // never fused
+  Composite,        // expands into other ops at graph-build time
+};
+const char* op_pattern_name(OpPattern p);
+
+struct OpContext {
+  std::vector<TensorType> inputs;
+  std::vector<TensorType> outputs;
+  const Attrs* attrs = nullptr;
+};
+
+// Elementwise: given the input values, each already loaded and converted to its compute dtype
+// (halves become float32), return the output value in compute_dtype(output dtype).
+using ComputeFn = std::function<Expr(const std::vector<Expr>& in, const OpContext& ctx)>;
+using InferFn = std::function<std::vector<TensorType>(const Graph& g, const std::vector<int>& inputs, const Attrs& attrs)>;
+using DecomposeFn = std::function<std::vector<int>(Graph& g, const std::vector<int>& inputs, const Attrs& attrs)>;
+
+struct ReduceSpec {
+  ReduceOp op;
+  bool mean = false;  // divide the sum by the number of reduced elements
+  // The accumulation dtype for an input dtype (float32 for halves; int64 for ints/bool sums).
+  std::function<DType(DType in)> acc_dtype;
+};
+
+struct OpDef {
+  std::string name;
+  OpPattern pattern;
+  int num_inputs = -1;  // -1: variadic
+  InferFn infer;
+  ComputeFn compute;               // Elementwise
+  std::optional<ReduceSpec> reduce;  // Reduction: attrs "dims" (normalized, sorted) and "keepdim"
+  DecomposeFn decompose;           // Composite
+};
+
+// The registry. lookup throws OpError(NotImplemented) for an unknown op.
+const OpDef& lookup_op(const std::string& name);
+const OpDef* find_op(const std::string& name);
+std::vector<std::string> all_op_names();
+void register_op(OpDef def);
+
+// Shared helpers for entries (broadcasting and promotion follow torch).
+Shape broadcast_shapes(const Shape& a, const Shape& b);  // throws OpError with torch's message
+// torch.result_type over graph values (dimensioned tensors > 0-dim tensors > wrapped numbers).
+DType result_type(const Graph& g, const std::vector<int>& values);
+
+}  // namespace flow::dsl

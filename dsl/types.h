@@ -1,0 +1,31 @@
+// Note: dtypes and tensor types shared by every layer of flow. Half-precision types are storage
+// types: expressions load them and cast to float32 for arithmetic ("opmath", as PyTorch does), and
+// cast back when storing.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace flow::dsl {
+
+enum class DType : uint8_t { Bool, Int32, Int64, Float16, BFloat16, Float32, Float64 };
+
+inline constexpr DType kAllDTypes[] = {DType::Bool,     DType::Int32,   DType::Int64,  DType::Float16,
+                                       DType::BFloat16, DType::Float32, DType::Float64};
+
+const char* dtype_name(DType t);          // "float32", "int64", ...
+DType dtype_from_name(const std::string&); // throws std::invalid_argument
+int dtype_size(DType t);                  // bytes in storage (bool is 1)
+bool is_floating(DType t);
+bool is_integral(DType t);  // int32, int64 (not bool)
+bool is_half(DType t);      // float16, bfloat16
+// The type arithmetic is done in: half types compute in float32, everything else in itself.
+DType compute_dtype(DType t);
+// torch.promote_types
+DType promote_types(DType a, DType b);
+
+using Shape = std::vector<int64_t>;
+int64_t numel(const Shape& s);
+std::string shape_str(const Shape& s);  // "[2, 3]"
+
+}  // namespace flow::dsl
