@@ -165,6 +165,15 @@ struct Param {
   bool is_output = false;
 };
 
+// How a caller passes one parameter to a compiled (or interpreted) kernel: a buffer's data pointer
+// or a scalar's value, in the order of LoweredFunc::params. This is the CPU kernel ABI too:
+// `extern "C" void kernel(const flow::dsl::ArgValue* args)`.
+union ArgValue {
+  void* ptr;
+  int64_t i64;
+  double f64;
+};
+
 enum class Target : uint8_t { CPU, CUDA };
 const char* target_name(Target t);
 
