@@ -29,19 +29,33 @@ struct OpContext {
   std::vector<TensorType> inputs;
   std::vector<TensorType> outputs;
   const Attrs* attrs = nullptr;
+  // Parallel to `inputs`: whether each input is a wrapped number (a Python scalar), which matters for
+  // type promotion (comparisons compare in torch.result_type of their inputs). Empty = none.
+  std::vector<bool> wrapped_number;
 };
+// The context of node `n` of `g` (input and output types, attrs, wrapped-number flags). Use this
+// rather than filling an OpContext by hand; the returned context points at n.attrs.
+OpContext make_op_context(const Graph& g, const Node& n);
 
 // Elementwise: given the input values, each already loaded and converted to its compute dtype
 // (halves become float32), return the output value in compute_dtype(output dtype).
 using ComputeFn = std::function<Expr(const std::vector<Expr>& in, const OpContext& ctx)>;
 using InferFn = std::function<std::vector<TensorType>(const Graph& g, const std::vector<int>& inputs, const Attrs& attrs)>;
 using DecomposeFn = std::function<std::vector<int>(Graph& g, const std::vector<int>& inputs, const Attrs& attrs)>;
+// Validates the user's attrs and returns their canonical form (defaults filled, aliases resolved,
+// "dims" normalized and sorted), which Graph::add_op passes to `infer` and stores in the node, so
+// equal ops hash equal and later passes can rely on the canonical form. Optional: when empty the
+// attrs are stored as given.
+using CanonicalizeFn = std::function<Attrs(const Graph& g, const std::vector<int>& inputs, const Attrs& attrs)>;
 
 struct ReduceSpec {
   ReduceOp op;
   bool mean = false;  // divide the sum by the number of reduced elements
-  // The accumulation dtype for an input dtype (float32 for halves; int64 for ints/bool sums).
-  std::function<DType(DType in)> acc_dtype;
+  // The accumulation dtype, called with the node's OUTPUT dtype (float32 for halves, float64 for
+  // float64, int64 for ints/bool). A reduction computes, with acc = acc_dtype(out):
+  //   out = cast<out>(fold(reduce_combine, reduce_identity, cast<acc>(cast<out>(x_i))) [/ count for mean])
+  // (the inner cast is the "dtype" attr of sum/mean: the input is converted first, as in torch).
+  std::function<DType(DType out)> acc_dtype;
 };
 
 struct OpDef {
@@ -52,9 +66,13 @@ struct OpDef {
   ComputeFn compute;               // Elementwise
   std::optional<ReduceSpec> reduce;  // Reduction: attrs "dims" (normalized, sorted) and "keepdim"
   DecomposeFn decompose;           // Composite
+  CanonicalizeFn canonicalize;     // optional, runs before infer (see CanonicalizeFn)
 };
 
-// The registry. lookup throws OpError(NotImplemented) for an unknown op.
+// The registry. lookup throws OpError(NotImplemented) for an unknown op. The built-in ops are
+// registered on first use of any of these functions (std::call_once, not static initializers,
+// which the linker drops from static libraries); register_op throws std::logic_error on a
+// duplicate name.
 const OpDef& lookup_op(const std::string& name);
 const OpDef* find_op(const std::string& name);
 std::vector<std::string> all_op_names();

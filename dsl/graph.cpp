@@ -1,0 +1,354 @@
+// Note: the tensor-level graph. The arena is append-only: ids are indices into values_/nodes_ and
+// never change, so passes build a new graph rather than editing one in place.
+//
+// add_op runs the op table entry: a Composite op calls its decompose (which adds primitive ops
+// through add_op again); any other op first canonicalizes its attrs (OpDef::canonicalize: defaults,
+// dtype aliases, normalized "dims"), then infers its output types from the canonical attrs, and
+// the node stores the canonical attrs. So `sum(x, dims=[-1])` and `sum(x, dims=[1])` on a 2-d x
+// build identical nodes and hash equal.
+//
+// serialize() is the canonical byte form behind hash(): fixed-width little-endian integers,
+// floating constants by their IEEE-754 bits, attrs in key order with their variant index, and no
+// input names (renaming an argument does not change the graph's identity).
+#include "dsl/graph.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+#include "dsl/op_table.h"
+
+namespace flow::dsl {
+
+namespace {
+
+constexpr char kGraphMagic[] = "flow.graph";
+constexpr uint32_t kGraphFormat = 1;
+
+void put_u8(std::string& out, uint8_t v) { out.push_back(static_cast<char>(v)); }
+void put_u32(std::string& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+void put_u64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+void put_i64(std::string& out, int64_t v) { put_u64(out, static_cast<uint64_t>(v)); }
+void put_f64(std::string& out, double v) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof bits);
+  put_u64(out, bits);
+}
+void put_str(std::string& out, const std::string& s) {
+  put_u32(out, static_cast<uint32_t>(s.size()));
+  out += s;
+}
+void put_ids(std::string& out, const std::vector<int>& ids) {
+  put_u32(out, static_cast<uint32_t>(ids.size()));
+  for (int id : ids) put_i64(out, id);
+}
+void put_type(std::string& out, const TensorType& t) {
+  put_u8(out, static_cast<uint8_t>(t.dtype));
+  put_u32(out, static_cast<uint32_t>(t.shape.size()));
+  for (int64_t d : t.shape) put_i64(out, d);
+}
+
+// The shortest decimal form that reads back to the same double ("2.5", "0.1", "inf", "nan").
+std::string format_double(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[40];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  std::string s = buf;
+  // Keep floats visibly floats: "2" -> "2.0".
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string attr_str_value(const AttrValue& v) {
+  switch (v.index()) {
+    case 0: return std::to_string(std::get<int64_t>(v));
+    case 1: return format_double(std::get<double>(v));
+    case 2: return std::get<bool>(v) ? "true" : "false";
+    case 3: return "\"" + std::get<std::string>(v) + "\"";
+    default: {
+      std::string s = "[";
+      const auto& xs = std::get<std::vector<int64_t>>(v);
+      for (size_t i = 0; i < xs.size(); ++i) s += (i ? ", " : "") + std::to_string(xs[i]);
+      return s + "]";
+    }
+  }
+}
+
+std::string constant_str(const Value& v) {
+  if (v.type.dtype == DType::Bool) return v.scalar != 0 ? "true" : "false";
+  if (is_integral(v.type.dtype)) return std::to_string(static_cast<int64_t>(v.scalar));
+  return format_double(v.scalar);
+}
+
+// A constant's value as the dtype stores it, so equal constants compare and hash equal.
+double round_constant(double value, DType dtype) {
+  switch (dtype) {
+    case DType::Bool: return value != 0 ? 1.0 : 0.0;
+    case DType::Int32:
+    case DType::Int64: {
+      if (!std::isfinite(value)) throw std::invalid_argument("add_constant: non-finite value for an integer dtype");
+      return std::trunc(value);
+    }
+    case DType::Float32:
+    case DType::Float16:
+    case DType::BFloat16: return static_cast<double>(static_cast<float>(value));
+    case DType::Float64: return value;
+  }
+  return value;
+}
+
+const char* attr_type_name(size_t index) {
+  static const char* const kNames[] = {"an int", "a float", "a bool", "a string", "a list of ints"};
+  return index < 5 ? kNames[index] : "?";
+}
+
+[[noreturn]] void attr_missing(const std::string& key, const std::string& op) {
+  throw OpError(OpError::Kind::Type, op + "(): missing required attribute '" + key + "'");
+}
+[[noreturn]] void attr_mistyped(const AttrValue& v, const std::string& key, const std::string& op, size_t want) {
+  throw OpError(OpError::Kind::Type, op + "(): attribute '" + key + "' must be " + attr_type_name(want) + ", got " +
+                                         attr_type_name(v.index()) + " (" + attr_str_value(v) + ")");
+}
+
+}  // namespace
+
+std::string TensorType::str() const { return std::string(dtype_name(dtype)) + shape_str(shape); }
+
+// ---- building -----------------------------------------------------------------------------------
+
+int Graph::append_value(const TensorType& t, ValueKind kind, int producer) {
+  for (int64_t d : t.shape) {
+    if (d < 0) throw std::invalid_argument("Graph: negative dimension in shape " + shape_str(t.shape));
+  }
+  Value v;
+  v.id = static_cast<int>(values_.size());
+  v.type = t;
+  v.kind = kind;
+  v.producer = producer;
+  values_.push_back(std::move(v));
+  return values_.back().id;
+}
+
+int Graph::add_input(const TensorType& t, const std::string& name) {
+  const int id = append_value(t, ValueKind::Input, -1);
+  values_[id].name = name;
+  inputs_.push_back(id);
+  return id;
+}
+
+int Graph::add_constant(double value, DType dtype, bool wrapped_number) {
+  const int id = append_value(TensorType{{}, dtype}, ValueKind::Constant, -1);
+  values_[id].scalar = round_constant(value, dtype);
+  values_[id].wrapped_number = wrapped_number;
+  return id;
+}
+
+int Graph::append_node(const std::string& op, const std::vector<int>& inputs, const std::vector<TensorType>& outs,
+                       const Attrs& attrs) {
+  for (int in : inputs) {
+    if (in < 0 || in >= static_cast<int>(values_.size())) {
+      throw std::out_of_range("Graph::append_node(" + op + "): no value %" + std::to_string(in));
+    }
+  }
+  Node n;
+  n.id = static_cast<int>(nodes_.size());
+  n.op = op;
+  n.inputs = inputs;
+  n.attrs = attrs;
+  for (const TensorType& t : outs) n.outputs.push_back(append_value(t, ValueKind::OpResult, n.id));
+  nodes_.push_back(std::move(n));
+  return nodes_.back().id;
+}
+
+std::vector<int> Graph::add_op(const std::string& op, const std::vector<int>& inputs, const Attrs& attrs) {
+  const OpDef& def = lookup_op(op);
+  if (def.num_inputs >= 0 && static_cast<int>(inputs.size()) != def.num_inputs) {
+    throw OpError(OpError::Kind::Type, op + "() takes " + std::to_string(def.num_inputs) + " input(s) but " +
+                                           std::to_string(inputs.size()) + " were given");
+  }
+  for (int in : inputs) {
+    if (in < 0 || in >= static_cast<int>(values_.size())) {
+      throw OpError(OpError::Kind::Value, op + "(): input %" + std::to_string(in) + " is not a value of this graph");
+    }
+  }
+  if (def.pattern == OpPattern::Composite) {
+    if (!def.decompose) throw std::logic_error("op table: composite op '" + op + "' has no decompose");
+    return def.decompose(*this, inputs, attrs);
+  }
+  const Attrs canonical = def.canonicalize ? def.canonicalize(*this, inputs, attrs) : attrs;
+  if (!def.infer) throw std::logic_error("op table: op '" + op + "' has no infer");
+  const std::vector<TensorType> outs = def.infer(*this, inputs, canonical);
+  return nodes_[append_node(op, inputs, outs, canonical)].outputs;
+}
+
+int Graph::add(const std::string& op, const std::vector<int>& inputs, const Attrs& attrs) {
+  const std::vector<int> outs = add_op(op, inputs, attrs);
+  if (outs.size() != 1) {
+    throw std::logic_error("Graph::add(" + op + "): op has " + std::to_string(outs.size()) + " outputs, not 1");
+  }
+  return outs[0];
+}
+
+void Graph::mark_output(int value) {
+  if (value < 0 || value >= static_cast<int>(values_.size())) {
+    throw std::out_of_range("Graph::mark_output: no value %" + std::to_string(value));
+  }
+  outputs_.push_back(value);
+}
+
+std::vector<int> Graph::consumers(int value) const {
+  std::vector<int> out;
+  for (const Node& n : nodes_) {
+    for (int in : n.inputs) {
+      if (in == value) {
+        out.push_back(n.id);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+// ---- printing, serialization, hashing ---------------------------------------------------------
+
+std::string Graph::to_string() const {
+  std::string s;
+  for (const Value& v : values_) {
+    if (v.kind == ValueKind::Input) {
+      s += "%" + std::to_string(v.id) + ": " + v.type.str() + " = input";
+      if (!v.name.empty()) s += " \"" + v.name + "\"";
+      s += "\n";
+    } else if (v.kind == ValueKind::Constant) {
+      s += "%" + std::to_string(v.id) + ": " + v.type.str() + " = constant " + constant_str(v);
+      if (v.wrapped_number) s += " (wrapped number)";
+      s += "\n";
+    }
+  }
+  for (const Node& n : nodes_) {
+    std::string lhs;
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      const Value& o = values_[n.outputs[i]];
+      lhs += (i ? ", %" : "%") + std::to_string(o.id) + ": " + o.type.str();
+    }
+    s += (n.outputs.size() == 1 ? lhs : "(" + lhs + ")") + " = " + n.op + "(";
+    for (size_t i = 0; i < n.inputs.size(); ++i) s += (i ? ", %" : "%") + std::to_string(n.inputs[i]);
+    s += ")";
+    if (!n.attrs.empty()) {
+      s += " {";
+      bool first = true;
+      for (const auto& [key, val] : n.attrs) {
+        s += (first ? "" : ", ") + key + "=" + attr_str_value(val);
+        first = false;
+      }
+      s += "}";
+    }
+    s += "\n";
+  }
+  s += "return (";
+  for (size_t i = 0; i < outputs_.size(); ++i) s += (i ? ", %" : "%") + std::to_string(outputs_[i]);
+  return s + ")\n";
+}
+
+void Graph::serialize(std::string& out) const {
+  put_str(out, kGraphMagic);
+  put_u32(out, kGraphFormat);
+  put_u32(out, static_cast<uint32_t>(values_.size()));
+  for (const Value& v : values_) {
+    put_u8(out, static_cast<uint8_t>(v.kind));
+    put_type(out, v.type);
+    put_i64(out, v.producer);
+    if (v.kind == ValueKind::Constant) {
+      put_f64(out, v.scalar);
+      put_u8(out, v.wrapped_number ? 1 : 0);
+    }
+  }
+  put_u32(out, static_cast<uint32_t>(nodes_.size()));
+  for (const Node& n : nodes_) {
+    put_str(out, n.op);
+    put_ids(out, n.inputs);
+    put_ids(out, n.outputs);
+    put_u32(out, static_cast<uint32_t>(n.attrs.size()));
+    for (const auto& [key, val] : n.attrs) {
+      put_str(out, key);
+      put_u8(out, static_cast<uint8_t>(val.index()));
+      switch (val.index()) {
+        case 0: put_i64(out, std::get<int64_t>(val)); break;
+        case 1: put_f64(out, std::get<double>(val)); break;
+        case 2: put_u8(out, std::get<bool>(val) ? 1 : 0); break;
+        case 3: put_str(out, std::get<std::string>(val)); break;
+        default: {
+          const auto& xs = std::get<std::vector<int64_t>>(val);
+          put_u32(out, static_cast<uint32_t>(xs.size()));
+          for (int64_t x : xs) put_i64(out, x);
+        }
+      }
+    }
+  }
+  put_ids(out, inputs_);
+  put_ids(out, outputs_);
+}
+
+Hash128 Graph::hash() const {
+  std::string bytes;
+  serialize(bytes);
+  return xxh3_128(bytes);
+}
+
+// ---- attribute accessors ----------------------------------------------------------------------
+
+const AttrValue* attr_find(const Attrs& a, const std::string& key) {
+  const auto it = a.find(key);
+  return it == a.end() ? nullptr : &it->second;
+}
+
+int64_t attr_int(const Attrs& a, const std::string& key, const std::string& op) {
+  const AttrValue* v = attr_find(a, key);
+  if (!v) attr_missing(key, op);
+  if (const int64_t* i = std::get_if<int64_t>(v)) return *i;
+  attr_mistyped(*v, key, op, 0);
+}
+
+// An int attr is accepted where a float is expected (Python passes alpha=2 as an int).
+double attr_float(const Attrs& a, const std::string& key, const std::string& op) {
+  const AttrValue* v = attr_find(a, key);
+  if (!v) attr_missing(key, op);
+  if (const double* d = std::get_if<double>(v)) return *d;
+  if (const int64_t* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
+  attr_mistyped(*v, key, op, 1);
+}
+
+bool attr_bool(const Attrs& a, const std::string& key, const std::string& op) {
+  const AttrValue* v = attr_find(a, key);
+  if (!v) attr_missing(key, op);
+  if (const bool* b = std::get_if<bool>(v)) return *b;
+  attr_mistyped(*v, key, op, 2);
+}
+
+std::string attr_str(const Attrs& a, const std::string& key, const std::string& op) {
+  const AttrValue* v = attr_find(a, key);
+  if (!v) attr_missing(key, op);
+  if (const std::string* s = std::get_if<std::string>(v)) return *s;
+  attr_mistyped(*v, key, op, 3);
+}
+
+// A single int is accepted as a one-element list (torch: dim=1 or dim=(1,)).
+std::vector<int64_t> attr_ints(const Attrs& a, const std::string& key, const std::string& op) {
+  const AttrValue* v = attr_find(a, key);
+  if (!v) attr_missing(key, op);
+  if (const auto* xs = std::get_if<std::vector<int64_t>>(v)) return *xs;
+  if (const int64_t* i = std::get_if<int64_t>(v)) return {*i};
+  attr_mistyped(*v, key, op, 4);
+}
+
+}  // namespace flow::dsl

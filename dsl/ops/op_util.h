@@ -1,0 +1,45 @@
+// Note: helpers shared by the op table entries (dsl/ops/*.cpp) and the registry (dsl/op_table.cpp).
+// Internal to dsl: other layers use dsl/op_table.h. Entries register through register_builtin(),
+// which, unlike the public register_op, does not trigger the one-time built-in registration it is
+// part of.
+#pragma once
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "dsl/op_table.h"
+
+namespace flow::dsl {
+
+// Called once, in this order, by the registry (std::call_once); each registers one file's ops.
+void register_elementwise_ops();
+void register_reduction_ops();
+void register_composite_ops();
+void register_builtin(OpDef def);
+
+// torch's scalar type names used in its messages: "Bool", "Int", "Long", "Half", "BFloat16",
+// "Float", "Double".
+const char* torch_dtype_name(DType t);
+
+// Wraps a possibly negative dim into [0, ndim); a 0-dim tensor accepts -1 and 0 as torch does.
+// Throws OpError(Index) "Dimension out of range (expected to be in range of [-2, 1], but got 2)".
+int64_t normalize_dim(int64_t dim, int64_t ndim);
+// Normalizes and sorts; an empty list means all dims. A duplicate raises OpError(Value)
+// "dim 1 appears multiple times in the list of dims". For a 0-dim tensor the result is empty.
+std::vector<int64_t> normalize_dims(const std::vector<int64_t>& dims, int64_t ndim);
+
+// torch.result_type over typed operands: dimensioned tensors > zero-dim tensors > wrapped numbers,
+// each group promoted on its own, a lower group winning only with a higher category
+// (bool < integer < floating); a floating wrapped number counts as the default dtype (float32).
+DType result_type(const std::vector<TensorType>& types, const std::vector<bool>& wrapped);
+
+// Rejects attrs not in `allowed`: OpError(Type) "add(): unexpected attribute 'alhpa'".
+void check_attrs(const std::string& op, const Attrs& attrs, std::initializer_list<const char*> allowed);
+// A dtype attr (a name such as "float32" or an alias "float"); OpError(Type) when invalid.
+DType attr_dtype(const Attrs& attrs, const std::string& key, const std::string& op);
+
+// Types and wrapped flags of graph values.
+std::vector<TensorType> value_types(const Graph& g, const std::vector<int>& ids);
+std::vector<bool> wrapped_flags(const Graph& g, const std::vector<int>& ids);
+
+}  // namespace flow::dsl

@@ -1,0 +1,73 @@
+// Note: jit::compile turns a tensor-level graph into an Executable: fuse, specialize each group
+// to the argument layouts, schedule (heuristic Params, or tuned ones later), generate code, and
+// fetch each kernel from the kernel cache (memory -> disk -> compile). The Executable runs the
+// kernels in order over buffers it allocates for intermediates and outputs.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dsl/graph.h"
+#include "dsl/stmt.h"
+#include "jit/tensor.h"
+#include "scheduler/fusion.h"
+#include "scheduler/kernel_instance.h"
+#include "scheduler/scheduler.h"
+
+namespace flow::jit {
+
+struct CompileOptions {
+  dsl::Target target = dsl::Target::CPU;
+  std::string cuda_arch = "sm_90";  // CUDA target: the architecture NVRTC compiles for
+  bool fuse = true;                 // false: one kernel per op
+  bool inline_constants = true;     // false: scalar constants become kernel parameters (eager)
+};
+
+// A kernel ready to run: its schedule, its code and how it was obtained.
+struct CompiledKernel {
+  sched::ScheduledKernel scheduled;
+  std::string key_hex;
+  bool cache_hit = false;      // found in the memory or disk cache (no compile)
+  double compile_seconds = 0;  // 0 on a hit
+  void* entry = nullptr;       // CPU: the function pointer
+  std::string cuda_source;     // CUDA target
+  std::string ptx;
+};
+
+// Loads or compiles one scheduled kernel for a target (thread-safe; cached in memory by key).
+std::shared_ptr<const CompiledKernel> get_kernel(const sched::ScheduledKernel& sk, const CompileOptions& opt);
+// Runs a CPU kernel: buffer args from `values` (indexed by graph value id).
+void launch_cpu(const CompiledKernel& k, const std::vector<const Tensor*>& values);
+
+class Executable {
+ public:
+  // Runs the graph: inputs in graph-input order (any strides matching those compiled for);
+  // returns the outputs in graph-output order (new contiguous tensors, or input aliases).
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+
+  const dsl::Graph& graph() const { return graph_; }
+  const sched::FusionPlan& plan() const { return plan_; }
+  const std::vector<std::shared_ptr<const CompiledKernel>>& kernels() const { return kernels_; }
+  int num_kernels() const { return static_cast<int>(kernels_.size()); }
+  int num_compiled() const;  // kernels this compile produced (not from the cache)
+  // Graph, fusion groups, rejected merges, kernels with Params and cache status, loop nests and
+  // (with_source) the generated CUDA C++ of each kernel for `cuda_arch`.
+  std::string explain(bool with_source = true) const;
+
+ private:
+  friend std::shared_ptr<Executable> compile(const dsl::Graph&, const std::vector<std::vector<int64_t>>&,
+                                             const CompileOptions&);
+  dsl::Graph graph_;
+  CompileOptions opt_;
+  sched::FusionPlan plan_;
+  std::vector<sched::KernelInstance> instances_;
+  std::vector<std::shared_ptr<const CompiledKernel>> kernels_;
+  std::vector<int> kernel_group_;  // group index of each kernel
+};
+
+// Compiles `g` for inputs with the given element strides (one vector per graph input; empty
+// vector = contiguous).
+std::shared_ptr<Executable> compile(const dsl::Graph& g, const std::vector<std::vector<int64_t>>& input_strides,
+                                    const CompileOptions& opt);
+
+}  // namespace flow::jit

@@ -1,0 +1,220 @@
+// flow device helpers, #included by every kernel the CUDA printer (jit/cuda/cuda_printer.cpp) emits.
+// This file is embedded into the library at build time (jit/cuda/embed.cmake) and handed to NVRTC
+// as an in-memory header, so the GPU host needs no CUDA headers at run time.
+//
+// Note: self-contained on purpose. NVRTC has no standard headers without --include-path, and
+// cuda_fp16.h / cuda_bf16.h would tie the kernel cache to one toolkit's header layout. So:
+//  - the fixed-width integer names are defined here (long long is 64-bit, int is 32-bit on every
+//    CUDA target);
+//  - float16 / bfloat16 are 2-byte storage structs (trivial, so they may live in __shared__ arrays
+//    and in flow::Vec) converted to and from float with single PTX cvt instructions
+//    (cvt.rn.f16.f32 on every architecture; cvt.rn.bf16.f32 on sm_80+, with a bit-exact
+//    round-to-nearest-even fallback below sm_80). Arithmetic never happens on them: the IR casts to
+//    float32 first ("opmath", as PyTorch does);
+//  - math uses the accurate libdevice functions (expf, logf, tanhf, erff): kernels are compiled
+//    without --use_fast_math, correctness first.
+#pragma once
+
+typedef long long int64_t;
+typedef int int32_t;
+typedef unsigned long long uint64_t;
+typedef unsigned int uint32_t;
+typedef unsigned short uint16_t;
+typedef unsigned char uint8_t;
+
+namespace flow {
+
+// ---- half-precision storage types -------------------------------------------------------------
+
+struct alignas(2) half {
+  uint16_t bits;
+};
+struct alignas(2) bfloat16 {
+  uint16_t bits;
+};
+
+__device__ __forceinline__ float to_float(half h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+  return f;
+}
+
+__device__ __forceinline__ float to_float(bfloat16 h) { return __uint_as_float(static_cast<uint32_t>(h.bits) << 16); }
+
+// Identity overloads so generated code may call to_float on any compute type.
+__device__ __forceinline__ float to_float(float f) { return f; }
+
+__device__ __forceinline__ half float_to_half(float f) {
+  half h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+  return h;
+}
+
+__device__ __forceinline__ bfloat16 float_to_bfloat16(float f) {
+  bfloat16 h;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+#else
+  const uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    h.bits = static_cast<uint16_t>((u >> 16) | 0x0040u);  // quiet NaN, sign kept
+  } else {
+    const uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
+    h.bits = static_cast<uint16_t>((u + rounding) >> 16);
+  }
+#endif
+  return h;
+}
+
+// ---- aligned vectors for 16-byte global memory accesses ---------------------------------------
+
+// N elements of T accessed as one unit. The alignment is the vector's size up to 16 bytes (the
+// widest global access); larger vectors become several 16-byte accesses.
+template <class T, int N>
+struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) Vec {
+  T v[N];
+};
+
+// Loads N consecutive elements at p (which must be aligned to the vector's alignment).
+template <int N, class T>
+__device__ __forceinline__ Vec<T, N> load_vec(const T* p) {
+  return *reinterpret_cast<const Vec<T, N>*>(p);
+}
+
+template <int N, class T>
+__device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& x) {
+  *reinterpret_cast<Vec<T, N>*>(p) = x;
+}
+
+// ---- scalar math --------------------------------------------------------------------------------
+
+// IR Min/Max (fmin/fmax semantics for floats: a NaN operand is ignored).
+template <class T>
+__device__ __forceinline__ T min(T a, T b) {
+  return b < a ? b : a;
+}
+template <class T>
+__device__ __forceinline__ T max(T a, T b) {
+  return a < b ? b : a;
+}
+template <>
+__device__ __forceinline__ float min<float>(float a, float b) {
+  return fminf(a, b);
+}
+template <>
+__device__ __forceinline__ float max<float>(float a, float b) {
+  return fmaxf(a, b);
+}
+template <>
+__device__ __forceinline__ double min<double>(double a, double b) {
+  return fmin(a, b);
+}
+template <>
+__device__ __forceinline__ double max<double>(double a, double b) {
+  return fmax(a, b);
+}
+
+// NaN-propagating max/min, as torch.max / torch.amax: NaN when either operand is NaN.
+template <class T>
+__device__ __forceinline__ T max_nan(T a, T b) {
+  return (a > b || a != a) ? a : b;
+}
+template <class T>
+__device__ __forceinline__ T min_nan(T a, T b) {
+  return (a < b || a != a) ? a : b;
+}
+
+template <class T>
+__device__ __forceinline__ T abs(T a) {
+  return a < T(0) ? -a : a;
+}
+template <>
+__device__ __forceinline__ float abs<float>(float a) {
+  return fabsf(a);
+}
+template <>
+__device__ __forceinline__ double abs<double>(double a) {
+  return fabs(a);
+}
+
+// ---- block reductions ---------------------------------------------------------------------------
+
+struct SumOp {
+  template <class T>
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct MaxOp {
+  template <class T>
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return max_nan(a, b);
+  }
+};
+struct MinOp {
+  template <class T>
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return min_nan(a, b);
+  }
+};
+
+// Combines v over the `count` (1..32) lowest lanes of a warp; the result is in lane 0 (and in every
+// lane when count is 32). `mask` holds exactly those lanes.
+template <class T, class Op>
+__device__ __forceinline__ T warp_reduce(T v, unsigned mask, int lane, int count, Op op) {
+  if (count == 32) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  } else {
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      const T other = __shfl_down_sync(mask, v, offset);
+      if (lane + offset < count) v = op(v, other);
+    }
+  }
+  return v;
+}
+
+// Combines v over every thread of the block and returns the result to every thread. `smem` is a
+// __shared__ scratch array of at least 32 elements (one per warp). Collective: every thread of the
+// block must call it (at the same program point). Any block shape works, including a thread count
+// that is not a multiple of 32. The leading __syncthreads lets consecutive reductions share `smem`.
+template <class T, class Op>
+__device__ __forceinline__ T block_reduce(T v, T* smem, Op op) {
+  const int nthreads = static_cast<int>(blockDim.x * blockDim.y * blockDim.z);
+  const int tid = static_cast<int>(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int nwarps = (nthreads + 31) >> 5;
+  const int count = nthreads - warp * 32 < 32 ? nthreads - warp * 32 : 32;
+  const unsigned mask = count == 32 ? 0xffffffffu : ((1u << count) - 1u);
+  v = warp_reduce(v, mask, lane, count, op);
+  if (nwarps == 1) return __shfl_sync(mask, v, 0);
+  __syncthreads();
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    const unsigned mask0 = nwarps == 32 ? 0xffffffffu : ((1u << nwarps) - 1u);
+    if (lane < nwarps) {
+      T w = smem[lane];
+      w = warp_reduce(w, mask0, lane, nwarps, op);
+      if (lane == 0) smem[0] = w;
+    }
+  }
+  __syncthreads();
+  return smem[0];
+}
+
+template <class T>
+__device__ __forceinline__ T block_reduce_sum(T v, T* smem) {
+  return block_reduce(v, smem, SumOp());
+}
+template <class T>
+__device__ __forceinline__ T block_reduce_max(T v, T* smem) {
+  return block_reduce(v, smem, MaxOp());
+}
+template <class T>
+__device__ __forceinline__ T block_reduce_min(T v, T* smem) {
+  return block_reduce(v, smem, MinOp());
+}
+
+}  // namespace flow

@@ -1,0 +1,54 @@
+// Note: a Buffer owns one allocation of device memory. Host buffers are 64-byte aligned (a cache
+// line and an AVX-512 vector), and their size is rounded up to a multiple of 64 internally so that
+// vectorized kernels may read a whole last vector; size() reports what was asked for. A zero-size
+// buffer is valid and still has a non-null, aligned data() pointer, so kernels never see null.
+// Contents are uninitialized. Buffers are shared (std::shared_ptr) because tensors, views and
+// executables hold the same storage; they are neither copyable nor movable.
+#pragma once
+#include <cstddef>
+#include <memory>
+
+namespace flow::runtime {
+
+enum class DeviceType { CPU, CUDA };
+const char* device_type_name(DeviceType d);  // "cpu", "cuda"
+
+class Buffer {
+ public:
+  static constexpr size_t kAlignment = 64;
+
+  // Throws std::bad_alloc when host memory runs out, std::runtime_error for CUDA (not yet supported).
+  static std::shared_ptr<Buffer> allocate(size_t bytes, DeviceType device = DeviceType::CPU);
+
+  void* data() { return data_.get(); }
+  const void* data() const { return data_.get(); }
+  template <typename T>
+  T* data_as() {
+    return static_cast<T*>(data());
+  }
+  template <typename T>
+  const T* data_as() const {
+    return static_cast<const T*>(data());
+  }
+  size_t size() const { return size_; }
+  DeviceType device() const { return device_; }
+
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+ private:
+  struct HostFree {
+    void operator()(void* p) const noexcept;
+  };
+  struct Private {};  // lets allocate() use std::make_shared with a non-public constructor
+
+ public:
+  Buffer(Private, std::unique_ptr<void, HostFree> data, size_t size, DeviceType device);
+
+ private:
+  std::unique_ptr<void, HostFree> data_;
+  size_t size_ = 0;
+  DeviceType device_ = DeviceType::CPU;
+};
+
+}  // namespace flow::runtime

@@ -1,0 +1,346 @@
+#include "scheduler/fusion.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "dsl/op_table.h"
+
+namespace flow::sched {
+
+using dsl::Graph;
+using dsl::OpPattern;
+using dsl::Shape;
+
+const char* group_kind_name(GroupKind k) {
+  switch (k) {
+    case GroupKind::Pointwise: return "pointwise";
+    case GroupKind::Reduction: return "reduction";
+    case GroupKind::Opaque: return "opaque";
+  }
+  return "?";
+}
+
+Shape keepdim_shape(const FusionGroup& grp) {
+  Shape s = grp.domain;
+  for (int64_t d : grp.reduce_dims) s[d] = 1;
+  return s;
+}
+
+Shape reduced_shape(const FusionGroup& grp) {
+  Shape s;
+  for (size_t d = 0; d < grp.domain.size(); ++d)
+    if (!std::binary_search(grp.reduce_dims.begin(), grp.reduce_dims.end(), static_cast<int64_t>(d)))
+      s.push_back(grp.domain[d]);
+  return s;
+}
+
+bool is_row_shape(const FusionGroup& grp, const Shape& s) {
+  return grp.kind == GroupKind::Reduction && (s == keepdim_shape(grp) || s == reduced_shape(grp));
+}
+
+namespace {
+
+// Working state of the pass: groups may be merged, so node -> group goes through a union-find.
+class Fuser {
+ public:
+  Fuser(const Graph& g, const FusionOptions& opt) : g_(g), opt_(opt), node_group_(g.nodes().size(), -1) {}
+
+  FusionPlan run() {
+    for (const auto& n : g_.nodes()) visit(n);
+    return finish();
+  }
+
+ private:
+  struct Work {
+    GroupKind kind;
+    std::vector<int> nodes;
+    Shape domain;
+    std::vector<int64_t> reduce_dims;
+    bool alive = true;
+  };
+
+  int group_of_value(int v) const {
+    const auto& val = g_.value(v);
+    if (val.kind != dsl::ValueKind::OpResult) return -1;
+    return node_group_[val.producer];
+  }
+
+  void reject(int producer_group, int consumer, const std::string& why) {
+    const auto& nodes = groups_[producer_group].nodes;
+    rejected_.push_back({nodes.empty() ? -1 : nodes.back(), consumer, why});
+  }
+
+  // Does group `to` (transitively) read anything produced by group `from`?
+  bool depends_on(int to, int from) const {
+    std::set<int> seen;
+    std::function<bool(int)> dfs = [&](int gi) {
+      if (gi == from) return true;
+      if (!seen.insert(gi).second) return false;
+      for (int n : groups_[gi].nodes)
+        for (int in : g_.node(n).inputs) {
+          const int pg = group_of_value(in);
+          if (pg >= 0 && pg != gi && dfs(pg)) return true;
+        }
+      return false;
+    };
+    for (int n : groups_[to].nodes)
+      for (int in : g_.node(n).inputs) {
+        const int pg = group_of_value(in);
+        if (pg >= 0 && pg != to && dfs(pg)) return true;
+      }
+    return false;
+  }
+
+  // Would putting node `n` into group `gi` create a cycle through another group?
+  bool creates_cycle(int gi, const dsl::Node& n) const {
+    for (int in : n.inputs) {
+      const int pg = group_of_value(in);
+      if (pg >= 0 && pg != gi && depends_on(pg, gi)) return true;
+    }
+    return false;
+  }
+
+  int count_buffers_if_merged(int gi, const dsl::Node& n) const {
+    std::set<int> produced, read;
+    for (int m : groups_[gi].nodes)
+      for (int o : g_.node(m).outputs) produced.insert(o);
+    for (int o : n.outputs) produced.insert(o);
+    auto add_reads = [&](const dsl::Node& node) {
+      for (int in : node.inputs)
+        if (!produced.count(in)) read.insert(in);
+    };
+    for (int m : groups_[gi].nodes) add_reads(g_.node(m));
+    add_reads(n);
+    return static_cast<int>(read.size() + produced.size());
+  }
+
+  // Elementwise node `n` joining group `gi`: empty string if allowed, else the reason.
+  std::string elementwise_fits(int gi, const dsl::Node& n) const {
+    const Work& w = groups_[gi];
+    const Shape& out = g_.value(n.outputs[0]).type.shape;
+    if (w.kind == GroupKind::Opaque) return "producer is an opaque op";
+    if (w.kind == GroupKind::Pointwise) {
+      if (out != w.domain) return "shape mismatch: group " + dsl::shape_str(w.domain) + " vs " + dsl::shape_str(out);
+    } else {
+      FusionGroup probe;
+      probe.kind = GroupKind::Reduction;
+      probe.domain = w.domain;
+      probe.reduce_dims = w.reduce_dims;
+      const bool full = out == w.domain;
+      if (!full && !is_row_shape(probe, out))
+        return "shape mismatch: reduction domain " + dsl::shape_str(w.domain) + " vs " + dsl::shape_str(out);
+      if (full && reduced_shape(probe) != keepdim_shape(probe)) {
+        // A reduced (keepdim=false) value broadcasts against the full domain by right alignment,
+        // not per row: only keepdim row values may feed full-domain work in one kernel.
+        for (int in : n.inputs)
+          if (group_of_value(in) == gi && g_.value(in).type.shape == reduced_shape(probe) &&
+              g_.value(in).type.shape != w.domain)
+            return "reduced value (keepdim=False) broadcast against the full domain";
+      }
+    }
+    if (creates_cycle(gi, n)) return "would create a cycle between kernels";
+    if (count_buffers_if_merged(gi, n) > opt_.max_buffers) return "kernel argument cap";
+    return "";
+  }
+
+  std::string reduction_fits(int gi, const dsl::Node& n, const std::vector<int64_t>& dims) const {
+    const Work& w = groups_[gi];
+    const Shape& in = g_.value(n.inputs[0]).type.shape;
+    if (w.kind == GroupKind::Opaque) return "producer is an opaque op";
+    if (w.domain != in) return "reduction input " + dsl::shape_str(in) + " is not the group domain " + dsl::shape_str(w.domain);
+    if (w.kind == GroupKind::Reduction && w.reduce_dims != dims) return "different reduction axes";
+    if (creates_cycle(gi, n)) return "would create a cycle between kernels";
+    if (count_buffers_if_merged(gi, n) > opt_.max_buffers) return "kernel argument cap";
+    return "";
+  }
+
+  int new_group(const dsl::Node& n, GroupKind kind, Shape domain, std::vector<int64_t> dims) {
+    groups_.push_back({kind, {n.id}, std::move(domain), std::move(dims)});
+    node_group_[n.id] = static_cast<int>(groups_.size()) - 1;
+    return node_group_[n.id];
+  }
+
+  void absorb(int into, int from) {
+    if (into == from) return;
+    for (int m : groups_[from].nodes) {
+      groups_[into].nodes.push_back(m);
+      node_group_[m] = into;
+    }
+    groups_[from].nodes.clear();
+    groups_[from].alive = false;
+    std::sort(groups_[into].nodes.begin(), groups_[into].nodes.end());
+  }
+
+  std::vector<int> producer_groups(const dsl::Node& n) const {
+    std::vector<int> out;
+    for (int in : n.inputs) {
+      const int pg = group_of_value(in);
+      if (pg >= 0 && std::find(out.begin(), out.end(), pg) == out.end()) out.push_back(pg);
+    }
+    return out;
+  }
+
+  void visit(const dsl::Node& n) {
+    const dsl::OpDef& def = dsl::lookup_op(n.op);
+    if (!opt_.enable || (def.pattern != OpPattern::Elementwise && def.pattern != OpPattern::Reduction)) {
+      const Shape dom = n.outputs.empty() ? Shape{} : g_.value(n.outputs[0]).type.shape;
+      if (def.pattern == OpPattern::Reduction) {
+        new_group(n, GroupKind::Reduction, g_.value(n.inputs[0]).type.shape, dsl::attr_ints(n.attrs, "dims", n.op));
+      } else if (def.pattern == OpPattern::Elementwise) {
+        new_group(n, GroupKind::Pointwise, dom, {});
+      } else {
+        new_group(n, GroupKind::Opaque, dom, {});
+      }
+      return;
+    }
+    const auto producers = producer_groups(n);
+    if (def.pattern == OpPattern::Elementwise) {
+      // Decide against every producer group before touching any of them.
+      std::vector<int> fits;
+      for (int pg : producers) {
+        const std::string why = elementwise_fits(pg, n);
+        if (why.empty()) {
+          fits.push_back(pg);
+        } else {
+          reject(pg, n.id, why);
+        }
+      }
+      if (fits.empty()) {
+        new_group(n, GroupKind::Pointwise, g_.value(n.outputs[0]).type.shape, {});
+        return;
+      }
+      // Prefer a reduction group as the target: a pointwise group of the same domain joins it.
+      int target = fits[0];
+      for (int pg : fits)
+        if (groups_[pg].kind == GroupKind::Reduction) target = pg;
+      for (int pg : fits) {
+        if (pg == target) continue;
+        const Work& a = groups_[target];
+        const Work& b = groups_[pg];
+        const bool same_domain = a.domain == b.domain &&
+                                 (b.kind == GroupKind::Pointwise || a.reduce_dims == b.reduce_dims);
+        if (same_domain && !depends_on(pg, target) && !depends_on(target, pg)) {
+          absorb(target, pg);
+        } else {
+          reject(pg, n.id, "producer groups disagree on the iteration domain");
+        }
+      }
+      node_group_[n.id] = target;
+      groups_[target].nodes.push_back(n.id);
+      return;
+    }
+    // Reduction
+    const std::vector<int64_t> dims = dsl::attr_ints(n.attrs, "dims", n.op);
+    const Shape& in_shape = g_.value(n.inputs[0]).type.shape;
+    const int pg = group_of_value(n.inputs[0]);
+    if (pg >= 0) {
+      const std::string why = reduction_fits(pg, n, dims);
+      if (why.empty()) {
+        groups_[pg].kind = GroupKind::Reduction;
+        groups_[pg].reduce_dims = dims;
+        groups_[pg].nodes.push_back(n.id);
+        node_group_[n.id] = pg;
+        return;
+      }
+      reject(pg, n.id, why);
+    }
+    new_group(n, GroupKind::Reduction, in_shape, dims);
+  }
+
+  FusionPlan finish() {
+    // Topological order of the surviving groups (Kahn over group dependencies, ties by first node).
+    std::vector<int> alive;
+    for (size_t i = 0; i < groups_.size(); ++i)
+      if (groups_[i].alive && !groups_[i].nodes.empty()) alive.push_back(static_cast<int>(i));
+    std::map<int, std::set<int>> deps;
+    for (int gi : alive)
+      for (int n : groups_[gi].nodes)
+        for (int in : g_.node(n).inputs) {
+          const int pg = group_of_value(in);
+          if (pg >= 0 && pg != gi) deps[gi].insert(pg);
+        }
+    std::vector<int> order;
+    std::set<int> done;
+    while (order.size() < alive.size()) {
+      bool progressed = false;
+      for (int gi : alive) {
+        if (done.count(gi)) continue;
+        bool ready = true;
+        for (int d : deps[gi]) ready = ready && done.count(d);
+        if (!ready) continue;
+        order.push_back(gi);
+        done.insert(gi);
+        progressed = true;
+        break;
+      }
+      if (!progressed) throw std::logic_error("fusion produced a cyclic kernel graph");
+    }
+
+    FusionPlan plan;
+    plan.rejected = rejected_;
+    std::set<int> graph_outputs(g_.outputs().begin(), g_.outputs().end());
+    for (int gi : order) {
+      const Work& w = groups_[gi];
+      FusionGroup grp;
+      grp.id = static_cast<int>(plan.groups.size());
+      grp.kind = w.kind;
+      grp.nodes = w.nodes;
+      grp.domain = w.domain;
+      grp.reduce_dims = w.reduce_dims;
+      std::set<int> produced;
+      for (int n : grp.nodes)
+        for (int o : g_.node(n).outputs) produced.insert(o);
+      for (int n : grp.nodes)
+        for (int in : g_.node(n).inputs)
+          if (!produced.count(in) && std::find(grp.inputs.begin(), grp.inputs.end(), in) == grp.inputs.end())
+            grp.inputs.push_back(in);
+      for (int n : grp.nodes)
+        for (int o : g_.node(n).outputs) {
+          bool used_outside = graph_outputs.count(o) > 0;
+          for (int c : g_.consumers(o)) used_outside = used_outside || node_group_[c] != gi;
+          if (used_outside) grp.outputs.push_back(o);
+        }
+      plan.groups.push_back(std::move(grp));
+    }
+    return plan;
+  }
+
+  const Graph& g_;
+  const FusionOptions& opt_;
+  std::vector<int> node_group_;
+  std::vector<Work> groups_;
+  std::vector<RejectedMerge> rejected_;
+};
+
+}  // namespace
+
+FusionPlan fuse(const Graph& g, const FusionOptions& opt) { return Fuser(g, opt).run(); }
+
+std::string FusionPlan::to_string(const Graph& g) const {
+  std::ostringstream os;
+  for (const auto& grp : groups) {
+    os << "group " << grp.id << " (" << group_kind_name(grp.kind) << ", domain " << dsl::shape_str(grp.domain);
+    if (grp.kind == GroupKind::Reduction) os << ", reduce dims " << dsl::shape_str(grp.reduce_dims);
+    os << "):";
+    for (int n : grp.nodes) os << " " << g.node(n).op << "#" << n;
+    os << "\n    inputs:";
+    for (int v : grp.inputs) os << " %" << v;
+    os << "  outputs:";
+    for (int v : grp.outputs) os << " %" << v;
+    os << "\n";
+  }
+  if (!rejected.empty()) {
+    os << "rejected merges:\n";
+    for (const auto& r : rejected) {
+      os << "  ";
+      if (r.producer_node >= 0) os << g.node(r.producer_node).op << "#" << r.producer_node;
+      os << " -> " << g.node(r.consumer_node).op << "#" << r.consumer_node << ": " << r.reason << "\n";
+    }
+  }
+  return os.str();
+}
+
+}  // namespace flow::sched

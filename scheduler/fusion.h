@@ -1,0 +1,57 @@
+// Note: the fusion pass, in one file: every rule deciding whether two pieces of work share a
+// kernel lives in fusion.cpp. It follows TVM's pattern lattice in a simplified form: nodes are
+// visited in topological order and each node tries to join the groups that produce its inputs.
+//   - elementwise joins a pointwise group of the same shape (chains, diamonds, multi-output);
+//   - elementwise joins a reduction group when its shape is the group's full domain or its
+//     per-row (reduced) shape: producers fuse into the reduction's input, consumers into its
+//     output, and a chain of reductions over the same rows (softmax, layer norm) becomes one
+//     persistent-row kernel;
+//   - a reduction absorbs the pointwise group producing its input (same domain) or joins a
+//     reduction group over the same rows.
+// Every refused merge is recorded with a named reason; explain() prints them.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "dsl/graph.h"
+
+namespace flow::sched {
+
+enum class GroupKind { Pointwise, Reduction, Opaque };
+const char* group_kind_name(GroupKind k);
+
+struct FusionGroup {
+  int id = -1;
+  GroupKind kind = GroupKind::Pointwise;
+  std::vector<int> nodes;            // topological order
+  std::vector<int> inputs;           // values read from outside the group (incl. constants)
+  std::vector<int> outputs;          // values used outside the group (graph outputs, other groups)
+  dsl::Shape domain;                 // iteration domain (reduction: the shape before reducing)
+  std::vector<int64_t> reduce_dims;  // Reduction groups: sorted dims of `domain` reduced
+};
+
+struct RejectedMerge {
+  int producer_node = -1;
+  int consumer_node = -1;
+  std::string reason;
+};
+
+struct FusionPlan {
+  std::vector<FusionGroup> groups;  // in an executable (topological) order
+  std::vector<RejectedMerge> rejected;
+  std::string to_string(const dsl::Graph& g) const;
+};
+
+struct FusionOptions {
+  bool enable = true;      // false: one group per node (eager mode, debugging)
+  int max_buffers = 64;    // kernel argument cap (NVRTC parameter space and launch limits)
+};
+
+FusionPlan fuse(const dsl::Graph& g, const FusionOptions& opt = {});
+
+// Value level inside a reduction group: the full domain, or one value per row.
+bool is_row_shape(const FusionGroup& grp, const dsl::Shape& s);  // keepdim or reduced shape
+dsl::Shape keepdim_shape(const FusionGroup& grp);
+dsl::Shape reduced_shape(const FusionGroup& grp);
+
+}  // namespace flow::sched

@@ -1,0 +1,51 @@
+// Note: a fused group specialized to the layouts of its actual arguments. Dims are reordered
+// (kept dims first, then reduced dims), size-1 dims dropped and adjacent dims merged when every
+// buffer is contiguous across them, so most kernels become rank 1 or 2. What remains is classified
+// per buffer and dim as stride 0 (broadcast), 1 (contiguous) or dynamic; sizes and dynamic
+// strides become scalar kernel parameters, so one compiled kernel serves every shape with the
+// same classification (that is what eager mode caches on).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dsl/graph.h"
+#include "scheduler/fusion.h"
+
+namespace flow::sched {
+
+enum class StrideClass : uint8_t { Zero, One, Dynamic };
+
+struct KernelBuffer {
+  int value = -1;
+  std::string name;  // parameter name in the kernel
+  dsl::DType dtype = dsl::DType::Float32;
+  bool is_output = false;
+  std::vector<int64_t> strides;  // per coalesced dim: kept dims, then reduced dims
+  std::vector<StrideClass> classes;
+};
+
+// Element strides of each group input and output as passed at run time (contiguous if absent).
+using GroupLayouts = std::map<int, std::vector<int64_t>>;
+
+struct KernelInstance {
+  const dsl::Graph* graph = nullptr;
+  const FusionGroup* group = nullptr;
+  std::vector<int64_t> kept;     // coalesced kept sizes (at least one dim for pointwise)
+  std::vector<int64_t> reduced;  // coalesced reduced sizes (reduction groups)
+  std::vector<KernelBuffer> buffers;  // group inputs (non-constant) then outputs
+  std::vector<int> scalar_constants;  // constant values passed as scalar params (not inlined)
+  bool inline_constants = true;
+
+  int64_t rows() const;     // product of kept sizes
+  int64_t row_size() const; // product of reduced sizes
+  const KernelBuffer* buffer_for(int value) const;
+};
+
+std::vector<int64_t> contiguous_strides(const dsl::Shape& shape);
+
+// Throws std::invalid_argument if a layout has the wrong rank.
+KernelInstance specialize(const dsl::Graph& g, const FusionGroup& grp, const GroupLayouts& layouts,
+                          bool inline_constants);
+
+}  // namespace flow::sched

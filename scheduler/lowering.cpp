@@ -1,0 +1,212 @@
+#include "scheduler/lowering.h"
+
+#include <set>
+#include <stdexcept>
+
+#include "dsl/op_table.h"
+
+namespace flow::sched {
+
+using namespace flow::dsl;
+
+// ---- StmtList ----------------------------------------------------------------------------------
+
+Stmt StmtList::build() const {
+  // Fold from the back: a Let or Allocate scopes every item after it.
+  Stmt tail;
+  std::vector<Stmt> run;
+  for (size_t k = items_.size(); k-- > 0;) {
+    const Item& it = items_[k];
+    if (it.kind == Item::Kind::Stmt) {
+      run.insert(run.begin(), it.stmt);
+      continue;
+    }
+    std::vector<Stmt> inner = run;
+    if (tail.defined()) inner.push_back(tail);
+    const Stmt body = make_block(std::move(inner));
+    run.clear();
+    tail = it.kind == Item::Kind::Let ? make_let(it.name, it.value, body)
+                                      : make_allocate(it.name, it.dtype, it.size, it.scope, body);
+  }
+  if (tail.defined()) run.push_back(tail);
+  return make_block(std::move(run));
+}
+
+// ---- KernelSignature ---------------------------------------------------------------------------
+
+KernelSignature::KernelSignature(const KernelInstance& ki) : ki_(ki) {
+  for (const auto& b : ki.buffers) {
+    params_.push_back({b.name, ParamKind::Buffer, b.dtype, b.is_output});
+    KernelArg a;
+    a.kind = KernelArg::Kind::Buffer;
+    a.value = b.value;
+    args_.push_back(a);
+  }
+  auto add_int = [&](const std::string& name, int64_t v) {
+    params_.push_back({name, ParamKind::Scalar, DType::Int64, false});
+    KernelArg a;
+    a.kind = KernelArg::Kind::Int;
+    a.i = v;
+    args_.push_back(a);
+    vars_[name] = var(name, DType::Int64);
+  };
+  for (size_t d = 0; d < ki.kept.size(); ++d) add_int("k" + std::to_string(d), ki.kept[d]);
+  for (size_t d = 0; d < ki.reduced.size(); ++d) add_int("r" + std::to_string(d), ki.reduced[d]);
+  for (const auto& b : ki.buffers)
+    for (size_t d = 0; d < b.classes.size(); ++d)
+      if (b.classes[d] == StrideClass::Dynamic) add_int("s_" + b.name + "_" + std::to_string(d), b.strides[d]);
+  for (int v : ki.scalar_constants) {
+    const auto& val = ki.graph->value(v);
+    const std::string name = "c" + std::to_string(v);
+    KernelArg a;
+    if (is_floating(val.type.dtype)) {
+      params_.push_back({name, ParamKind::Scalar, DType::Float64, false});
+      a.kind = KernelArg::Kind::Float;
+      a.f = val.scalar;
+      vars_[name] = var(name, DType::Float64);
+    } else {
+      params_.push_back({name, ParamKind::Scalar, DType::Int64, false});
+      a.kind = KernelArg::Kind::Int;
+      a.i = static_cast<int64_t>(val.scalar);
+      vars_[name] = var(name, DType::Int64);
+    }
+    args_.push_back(a);
+  }
+}
+
+Expr KernelSignature::kept_size(size_t d) const { return vars_.at("k" + std::to_string(d)); }
+Expr KernelSignature::reduced_size(size_t d) const { return vars_.at("r" + std::to_string(d)); }
+
+Expr KernelSignature::kept_total() const {
+  Expr n = make_int(1);
+  for (size_t d = 0; d < ki_.kept.size(); ++d) n = d == 0 ? kept_size(d) : n * kept_size(d);
+  return n;
+}
+
+Expr KernelSignature::reduced_total() const {
+  Expr n = make_int(1);
+  for (size_t d = 0; d < ki_.reduced.size(); ++d) n = d == 0 ? reduced_size(d) : n * reduced_size(d);
+  return n;
+}
+
+Expr KernelSignature::stride(const KernelBuffer& b, size_t d) const {
+  switch (b.classes[d]) {
+    case StrideClass::Zero: return make_int(0);
+    case StrideClass::One: return make_int(1);
+    case StrideClass::Dynamic: return vars_.at("s_" + b.name + "_" + std::to_string(d));
+  }
+  return make_int(0);
+}
+
+Expr KernelSignature::constant(int value) const { return vars_.at("c" + std::to_string(value)); }
+
+// ---- GroupValues -------------------------------------------------------------------------------
+
+GroupValues::GroupValues(const KernelInstance& ki, const KernelSignature& sig) : ki_(ki), sig_(sig) {}
+
+void GroupValues::begin_body(StmtList* body) {
+  body_ = body;
+  body_values_.clear();
+}
+
+bool GroupValues::is_row_value(int v) const {
+  const FusionGroup& grp = *ki_.group;
+  if (grp.kind != GroupKind::Reduction) return false;
+  const auto& val = ki_.graph->value(v);
+  if (val.kind == ValueKind::OpResult && lookup_op(ki_.graph->node(val.producer).op).pattern == OpPattern::Reduction)
+    return true;
+  if (val.type.shape == grp.domain) return false;
+  return is_row_shape(grp, val.type.shape);
+}
+
+Expr GroupValues::index(const KernelBuffer& b) const {
+  Expr idx;
+  auto term = [&](const Expr& i, size_t d) {
+    if (b.classes[d] == StrideClass::Zero) return;
+    const Expr t = b.classes[d] == StrideClass::One ? i : i * sig_.stride(b, d);
+    idx = idx.defined() ? idx + t : t;
+  };
+  for (size_t d = 0; d < ki_.kept.size(); ++d) term(kept_idx.at(d), d);
+  for (size_t d = 0; d < ki_.reduced.size(); ++d)
+    if (b.classes[ki_.kept.size() + d] != StrideClass::Zero) term(red_idx.at(d), ki_.kept.size() + d);
+  return idx.defined() ? idx : make_int(0);
+}
+
+Expr GroupValues::round_to_storage(Expr e, DType storage) {
+  if (!is_half(storage)) return e;
+  return cast(DType::Float32, cast(storage, std::move(e)));
+}
+
+Expr GroupValues::compute_node(int node) {
+  const Node& n = ki_.graph->node(node);
+  const OpDef& def = lookup_op(n.op);
+  if (def.pattern != OpPattern::Elementwise || !def.compute)
+    throw std::logic_error("op '" + n.op + "' has no elementwise definition");
+  OpContext ctx;
+  ctx.attrs = &n.attrs;
+  std::vector<Expr> in;
+  for (int v : n.inputs) {
+    ctx.inputs.push_back(ki_.graph->value(v).type);
+    in.push_back(value(v));
+  }
+  for (int v : n.outputs) ctx.outputs.push_back(ki_.graph->value(v).type);
+  const DType out = ctx.outputs.at(0).dtype;
+  Expr e = def.compute(in, ctx);
+  if (e.type() != compute_dtype(out))
+    throw std::logic_error("op '" + n.op + "' computed " + dtype_name(e.type()) + ", expected " +
+                           dtype_name(compute_dtype(out)));
+  return round_to_storage(std::move(e), out);
+}
+
+Expr GroupValues::value(int v) {
+  if (auto it = row_.find(v); it != row_.end()) return it->second;
+  if (auto it = body_values_.find(v); it != body_values_.end()) return it->second;
+  const auto& val = ki_.graph->value(v);
+  const DType ct = compute_dtype(val.type.dtype);
+  Expr e;
+  if (val.kind == ValueKind::Constant) {
+    if (ki_.inline_constants) {
+      e = is_floating(val.type.dtype) ? make_float(val.scalar, ct) : make_int(static_cast<int64_t>(val.scalar), ct);
+    } else {
+      e = cast(ct, sig_.constant(v));
+    }
+    body_values_[v] = e;
+    return e;
+  }
+  if (const KernelBuffer* b = ki_.buffer_for(v); b && !b->is_output) {
+    e = cast(ct, load(b->dtype, b->name, index(*b)));
+    body_values_[v] = e;
+    return e;
+  }
+  if (val.kind != ValueKind::OpResult) throw std::logic_error("value %" + std::to_string(v) + " has no source in kernel");
+  if (!body_) throw std::logic_error("value %" + std::to_string(v) + " requested outside a loop body");
+  e = compute_node(val.producer);
+  const std::string name = "v" + std::to_string(v);
+  body_->let(name, e);
+  Expr bound = var(name, e.type());
+  body_values_[v] = bound;
+  return bound;
+}
+
+Expr GroupValues::stored_value(int v) {
+  const DType st = ki_.graph->value(v).type.dtype;
+  return cast(st, value(v));
+}
+
+std::string kernel_name(const KernelInstance& ki, const char* kind) {
+  std::string name = std::string("flow_") + kind;
+  std::set<std::string> seen;
+  int count = 0;
+  for (int n : ki.group->nodes) {
+    const std::string& op = ki.graph->node(n).op;
+    if (!seen.insert(op).second) continue;
+    if (++count > 6) {
+      name += "_etc";
+      break;
+    }
+    name += "_" + op;
+  }
+  return name;
+}
+
+}  // namespace flow::sched

@@ -1,0 +1,95 @@
+// Note: shared lowering machinery for the schedulers: turning the ops of a fused group into
+// expressions (through the op table's compute definitions) at the current loop indices, and
+// building nested statements from a flat list of scopes. Values computed inside a loop body are
+// bound to named Lets (v<id>) in topological order, which keeps generated code readable and
+// avoids recomputing shared subexpressions.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dsl/expr.h"
+#include "dsl/stmt.h"
+#include "scheduler/kernel_instance.h"
+#include "scheduler/scheduler.h"
+
+namespace flow::sched {
+
+// A flat list of statements and scope openers (Let, Allocate) folded into a nested Stmt.
+class StmtList {
+ public:
+  void add(dsl::Stmt s) { items_.push_back({Item::Kind::Stmt, std::move(s), "", dsl::Expr(), dsl::DType::Int64, 0, dsl::MemoryScope::Local}); }
+  void let(const std::string& name, dsl::Expr value) { items_.push_back({Item::Kind::Let, dsl::Stmt(), name, std::move(value), dsl::DType::Int64, 0, dsl::MemoryScope::Local}); }
+  void allocate(const std::string& name, dsl::DType t, int64_t size, dsl::MemoryScope scope) { items_.push_back({Item::Kind::Alloc, dsl::Stmt(), name, dsl::Expr(), t, size, scope}); }
+  void append(const StmtList& o) { items_.insert(items_.end(), o.items_.begin(), o.items_.end()); }
+  dsl::Stmt build() const;
+
+ private:
+  struct Item {
+    enum class Kind { Stmt, Let, Alloc } kind;
+    dsl::Stmt stmt;
+    std::string name;
+    dsl::Expr value;
+    dsl::DType dtype;
+    int64_t size;
+    dsl::MemoryScope scope;
+  };
+  std::vector<Item> items_;
+};
+
+// Builds the kernel's parameter list and launch arguments (buffers first, then sizes, dynamic
+// strides and scalar constants) and hands out the expressions for them.
+class KernelSignature {
+ public:
+  explicit KernelSignature(const KernelInstance& ki);
+  const std::vector<dsl::Param>& params() const { return params_; }
+  const std::vector<KernelArg>& args() const { return args_; }
+  dsl::Expr kept_size(size_t d) const;
+  dsl::Expr reduced_size(size_t d) const;
+  dsl::Expr kept_total() const;     // product of kept sizes
+  dsl::Expr reduced_total() const;  // product of reduced sizes
+  // Stride of buffer b along coalesced dim d (kept dims first): 0, 1 or a parameter.
+  dsl::Expr stride(const KernelBuffer& b, size_t d) const;
+  dsl::Expr constant(int value) const;  // a non-inlined constant's parameter
+
+ private:
+  const KernelInstance& ki_;
+  std::vector<dsl::Param> params_;
+  std::vector<KernelArg> args_;
+  std::map<std::string, dsl::Expr> vars_;
+};
+
+// Evaluates group values at the current loop indices. `kept_idx`/`red_idx` hold the index
+// expressions of each coalesced dim in the current loop context.
+class GroupValues {
+ public:
+  GroupValues(const KernelInstance& ki, const KernelSignature& sig);
+  std::vector<dsl::Expr> kept_idx, red_idx;
+
+  // Starts a new loop body: full-domain values are recomputed there; row values stay bound.
+  void begin_body(StmtList* body);
+  // The value of `v` in its compute dtype (halves are float32), binding Lets into the body.
+  dsl::Expr value(int v);
+  // The value of `v` converted to its storage dtype, ready to Store.
+  dsl::Expr stored_value(int v);
+  // Binds a row-level value (a reduction result, or a row op computed at row scope).
+  void bind_row(int v, dsl::Expr e) { row_[v] = std::move(e); }
+  bool is_row_value(int v) const;
+  dsl::Expr index(const KernelBuffer& b) const;  // element offset at the current indices
+  // The op compute expression of node `n` over its inputs' values (no binding).
+  dsl::Expr compute_node(int node);
+  // Rounds a compute-dtype value through its storage dtype, as eager torch would.
+  static dsl::Expr round_to_storage(dsl::Expr e, dsl::DType storage);
+
+ private:
+  const KernelInstance& ki_;
+  const KernelSignature& sig_;
+  StmtList* body_ = nullptr;
+  std::map<int, dsl::Expr> row_;
+  std::map<int, dsl::Expr> body_values_;
+};
+
+std::string kernel_name(const KernelInstance& ki, const char* kind);
+
+}  // namespace flow::sched

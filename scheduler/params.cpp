@@ -1,0 +1,72 @@
+#include "scheduler/params.h"
+
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+
+namespace flow::sched {
+
+int64_t json_get_int(const std::string& json, const std::string& key, int64_t fallback) {
+  const std::string needle = "\"" + key + "\":";
+  const auto pos = json.find(needle);
+  if (pos == std::string::npos) return fallback;
+  const char* start = json.c_str() + pos + needle.size();
+  char* end = nullptr;
+  const long long v = std::strtoll(start, &end, 10);
+  if (end == start) throw std::invalid_argument("Params JSON: value of '" + key + "' is not an integer: " + json);
+  return v;
+}
+
+bool PointwiseParams::operator==(const PointwiseParams& o) const {
+  return cpu_tile == o.cpu_tile && cpu_vector_width == o.cpu_vector_width && cpu_unroll == o.cpu_unroll &&
+         gpu_threads == o.gpu_threads && gpu_elements_per_thread == o.gpu_elements_per_thread &&
+         gpu_vector_width == o.gpu_vector_width;
+}
+
+std::string PointwiseParams::to_json() const {
+  std::ostringstream os;
+  os << "{\"kind\":\"pointwise\",\"cpu_tile\":" << cpu_tile << ",\"cpu_vector_width\":" << cpu_vector_width
+     << ",\"cpu_unroll\":" << cpu_unroll << ",\"gpu_threads\":" << gpu_threads
+     << ",\"gpu_elements_per_thread\":" << gpu_elements_per_thread << ",\"gpu_vector_width\":" << gpu_vector_width
+     << "}";
+  return os.str();
+}
+
+PointwiseParams PointwiseParams::from_json(const std::string& json) {
+  PointwiseParams p;
+  p.cpu_tile = json_get_int(json, "cpu_tile", p.cpu_tile);
+  p.cpu_vector_width = static_cast<int>(json_get_int(json, "cpu_vector_width", p.cpu_vector_width));
+  p.cpu_unroll = static_cast<int>(json_get_int(json, "cpu_unroll", p.cpu_unroll));
+  p.gpu_threads = static_cast<int>(json_get_int(json, "gpu_threads", p.gpu_threads));
+  p.gpu_elements_per_thread = static_cast<int>(json_get_int(json, "gpu_elements_per_thread", p.gpu_elements_per_thread));
+  p.gpu_vector_width = static_cast<int>(json_get_int(json, "gpu_vector_width", p.gpu_vector_width));
+  return p;
+}
+
+bool ReductionParams::operator==(const ReductionParams& o) const {
+  return cpu_rows_per_task == o.cpu_rows_per_task && cpu_vector_width == o.cpu_vector_width &&
+         gpu_block_x == o.gpu_block_x && gpu_block_y == o.gpu_block_y;
+}
+
+std::string ReductionParams::to_json() const {
+  std::ostringstream os;
+  os << "{\"kind\":\"reduction\",\"cpu_rows_per_task\":" << cpu_rows_per_task
+     << ",\"cpu_vector_width\":" << cpu_vector_width << ",\"gpu_block_x\":" << gpu_block_x
+     << ",\"gpu_block_y\":" << gpu_block_y << "}";
+  return os.str();
+}
+
+ReductionParams ReductionParams::from_json(const std::string& json) {
+  ReductionParams p;
+  p.cpu_rows_per_task = json_get_int(json, "cpu_rows_per_task", p.cpu_rows_per_task);
+  p.cpu_vector_width = static_cast<int>(json_get_int(json, "cpu_vector_width", p.cpu_vector_width));
+  p.gpu_block_x = static_cast<int>(json_get_int(json, "gpu_block_x", p.gpu_block_x));
+  p.gpu_block_y = static_cast<int>(json_get_int(json, "gpu_block_y", p.gpu_block_y));
+  return p;
+}
+
+std::string params_to_json(const Params& p) {
+  return std::visit([](const auto& v) { return v.to_json(); }, p);
+}
+
+}  // namespace flow::sched

@@ -1,0 +1,298 @@
+// Note: the reduction / normalization scheduler ("persistent rows"). A reduction group iterates a
+// domain split into rows (kept dims) and a row (reduced dims). One row is handled by one CPU task
+// or one GPU block, which runs every reduction of the group over the row in turn (each reading the
+// row again, while it is hot in cache), binds the per-row results, computes per-row ops once, and
+// then writes the full-domain outputs in a last pass. So softmax, log_softmax and layer norm are
+// one kernel each. CPU reductions keep `cpu_vector_width` partial accumulators per row so the
+// inner loop is SIMD; GPU reductions use a strided loop per thread and a block reduction.
+#include <algorithm>
+#include <stdexcept>
+
+#include "dsl/op_table.h"
+#include "scheduler/lowering.h"
+#include "scheduler/scheduler.h"
+
+namespace flow::sched {
+
+using namespace flow::dsl;
+
+namespace {
+
+struct ReductionInfo {
+  ReduceOp op;
+  bool mean;
+  DType acc;
+};
+
+ReductionInfo reduction_info(const Graph& g, int node) {
+  const Node& n = g.node(node);
+  const OpDef& def = lookup_op(n.op);
+  if (!def.reduce) throw std::logic_error("op '" + n.op + "' has no reduce spec");
+  const DType in = g.value(n.inputs[0]).type.dtype;
+  return {def.reduce->op, def.reduce->mean, def.reduce->acc_dtype ? def.reduce->acc_dtype(in) : compute_dtype(in)};
+}
+
+bool is_reduction_node(const Graph& g, int node) { return lookup_op(g.node(node).op).pattern == OpPattern::Reduction; }
+
+class ReductionScheduler final : public Scheduler {
+ public:
+  const char* name() const override { return "reduction"; }
+
+  bool can_schedule(const KernelInstance& ki, Target) const override {
+    return ki.group->kind == GroupKind::Reduction;
+  }
+
+  Params heuristics(const KernelInstance& ki, Target) const override {
+    ReductionParams p;
+    int widest = 1;
+    for (const auto& b : ki.buffers) widest = std::max(widest, dtype_size(b.dtype));
+    p.cpu_vector_width = widest >= 8 ? 4 : 8;
+    const int64_t r = ki.row_size();
+    p.gpu_block_x = r >= 2048 ? 512 : r >= 512 ? 256 : r >= 128 ? 128 : 64;
+    p.gpu_block_y = 1;
+    return p;
+  }
+
+  ScheduledKernel schedule(const KernelInstance& ki, const Params& params, Target t) const override {
+    const auto* p = std::get_if<ReductionParams>(&params);
+    if (!p) throw std::invalid_argument("reduction scheduler needs ReductionParams");
+    ScheduledKernel sk;
+    sk.params = *p;
+    sk.scheduler = name();
+    KernelSignature sig(ki);
+    sk.func.name = kernel_name(ki, "reduction");
+    sk.func.target = t;
+    sk.func.params = sig.params();
+    sk.args = sig.args();
+    sk.func.body = t == Target::CPU ? lower_cpu(ki, sig, *p) : lower_gpu(ki, sig, *p, sk.func);
+    return sk;
+  }
+
+ private:
+  // Row scope shared by both targets: reductions in order, row ops, row outputs, final pass.
+  // `reduce_loop(node, info, row)` appends the accumulation of one reduction and binds its result;
+  // `full_pass(row)` appends the loops writing full-domain outputs.
+  template <class ReduceLoop, class FullPass, class RowStore>
+  static void emit_row(const KernelInstance& ki, GroupValues& gv, StmtList& row, ReduceLoop reduce_loop,
+                       FullPass full_pass, RowStore row_store) {
+    const Graph& g = *ki.graph;
+    for (int n : ki.group->nodes) {
+      const int out = g.node(n).outputs.at(0);
+      if (is_reduction_node(g, n)) {
+        reduce_loop(n, reduction_info(g, n), row);
+      } else if (gv.is_row_value(out)) {
+        gv.begin_body(&row);
+        const Expr e = gv.compute_node(n);
+        const std::string name = "v" + std::to_string(out);
+        row.let(name, e);
+        gv.bind_row(out, var(name, e.type()));
+      }
+    }
+    // Row-level outputs, stored once per row.
+    for (const auto& b : ki.buffers)
+      if (b.is_output && gv.is_row_value(b.value)) row_store(b);
+    bool any_full = false;
+    for (const auto& b : ki.buffers) any_full = any_full || (b.is_output && !gv.is_row_value(b.value));
+    if (any_full) full_pass(row);
+  }
+
+  static Expr finish_reduction(const ReductionInfo& info, Expr acc, const KernelSignature& sig, DType out) {
+    if (info.mean) acc = acc / cast(acc.type(), sig.reduced_total());
+    return GroupValues::round_to_storage(cast(compute_dtype(out), cast(out, acc)), out);
+  }
+
+  static Stmt lower_cpu(const KernelInstance& ki, const KernelSignature& sig, const ReductionParams& p) {
+    const Graph& g = *ki.graph;
+    const size_t K = ki.kept.size();
+    const size_t R = ki.reduced.size();
+    const int64_t W = std::max(1, p.cpu_vector_width);
+    GroupValues gv(ki, sig);
+    StmtList row;
+    std::vector<Expr> kept_idx;
+    {
+      // Unravel the row index over the kept dims.
+      Expr rem = var("row");
+      kept_idx.assign(K, Expr());
+      for (size_t d = K; d-- > 0;) {
+        const std::string name = "i" + std::to_string(d);
+        if (d == 0) {
+          row.let(name, rem);
+        } else {
+          row.let(name, rem % sig.kept_size(d));
+          row.let("iq" + std::to_string(d), rem / sig.kept_size(d));
+          rem = var("iq" + std::to_string(d));
+        }
+        kept_idx[d] = var(name);
+      }
+    }
+    gv.kept_idx = kept_idx;
+
+    // Loops over the reduced dims; the innermost is split into SIMD steps of W lanes plus a tail.
+    // `body(lane_or_null)` builds the statement at the current red_idx.
+    auto row_loops = [&](const std::function<Stmt(bool simd)>& body) {
+      const Expr inner = sig.reduced_size(R - 1);
+      std::vector<Expr> red(R);
+      for (size_t d = 0; d + 1 < R; ++d) red[d] = var("r" + std::to_string(d) + "i");
+      red[R - 1] = var("c") * make_int(W) + var("l");
+      gv.red_idx = red;
+      const Stmt simd = make_for("c", make_int(0), inner / make_int(W), ForKind::Serial,
+                                 make_for("l", make_int(0), make_int(W), ForKind::Vectorized, body(true)));
+      red[R - 1] = var("j");
+      gv.red_idx = red;
+      const Stmt tail = make_for("j", inner / make_int(W) * make_int(W), inner - inner / make_int(W) * make_int(W),
+                                 ForKind::Serial, body(false));
+      Stmt s = make_block({simd, tail});
+      for (size_t d = R - 1; d-- > 0;)
+        s = make_for("r" + std::to_string(d) + "i", make_int(0), sig.reduced_size(d), ForKind::Serial, s);
+      return s;
+    };
+
+    auto reduce_loop = [&](int n, const ReductionInfo& info, StmtList& scope) {
+      const int in = g.node(n).inputs[0];
+      const int out = g.node(n).outputs[0];
+      const std::string acc = "acc" + std::to_string(out);
+      scope.allocate(acc, info.acc, W, MemoryScope::Local);
+      scope.add(make_for("l", make_int(0), make_int(W), ForKind::Vectorized,
+                         make_store(acc, var("l"), reduce_identity(info.op, info.acc))));
+      scope.add(row_loops([&](bool simd) {
+        StmtList body;
+        gv.kept_idx = kept_idx;
+        gv.begin_body(&body);
+        const Expr x = cast(info.acc, gv.value(in));
+        const Expr lane = simd ? var("l") : make_int(0);
+        body.add(make_store(acc, lane, reduce_combine(info.op, load(info.acc, acc, lane), x)));
+        return body.build();
+      }));
+      scope.add(make_for("l", make_int(1), make_int(W - 1), ForKind::Unrolled,
+                         make_store(acc, make_int(0),
+                                    reduce_combine(info.op, load(info.acc, acc, make_int(0)), load(info.acc, acc, var("l"))))));
+      const Expr result = finish_reduction(info, load(info.acc, acc, make_int(0)), sig, g.value(out).type.dtype);
+      const std::string name = "v" + std::to_string(out);
+      scope.let(name, result);
+      gv.bind_row(out, var(name, result.type()));
+    };
+
+    auto row_store = [&](const KernelBuffer& b) {
+      gv.kept_idx = kept_idx;
+      gv.begin_body(&row);
+      row.add(make_store(b.name, gv.index(b), gv.stored_value(b.value)));
+    };
+
+    auto full_pass = [&](StmtList& scope) {
+      scope.add(row_loops([&](bool) {
+        StmtList body;
+        gv.kept_idx = kept_idx;
+        gv.begin_body(&body);
+        for (const auto& b : ki.buffers)
+          if (b.is_output && !gv.is_row_value(b.value)) body.add(make_store(b.name, gv.index(b), gv.stored_value(b.value)));
+        return body.build();
+      }));
+    };
+
+    emit_row(ki, gv, row, reduce_loop, full_pass, row_store);
+    return make_for("row", make_int(0), sig.kept_total(), ForKind::Parallel, row.build());
+  }
+
+  static Stmt lower_gpu(const KernelInstance& ki, const KernelSignature& sig, const ReductionParams& p,
+                        LoweredFunc& f) {
+    const Graph& g = *ki.graph;
+    const size_t K = ki.kept.size();
+    const size_t R = ki.reduced.size();
+    const int64_t T = std::max(32, p.gpu_block_x);
+    f.grid[0] = sig.kept_total();
+    f.grid[1] = make_int(1);
+    f.grid[2] = make_int(1);
+    f.block[0] = make_int(T);
+    f.block[1] = make_int(1);
+    f.block[2] = make_int(1);
+
+    GroupValues gv(ki, sig);
+    StmtList row;
+    std::vector<Expr> kept_idx(K);
+    {
+      Expr rem = var("row");
+      for (size_t d = K; d-- > 0;) {
+        const std::string name = "i" + std::to_string(d);
+        if (d == 0) {
+          row.let(name, rem);
+        } else {
+          row.let(name, rem % sig.kept_size(d));
+          row.let("iq" + std::to_string(d), rem / sig.kept_size(d));
+          rem = var("iq" + std::to_string(d));
+        }
+        kept_idx[d] = var(name);
+      }
+    }
+    const Expr total = sig.reduced_total();
+    // Thread-strided loop over the row: element j = c * T + tx, unravelled over the reduced dims.
+    auto strided = [&](const std::function<void(StmtList&)>& body_fn) {
+      StmtList body;
+      Expr rem = var("j");
+      std::vector<Expr> red(R);
+      for (size_t d = R; d-- > 0;) {
+        const std::string name = "rj" + std::to_string(d);
+        if (d == 0) {
+          body.let(name, rem);
+        } else {
+          body.let(name, rem % sig.reduced_size(d));
+          body.let("rq" + std::to_string(d), rem / sig.reduced_size(d));
+          rem = var("rq" + std::to_string(d));
+        }
+        red[d] = var(name);
+      }
+      gv.kept_idx = kept_idx;
+      gv.red_idx = red;
+      gv.begin_body(&body);
+      body_fn(body);
+      StmtList loop;
+      loop.let("j", var("c") * make_int(T) + var("tx"));
+      loop.add(make_if(var("j") < total, body.build()));
+      return make_for("c", make_int(0), (total + make_int(T - 1)) / make_int(T), ForKind::Serial, loop.build());
+    };
+
+    auto reduce_loop = [&](int n, const ReductionInfo& info, StmtList& scope) {
+      const int in = g.node(n).inputs[0];
+      const int out = g.node(n).outputs[0];
+      const std::string acc = "acc" + std::to_string(out);
+      scope.allocate(acc, info.acc, 1, MemoryScope::Local);
+      scope.add(make_store(acc, make_int(0), reduce_identity(info.op, info.acc)));
+      scope.add(strided([&](StmtList& body) {
+        const Expr x = cast(info.acc, gv.value(in));
+        body.add(make_store(acc, make_int(0), reduce_combine(info.op, load(info.acc, acc, make_int(0)), x)));
+      }));
+      scope.add(make_block_reduce(info.op, acc, info.acc));
+      const Expr result = finish_reduction(info, load(info.acc, acc, make_int(0)), sig, g.value(out).type.dtype);
+      const std::string name = "v" + std::to_string(out);
+      scope.let(name, result);
+      gv.bind_row(out, var(name, result.type()));
+    };
+
+    auto row_store = [&](const KernelBuffer& b) {
+      gv.kept_idx = kept_idx;
+      StmtList body;
+      gv.begin_body(&body);
+      body.add(make_store(b.name, gv.index(b), gv.stored_value(b.value)));
+      row.add(make_if(var("tx") == make_int(0), body.build()));
+    };
+
+    auto full_pass = [&](StmtList& scope) {
+      scope.add(strided([&](StmtList& body) {
+        for (const auto& b : ki.buffers)
+          if (b.is_output && !gv.is_row_value(b.value)) body.add(make_store(b.name, gv.index(b), gv.stored_value(b.value)));
+      }));
+    };
+
+    emit_row(ki, gv, row, reduce_loop, full_pass, row_store);
+    const Stmt threads = make_for("tx", make_int(0), make_int(T), ForKind::GPUThread, row.build(), 0);
+    return make_for("row", make_int(0), f.grid[0], ForKind::GPUBlock, threads, 0);
+  }
+};
+
+}  // namespace
+
+const Scheduler& reduction_scheduler() {
+  static const ReductionScheduler s;
+  return s;
+}
+
+}  // namespace flow::sched
