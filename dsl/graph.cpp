@@ -55,14 +55,15 @@ void put_type(std::string& out, const TensorType& t) {
   for (int64_t d : t.shape) put_i64(out, d);
 }
 
-// The shortest decimal form that reads back to the same double ("2.5", "0.1", "inf", "nan").
-std::string format_double(double v) {
+// The shortest decimal form that reads back to the same value ("2.5", "0.1", "inf", "nan"); as a
+// float when `as_float` (a float32 constant 0.1f prints "0.1", not "0.10000000149011612").
+std::string format_double(double v, bool as_float = false) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[40];
   for (int prec = 1; prec <= 17; ++prec) {
     std::snprintf(buf, sizeof buf, "%.*g", prec, v);
-    if (std::strtod(buf, nullptr) == v) break;
+    if (as_float ? std::strtof(buf, nullptr) == static_cast<float>(v) : std::strtod(buf, nullptr) == v) break;
   }
   std::string s = buf;
   // Keep floats visibly floats: "2" -> "2.0".
@@ -88,7 +89,7 @@ std::string attr_str_value(const AttrValue& v) {
 std::string constant_str(const Value& v) {
   if (v.type.dtype == DType::Bool) return v.scalar != 0 ? "true" : "false";
   if (is_integral(v.type.dtype)) return std::to_string(static_cast<int64_t>(v.scalar));
-  return format_double(v.scalar);
+  return format_double(v.scalar, v.type.dtype != DType::Float64);
 }
 
 // A constant's value as the dtype stores it, so equal constants compare and hash equal.

@@ -118,8 +118,6 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
 
 namespace {
 
-int category(DType t) { return t == DType::Bool ? 0 : is_floating(t) ? 2 : 1; }
-
 void promote_into(std::optional<DType>& acc, DType t) { acc = acc ? promote_types(*acc, t) : t; }
 
 // torch's combine_categories(higher, lower) (c10/core/ScalarType / TypeProperties.cpp), without

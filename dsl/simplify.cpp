@@ -274,13 +274,24 @@ class Simplifier : public IRMutator {
     return keep(self, a, b, ExprKind::Mul);
   }
 
-  // p is a known multiple of c (> 0): x * (k*c) or a constant multiple.
+  // p is a known multiple of c (> 0): a constant multiple, x * (k*c), or a sum/difference of those.
   static bool multiple_of(const Expr& p, int64_t c) {
     if (const int64_t* k = const_of(p)) return *k % c == 0;
     if (const Mul* m = p.as<Mul>()) {
       if (const int64_t* k = const_of(m->b)) return *k % c == 0;
     }
+    if (const Add* s = p.as<Add>()) return multiple_of(s->a, c) && multiple_of(s->b, c);
+    if (const Sub* s = p.as<Sub>()) return multiple_of(s->a, c) && multiple_of(s->b, c);
     return false;
+  }
+  // p / c for a multiple_of(p, c): exact, so it distributes over + and - for every sign.
+  Expr exact_div(const Expr& p, int64_t c) {
+    const DType t = p.type();
+    if (const int64_t* k = const_of(p)) return int_const(*k / c, t);
+    if (const Mul* m = p.as<Mul>()) return mul(m->a, int_const(*const_of(m->b) / c, t));
+    if (const Add* s = p.as<Add>()) return add(exact_div(s->a, c), exact_div(s->b, c));
+    const Sub* s = p.as<Sub>();
+    return sub(exact_div(s->a, c), exact_div(s->b, c));
   }
 
   Expr div(const Expr& a, const Expr& b, const Expr* self = nullptr) {
@@ -304,6 +315,7 @@ class Simplifier : public IRMutator {
           if (c % *k == 0) return div(m->a, int_const(c / *k, t));  // (x*k)/c, k | c
         }
       }
+      if (multiple_of(a, c)) return exact_div(a, c);
       if (const Div* d = a.as<Div>()) {  // (x / k) / c -> x / (k*c)
         int64_t kc;
         if (const int64_t* k = const_of(d->b); k && *k > 0 && cmul(*k, c, &kc) && wrap(kc, t) == kc) {

@@ -36,8 +36,11 @@ struct CompiledKernel {
 
 // Loads or compiles one scheduled kernel for a target (thread-safe; cached in memory by key).
 std::shared_ptr<const CompiledKernel> get_kernel(const sched::ScheduledKernel& sk, const CompileOptions& opt);
-// Runs a CPU kernel: buffer args from `values` (indexed by graph value id).
-void launch_cpu(const CompiledKernel& k, const std::vector<const Tensor*>& values);
+// Runs a CPU kernel with the launch arguments of one specialization (a cached kernel serves many
+// shapes, so its own `scheduled.args` are those of whichever instance compiled it first): buffer
+// args from `values` (indexed by graph value id).
+void launch_cpu(const CompiledKernel& k, const std::vector<sched::KernelArg>& args,
+                const std::vector<const Tensor*>& values);
 
 class Executable {
  public:
@@ -62,6 +65,7 @@ class Executable {
   sched::FusionPlan plan_;
   std::vector<sched::KernelInstance> instances_;
   std::vector<std::shared_ptr<const CompiledKernel>> kernels_;
+  std::vector<std::vector<sched::KernelArg>> kernel_args_;  // launch arguments of each kernel
   std::vector<int> kernel_group_;  // group index of each kernel
 };
 

@@ -44,7 +44,9 @@ void put_field(std::string& out, const std::string& s) {
   out += s;
 }
 
-uint64_t payload_checksum(const char* data, size_t size) { return XXH3_64bits(data, size); }
+uint64_t payload_checksum(const char* data, size_t size) {
+  return XXH3_64bits(data, size);
+}
 
 // Header fields after validation.
 struct Layout {

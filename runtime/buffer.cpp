@@ -19,7 +19,9 @@ const char* device_type_name(DeviceType d) {
   return "unknown";
 }
 
-void Buffer::HostFree::operator()(void* p) const noexcept { std::free(p); }
+void Buffer::HostFree::operator()(void* p) const noexcept {
+  std::free(p);
+}
 
 Buffer::Buffer(Private, std::unique_ptr<void, HostFree> data, size_t size, DeviceType device)
     : data_(std::move(data)), size_(size), device_(device) {}

@@ -161,7 +161,9 @@ std::string save_failing_source(const std::string& source, const std::string& na
   return path.string();
 }
 
-bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 
 std::string get_ptx(const NvrtcApi& a, const Program& p) {
   size_t size = 0;

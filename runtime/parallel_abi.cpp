@@ -6,8 +6,7 @@
 
 #include "runtime/thread_pool.h"
 
-extern "C" void flow_parallel_for(int64_t n, void (*body)(void* ctx, int64_t begin, int64_t end),
-                                  void* ctx) noexcept {
+extern "C" void flow_parallel_for(int64_t n, void (*body)(void* ctx, int64_t begin, int64_t end), void* ctx) noexcept {
   try {
     flow::runtime::global_thread_pool().parallel_for(n, body, ctx);
   } catch (const std::exception& e) {

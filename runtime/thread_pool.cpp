@@ -19,7 +19,9 @@ thread_local bool t_in_region = false;
 // Set in the child after fork(): the workers of every pool exist only in the parent.
 std::atomic<bool> g_forked_child{false};
 
-void on_fork_child() { g_forked_child.store(true, std::memory_order_relaxed); }
+void on_fork_child() {
+  g_forked_child.store(true, std::memory_order_relaxed);
+}
 
 void register_fork_handler() {
   static const bool registered = [] {
@@ -74,7 +76,9 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-bool ThreadPool::in_parallel_region() { return t_in_region; }
+bool ThreadPool::in_parallel_region() {
+  return t_in_region;
+}
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
   // const_cast only to pass through void*; run_std_function reads it as const again.
@@ -189,7 +193,9 @@ ThreadPool& global_thread_pool() {
   return pool;
 }
 
-int num_threads() { return global_thread_pool().num_threads(); }
+int num_threads() {
+  return global_thread_pool().num_threads();
+}
 
 void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
   global_thread_pool().parallel_for(n, fn);

@@ -87,8 +87,11 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& x) {
 }
 
 // ---- scalar math --------------------------------------------------------------------------------
+// Semantics follow the reference interpreter (dsl/interpreter.h), the definition every backend is
+// held to.
 
-// IR Min/Max (fmin/fmax semantics for floats: a NaN operand is ignored).
+// IR Min/Max. On floats they propagate NaN (as torch.minimum / torch.maximum) and order -0 below
+// +0: max(-0, +0) = +0, min(-0, +0) = -0.
 template <class T>
 __device__ __forceinline__ T min(T a, T b) {
   return b < a ? b : a;
@@ -99,34 +102,37 @@ __device__ __forceinline__ T max(T a, T b) {
 }
 template <>
 __device__ __forceinline__ float min<float>(float a, float b) {
-  return fminf(a, b);
+  if (a != a) return a;
+  if (b != b) return b;
+  if (a == b) return __int_as_float(__float_as_int(a) | __float_as_int(b));  // -0 wins
+  return a < b ? a : b;
 }
 template <>
 __device__ __forceinline__ float max<float>(float a, float b) {
-  return fmaxf(a, b);
+  if (a != a) return a;
+  if (b != b) return b;
+  if (a == b) return __int_as_float(__float_as_int(a) & __float_as_int(b));  // +0 wins
+  return a > b ? a : b;
 }
 template <>
 __device__ __forceinline__ double min<double>(double a, double b) {
-  return fmin(a, b);
+  if (a != a) return a;
+  if (b != b) return b;
+  if (a == b) return __longlong_as_double(__double_as_longlong(a) | __double_as_longlong(b));
+  return a < b ? a : b;
 }
 template <>
 __device__ __forceinline__ double max<double>(double a, double b) {
-  return fmax(a, b);
+  if (a != a) return a;
+  if (b != b) return b;
+  if (a == b) return __longlong_as_double(__double_as_longlong(a) & __double_as_longlong(b));
+  return a > b ? a : b;
 }
 
-// NaN-propagating max/min, as torch.max / torch.amax: NaN when either operand is NaN.
-template <class T>
-__device__ __forceinline__ T max_nan(T a, T b) {
-  return (a > b || a != a) ? a : b;
-}
-template <class T>
-__device__ __forceinline__ T min_nan(T a, T b) {
-  return (a < b || a != a) ? a : b;
-}
-
+// Two's complement wrap for INT_MIN, as the interpreter.
 template <class T>
 __device__ __forceinline__ T abs(T a) {
-  return a < T(0) ? -a : a;
+  return a < T(0) ? static_cast<T>(T(0) - a) : a;
 }
 template <>
 __device__ __forceinline__ float abs<float>(float a) {
@@ -136,6 +142,27 @@ template <>
 __device__ __forceinline__ double abs<double>(double a) {
   return fabs(a);
 }
+
+// Floating -> integer cast: truncates toward zero; NaN and out-of-range values give the minimum of
+// the target type (what x86 cvtt* return, so CPU and GPU agree; the bare PTX cvt would saturate).
+template <class I, class F>
+__device__ __forceinline__ I float_to_int(F x) {
+  constexpr F lo = sizeof(I) == 8 ? F(-9223372036854775808.0) : F(-2147483648.0);
+  constexpr F hi = sizeof(I) == 8 ? F(9223372036854775808.0) : F(2147483648.0);
+  constexpr I imin = sizeof(I) == 8 ? I(-9223372036854775807LL - 1) : I(-2147483647 - 1);
+  return (x >= lo && x < hi) ? static_cast<I>(x) : imin;
+}
+
+// float64 -> half types with a single rounding: truncate to float, make the result sticky (round to
+// odd: set the last bit when inexact), then round to nearest even. Exact because float keeps more
+// than two bits beyond either half format.
+__device__ __forceinline__ float double_to_float_odd(double d) {
+  const float t = __double2float_rz(d);
+  if (static_cast<double>(t) == d || d != d) return d != d ? static_cast<float>(d) : t;
+  return __int_as_float(__float_as_int(t) | 1);
+}
+__device__ __forceinline__ half double_to_half(double d) { return float_to_half(double_to_float_odd(d)); }
+__device__ __forceinline__ bfloat16 double_to_bfloat16(double d) { return float_to_bfloat16(double_to_float_odd(d)); }
 
 // ---- block reductions ---------------------------------------------------------------------------
 
@@ -148,13 +175,13 @@ struct SumOp {
 struct MaxOp {
   template <class T>
   __device__ __forceinline__ T operator()(T a, T b) const {
-    return max_nan(a, b);
+    return max(a, b);
   }
 };
 struct MinOp {
   template <class T>
   __device__ __forceinline__ T operator()(T a, T b) const {
-    return min_nan(a, b);
+    return min(a, b);
   }
 };
 

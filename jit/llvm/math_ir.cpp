@@ -6,6 +6,7 @@
 #include <llvm/IR/Intrinsics.h>
 
 #include <initializer_list>
+#include <limits>
 
 namespace flow::jit::llvm_backend::ir {
 namespace {

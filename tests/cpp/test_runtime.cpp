@@ -37,7 +37,9 @@ void check_covers(ThreadPool& pool, int64_t n) {
   });
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "n=" << n << " index " << i;
   EXPECT_LE(calls.load(), std::max<int64_t>(1, std::min<int64_t>(n, pool.num_threads())));
-  if (n == 0) EXPECT_EQ(calls.load(), 0);
+  if (n == 0) {
+    EXPECT_EQ(calls.load(), 0);
+  }
 }
 
 TEST(ThreadPool, CoversEachIndexExactlyOnce) {
@@ -260,11 +262,13 @@ TEST(Nvrtc, CompilesToPtxAndCubin) {
   EXPECT_NE(r.ptx.find(".entry flow_scale"), std::string::npos) << r.ptx.substr(0, 400);
   EXPECT_NE(r.ptx.find(".target sm_90"), std::string::npos);
   ASSERT_GE(r.cubin.size(), 4u);
-  EXPECT_EQ(r.cubin.substr(0, 4), std::string("\x7f" "ELF"));  // a cubin is an ELF image
+  EXPECT_EQ(r.cubin.substr(0, 4), std::string("\x7f"
+                                              "ELF"));  // a cubin is an ELF image
   EXPECT_EQ(r.ptx.find('\0'), std::string::npos);
 
-  const NvrtcResult virt = nvrtc_compile(kScaleKernel, "flow_scale", "compute_90", {},
-                                         {{"flow_test_helper.h", "__device__ inline float twice(float x) { return x + x; }\n"}});
+  const NvrtcResult virt =
+      nvrtc_compile(kScaleKernel, "flow_scale", "compute_90", {},
+                    {{"flow_test_helper.h", "__device__ inline float twice(float x) { return x + x; }\n"}});
   EXPECT_NE(virt.ptx.find(".entry flow_scale"), std::string::npos);
   EXPECT_TRUE(virt.cubin.empty());
   EXPECT_THROW(nvrtc_compile(kScaleKernel, "k", "gfx90a", {}, {}), std::invalid_argument);

@@ -1,0 +1,73 @@
+"""Shared benchmark helpers: timing (warm-up, repeats, median), copy bandwidth, tables and JSON."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import time
+from typing import Callable
+
+
+def time_fn(fn: Callable[[], object], repeats: int = 15, warmup: int = 3, min_time: float = 0.0) -> float:
+    """Median wall time of fn() in seconds."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    start = time.perf_counter()
+    while len(samples) < repeats or time.perf_counter() - start < min_time:
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def copy_bandwidth(nbytes: int) -> float:
+    """Bytes per second of the fastest plain copy we can measure here (torch's threaded copy_,
+    numpy's copyto); the floor of a memory-bound kernel is bytes moved / this."""
+    import numpy as np
+    import torch
+
+    n = nbytes // 4
+    src = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    dst = np.empty_like(src)
+    t_np = time_fn(lambda: np.copyto(dst, src), repeats=10)
+    ts, td = torch.from_numpy(src), torch.empty(n, dtype=torch.float32)
+    t_torch = time_fn(lambda: td.copy_(ts), repeats=10)
+    return 2 * nbytes / min(t_np, t_torch)  # a copy reads and writes nbytes
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores"
+
+
+def print_table(title: str, rows: list[dict], columns: list[str]) -> None:
+    print(f"\n{title}")
+    widths = [max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    for r in rows:
+        print("  ".join(str(r.get(c, "")).ljust(w) for c, w in zip(columns, widths)))
+
+
+def write_json(path: str, payload: dict) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(payload, f, indent=2)
+    print(f"\nwrote {path}")
+
+
+def git_rev() -> str:
+    try:
+        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True).strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"

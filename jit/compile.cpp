@@ -1,0 +1,216 @@
+#include "jit/compile.h"
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "dsl/ir_visitor.h"
+#include "dsl/serialize.h"
+#include "jit/backend.h"
+#include "jit/kernel_cache.h"
+#include "jit/log.h"
+
+namespace flow::jit {
+
+using dsl::Graph;
+
+namespace {
+
+std::atomic<uint64_t>& launches() {
+  static std::atomic<uint64_t> n{0};
+  return n;
+}
+
+struct KeyHasher {
+  size_t operator()(const dsl::Hash128& k) const { return static_cast<size_t>(k.lo ^ (k.hi * 0x9E3779B97F4A7C15ULL)); }
+};
+
+// Loaded kernels of this process, by cache key: a hit skips even the object load.
+std::mutex& loaded_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::unordered_map<dsl::Hash128, std::shared_ptr<const CompiledKernel>, KeyHasher>& loaded() {
+  static std::unordered_map<dsl::Hash128, std::shared_ptr<const CompiledKernel>, KeyHasher> m;
+  return m;
+}
+
+}  // namespace
+
+uint64_t total_launches() { return launches().load(); }
+void reset_total_launches() { launches().store(0); }
+
+std::shared_ptr<const CompiledKernel> get_kernel(const sched::ScheduledKernel& sk, const CompileOptions& opt) {
+  const Backend& backend = backend_for(opt.target);
+  std::string canonical;
+  dsl::serialize(sk.func, canonical);
+  const std::string params_json = sched::params_to_json(sk.params);
+  const std::string target = opt.target == dsl::Target::CUDA ? opt.cuda_arch : backend.host_target();
+  const dsl::Hash128 key =
+      kernel_cache_key(canonical, params_json, backend.name(), target,
+                       backend.compiler_id() + "/codegen-" + codegen_source_hash(), backend.flags());
+  {
+    std::lock_guard<std::mutex> lock(loaded_mutex());
+    auto it = loaded().find(key);
+    if (it != loaded().end()) return it->second;
+  }
+  auto k = std::make_shared<CompiledKernel>();
+  k->scheduled = sk;
+  k->key_hex = key.hex();
+  KernelCache& cache = global_kernel_cache();
+  std::optional<CacheEntry> entry = cache.lookup(key, canonical);
+  if (entry) {
+    k->cache_hit = true;
+  } else {
+    const auto t0 = std::chrono::steady_clock::now();
+    CacheEntry fresh;
+    fresh.canonical_source = canonical;
+    fresh.params_json = params_json;
+    fresh.binary = backend.compile(sk.func, opt);
+    fresh.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    k->compile_seconds = fresh.compile_seconds;
+    cache.record_compile(fresh.compile_seconds);
+    cache.store(key, fresh);
+    if (log_enabled("codegen")) {
+      std::ostringstream os;
+      os << "compiled " << sk.func.name << " (" << sk.scheduler << ", " << params_json << ") for "
+         << backend.name() << "/" << target << " in " << fresh.compile_seconds * 1e3 << " ms, key " << k->key_hex;
+      log_line("codegen", os.str());
+    }
+    entry = std::move(fresh);
+  }
+  backend.load(*k, entry->binary, opt);
+  std::lock_guard<std::mutex> lock(loaded_mutex());
+  auto [it, inserted] = loaded().emplace(key, k);
+  return it->second;
+}
+
+void launch_cpu(const CompiledKernel& k, const std::vector<sched::KernelArg>& args,
+                const std::vector<const Tensor*>& values) {
+  if (!k.entry) throw std::logic_error("kernel " + k.scheduled.func.name + " has no CPU entry point");
+  std::vector<dsl::ArgValue> av(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    switch (args[i].kind) {
+      case sched::KernelArg::Kind::Buffer: {
+        const Tensor* t = values.at(args[i].value);
+        if (!t) throw std::logic_error("kernel " + k.scheduled.func.name + ": value %" + std::to_string(args[i].value) + " is not bound");
+        av[i].ptr = t->data();
+        break;
+      }
+      case sched::KernelArg::Kind::Int: av[i].i64 = args[i].i; break;
+      case sched::KernelArg::Kind::Float: av[i].f64 = args[i].f; break;
+    }
+  }
+  reinterpret_cast<void (*)(const dsl::ArgValue*)>(k.entry)(av.data());
+  ++launches();
+}
+
+// ---- Executable --------------------------------------------------------------------------------
+
+int Executable::num_compiled() const {
+  int n = 0;
+  for (const auto& k : kernels_) n += k->cache_hit || k->compile_seconds == 0 ? 0 : 1;
+  return n;
+}
+
+std::shared_ptr<Executable> compile(const Graph& g, const std::vector<std::vector<int64_t>>& input_strides,
+                                    const CompileOptions& opt) {
+  auto exe = std::shared_ptr<Executable>(new Executable());
+  exe->graph_ = g;
+  exe->opt_ = opt;
+  sched::FusionOptions fo;
+  fo.enable = opt.fuse;
+  exe->plan_ = sched::fuse(exe->graph_, fo);
+  if (log_enabled("fusion")) log_line("fusion", "\n" + exe->plan_.to_string(exe->graph_));
+
+  // Layouts: graph inputs as given; every produced value is a fresh contiguous tensor.
+  sched::GroupLayouts layouts;
+  for (size_t i = 0; i < g.inputs().size(); ++i)
+    if (i < input_strides.size() && !input_strides[i].empty()) layouts[g.inputs()[i]] = input_strides[i];
+
+  exe->instances_.reserve(exe->plan_.groups.size());
+  for (size_t gi = 0; gi < exe->plan_.groups.size(); ++gi) {
+    const auto& grp = exe->plan_.groups[gi];
+    if (grp.kind == sched::GroupKind::Opaque)
+      throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
+                         "op '" + exe->graph_.node(grp.nodes[0]).op + "' has no code generator yet");
+    exe->instances_.push_back(sched::specialize(exe->graph_, grp, layouts, opt.inline_constants));
+    const sched::KernelInstance& ki = exe->instances_.back();
+    const sched::Scheduler& s = sched::scheduler_for(ki, opt.target);
+    const sched::ScheduledKernel sk = s.schedule(ki, s.heuristics(ki, opt.target), opt.target);
+    exe->kernels_.push_back(get_kernel(sk, opt));
+    exe->kernel_args_.push_back(sk.args);
+    exe->kernel_group_.push_back(static_cast<int>(gi));
+  }
+  return exe;
+}
+
+std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) const {
+  if (opt_.target != dsl::Target::CPU)
+    throw std::runtime_error("running CUDA executables needs a GPU runtime (not available in this build)");
+  const Graph& g = graph_;
+  if (inputs.size() != g.inputs().size())
+    throw std::invalid_argument("expected " + std::to_string(g.inputs().size()) + " inputs, got " +
+                                std::to_string(inputs.size()));
+  std::vector<Tensor> slots(g.values().size());
+  std::vector<const Tensor*> bound(g.values().size(), nullptr);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto& want = g.value(g.inputs()[i]).type;
+    if (inputs[i].sizes != want.shape || inputs[i].dtype != want.dtype)
+      throw std::invalid_argument("input " + std::to_string(i) + " does not match the compiled signature " + want.str());
+    slots[g.inputs()[i]] = inputs[i];
+    bound[g.inputs()[i]] = &slots[g.inputs()[i]];
+  }
+  for (size_t k = 0; k < kernels_.size(); ++k) {
+    const auto& grp = plan_.groups[kernel_group_[k]];
+    for (int v : grp.outputs) {
+      if (bound[v]) continue;
+      slots[v] = Tensor::empty(g.value(v).type.shape, g.value(v).type.dtype);
+      bound[v] = &slots[v];
+    }
+    bool empty = false;
+    for (int64_t s : instances_[k].kept) empty = empty || s == 0;
+    if (!empty) launch_cpu(*kernels_[k], kernel_args_[k], bound);
+  }
+  std::vector<Tensor> outs;
+  for (int v : g.outputs()) {
+    if (!bound[v]) {
+      const auto& val = g.value(v);
+      if (val.kind != dsl::ValueKind::Constant) throw std::logic_error("graph output %" + std::to_string(v) + " was not computed");
+      // A constant output: materialize it with a one-element fill.
+      throw dsl::OpError(dsl::OpError::Kind::NotImplemented, "returning a constant from a compiled function");
+    }
+    outs.push_back(*bound[v]);
+  }
+  return outs;
+}
+
+std::string Executable::explain(bool with_source) const {
+  std::ostringstream os;
+  os << "== graph ==\n" << graph_.to_string() << "\n";
+  os << "== fusion: " << plan_.groups.size() << " group(s) ==\n" << plan_.to_string(graph_) << "\n";
+  os << "== kernels: " << kernels_.size() << " generated, 0 library calls (" << dsl::target_name(opt_.target)
+     << ") ==\n";
+  for (size_t k = 0; k < kernels_.size(); ++k) {
+    const auto& ck = *kernels_[k];
+    const auto& sk = ck.scheduled;
+    os << "kernel " << k << ": " << sk.func.name << "  scheduler=" << sk.scheduler
+       << "  params=" << sched::params_to_json(sk.params) << "\n  key=" << ck.key_hex
+       << (ck.cache_hit ? "  (cache hit)" : "  (compiled in " + std::to_string(ck.compile_seconds * 1e3) + " ms)")
+       << "\n  coalesced domain: kept " << dsl::shape_str(instances_[k].kept) << " reduced "
+       << dsl::shape_str(instances_[k].reduced) << "\n";
+    os << "-- loop nest --\n" << dsl::to_string(sk.func) << "\n";
+    if (with_source) {
+      const auto& ki = instances_[k];
+      const sched::Scheduler& s = sched::scheduler_for(ki, dsl::Target::CUDA);
+      const sched::ScheduledKernel gpu = s.schedule(ki, s.heuristics(ki, dsl::Target::CUDA), dsl::Target::CUDA);
+      os << "-- CUDA C++ (" << opt_.cuda_arch << ") --\n" << backend_for(dsl::Target::CUDA).source(gpu.func) << "\n";
+    }
+  }
+  return os.str();
+}
+
+}  // namespace flow::jit

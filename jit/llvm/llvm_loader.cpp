@@ -1,0 +1,80 @@
+// Note: CpuKernelLoader (llvm_codegen.h). One ORC LLJIT per process, created on first load under a
+// mutex (loads are serialized; running loaded kernels needs no lock). Each object goes into a fresh
+// JITDylib "flow_kernel_<n>" so identical kernel names from different objects (or the same object
+// loaded twice) never clash. A JITDylib resolves, in order: its own object, the absolute symbol
+// flow_parallel_for (registered by address, so it works from a static library without -rdynamic),
+// then everything else (libm, memset, ...) from the current process.
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/Support/Error.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "jit/llvm/llvm_codegen.h"
+#include "runtime/parallel_abi.h"
+
+namespace flow::jit::llvm_backend {
+namespace {
+
+[[noreturn]] void fail(const std::string& msg) { throw std::runtime_error("llvm backend: " + msg); }
+
+std::string message(llvm::Error e) { return llvm::toString(std::move(e)); }
+
+struct JitState {
+  std::mutex mu;
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  uint64_t dylibs = 0;
+};
+
+JitState& state() {
+  static JitState s;
+  return s;
+}
+
+llvm::orc::LLJIT& jit_locked(JitState& s) {
+  if (s.jit) return *s.jit;
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb) fail("cannot detect the host for the JIT: " + message(jtmb.takeError()));
+  auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
+  if (!jit) fail("cannot create the LLJIT: " + message(jit.takeError()));
+  s.jit = std::move(*jit);
+  return *s.jit;
+}
+
+}  // namespace
+
+CpuKernelFn CpuKernelLoader::load(const std::string& object_bytes, const std::string& symbol) {
+  JitState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  llvm::orc::LLJIT& jit = jit_locked(s);
+  const std::string dylib_name = "flow_kernel_" + std::to_string(++s.dylibs);
+  auto jd = jit.createJITDylib(dylib_name);
+  if (!jd) fail("cannot create JITDylib " + dylib_name + ": " + message(jd.takeError()));
+
+  llvm::orc::SymbolMap runtime;
+  runtime[jit.mangleAndIntern("flow_parallel_for")] = llvm::JITEvaluatedSymbol(
+      llvm::pointerToJITTargetAddress(&flow_parallel_for), llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
+  if (auto err = jd->define(llvm::orc::absoluteSymbols(std::move(runtime)))) {
+    fail("cannot define flow_parallel_for: " + message(std::move(err)));
+  }
+  auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(jit.getDataLayout().getGlobalPrefix());
+  if (!process) fail("cannot search the process for symbols: " + message(process.takeError()));
+  jd->addGenerator(std::move(*process));
+
+  if (auto err = jit.addObjectFile(*jd, llvm::MemoryBuffer::getMemBufferCopy(object_bytes, dylib_name))) {
+    fail("cannot add the object for '" + symbol + "': " + message(std::move(err)));
+  }
+  auto sym = jit.lookup(*jd, symbol);
+  if (!sym) fail("cannot resolve kernel '" + symbol + "': " + message(sym.takeError()));
+  return reinterpret_cast<CpuKernelFn>(static_cast<uintptr_t>(sym->getAddress()));
+}
+
+}  // namespace flow::jit::llvm_backend

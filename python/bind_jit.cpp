@@ -1,0 +1,175 @@
+// Note: the execution side of flow._C: eager ops, compile() and the Executable, the kernel-cache
+// and launch counters. The GIL is released around eager ops and runs (arguments are converted
+// first; jit::Tensor values share storage by shared_ptr, so nothing Python-owned is touched while
+// released). Executable.run checks its arguments against the graph's inputs and the strides it was
+// compiled for before calling into C++, so a wrong call is a Python exception, not a bad memory
+// access.
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <sstream>
+
+#include "bind_common.h"
+#include "dsl/op_table.h"
+#include "jit/compile.h"
+#include "jit/eager.h"
+#include "jit/kernel_cache.h"
+
+namespace flow::python {
+
+namespace {
+
+using jit::Tensor;
+
+jit::EagerArg eager_arg(const py::handle& h, size_t pos) {
+  if (py::isinstance<Tensor>(h)) return py::cast<Tensor>(h);
+  if (py::isinstance<py::bool_>(h)) return jit::ScalarArg{py::cast<bool>(h) ? 1.0 : 0.0, dsl::DType::Bool};
+  if (py::isinstance<py::int_>(h)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+    if (overflow != 0) throw py::value_error("value cannot be converted to type int64 without overflow");
+    return jit::ScalarArg{static_cast<double>(v), dsl::DType::Int64};
+  }
+  if (py::isinstance<py::float_>(h)) return jit::ScalarArg{py::cast<double>(h), dsl::DType::Float64};
+  throw py::type_error("flow._C.eager: argument " + std::to_string(pos) + " must be a Tensor, bool, int or float, not " +
+                       std::string(py::str(py::type::of(h).attr("__name__"))));
+}
+
+// Whether `t` addresses its elements exactly as a tensor with strides `expected` would (dims of
+// size 1 may have any stride; a tensor with no elements matches anything of its shape).
+bool same_layout(const Tensor& t, const std::vector<int64_t>& expected) {
+  if (t.numel() == 0) return true;
+  for (size_t d = 0; d < t.sizes.size(); ++d) {
+    if (t.sizes[d] != 1 && t.strides[d] != expected[d]) return false;
+  }
+  return true;
+}
+
+// An Executable with the input strides it was compiled for.
+struct PyExecutable {
+  std::shared_ptr<jit::Executable> exe;
+  std::vector<std::vector<int64_t>> input_strides;
+
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const {
+    const dsl::Graph& g = exe->graph();
+    if (inputs.size() != g.inputs().size()) {
+      throw py::value_error("Executable.run: expected " + std::to_string(g.inputs().size()) + " inputs, got " +
+                            std::to_string(inputs.size()));
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& t = inputs[i];
+      const dsl::TensorType& want = g.value(g.inputs()[i]).type;
+      if (!t.storage) throw py::value_error("Executable.run: input " + std::to_string(i) + " has no storage");
+      if (t.sizes != want.shape || t.dtype != want.dtype) {
+        throw py::value_error("Executable.run: input " + std::to_string(i) + " is " + dsl::dtype_name(t.dtype) +
+                              dsl::shape_str(t.sizes) + " but the graph was compiled for " + want.str());
+      }
+      const std::vector<int64_t> expected =
+          input_strides[i].empty() ? jit::contiguous_strides_of(t.sizes) : input_strides[i];
+      if (expected.size() != t.strides.size() || !same_layout(t, expected)) {
+        throw py::value_error("Executable.run: input " + std::to_string(i) + " has strides " +
+                              dsl::shape_str(t.strides) + " but the graph was compiled for strides " +
+                              dsl::shape_str(expected));
+      }
+    }
+    py::gil_scoped_release release;
+    return exe->run(inputs);
+  }
+};
+
+dsl::Target parse_target(const std::string& s) {
+  if (s == "cpu") return dsl::Target::CPU;
+  if (s == "cuda") return dsl::Target::CUDA;
+  throw py::value_error("flow.compile: unknown target '" + s + "' (expected 'cpu' or 'cuda')");
+}
+
+py::dict cache_stats() {
+  const jit::KernelCacheStats s = jit::global_kernel_cache().stats();
+  py::dict d;
+  d["memory_hits"] = s.memory_hits;
+  d["disk_hits"] = s.disk_hits;
+  d["misses"] = s.misses;
+  d["stores"] = s.stores;
+  d["corrupt_entries"] = s.corrupt_entries;
+  d["compile_seconds"] = s.compile_seconds;
+  return d;
+}
+
+}  // namespace
+
+void bind_jit(py::module_& m) {
+  m.def(
+      "eager",
+      [](const std::string& op, const py::list& args, const py::dict& attrs) {
+        std::vector<jit::EagerArg> converted;
+        converted.reserve(args.size());
+        for (size_t i = 0; i < args.size(); ++i) converted.push_back(eager_arg(args[i], i));
+        const dsl::Attrs a = attrs_from_dict(attrs);
+        py::gil_scoped_release release;
+        return jit::eager_op(op, converted, a);
+      },
+      py::arg("op"), py::arg("args"), py::arg("attrs") = py::dict(),
+      "Runs one op eagerly; Python bool/int/float arguments are scalars (wrapped numbers)");
+
+  py::class_<PyExecutable>(m, "Executable", "A compiled graph (flow::jit::Executable)")
+      .def("run", &PyExecutable::run, py::arg("inputs"), "Runs the graph on inputs in graph-input order")
+      .def(
+          "explain", [](const PyExecutable& e, bool with_source) { return e.exe->explain(with_source); },
+          py::arg("with_source") = true)
+      .def_property_readonly("num_kernels", [](const PyExecutable& e) { return e.exe->num_kernels(); })
+      .def_property_readonly("num_compiled", [](const PyExecutable& e) { return e.exe->num_compiled(); })
+      .def_property_readonly("input_strides", [](const PyExecutable& e) { return e.input_strides; })
+      .def_property_readonly("graph", [](const PyExecutable& e) { return dsl::Graph(e.exe->graph()); })
+      .def("kernels", [](const PyExecutable& e) {
+        py::list out;
+        for (const auto& k : e.exe->kernels()) {
+          py::dict d;
+          d["key"] = k->key_hex;
+          d["cache_hit"] = k->cache_hit;
+          d["compile_seconds"] = k->compile_seconds;
+          out.append(d);
+        }
+        return out;
+      });
+
+  m.def(
+      "compile",
+      [](const dsl::Graph& g, const std::vector<std::vector<int64_t>>& input_strides, const std::string& target,
+         const std::string& cuda_arch, bool fuse) {
+        if (input_strides.size() != g.inputs().size()) {
+          throw py::value_error("flow.compile: " + std::to_string(g.inputs().size()) + " graph inputs but " +
+                                std::to_string(input_strides.size()) + " stride lists");
+        }
+        for (size_t i = 0; i < input_strides.size(); ++i) {
+          const size_t rank = g.value(g.inputs()[i]).type.shape.size();
+          if (!input_strides[i].empty() && input_strides[i].size() != rank) {
+            throw py::value_error("flow.compile: input " + std::to_string(i) + " has rank " + std::to_string(rank) +
+                                  " but " + std::to_string(input_strides[i].size()) + " strides");
+          }
+        }
+        if (g.outputs().empty()) throw py::value_error("flow.compile: the graph has no outputs");
+        jit::CompileOptions opt;
+        opt.target = parse_target(target);
+        opt.cuda_arch = cuda_arch;
+        opt.fuse = fuse;
+        std::shared_ptr<jit::Executable> exe;
+        {
+          py::gil_scoped_release release;
+          exe = jit::compile(g, input_strides, opt);
+        }
+        return PyExecutable{std::move(exe), input_strides};
+      },
+      py::arg("graph"), py::arg("input_strides"), py::arg("target") = "cpu", py::arg("cuda_arch") = "sm_90",
+      py::arg("fuse") = true, "Compiles a graph for inputs with the given element strides ([] = contiguous)");
+
+  m.def("cache_stats", &cache_stats, "The process-wide kernel cache counters");
+  m.def("reset_cache_stats", [] { jit::global_kernel_cache().reset_stats(); });
+  m.def("clear_memory_cache", [] { jit::global_kernel_cache().clear_memory(); },
+        "Forgets the in-memory kernel cache level (the disk is untouched)");
+  m.def("cache_dir", [] { return jit::global_kernel_cache().directory(); });
+  m.def("launch_count", [] { return jit::launch_counters().kernel_launches; });
+  m.def("reset_launch_count", [] { jit::reset_launch_counters(); });
+  m.def("op_names", [] { return dsl::all_op_names(); });
+}
+
+}  // namespace flow::python

@@ -1,0 +1,202 @@
+"""Tensor creation: flow.tensor, as_tensor, from_numpy, zeros/ones/full/empty(_like), arange,
+rand/randn/randint and manual_seed. Data is built with numpy and copied into fresh aligned
+storage; dtype inference follows torch (Python floats -> float32, ints -> int64, bools -> bool;
+numpy arrays and torch tensors keep their dtype). Torch tensors are converted without importing
+torch: ``.detach().cpu()``, then ``.numpy()`` (bfloat16 through an int16 view, bit-exact).
+"""
+import builtins
+import numbers
+
+import numpy as np
+
+from . import _C
+from . import _dtype as D
+from ._tensor import Tensor, _sizes_arg
+
+__all__ = ["tensor", "as_tensor", "from_numpy", "zeros", "ones", "full", "empty", "zeros_like", "ones_like",
+           "full_like", "empty_like", "arange", "rand", "randn", "randint", "manual_seed", "is_tensor"]
+
+_rng = np.random.default_rng()
+
+
+def manual_seed(seed):
+    """Seeds flow's random creation ops (rand, randn, randint)."""
+    global _rng
+    _rng = np.random.default_rng(int(seed))
+
+
+def is_tensor(x):
+    return isinstance(x, Tensor)
+
+
+def _is_torch_tensor(x):
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach") and hasattr(x, "dtype")
+
+
+def _from_array(arr, dtype):
+    """A new flow tensor holding numpy array `arr` converted to flow dtype `dtype`."""
+    if dtype is D.bfloat16:
+        if arr.dtype == np.bool_:
+            arr = arr.astype(np.float32)
+        return Tensor._wrap(_C.Tensor.from_numpy(D.f32_to_bf16_bits(arr.astype(np.float32)), "bfloat16"))
+    if arr.dtype != dtype.np_dtype:
+        with np.errstate(invalid="ignore", over="ignore"):
+            if dtype.np_dtype.kind in "iu" and arr.dtype.kind == "f":
+                arr = np.trunc(arr)  # torch converts float -> int by truncation (numpy does too)
+            arr = arr.astype(dtype.np_dtype)
+    return Tensor._wrap(_C.Tensor.from_numpy(np.ascontiguousarray(arr)))
+
+
+def _torch_to_flow(t, dtype):
+    t = t.detach().cpu()
+    if str(t.dtype) == "torch.bfloat16":
+        bits = t.contiguous().view(_torch_int16(t)).numpy().view(np.uint16)
+        src = Tensor._wrap(_C.Tensor.from_numpy(bits, "bfloat16"))
+        return src if dtype is None or dtype is D.bfloat16 else src.to(dtype)
+    arr = t.numpy()
+    src_dtype = D.to_dtype(arr.dtype)
+    return _from_array(arr, dtype or src_dtype)
+
+
+def _torch_int16(t):
+    import sys
+
+    return sys.modules[type(t).__module__.split(".")[0]].int16
+
+
+def _flow_tensor_copy(t, dtype):
+    t._need_data("flow.tensor(<Tensor>)")
+    src = t if dtype is None else t.to(dtype)
+    return Tensor._wrap(src._c.contiguous()) if src is t else src.contiguous()
+
+
+def _infer_from_python(data):
+    """Python data (scalars, nested lists/tuples of numbers or 0-dim tensors) -> numpy array."""
+    if isinstance(data, (list, tuple)):
+        data = [(_unwrap_scalar(x) if isinstance(x, Tensor) else x) for x in data]
+    arr = np.array(data)
+    if arr.dtype == object:
+        raise TypeError(f"flow.tensor: could not infer dtype of {type(data).__name__} data")
+    return arr
+
+
+def _unwrap_scalar(t):
+    if t.ndim == 0:
+        return t.item()
+    return t.tolist()
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """flow.tensor(data, dtype=None): a new tensor copying `data`."""
+    dtype = D.to_dtype(dtype) if dtype is not None else None
+    if isinstance(data, Tensor):
+        return _flow_tensor_copy(data, dtype)
+    if _is_torch_tensor(data):
+        return _torch_to_flow(data, dtype)
+    if isinstance(data, (np.ndarray, np.generic)):
+        arr = np.asarray(data)
+        return _from_array(arr, dtype or D.to_dtype(arr.dtype))
+    if isinstance(data, str) or not isinstance(data, (numbers.Number, list, tuple, np.bool_)):
+        raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
+    arr = _infer_from_python(data)
+    return _from_array(arr, dtype or D.promote_numpy_default(arr.dtype))
+
+
+def as_tensor(data, dtype=None, device=None):
+    """flow.as_tensor: a flow tensor from a flow tensor (returned as is when the dtype matches), a
+    numpy array, a torch tensor or Python data."""
+    if isinstance(data, Tensor):
+        return data if dtype is None else data.to(dtype)
+    return tensor(data, dtype=dtype)
+
+
+def from_numpy(ndarray):
+    """A flow tensor copying a numpy array (its dtype kept; unlike torch, memory is not shared)."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    return Tensor._wrap(_C.Tensor.from_numpy(ndarray))
+
+
+def _creation_dtype(dtype, default=D.float32):
+    return default if dtype is None else D.to_dtype(dtype)
+
+
+def _shape(size, fn):
+    try:
+        shape = _sizes_arg(size)
+    except TypeError:
+        raise TypeError(f"{fn}(): argument 'size' must be tuple of ints, but found {size!r}") from None
+    for s in shape:
+        if s < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(shape)}")
+    return shape
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False, out=None):
+    return Tensor._wrap(_C.Tensor.empty(_shape(size, "empty"), _creation_dtype(dtype).name))
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False, out=None):
+    if dtype is None:
+        dtype = (D.bool_ if isinstance(fill_value, (builtins.bool, np.bool_))
+                 else D.int64 if isinstance(fill_value, numbers.Integral) else D.float32)
+    t = empty(_shape((size,), "full"), dtype=dtype)
+    t._fill_from(fill_value)
+    return t
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
+    return full(_shape(size, "zeros"), 0, dtype=_creation_dtype(dtype))
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
+    return full(_shape(size, "ones"), 1, dtype=_creation_dtype(dtype))
+
+
+def empty_like(input, *, dtype=None, device=None):
+    return empty(list(input.shape), dtype=dtype or input.dtype)
+
+
+def zeros_like(input, *, dtype=None, device=None):
+    return zeros(list(input.shape), dtype=dtype or input.dtype)
+
+
+def ones_like(input, *, dtype=None, device=None):
+    return ones(list(input.shape), dtype=dtype or input.dtype)
+
+
+def full_like(input, fill_value, *, dtype=None, device=None):
+    return full(list(input.shape), fill_value, dtype=dtype or input.dtype)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False, out=None):
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    all_int = builtins.all(isinstance(v, numbers.Integral) for v in (start, end, step))
+    dt = _creation_dtype(dtype, D.int64 if all_int else D.float32)
+    arr = np.arange(start, end, step, dtype=np.int64 if all_int else np.float64)
+    return _from_array(arr, dt)
+
+
+def rand(*size, dtype=None, device=None, generator=None, requires_grad=False):
+    dt = _creation_dtype(dtype)
+    if not dt.is_floating_point:
+        raise RuntimeError(f'"check_uniform_bounds" not implemented for \'{dt._torch_short}\'')
+    return _from_array(_rng.random(_shape(size, "rand")), dt)
+
+
+def randn(*size, dtype=None, device=None, generator=None, requires_grad=False):
+    dt = _creation_dtype(dtype)
+    if not dt.is_floating_point:
+        raise RuntimeError(f'"normal_kernel_cpu" not implemented for \'{dt._torch_short}\'')
+    return _from_array(_rng.standard_normal(_shape(size, "randn")), dt)
+
+
+def randint(low, high=None, size=None, *, dtype=None, device=None, generator=None):
+    if size is None:
+        raise TypeError("randint(): missing required argument 'size'")
+    if high is None:
+        low, high = 0, low
+    return _from_array(_rng.integers(low, high, size=_shape((size,), "randint")), _creation_dtype(dtype, D.int64))

@@ -1,0 +1,104 @@
+"""The one dispatcher every flow op goes through, and the tracing state behind @flow.jit.
+
+``dispatch(op, args, attrs)``: while a trace is active (inside the first call of a @flow.jit
+function) the op is recorded into the trace's ``_C.Graph`` and tracer tensors come back; otherwise
+it runs eagerly through ``_C.eager``. During a trace, a concrete flow tensor met as an argument (a
+parameter, a buffer, a tensor from the enclosing scope) becomes an extra graph input, bound to that
+same Python object at every run, so updating a parameter's data needs no recompile. Python scalars
+become wrapped-number constants (they promote by category, as in torch).
+"""
+import threading
+
+from . import _C
+from ._errors import TraceError, where
+
+_local = threading.local()
+
+
+def _stack():
+    s = getattr(_local, "stack", None)
+    if s is None:
+        s = _local.stack = []
+    return s
+
+
+def current_trace():
+    s = _stack()
+    return s[-1] if s else None
+
+
+class TraceContext:
+    """One trace: the graph, and what binds each graph input at run time."""
+
+    def __init__(self):
+        self.graph = _C.Graph()
+        self.bindings = []  # per graph input: ("arg", flat index) or ("capture", Tensor)
+        self._captured = {}  # id(Tensor) -> value id (the Tensor is held in bindings)
+        self.active = True
+
+    def __enter__(self):
+        _stack().append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _stack().pop()
+        self.active = False
+        return False
+
+    def add_arg(self, index, shape, dtype_name, name):
+        vid = self.graph.add_input(list(shape), dtype_name, name)
+        self.bindings.append(("arg", index))
+        return vid
+
+    def capture(self, t):
+        vid = self._captured.get(id(t))
+        if vid is None:
+            c = t._c
+            vid = self.graph.add_input(list(c.shape), c.dtype, f"captured{len(self._captured)}")
+            self._captured[id(t)] = vid
+            self.bindings.append(("capture", t))
+        return vid
+
+    def constant(self, v):
+        if isinstance(v, bool):
+            return self.graph.add_constant(1.0 if v else 0.0, "bool", True)
+        if isinstance(v, int):
+            return self.graph.add_constant(float(v), "int64", True)
+        return self.graph.add_constant(float(v), "float64", True)
+
+    def value_id(self, a):
+        from ._tensor import Tensor
+
+        if isinstance(a, Tensor):
+            if a._c is not None:
+                return self.capture(a)
+            if a._ctx is not self:
+                raise TraceError(f"flow.jit: a tensor traced by another (finished) trace was used (at {where()})")
+            return a._vid
+        return self.constant(a)
+
+
+def dispatch(op, args, attrs=None):
+    """Runs or records `op` over `args` (Tensors and Python scalars); returns a list of Tensors."""
+    from ._tensor import Tensor
+
+    attrs = attrs or {}
+    ctx = current_trace()
+    if ctx is not None:
+        ids = [ctx.value_id(a) for a in args]
+        outs = ctx.graph.add_op(op, ids, attrs)
+        return [Tensor._tracer(ctx, v) for v in outs]
+    cargs = []
+    for a in args:
+        if isinstance(a, Tensor):
+            if a._c is None:
+                raise TraceError(f"flow.jit: a traced tensor escaped its trace and was used eagerly in {op} "
+                                 f"(at {where()})")
+            cargs.append(a._c)
+        else:
+            cargs.append(a)
+    return [Tensor._wrap(c) for c in _C.eager(op, cargs, attrs)]
+
+
+def dispatch1(op, args, attrs=None):
+    return dispatch(op, args, attrs)[0]

@@ -1,0 +1,509 @@
+// Tests of the CUDA printer and the NVRTC compile path. No GPU is needed: every kernel is compiled
+// with NVRTC for sm_90 and sm_80 and checked in its PTX (16-byte vector accesses, no local memory).
+// The GPU loop nests are built by hand after docs/loop-nests.md.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <random>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "dsl/expr.h"
+#include "dsl/ir_visitor.h"
+#include "dsl/stmt.h"
+#include "jit/cuda/cuda_compile.h"
+#include "jit/cuda/cuda_printer.h"
+#include "jit/cuda/embedded_helpers.h"
+#include "runtime/nvrtc.h"
+#include "test_util.h"
+
+#if __has_include("dsl/interpreter.h")
+#include "dsl/interpreter.h"
+#define FLOW_TEST_HAVE_INTERPRETER 1
+#endif
+
+namespace flow::jit::cuda {
+namespace {
+
+using namespace flow::dsl;  // NOLINT
+
+const char* const kArchs[] = {"sm_90", "sm_80"};
+
+Param buffer(const std::string& name, DType t, bool output = false) { return {name, ParamKind::Buffer, t, output}; }
+Param scalar(const std::string& name, DType t = DType::Int64) { return {name, ParamKind::Scalar, t, false}; }
+
+// ---- the GPU pointwise nest ----------------------------------------------------------------------
+
+struct PointwiseSpec {
+  std::string name;
+  std::vector<std::pair<std::string, DType>> inputs;
+  // One expression per output from the loaded inputs (in compute types: halves cast to float32).
+  std::vector<std::pair<std::string, DType>> outputs;
+  std::function<std::vector<Expr>(const std::vector<Expr>&)> body;
+};
+
+// grid = ((n + 256*W - 1) / (256*W)), block = (256): W elements per thread, W = 16 bytes of the
+// widest buffer.
+LoweredFunc gpu_pointwise(const PointwiseSpec& spec) {
+  int widest = 1;
+  for (const auto& p : spec.inputs) widest = std::max(widest, dtype_size(p.second));
+  for (const auto& p : spec.outputs) widest = std::max(widest, dtype_size(p.second));
+  const int64_t w = 16 / widest;
+  const Expr n = var("n");
+  const Expr base = var("base");
+  const Expr v = var("v");
+
+  const auto lane_body = [&](const Expr& index) {
+    std::vector<Expr> loads;
+    for (const auto& [name, t] : spec.inputs) {
+      const Expr l = load(t, name, index);
+      loads.push_back(is_half(t) ? cast(DType::Float32, l) : l);
+    }
+    const std::vector<Expr> values = spec.body(loads);
+    std::vector<Stmt> stores;
+    for (size_t i = 0; i < spec.outputs.size(); ++i) {
+      stores.push_back(make_store(spec.outputs[i].first, index, cast(spec.outputs[i].second, values[i])));
+    }
+    return make_block(stores);
+  };
+
+  const Stmt full = make_for("v", make_int(0), make_int(w), ForKind::Vectorized, lane_body(base + v));
+  const Stmt tail = make_for("v", make_int(0), make_int(w), ForKind::Unrolled,
+                             make_if(base + v < n, lane_body(base + v)));
+  const Expr blocks = (n + (256 * w - 1)) / (256 * w);
+  const Stmt threads = make_for(
+      "tx", make_int(0), make_int(256), ForKind::GPUThread,
+      make_let("base", (var("bx") * 256 + var("tx")) * w, make_if(base + w <= n, full, tail)));
+
+  LoweredFunc f;
+  f.name = spec.name;
+  f.target = Target::CUDA;
+  for (const auto& [name, t] : spec.outputs) f.params.push_back(buffer(name, t, true));
+  for (const auto& [name, t] : spec.inputs) f.params.push_back(buffer(name, t));
+  f.params.push_back(scalar("n"));
+  f.body = make_for("bx", make_int(0), blocks, ForKind::GPUBlock, threads);
+  f.grid[0] = blocks;
+  f.block[0] = make_int(256);
+  return f;
+}
+
+Expr f32(double v) { return make_float(v, DType::Float32); }
+Expr relu(const Expr& x) { return select(x > make_zero(x.type()), x, make_zero(x.type())); }
+
+LoweredFunc pointwise_f32_chain() {
+  return gpu_pointwise({"pw_f32_chain",
+                        {{"x", DType::Float32}, {"a", DType::Float32}, {"b", DType::Float32}},
+                        {{"out", DType::Float32}},
+                        [](const std::vector<Expr>& in) {
+                          const Expr y = call(Intrinsic::Exp, {in[0]}) * in[1] - in[2];
+                          return std::vector<Expr>{select(in[0] > f32(0.5), relu(y), in[0] * f32(-2.0))};
+                        }});
+}
+
+LoweredFunc pointwise_half(DType t) {
+  return gpu_pointwise({std::string("pw_") + dtype_name(t),
+                        {{"x", t}, {"y", t}},
+                        {{"out", t}},
+                        [](const std::vector<Expr>& in) {
+                          return std::vector<Expr>{relu(in[0]) * f32(2.0) + call(Intrinsic::Tanh, {in[1]})};
+                        }});
+}
+
+// Every intrinsic and arithmetic node in float64 (and float32), plus NaN/inf constants.
+LoweredFunc pointwise_all_float_ops(DType t) {
+  return gpu_pointwise(
+      {std::string("pw_ops_") + dtype_name(t),
+       {{"x", t}, {"y", t}},
+       {{"out", t}, {"flag", DType::Bool}},
+       [t](const std::vector<Expr>& in) {
+         const Expr x = in[0], y = in[1];
+         const Expr one = make_one(t);
+         Expr e = call(Intrinsic::Log, {call(Intrinsic::Abs, {x}) + one}) + call(Intrinsic::Sqrt, {y * y + one});
+         e = e + call(Intrinsic::Rsqrt, {y * y + one}) * call(Intrinsic::Tanh, {x}) - call(Intrinsic::Erf, {y});
+         e = e + call(Intrinsic::Pow, {call(Intrinsic::Abs, {y}), make_float(1.5, t)}) / (x * x + one);
+         e = e + call(Intrinsic::Floor, {x}) * call(Intrinsic::Ceil, {y}) + (x % (y * y + one));
+         e = min(e, max(x, y)) + -x + call(Intrinsic::Neg, {make_float(-1.0, t)});
+         e = select(call(Intrinsic::IsNan, {x}), make_float(std::numeric_limits<double>::quiet_NaN(), t), e);
+         e = select(x > make_float(1e30, t), make_float(std::numeric_limits<double>::infinity(), t), e);
+         const Expr flag = !(x < y) && (x != y || call(Intrinsic::IsNan, {y}));
+         return std::vector<Expr>{e, flag};
+       }});
+}
+
+// Integer and bool casts and integer arithmetic (truncating / and %).
+LoweredFunc pointwise_casts() {
+  return gpu_pointwise({"pw_casts",
+                        {{"i", DType::Int32}, {"l", DType::Int64}, {"f", DType::Float32}},
+                        {{"o_i64", DType::Int64},
+                         {"o_i32", DType::Int32},
+                         {"o_b", DType::Bool},
+                         {"o_f32", DType::Float32},
+                         {"o_h", DType::Float16},
+                         {"o_h2", DType::Float16},
+                         {"o_bf", DType::BFloat16}},
+                        [](const std::vector<Expr>& in) {
+                          const Expr i = in[0], l = in[1], f = in[2];
+                          const Expr i64 = cast(DType::Int64, i) * 3 / 7 + l % 5 - min(l, cast(DType::Int64, i));
+                          const Expr i32 = cast(DType::Int32, f) + max(i, 2) + call(Intrinsic::Abs, {i}) -
+                                           cast(DType::Int32, cast(DType::Bool, l));
+                          const Expr b = cast(DType::Bool, i) || (cast(DType::Bool, f) && l >= make_int(3000000000LL));
+                          const Expr fl = cast(DType::Float32, l) + cast(DType::Float32, b) +
+                                          cast(DType::Float32, cast(DType::Float64, f)) +
+                                          cast(DType::Float32, cast(DType::BFloat16, f));
+                          const Expr d = cast(DType::Float64, f) * make_float(2.0, DType::Float64);
+                          return std::vector<Expr>{i64, i32, b, fl, fl, l, d};
+                        }});
+}
+
+// ---- the GPU softmax nest (one block per row) --------------------------------------------------------
+
+LoweredFunc gpu_softmax(int64_t threads = 256) {
+  const Expr row = var("row"), tx = var("tx"), r = var("r"), c = var("c"), j = var("j");
+  const Expr chunks = (r + (threads - 1)) / threads;
+  const Expr xj = load(DType::Float32, "x", row * r + j);
+  const auto over_row = [&](const Stmt& body) {
+    return make_for("c", make_int(0), chunks, ForKind::Serial,
+                    make_let("j", c * threads + tx, make_if(j < r, body)));
+  };
+  const Expr acc0 = load(DType::Float32, "acc0", make_int(0));
+  const Expr acc1 = load(DType::Float32, "acc1", make_int(0));
+  const Expr m = var("m", DType::Float32), s = var("s", DType::Float32);
+  const Stmt sum_part = make_allocate(
+      "acc1", DType::Float32, 1, MemoryScope::Local,
+      make_block({make_store("acc1", make_int(0), reduce_identity(ReduceOp::Sum, DType::Float32)),
+                  over_row(make_store("acc1", make_int(0),
+                                      reduce_combine(ReduceOp::Sum, acc1, call(Intrinsic::Exp, {xj - m})))),
+                  make_block_reduce(ReduceOp::Sum, "acc1", DType::Float32),
+                  make_let("s", acc1, over_row(make_store("out", row * r + j, call(Intrinsic::Exp, {xj - m}) / s)))}));
+  const Stmt body = make_allocate(
+      "acc0", DType::Float32, 1, MemoryScope::Local,
+      make_block({make_store("acc0", make_int(0), reduce_identity(ReduceOp::Max, DType::Float32)),
+                  over_row(make_store("acc0", make_int(0), reduce_combine(ReduceOp::Max, acc0, xj))),
+                  make_block_reduce(ReduceOp::Max, "acc0", DType::Float32), make_let("m", acc0, sum_part)}));
+  LoweredFunc f;
+  f.name = "softmax";
+  f.target = Target::CUDA;
+  f.params = {buffer("out", DType::Float32, true), buffer("x", DType::Float32), scalar("rows"), scalar("r")};
+  f.grid[0] = var("rows");
+  f.block[0] = make_int(threads);
+  f.body = make_for("row", make_int(0), var("rows"), ForKind::GPUBlock,
+                    make_for("tx", make_int(0), make_int(threads), ForKind::GPUThread, body));
+  return f;
+}
+
+// Integer and float64 block reductions, with a scalar float param (narrowed from double).
+LoweredFunc gpu_reduce_mixed() {
+  const Expr tx = var("tx"), row = var("row");
+  const Expr idx = row * 128 + tx;
+  const auto acc = [](const char* n, DType t) { return load(t, n, make_int(0)); };
+  const Stmt body = make_allocate(
+      "si", DType::Int64, 1, MemoryScope::Local,
+      make_allocate(
+          "md", DType::Float64, 1, MemoryScope::Local,
+          make_allocate(
+              "bb", DType::Bool, 1, MemoryScope::Local,
+              make_block({make_store("si", make_int(0), load(DType::Int64, "l", idx)),
+                          make_store("md", make_int(0), load(DType::Float64, "d", idx)),
+                          make_store("bb", make_int(0), load(DType::Int64, "l", idx) > make_int(0)),
+                          make_block_reduce(ReduceOp::Sum, "si", DType::Int64),
+                          make_block_reduce(ReduceOp::Min, "md", DType::Float64),
+                          make_block_reduce(ReduceOp::Sum, "bb", DType::Bool),
+                          make_if(tx == make_int(0),
+                                  make_block({make_store("osum", row, acc("si", DType::Int64)),
+                                              make_store("omin", row,
+                                                         acc("md", DType::Float64) *
+                                                             cast(DType::Float64, var("scale", DType::Float32))),
+                                              make_store("oany", row, acc("bb", DType::Bool))}))}))));
+  LoweredFunc f;
+  f.name = "reduce_mixed";
+  f.target = Target::CUDA;
+  f.params = {buffer("osum", DType::Int64, true), buffer("omin", DType::Float64, true),
+              buffer("oany", DType::Bool, true),  buffer("l", DType::Int64),
+              buffer("d", DType::Float64),        scalar("rows"),
+              scalar("scale", DType::Float32)};
+  f.grid[0] = var("rows");
+  f.block[0] = make_int(128);
+  f.body = make_for("row", make_int(0), var("rows"), ForKind::GPUBlock,
+                    make_for("tx", make_int(0), make_int(128), ForKind::GPUThread, body));
+  return f;
+}
+
+// Shared memory + barrier: out[i] = tile[tx] + tile[(tx + 1) % 256], tile staged through __shared__.
+LoweredFunc gpu_shared_barrier() {
+  const Expr tx = var("tx"), i = var("i"), n = var("n");
+  const Expr blocks = (n + 255) / 256;
+  const Stmt body = make_allocate(
+      "tile", DType::Float32, 256, MemoryScope::Shared,
+      make_let("i", var("bx") * 256 + tx,
+               make_block({make_if(i < n, make_store("tile", tx, load(DType::Float32, "x", i)),
+                                   make_store("tile", tx, f32(0.0))),
+                           make_barrier(),
+                           make_if(i < n, make_store("out", i,
+                                                     load(DType::Float32, "tile", tx) +
+                                                         load(DType::Float32, "tile", (tx + 1) % 256)))})));
+  LoweredFunc f;
+  f.name = "shared_neighbors";
+  f.target = Target::CUDA;
+  f.params = {buffer("out", DType::Float32, true), buffer("x", DType::Float32), scalar("n")};
+  f.grid[0] = blocks;
+  f.block[0] = make_int(256);
+  f.body = make_for("bx", make_int(0), blocks, ForKind::GPUBlock,
+                    make_for("tx", make_int(0), make_int(256), ForKind::GPUThread, body));
+  return f;
+}
+
+// ---- helpers ---------------------------------------------------------------------------------------
+
+bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+
+bool contains_re(const std::string& s, const std::string& re) { return std::regex_search(s, std::regex(re)); }
+
+// Compiles for every arch and checks what every kernel must satisfy; returns the sm_90 result.
+CudaCompiled compile_all(const LoweredFunc& f) {
+  CudaCompiled first;
+  for (const char* arch : kArchs) {
+    CudaCompiled c = cuda_compile(f, arch);
+    EXPECT_FALSE(c.ptx.empty()) << arch;
+    EXPECT_FALSE(c.cubin.empty()) << arch;
+    EXPECT_FALSE(contains(c.ptx, ".local")) << f.name << " spills to local memory on " << arch << ":\n"
+                                            << c.kernel.source;
+    EXPECT_TRUE(contains(c.ptx, ".entry " + c.kernel.name + "(")) << arch;
+    if (first.ptx.empty()) first = std::move(c);
+  }
+  return first;
+}
+
+// ---- tests -----------------------------------------------------------------------------------------
+
+TEST(CudaCodegen, HelpersAreEmbedded) {
+  const auto& helpers = embedded_helpers();
+  const auto it = std::find_if(helpers.begin(), helpers.end(),
+                               [](const auto& h) { return h.first == "flow_helpers.cuh"; });
+  ASSERT_NE(it, helpers.end());
+  EXPECT_TRUE(contains(it->second, "block_reduce_sum"));
+  EXPECT_TRUE(contains(it->second, "struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) Vec"));
+}
+
+TEST(CudaCodegen, PrintedSourceShape) {
+  const LoweredFunc f = pointwise_f32_chain();
+  const CudaSource src = print_cuda_source(f);
+  EXPECT_EQ(src.name, "pw_f32_chain");
+  EXPECT_TRUE(contains(src.source, "extern \"C\" __global__ void __launch_bounds__(256) pw_f32_chain("));
+  EXPECT_TRUE(contains(src.source, "#include \"flow_helpers.cuh\""));
+  EXPECT_TRUE(contains(src.source, "float* __restrict__ out"));
+  EXPECT_TRUE(contains(src.source, "const float* __restrict__ x"));
+  EXPECT_TRUE(contains(src.source, "const int64_t n"));
+  EXPECT_TRUE(contains(src.source, "const int64_t bx = static_cast<int64_t>(blockIdx.x);"));
+  EXPECT_TRUE(contains(src.source, "const int64_t tx = static_cast<int64_t>(threadIdx.x);"));
+  EXPECT_TRUE(contains(src.source, "flow::load_vec<4>(x + base)"));
+  EXPECT_TRUE(contains(src.source, "flow::store_vec<4>(out + base, "));
+  EXPECT_TRUE(contains(src.source, "#pragma unroll"));
+  EXPECT_TRUE(contains(src.source, "expf("));
+  EXPECT_EQ(src.block_threads, 256);
+  EXPECT_EQ(src.shared_bytes, 0);
+  EXPECT_TRUE(equal(src.grid[0], f.grid[0]));
+  EXPECT_TRUE(is_const_int(src.grid[1], 1));
+  EXPECT_TRUE(equal(src.block[0], make_int(256)));
+  EXPECT_EQ(print_cuda(f), src.source);
+}
+
+TEST(CudaCodegen, PointwiseFloat32VectorizesTo16ByteAccesses) {
+  const CudaCompiled c = compile_all(pointwise_f32_chain());
+  EXPECT_TRUE(contains_re(c.ptx, R"(ld\.global(\.nc)?\.v4\.f32)")) << c.ptx;
+  EXPECT_TRUE(contains(c.ptx, "st.global.v4.f32")) << c.ptx;
+  // Three inputs: three 16-byte loads on the full-vector path.
+  const std::regex vload(R"(ld\.global(\.nc)?\.v4\.f32)");
+  EXPECT_EQ(std::distance(std::sregex_iterator(c.ptx.begin(), c.ptx.end(), vload), std::sregex_iterator()), 3);
+}
+
+TEST(CudaCodegen, PointwiseHalfTypes) {
+  for (const DType t : {DType::Float16, DType::BFloat16}) {
+    const CudaCompiled c = compile_all(pointwise_half(t));
+    EXPECT_TRUE(contains(c.kernel.source, "flow::Vec<" + std::string(cuda_type_name(t)) + ", 8>"));
+    EXPECT_TRUE(contains_re(c.ptx, R"(ld\.global(\.nc)?\.v4\.(u32|b32))")) << dtype_name(t) << "\n" << c.ptx;
+    EXPECT_TRUE(contains_re(c.ptx, R"(st\.global\.v4\.(u32|b32))")) << dtype_name(t);
+    EXPECT_TRUE(contains(c.ptx, t == DType::Float16 ? "cvt.rn.f16.f32" : "cvt.rn.bf16.f32")) << dtype_name(t);
+  }
+}
+
+TEST(CudaCodegen, AllFloatOps) {
+  const CudaCompiled c64 = compile_all(pointwise_all_float_ops(DType::Float64));
+  EXPECT_TRUE(contains_re(c64.ptx, R"(ld\.global(\.nc)?\.v2\.f64)"));
+  EXPECT_TRUE(contains(c64.ptx, "st.global.v2.f64"));
+  // float64 intrinsics are the double versions, not the float ones.
+  EXPECT_TRUE(contains(c64.kernel.source, "exp(") || contains(c64.kernel.source, "log("));
+  EXPECT_FALSE(contains(c64.kernel.source, "logf("));
+  EXPECT_TRUE(contains(c64.kernel.source, "fmod("));
+  const CudaCompiled c32 = compile_all(pointwise_all_float_ops(DType::Float32));
+  EXPECT_TRUE(contains_re(c32.ptx, R"(ld\.global(\.nc)?\.v4\.f32)"));
+  for (const char* fn : {"logf(", "sqrtf(", "rsqrtf(", "tanhf(", "erff(", "powf(", "floorf(", "ceilf(", "fmodf(",
+                         "isnan(", "flow::min<float>(", "flow::max<float>(", "flow::abs<float>("}) {
+    EXPECT_TRUE(contains(c32.kernel.source, fn)) << fn;
+  }
+}
+
+TEST(CudaCodegen, IntegerAndBoolCasts) {
+  const CudaCompiled c = compile_all(pointwise_casts());
+  EXPECT_TRUE(contains(c.kernel.source, "static_cast<int64_t>(i[base + v])")) << c.kernel.source;
+  EXPECT_TRUE(contains(c.kernel.source, "flow::float_to_int<int32_t>(f[base + v])"));
+  EXPECT_TRUE(contains(c.kernel.source, "flow::float_to_bfloat16(f[base + v])"));
+  EXPECT_TRUE(contains(c.kernel.source, "flow::float_to_half("));
+  EXPECT_TRUE(contains(c.kernel.source, "flow::double_to_half(static_cast<double>(l[base + v]))"));
+  EXPECT_TRUE(contains(c.kernel.source, "flow::double_to_bfloat16(static_cast<double>(f[base + v]) * 2.0)"));
+  EXPECT_TRUE(contains(c.kernel.source, "int64_t(3000000000LL)"));
+  // Widest buffer is 8 bytes: two lanes, 16-byte int64 accesses.
+  EXPECT_TRUE(contains_re(c.ptx, R"(ld\.global(\.nc)?\.v2\.(u64|b64|s64))")) << c.ptx;
+  EXPECT_TRUE(contains_re(c.ptx, R"(st\.global\.v2\.(u64|b64|s64))"));
+}
+
+TEST(CudaCodegen, SoftmaxBlockReduce) {
+  const CudaCompiled c = compile_all(gpu_softmax());
+  EXPECT_TRUE(contains(c.kernel.source, "flow::block_reduce_max<float>(acc0[0], flow_reduce_float32)"));
+  EXPECT_TRUE(contains(c.kernel.source, "flow::block_reduce_sum<float>(acc1[0], flow_reduce_float32)"));
+  EXPECT_EQ(c.kernel.shared_bytes, 32 * 4);
+  EXPECT_TRUE(contains(c.ptx, "shfl.sync.bfly")) << c.ptx;
+  EXPECT_TRUE(contains(c.ptx, "bar.sync"));
+  EXPECT_TRUE(contains(c.ptx, ".shared"));
+}
+
+TEST(CudaCodegen, MixedReductionsAndNarrowedScalars) {
+  const CudaCompiled c = compile_all(gpu_reduce_mixed());
+  EXPECT_TRUE(contains(c.kernel.source, "const double scale_arg"));
+  EXPECT_TRUE(contains(c.kernel.source, "const float scale = static_cast<float>(scale_arg);"));
+  EXPECT_TRUE(contains(c.kernel.source, "flow::block_reduce_sum<int64_t>("));
+  EXPECT_TRUE(contains(c.kernel.source, "flow::block_reduce_min<double>("));
+  EXPECT_TRUE(contains(c.kernel.source, "flow::block_reduce_max<int32_t>("));
+  EXPECT_EQ(c.kernel.shared_bytes, 32 * 8);  // scratch sized by the widest reduced type
+}
+
+TEST(CudaCodegen, SharedMemoryAndBarrier) {
+  const CudaCompiled c = compile_all(gpu_shared_barrier());
+  EXPECT_TRUE(contains(c.kernel.source, "__shared__ float tile[256];"));
+  EXPECT_TRUE(contains(c.kernel.source, "__syncthreads();"));
+  EXPECT_EQ(c.kernel.shared_bytes, 256 * 4);
+  EXPECT_TRUE(contains(c.ptx, "bar.sync"));
+  EXPECT_TRUE(contains(c.ptx, "st.shared.f32"));
+  EXPECT_TRUE(contains(c.ptx, "ld.shared.f32"));
+}
+
+TEST(CudaCodegen, ScalarFallbackInsideVectorizedLoop) {
+  // out[base + v] = x[2 * (base + v)]: the load's lane coefficient is 2 -> scalar loads, vector store.
+  LoweredFunc f = gpu_pointwise({"pw_strided", {{"x", DType::Float32}}, {{"out", DType::Float32}},
+                                 [](const std::vector<Expr>& in) { return std::vector<Expr>{in[0]}; }});
+  const Expr base = var("base"), v = var("v"), tx = var("tx");
+  const Stmt vec = make_for("v", make_int(0), make_int(4), ForKind::Vectorized,
+                            make_store("out", base + v, load(DType::Float32, "x", (base + v) * 2)));
+  f.body = make_for("bx", make_int(0), f.grid[0], ForKind::GPUBlock,
+                    make_for("tx", make_int(0), make_int(256), ForKind::GPUThread,
+                             make_let("base", (var("bx") * 256 + tx) * 4, make_if(base + 4 <= var("n"), vec))));
+  const CudaCompiled c = compile_all(f);
+  EXPECT_TRUE(contains(c.kernel.source, "x[(base + v) * 2]")) << c.kernel.source;
+  EXPECT_TRUE(contains(c.ptx, "st.global.v4.f32"));
+  EXPECT_FALSE(contains_re(c.ptx, R"(ld\.global(\.nc)?\.v4)"));
+}
+
+TEST(CudaCodegen, ParallelLoopIsRejected) {
+  LoweredFunc f = pointwise_f32_chain();
+  f.body = make_for("t", make_int(0), var("n"), ForKind::Parallel,
+                    make_store("out", var("t"), load(DType::Float32, "x", var("t"))));
+  try {
+    cuda_compile(f, "sm_90");
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(contains(e.what(), "Parallel loop 't'")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "pw_f32_chain")) << e.what();
+  }
+}
+
+TEST(CudaCodegen, MalformedKernelsAreRejected) {
+  LoweredFunc cpu = pointwise_f32_chain();
+  cpu.target = Target::CPU;
+  EXPECT_THROW(print_cuda(cpu), std::invalid_argument);
+
+  LoweredFunc wrong_extent = gpu_softmax();
+  wrong_extent.block[0] = make_int(128);  // the GPUThread loop runs to 256
+  EXPECT_THROW(print_cuda(wrong_extent), std::invalid_argument);
+
+  LoweredFunc store_to_input = gpu_shared_barrier();
+  store_to_input.params[0].is_output = false;
+  EXPECT_THROW(print_cuda(store_to_input), std::invalid_argument);
+
+  LoweredFunc barrier_in_loop = gpu_softmax();
+  barrier_in_loop.body = make_for(
+      "row", make_int(0), var("rows"), ForKind::GPUBlock,
+      make_for("tx", make_int(0), make_int(256), ForKind::GPUThread,
+               make_for("c", make_int(0), var("r"), ForKind::Serial, make_barrier())));
+  EXPECT_THROW(print_cuda(barrier_in_loop), std::invalid_argument);
+}
+
+TEST(CudaCodegen, CompileErrorCarriesLogAndSavedSource) {
+  const std::string broken = "#include \"flow_helpers.cuh\"\nextern \"C\" __global__ void broken(float* o) { o[0] = ; }\n";
+  try {
+    cuda_compile_source("broken", broken, "sm_90");
+    FAIL() << "expected an NVRTC error";
+  } catch (const runtime::NvrtcError& e) {
+    EXPECT_FALSE(e.log().empty());
+    EXPECT_TRUE(contains(e.log(), "expected an expression")) << e.log();
+    EXPECT_TRUE(contains(e.what(), e.log().substr(0, 40))) << e.what();
+    EXPECT_TRUE(contains(e.what(), "broken"));
+    ASSERT_FALSE(e.source_path().empty());
+    EXPECT_TRUE(contains(e.what(), e.source_path()));
+    EXPECT_TRUE(std::filesystem::exists(e.source_path()));
+    std::filesystem::remove(e.source_path());
+  }
+}
+
+TEST(CudaCodegen, CompilerIdentity) {
+  const std::string id = cuda_compiler_id();
+  EXPECT_EQ(id.rfind("nvrtc-", 0), 0u) << id;
+  EXPECT_TRUE(contains(id, "-std=c++17"));
+  EXPECT_FALSE(contains(id, "fast_math"));
+  EXPECT_TRUE(contains_re(id, "helpers-xxh3=[0-9a-f]{32}$")) << id;
+  EXPECT_EQ(id, cuda_compiler_id());
+}
+
+TEST(CudaCodegen, PtxOnlyForVirtualArch) {
+  const CudaCompiled c = cuda_compile(gpu_softmax(), "compute_90");
+  EXPECT_FALSE(c.ptx.empty());
+  EXPECT_TRUE(c.cubin.empty());
+}
+
+#ifdef FLOW_TEST_HAVE_INTERPRETER
+// The interpreter runs the GPU softmax nest serially with SIMT semantics: this checks the schedule
+// (the printer itself is checked by NVRTC and the PTX above).
+TEST(CudaCodegen, SoftmaxNestInterpretedMatchesReference) {
+  auto gen = test::rng(7);
+  std::normal_distribution<float> dist(0.f, 3.f);
+  for (const int64_t threads : {256, 96}) {
+    for (const int64_t r : {1, 37, 256, 1000}) {
+      const int64_t rows = 3;
+      std::vector<float> x(rows * r), out(rows * r, -1.f);
+      for (float& e : x) e = dist(gen);
+      const LoweredFunc f = gpu_softmax(threads);
+      std::vector<ArgValue> args(4);
+      args[0].ptr = out.data();
+      args[1].ptr = x.data();
+      args[2].i64 = rows;
+      args[3].i64 = r;
+      interpret(f, args);
+      for (int64_t row = 0; row < rows; ++row) {
+        double m = -INFINITY, s = 0;
+        for (int64_t j = 0; j < r; ++j) m = std::max<double>(m, x[row * r + j]);
+        for (int64_t j = 0; j < r; ++j) s += std::exp(x[row * r + j] - m);
+        for (int64_t j = 0; j < r; ++j) {
+          const double want = std::exp(x[row * r + j] - m) / s;
+          ASSERT_NEAR(out[row * r + j], want, 1e-6 + 1e-5 * want) << "threads " << threads << " r " << r << " j " << j;
+        }
+      }
+    }
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace flow::jit::cuda
