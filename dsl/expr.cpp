@@ -6,8 +6,8 @@
 //  - make_int checks the value fits the type (Int32 range; Bool 0 or 1). make_float(v, Float32)
 //    stores v rounded to float, so equal constants compare and hash equal.
 //  - Arithmetic (+ - * / % min max) takes Int32, Int64, Float32 or Float64 (min/max also Bool).
-//    Float % is fmod (truncating, like the integer rule). Float min/max are fmin/fmax (a NaN
-//    operand is ignored); NaN-propagating max/min is reduce_combine's job.
+//    Float % is fmod (truncating, like the integer rule). Float min/max are torch.minimum/maximum:
+//    a NaN operand gives NaN, and -0.0 < +0.0 (the interpreter and both backends implement this).
 //  - Comparisons take any non-half type; And/Or/Not take Bool. Load indices are Int32 or Int64.
 //  - make_zero/make_one of a half type return Cast(half, float32 constant).
 #include "dsl/expr.h"
@@ -20,8 +20,9 @@ namespace flow::dsl {
 
 const char* expr_kind_name(ExprKind k) {
   switch (k) {
-#define FLOW_X(name) \
-  case ExprKind::name: return #name;
+#define FLOW_X(name)   \
+  case ExprKind::name: \
+    return #name;
     FLOW_FOR_EACH_EXPR(FLOW_X)
 #undef FLOW_X
   }
@@ -30,23 +31,37 @@ const char* expr_kind_name(ExprKind k) {
 
 const char* intrinsic_name(Intrinsic f) {
   switch (f) {
-    case Intrinsic::Neg: return "neg";
-    case Intrinsic::Abs: return "abs";
-    case Intrinsic::Exp: return "exp";
-    case Intrinsic::Log: return "log";
-    case Intrinsic::Sqrt: return "sqrt";
-    case Intrinsic::Rsqrt: return "rsqrt";
-    case Intrinsic::Tanh: return "tanh";
-    case Intrinsic::Erf: return "erf";
-    case Intrinsic::Pow: return "pow";
-    case Intrinsic::Floor: return "floor";
-    case Intrinsic::Ceil: return "ceil";
-    case Intrinsic::IsNan: return "is_nan";
+    case Intrinsic::Neg:
+      return "neg";
+    case Intrinsic::Abs:
+      return "abs";
+    case Intrinsic::Exp:
+      return "exp";
+    case Intrinsic::Log:
+      return "log";
+    case Intrinsic::Sqrt:
+      return "sqrt";
+    case Intrinsic::Rsqrt:
+      return "rsqrt";
+    case Intrinsic::Tanh:
+      return "tanh";
+    case Intrinsic::Erf:
+      return "erf";
+    case Intrinsic::Pow:
+      return "pow";
+    case Intrinsic::Floor:
+      return "floor";
+    case Intrinsic::Ceil:
+      return "ceil";
+    case Intrinsic::IsNan:
+      return "is_nan";
   }
   return "<invalid intrinsic>";
 }
 
-int intrinsic_arity(Intrinsic f) { return f == Intrinsic::Pow ? 2 : 1; }
+int intrinsic_arity(Intrinsic f) {
+  return f == Intrinsic::Pow ? 2 : 1;
+}
 
 namespace {
 
@@ -89,7 +104,9 @@ void unify(const char* what, Expr& a, Expr& b) {
   }
 }
 
-bool is_arith(DType t) { return t == DType::Int32 || t == DType::Int64 || t == DType::Float32 || t == DType::Float64; }
+bool is_arith(DType t) {
+  return t == DType::Int32 || t == DType::Int64 || t == DType::Float32 || t == DType::Float64;
+}
 
 template <class Node>
 Expr make_arith(const char* what, Expr a, Expr b, bool allow_bool = false) {
@@ -123,15 +140,18 @@ Expr::Expr(int v) : node_(std::make_shared<const IntImm>(DType::Int64, v)) {}
 Expr make_int(int64_t v, DType t) {
   switch (t) {
     case DType::Bool:
-      if (v != 0 && v != 1) throw std::invalid_argument("make_int: bool constant must be 0 or 1, got " + std::to_string(v));
+      if (v != 0 && v != 1)
+        throw std::invalid_argument("make_int: bool constant must be 0 or 1, got " + std::to_string(v));
       break;
     case DType::Int32:
       if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
         throw std::invalid_argument("make_int: " + std::to_string(v) + " does not fit int32");
       }
       break;
-    case DType::Int64: break;
-    default: type_error1("make_int", t, "bool, int32 or int64");
+    case DType::Int64:
+      break;
+    default:
+      type_error1("make_int", t, "bool, int32 or int64");
   }
   return Expr(std::make_shared<const IntImm>(t, v));
 }
@@ -142,7 +162,9 @@ Expr make_float(double v, DType t) {
   type_error1("make_float", t, "float32 or float64 (half constants: cast a float32 constant)");
 }
 
-Expr make_bool(bool v) { return Expr(std::make_shared<const IntImm>(DType::Bool, v ? 1 : 0)); }
+Expr make_bool(bool v) {
+  return Expr(std::make_shared<const IntImm>(DType::Bool, v ? 1 : 0));
+}
 
 Expr make_zero(DType t) {
   if (is_half(t)) return cast(t, make_float(0.0, DType::Float32));
@@ -195,22 +217,54 @@ Expr call(Intrinsic f, std::vector<Expr> args) {
   return Expr(std::make_shared<const Call>(rt, f, std::move(args)));
 }
 
-Expr min(Expr a, Expr b) { return make_arith<Min>("min", std::move(a), std::move(b), true); }
-Expr max(Expr a, Expr b) { return make_arith<Max>("max", std::move(a), std::move(b), true); }
-Expr operator+(Expr a, Expr b) { return make_arith<Add>("+", std::move(a), std::move(b)); }
-Expr operator-(Expr a, Expr b) { return make_arith<Sub>("-", std::move(a), std::move(b)); }
-Expr operator*(Expr a, Expr b) { return make_arith<Mul>("*", std::move(a), std::move(b)); }
-Expr operator/(Expr a, Expr b) { return make_arith<Div>("/", std::move(a), std::move(b)); }
-Expr operator%(Expr a, Expr b) { return make_arith<Mod>("%", std::move(a), std::move(b)); }
-Expr operator-(Expr a) { return call(Intrinsic::Neg, {std::move(a)}); }
-Expr operator==(Expr a, Expr b) { return make_cmp<EQ>("==", std::move(a), std::move(b)); }
-Expr operator!=(Expr a, Expr b) { return make_cmp<NE>("!=", std::move(a), std::move(b)); }
-Expr operator<(Expr a, Expr b) { return make_cmp<LT>("<", std::move(a), std::move(b)); }
-Expr operator<=(Expr a, Expr b) { return make_cmp<LE>("<=", std::move(a), std::move(b)); }
-Expr operator>(Expr a, Expr b) { return make_cmp<GT>(">", std::move(a), std::move(b)); }
-Expr operator>=(Expr a, Expr b) { return make_cmp<GE>(">=", std::move(a), std::move(b)); }
-Expr operator&&(Expr a, Expr b) { return make_logic<And>("&&", std::move(a), std::move(b)); }
-Expr operator||(Expr a, Expr b) { return make_logic<Or>("||", std::move(a), std::move(b)); }
+Expr min(Expr a, Expr b) {
+  return make_arith<Min>("min", std::move(a), std::move(b), true);
+}
+Expr max(Expr a, Expr b) {
+  return make_arith<Max>("max", std::move(a), std::move(b), true);
+}
+Expr operator+(Expr a, Expr b) {
+  return make_arith<Add>("+", std::move(a), std::move(b));
+}
+Expr operator-(Expr a, Expr b) {
+  return make_arith<Sub>("-", std::move(a), std::move(b));
+}
+Expr operator*(Expr a, Expr b) {
+  return make_arith<Mul>("*", std::move(a), std::move(b));
+}
+Expr operator/(Expr a, Expr b) {
+  return make_arith<Div>("/", std::move(a), std::move(b));
+}
+Expr operator%(Expr a, Expr b) {
+  return make_arith<Mod>("%", std::move(a), std::move(b));
+}
+Expr operator-(Expr a) {
+  return call(Intrinsic::Neg, {std::move(a)});
+}
+Expr operator==(Expr a, Expr b) {
+  return make_cmp<EQ>("==", std::move(a), std::move(b));
+}
+Expr operator!=(Expr a, Expr b) {
+  return make_cmp<NE>("!=", std::move(a), std::move(b));
+}
+Expr operator<(Expr a, Expr b) {
+  return make_cmp<LT>("<", std::move(a), std::move(b));
+}
+Expr operator<=(Expr a, Expr b) {
+  return make_cmp<LE>("<=", std::move(a), std::move(b));
+}
+Expr operator>(Expr a, Expr b) {
+  return make_cmp<GT>(">", std::move(a), std::move(b));
+}
+Expr operator>=(Expr a, Expr b) {
+  return make_cmp<GE>(">=", std::move(a), std::move(b));
+}
+Expr operator&&(Expr a, Expr b) {
+  return make_logic<And>("&&", std::move(a), std::move(b));
+}
+Expr operator||(Expr a, Expr b) {
+  return make_logic<Or>("||", std::move(a), std::move(b));
+}
 Expr operator!(Expr a) {
   check_defined("!", a);
   if (a.type() != DType::Bool) type_error1("!", a.type(), "bool");
@@ -219,22 +273,38 @@ Expr operator!(Expr a) {
 
 Expr make_binary(ExprKind k, Expr a, Expr b) {
   switch (k) {
-    case ExprKind::Add: return std::move(a) + std::move(b);
-    case ExprKind::Sub: return std::move(a) - std::move(b);
-    case ExprKind::Mul: return std::move(a) * std::move(b);
-    case ExprKind::Div: return std::move(a) / std::move(b);
-    case ExprKind::Mod: return std::move(a) % std::move(b);
-    case ExprKind::Min: return min(std::move(a), std::move(b));
-    case ExprKind::Max: return max(std::move(a), std::move(b));
-    case ExprKind::EQ: return std::move(a) == std::move(b);
-    case ExprKind::NE: return std::move(a) != std::move(b);
-    case ExprKind::LT: return std::move(a) < std::move(b);
-    case ExprKind::LE: return std::move(a) <= std::move(b);
-    case ExprKind::GT: return std::move(a) > std::move(b);
-    case ExprKind::GE: return std::move(a) >= std::move(b);
-    case ExprKind::And: return std::move(a) && std::move(b);
-    case ExprKind::Or: return std::move(a) || std::move(b);
-    default: break;
+    case ExprKind::Add:
+      return std::move(a) + std::move(b);
+    case ExprKind::Sub:
+      return std::move(a) - std::move(b);
+    case ExprKind::Mul:
+      return std::move(a) * std::move(b);
+    case ExprKind::Div:
+      return std::move(a) / std::move(b);
+    case ExprKind::Mod:
+      return std::move(a) % std::move(b);
+    case ExprKind::Min:
+      return min(std::move(a), std::move(b));
+    case ExprKind::Max:
+      return max(std::move(a), std::move(b));
+    case ExprKind::EQ:
+      return std::move(a) == std::move(b);
+    case ExprKind::NE:
+      return std::move(a) != std::move(b);
+    case ExprKind::LT:
+      return std::move(a) < std::move(b);
+    case ExprKind::LE:
+      return std::move(a) <= std::move(b);
+    case ExprKind::GT:
+      return std::move(a) > std::move(b);
+    case ExprKind::GE:
+      return std::move(a) >= std::move(b);
+    case ExprKind::And:
+      return std::move(a) && std::move(b);
+    case ExprKind::Or:
+      return std::move(a) || std::move(b);
+    default:
+      break;
   }
   throw std::invalid_argument(std::string("make_binary: ") + expr_kind_name(k) + " is not a binary kind");
 }

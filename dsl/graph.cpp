@@ -28,14 +28,18 @@ namespace {
 constexpr char kGraphMagic[] = "flow.graph";
 constexpr uint32_t kGraphFormat = 1;
 
-void put_u8(std::string& out, uint8_t v) { out.push_back(static_cast<char>(v)); }
+void put_u8(std::string& out, uint8_t v) {
+  out.push_back(static_cast<char>(v));
+}
 void put_u32(std::string& out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
 }
 void put_u64(std::string& out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
 }
-void put_i64(std::string& out, int64_t v) { put_u64(out, static_cast<uint64_t>(v)); }
+void put_i64(std::string& out, int64_t v) {
+  put_u64(out, static_cast<uint64_t>(v));
+}
 void put_f64(std::string& out, double v) {
   uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof bits);
@@ -73,10 +77,14 @@ std::string format_double(double v, bool as_float = false) {
 
 std::string attr_str_value(const AttrValue& v) {
   switch (v.index()) {
-    case 0: return std::to_string(std::get<int64_t>(v));
-    case 1: return format_double(std::get<double>(v));
-    case 2: return std::get<bool>(v) ? "true" : "false";
-    case 3: return "\"" + std::get<std::string>(v) + "\"";
+    case 0:
+      return std::to_string(std::get<int64_t>(v));
+    case 1:
+      return format_double(std::get<double>(v));
+    case 2:
+      return std::get<bool>(v) ? "true" : "false";
+    case 3:
+      return "\"" + std::get<std::string>(v) + "\"";
     default: {
       std::string s = "[";
       const auto& xs = std::get<std::vector<int64_t>>(v);
@@ -95,7 +103,8 @@ std::string constant_str(const Value& v) {
 // A constant's value as the dtype stores it, so equal constants compare and hash equal.
 double round_constant(double value, DType dtype) {
   switch (dtype) {
-    case DType::Bool: return value != 0 ? 1.0 : 0.0;
+    case DType::Bool:
+      return value != 0 ? 1.0 : 0.0;
     case DType::Int32:
     case DType::Int64: {
       if (!std::isfinite(value)) throw std::invalid_argument("add_constant: non-finite value for an integer dtype");
@@ -103,8 +112,10 @@ double round_constant(double value, DType dtype) {
     }
     case DType::Float32:
     case DType::Float16:
-    case DType::BFloat16: return static_cast<double>(static_cast<float>(value));
-    case DType::Float64: return value;
+    case DType::BFloat16:
+      return static_cast<double>(static_cast<float>(value));
+    case DType::Float64:
+      return value;
   }
   return value;
 }
@@ -124,7 +135,9 @@ const char* attr_type_name(size_t index) {
 
 }  // namespace
 
-std::string TensorType::str() const { return std::string(dtype_name(dtype)) + shape_str(shape); }
+std::string TensorType::str() const {
+  return std::string(dtype_name(dtype)) + shape_str(shape);
+}
 
 // ---- building -----------------------------------------------------------------------------------
 
@@ -284,10 +297,18 @@ void Graph::serialize(std::string& out) const {
       put_str(out, key);
       put_u8(out, static_cast<uint8_t>(val.index()));
       switch (val.index()) {
-        case 0: put_i64(out, std::get<int64_t>(val)); break;
-        case 1: put_f64(out, std::get<double>(val)); break;
-        case 2: put_u8(out, std::get<bool>(val) ? 1 : 0); break;
-        case 3: put_str(out, std::get<std::string>(val)); break;
+        case 0:
+          put_i64(out, std::get<int64_t>(val));
+          break;
+        case 1:
+          put_f64(out, std::get<double>(val));
+          break;
+        case 2:
+          put_u8(out, std::get<bool>(val) ? 1 : 0);
+          break;
+        case 3:
+          put_str(out, std::get<std::string>(val));
+          break;
         default: {
           const auto& xs = std::get<std::vector<int64_t>>(val);
           put_u32(out, static_cast<uint32_t>(xs.size()));

@@ -34,8 +34,8 @@ struct Value {
   int id = -1;
   TensorType type;
   ValueKind kind = ValueKind::OpResult;
-  int producer = -1;   // node id for OpResult
-  std::string name;    // inputs: the user's argument name; optional otherwise
+  int producer = -1;  // node id for OpResult
+  std::string name;   // inputs: the user's argument name; optional otherwise
   // Constants: a 0-dim tensor holding `scalar`. `wrapped_number` marks a Python scalar
   // (x * 2.0): it takes part in type promotion only by category, as in torch.
   double scalar = 0;

@@ -27,7 +27,9 @@ Scalar to_scalar(DType t, double v) {
   return s;
 }
 
-double from_scalar(const Scalar& s) { return is_floating(s.type) ? s.f : static_cast<double>(s.i); }
+double from_scalar(const Scalar& s) {
+  return is_floating(s.type) ? s.f : static_cast<double>(s.i);
+}
 
 // Row-major strides of `in` as seen from an output of shape `out` (right-aligned, broadcast dims 0).
 std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
@@ -62,7 +64,8 @@ HostTensor run_elementwise(const Graph& g, const Node& n, const OpDef& def, cons
                            const InterpOptions& opt) {
   const OpContext ctx = make_op_context(g, n);
   std::vector<Expr> vars;
-  for (size_t k = 0; k < in.size(); ++k) vars.push_back(var("in" + std::to_string(k), compute_dtype(in[k]->type.dtype)));
+  for (size_t k = 0; k < in.size(); ++k)
+    vars.push_back(var("in" + std::to_string(k), compute_dtype(in[k]->type.dtype)));
   const Expr e = def.compute(vars, ctx);
   const TensorType out_t = ctx.outputs.at(0);
   if (!e.defined() || e.type() != compute_dtype(out_t.dtype)) {
@@ -76,8 +79,10 @@ HostTensor run_elementwise(const Graph& g, const Node& n, const OpDef& def, cons
   out.data.reserve(static_cast<size_t>(numel(out_t.shape)));
   for_each_element(out_t.shape, strides, [&](const std::vector<int64_t>& offs) {
     const auto lookup = [&](const std::string& name) -> Scalar {
-      const size_t k = std::stoul(name.substr(2));
-      return to_scalar(vars[k].type(), in[k]->data[offs[k]]);
+      for (size_t k = 0; k < vars.size(); ++k) {
+        if (vars[k].as<Var>()->name == name) return to_scalar(vars[k].type(), in[k]->data[offs[k]]);
+      }
+      throw std::logic_error("interpret_graph: compute of '" + n.op + "' reads an unknown variable '" + name + "'");
     };
     const Scalar r = eval_expr(e, lookup, nullptr, opt);
     out.data.push_back(round_to_dtype(out_t.dtype, from_scalar(r), opt.float64_math));
@@ -146,7 +151,8 @@ HostTensor run_reduction(const Graph& g, const Node& n, const OpDef& def, const 
 
 double round_to_dtype(DType t, double v, bool float64_math) {
   switch (t) {
-    case DType::Bool: return v != 0 ? 1.0 : 0.0;  // NaN != 0: true
+    case DType::Bool:
+      return v != 0 ? 1.0 : 0.0;  // NaN != 0: true
     case DType::Int32:
     case DType::Int64: {
       if (std::isnan(v)) return t == DType::Int32 ? std::numeric_limits<int32_t>::min() : -0x1p63;
@@ -164,8 +170,10 @@ double round_to_dtype(DType t, double v, bool float64_math) {
       return float64_math ? v : static_cast<double>(half_bits_to_float(float_to_half_bits(static_cast<float>(v))));
     case DType::BFloat16:
       return float64_math ? v : static_cast<double>(bf16_bits_to_float(float_to_bf16_bits(static_cast<float>(v))));
-    case DType::Float32: return float64_math ? v : static_cast<double>(static_cast<float>(v));
-    case DType::Float64: return v;
+    case DType::Float32:
+      return float64_math ? v : static_cast<double>(static_cast<float>(v));
+    case DType::Float64:
+      return v;
   }
   return v;
 }

@@ -62,7 +62,8 @@ Scalar eval_expr(const Expr& e, const std::function<Scalar(const std::string& va
 
 // Run a kernel over caller memory: args in LoweredFunc::params order (buffer pointers to raw storage
 // in the param's dtype, float16/bfloat16 as uint16 bits, bool as uint8; or scalar values: i64 for
-// Bool/Int32/Int64 params, f64 for floating ones).
+// Bool/Int32/Int64 params, f64 for floating ones, rounded to the param's dtype in either mode). For
+// a CUDA kernel, defined LoweredFunc::grid/block dims are checked against the GPU loops' extents.
 void interpret(const LoweredFunc& f, const std::vector<ArgValue>& args, const InterpOptions& opt = {});
 
 // Scalar conversions shared with tests: IEEE binary16 and bfloat16 <-> float, round-to-nearest-even,

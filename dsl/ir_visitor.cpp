@@ -20,9 +20,9 @@ namespace flow::dsl {
 void IRVisitor::visit(const Expr& e) {
   if (!e.defined()) return;
   switch (e.kind()) {
-#define FLOW_X(name)                                              \
-  case ExprKind::name:                                            \
-    visit_##name(static_cast<const name*>(e.get()));              \
+#define FLOW_X(name)                                 \
+  case ExprKind::name:                               \
+    visit_##name(static_cast<const name*>(e.get())); \
     return;
     FLOW_FOR_EACH_EXPR(FLOW_X)
 #undef FLOW_X
@@ -32,9 +32,9 @@ void IRVisitor::visit(const Expr& e) {
 void IRVisitor::visit(const Stmt& s) {
   if (!s.defined()) return;
   switch (s.kind()) {
-#define FLOW_X(name)                                              \
-  case StmtKind::name:                                            \
-    visit_##name(static_cast<const name*>(s.get()));              \
+#define FLOW_X(name)                                 \
+  case StmtKind::name:                               \
+    visit_##name(static_cast<const name*>(s.get())); \
     return;
     FLOW_FOR_EACH_STMT(FLOW_X)
 #undef FLOW_X
@@ -44,21 +44,27 @@ void IRVisitor::visit(const Stmt& s) {
 void IRVisitor::visit_IntImm(const IntImm*) {}
 void IRVisitor::visit_FloatImm(const FloatImm*) {}
 void IRVisitor::visit_Var(const Var*) {}
-void IRVisitor::visit_Cast(const Cast* op) { visit(op->value); }
-#define FLOW_X(name)                                \
-  void IRVisitor::visit_##name(const name* op) {    \
-    visit(op->a);                                   \
-    visit(op->b);                                   \
+void IRVisitor::visit_Cast(const Cast* op) {
+  visit(op->value);
+}
+#define FLOW_X(name)                             \
+  void IRVisitor::visit_##name(const name* op) { \
+    visit(op->a);                                \
+    visit(op->b);                                \
   }
 FLOW_FOR_EACH_BINARY(FLOW_X)
 #undef FLOW_X
-void IRVisitor::visit_Not(const Not* op) { visit(op->a); }
+void IRVisitor::visit_Not(const Not* op) {
+  visit(op->a);
+}
 void IRVisitor::visit_Select(const Select* op) {
   visit(op->cond);
   visit(op->true_value);
   visit(op->false_value);
 }
-void IRVisitor::visit_Load(const Load* op) { visit(op->index); }
+void IRVisitor::visit_Load(const Load* op) {
+  visit(op->index);
+}
 void IRVisitor::visit_Call(const Call* op) {
   for (const Expr& a : op->args) visit(a);
 }
@@ -81,7 +87,9 @@ void IRVisitor::visit_IfThenElse(const IfThenElse* op) {
   visit(op->then_case);
   visit(op->else_case);
 }
-void IRVisitor::visit_Allocate(const Allocate* op) { visit(op->body); }
+void IRVisitor::visit_Allocate(const Allocate* op) {
+  visit(op->body);
+}
 void IRVisitor::visit_Barrier(const Barrier*) {}
 void IRVisitor::visit_BlockReduce(const BlockReduce*) {}
 void IRVisitor::visit_Block(const Block* op) {
@@ -93,8 +101,9 @@ void IRVisitor::visit_Block(const Block* op) {
 Expr IRMutator::mutate(const Expr& e) {
   if (!e.defined()) return e;
   switch (e.kind()) {
-#define FLOW_X(name) \
-  case ExprKind::name: return mutate_##name(static_cast<const name*>(e.get()), e);
+#define FLOW_X(name)   \
+  case ExprKind::name: \
+    return mutate_##name(static_cast<const name*>(e.get()), e);
     FLOW_FOR_EACH_EXPR(FLOW_X)
 #undef FLOW_X
   }
@@ -104,27 +113,34 @@ Expr IRMutator::mutate(const Expr& e) {
 Stmt IRMutator::mutate(const Stmt& s) {
   if (!s.defined()) return s;
   switch (s.kind()) {
-#define FLOW_X(name) \
-  case StmtKind::name: return mutate_##name(static_cast<const name*>(s.get()), s);
+#define FLOW_X(name)   \
+  case StmtKind::name: \
+    return mutate_##name(static_cast<const name*>(s.get()), s);
     FLOW_FOR_EACH_STMT(FLOW_X)
 #undef FLOW_X
   }
   return s;
 }
 
-Expr IRMutator::mutate_IntImm(const IntImm*, const Expr& self) { return self; }
-Expr IRMutator::mutate_FloatImm(const FloatImm*, const Expr& self) { return self; }
-Expr IRMutator::mutate_Var(const Var*, const Expr& self) { return self; }
+Expr IRMutator::mutate_IntImm(const IntImm*, const Expr& self) {
+  return self;
+}
+Expr IRMutator::mutate_FloatImm(const FloatImm*, const Expr& self) {
+  return self;
+}
+Expr IRMutator::mutate_Var(const Var*, const Expr& self) {
+  return self;
+}
 Expr IRMutator::mutate_Cast(const Cast* op, const Expr& self) {
   Expr v = mutate(op->value);
   return v.same_as(op->value) ? self : cast(op->type, std::move(v));
 }
-#define FLOW_X(name)                                                         \
-  Expr IRMutator::mutate_##name(const name* op, const Expr& self) {          \
-    Expr a = mutate(op->a);                                                  \
-    Expr b = mutate(op->b);                                                  \
-    if (a.same_as(op->a) && b.same_as(op->b)) return self;                   \
-    return make_binary(ExprKind::name, std::move(a), std::move(b));          \
+#define FLOW_X(name)                                                \
+  Expr IRMutator::mutate_##name(const name* op, const Expr& self) { \
+    Expr a = mutate(op->a);                                         \
+    Expr b = mutate(op->b);                                         \
+    if (a.same_as(op->a) && b.same_as(op->b)) return self;          \
+    return make_binary(ExprKind::name, std::move(a), std::move(b)); \
   }
 FLOW_FOR_EACH_BINARY(FLOW_X)
 #undef FLOW_X
@@ -185,8 +201,12 @@ Stmt IRMutator::mutate_Allocate(const Allocate* op, const Stmt& self) {
   if (body.same_as(op->body)) return self;
   return make_allocate(op->name, op->dtype, op->size, op->scope, std::move(body));
 }
-Stmt IRMutator::mutate_Barrier(const Barrier*, const Stmt& self) { return self; }
-Stmt IRMutator::mutate_BlockReduce(const BlockReduce*, const Stmt& self) { return self; }
+Stmt IRMutator::mutate_Barrier(const Barrier*, const Stmt& self) {
+  return self;
+}
+Stmt IRMutator::mutate_BlockReduce(const BlockReduce*, const Stmt& self) {
+  return self;
+}
 Stmt IRMutator::mutate_Block(const Block* op, const Stmt& self) {
   std::vector<Stmt> stmts;
   stmts.reserve(op->stmts.size());
@@ -260,22 +280,26 @@ bool list_equal(const std::vector<Expr>& a, const std::vector<Expr>& b) {
 // Both defined, same kind and type.
 bool expr_fields_equal(const Expr& x, const Expr& y) {
   switch (x.kind()) {
-    case ExprKind::IntImm: return x.as<IntImm>()->value == y.as<IntImm>()->value;
+    case ExprKind::IntImm:
+      return x.as<IntImm>()->value == y.as<IntImm>()->value;
     case ExprKind::FloatImm: {  // by bits: NaN equals NaN, -0 differs from +0 (as the serializer)
       const double a = x.as<FloatImm>()->value, b = y.as<FloatImm>()->value;
       return std::memcmp(&a, &b, sizeof a) == 0;
     }
-    case ExprKind::Var: return x.as<Var>()->name == y.as<Var>()->name;
-    case ExprKind::Cast: return equal(x.as<Cast>()->value, y.as<Cast>()->value);
-#define FLOW_X(name)                                                           \
-  case ExprKind::name: {                                                       \
-    const auto* p = x.as<name>();                                              \
-    const auto* q = y.as<name>();                                              \
-    return equal(p->a, q->a) && equal(p->b, q->b);                             \
+    case ExprKind::Var:
+      return x.as<Var>()->name == y.as<Var>()->name;
+    case ExprKind::Cast:
+      return equal(x.as<Cast>()->value, y.as<Cast>()->value);
+#define FLOW_X(name)                               \
+  case ExprKind::name: {                           \
+    const auto* p = x.as<name>();                  \
+    const auto* q = y.as<name>();                  \
+    return equal(p->a, q->a) && equal(p->b, q->b); \
   }
       FLOW_FOR_EACH_BINARY(FLOW_X)
 #undef FLOW_X
-    case ExprKind::Not: return equal(x.as<Not>()->a, y.as<Not>()->a);
+    case ExprKind::Not:
+      return equal(x.as<Not>()->a, y.as<Not>()->a);
     case ExprKind::Select: {
       const auto* p = x.as<Select>();
       const auto* q = y.as<Select>();
@@ -335,7 +359,8 @@ bool equal(const Stmt& x, const Stmt& y) {
       return p->name == q->name && p->dtype == q->dtype && p->size == q->size && p->scope == q->scope &&
              equal(p->body, q->body);
     }
-    case StmtKind::Barrier: return true;
+    case StmtKind::Barrier:
+      return true;
     case StmtKind::BlockReduce: {
       const auto* p = x.as<BlockReduce>();
       const auto* q = y.as<BlockReduce>();
@@ -378,37 +403,58 @@ int precedence(ExprKind k) {
   switch (k) {
     case ExprKind::Mul:
     case ExprKind::Div:
-    case ExprKind::Mod: return 10;
+    case ExprKind::Mod:
+      return 10;
     case ExprKind::Add:
-    case ExprKind::Sub: return 9;
+    case ExprKind::Sub:
+      return 9;
     case ExprKind::LT:
     case ExprKind::LE:
     case ExprKind::GT:
-    case ExprKind::GE: return 7;
+    case ExprKind::GE:
+      return 7;
     case ExprKind::EQ:
-    case ExprKind::NE: return 6;
-    case ExprKind::And: return 3;
-    case ExprKind::Or: return 2;
-    default: return 100;
+    case ExprKind::NE:
+      return 6;
+    case ExprKind::And:
+      return 3;
+    case ExprKind::Or:
+      return 2;
+    default:
+      return 100;
   }
 }
 
 const char* binary_op(ExprKind k) {
   switch (k) {
-    case ExprKind::Add: return " + ";
-    case ExprKind::Sub: return " - ";
-    case ExprKind::Mul: return " * ";
-    case ExprKind::Div: return " / ";
-    case ExprKind::Mod: return " % ";
-    case ExprKind::EQ: return " == ";
-    case ExprKind::NE: return " != ";
-    case ExprKind::LT: return " < ";
-    case ExprKind::LE: return " <= ";
-    case ExprKind::GT: return " > ";
-    case ExprKind::GE: return " >= ";
-    case ExprKind::And: return " && ";
-    case ExprKind::Or: return " || ";
-    default: return nullptr;
+    case ExprKind::Add:
+      return " + ";
+    case ExprKind::Sub:
+      return " - ";
+    case ExprKind::Mul:
+      return " * ";
+    case ExprKind::Div:
+      return " / ";
+    case ExprKind::Mod:
+      return " % ";
+    case ExprKind::EQ:
+      return " == ";
+    case ExprKind::NE:
+      return " != ";
+    case ExprKind::LT:
+      return " < ";
+    case ExprKind::LE:
+      return " <= ";
+    case ExprKind::GT:
+      return " > ";
+    case ExprKind::GE:
+      return " >= ";
+    case ExprKind::And:
+      return " && ";
+    case ExprKind::Or:
+      return " || ";
+    default:
+      return nullptr;
   }
 }
 
@@ -433,8 +479,12 @@ class Printer {
         }
         return;
       }
-      case ExprKind::FloatImm: out += format_float(e.as<FloatImm>()->value, e.type() == DType::Float32); return;
-      case ExprKind::Var: out += e.as<Var>()->name; return;
+      case ExprKind::FloatImm:
+        out += format_float(e.as<FloatImm>()->value, e.type() == DType::Float32);
+        return;
+      case ExprKind::Var:
+        out += e.as<Var>()->name;
+        return;
       case ExprKind::Cast:
         out += dtype_name(e.type());
         out += '(';
@@ -578,8 +628,8 @@ class Printer {
       case StmtKind::BlockReduce: {
         const auto* op = s.as<BlockReduce>();
         pad(indent);
-        out += std::string("block_reduce_") + reduce_op_name(op->op) + "<" + dtype_name(op->dtype) + ">(" +
-               op->buffer + ");\n";
+        out += std::string("block_reduce_") + reduce_op_name(op->op) + "<" + dtype_name(op->dtype) + ">(" + op->buffer +
+               ");\n";
         return;
       }
       case StmtKind::Block:
@@ -594,8 +644,10 @@ class Printer {
       const Param& p = f.params[i];
       if (i) out += ", ";
       out += dtype_name(p.dtype);
-      if (p.kind == ParamKind::Buffer) out += p.is_output ? "* " : " const* ";
-      else out += ' ';
+      if (p.kind == ParamKind::Buffer)
+        out += p.is_output ? "* " : " const* ";
+      else
+        out += ' ';
       out += p.name;
     }
     out += ") {\n";
@@ -621,8 +673,10 @@ class Printer {
   void triple(const Expr (&v)[3]) {
     for (int i = 0; i < 3; ++i) {
       if (i) out += ", ";
-      if (v[i].defined()) expr(v[i]);
-      else out += '_';
+      if (v[i].defined())
+        expr(v[i]);
+      else
+        out += '_';
     }
   }
   void pad(int indent) { out.append(static_cast<size_t>(indent) * 2, ' '); }

@@ -42,12 +42,18 @@ void register_builtin_ops() {
 
 const char* op_pattern_name(OpPattern p) {
   switch (p) {
-    case OpPattern::Elementwise: return "elementwise";
-    case OpPattern::Injective: return "injective";
-    case OpPattern::Reduction: return "reduction";
-    case OpPattern::OutEWiseFusable: return "out_ewise_fusable";
-    case OpPattern::Opaque: return "opaque";
-    case OpPattern::Composite: return "composite";
+    case OpPattern::Elementwise:
+      return "elementwise";
+    case OpPattern::Injective:
+      return "injective";
+    case OpPattern::Reduction:
+      return "reduction";
+    case OpPattern::OutEWiseFusable:
+      return "out_ewise_fusable";
+    case OpPattern::Opaque:
+      return "opaque";
+    case OpPattern::Composite:
+      return "composite";
   }
   return "<invalid pattern>";
 }
@@ -118,7 +124,9 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
 
 namespace {
 
-void promote_into(std::optional<DType>& acc, DType t) { acc = acc ? promote_types(*acc, t) : t; }
+void promote_into(std::optional<DType>& acc, DType t) {
+  acc = acc ? promote_types(*acc, t) : t;
+}
 
 // torch's combine_categories(higher, lower) (c10/core/ScalarType / TypeProperties.cpp), without
 // complex types: the higher-priority group wins unless the lower one has a higher category.
@@ -155,13 +163,20 @@ DType result_type(const Graph& g, const std::vector<int>& values) {
 
 const char* torch_dtype_name(DType t) {
   switch (t) {
-    case DType::Bool: return "Bool";
-    case DType::Int32: return "Int";
-    case DType::Int64: return "Long";
-    case DType::Float16: return "Half";
-    case DType::BFloat16: return "BFloat16";
-    case DType::Float32: return "Float";
-    case DType::Float64: return "Double";
+    case DType::Bool:
+      return "Bool";
+    case DType::Int32:
+      return "Int";
+    case DType::Int64:
+      return "Long";
+    case DType::Float16:
+      return "Half";
+    case DType::BFloat16:
+      return "BFloat16";
+    case DType::Float32:
+      return "Float";
+    case DType::Float64:
+      return "Double";
   }
   return "<invalid dtype>";
 }

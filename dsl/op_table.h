@@ -40,7 +40,8 @@ OpContext make_op_context(const Graph& g, const Node& n);
 // Elementwise: given the input values, each already loaded and converted to its compute dtype
 // (halves become float32), return the output value in compute_dtype(output dtype).
 using ComputeFn = std::function<Expr(const std::vector<Expr>& in, const OpContext& ctx)>;
-using InferFn = std::function<std::vector<TensorType>(const Graph& g, const std::vector<int>& inputs, const Attrs& attrs)>;
+using InferFn =
+    std::function<std::vector<TensorType>(const Graph& g, const std::vector<int>& inputs, const Attrs& attrs)>;
 using DecomposeFn = std::function<std::vector<int>(Graph& g, const std::vector<int>& inputs, const Attrs& attrs)>;
 // Validates the user's attrs and returns their canonical form (defaults filled, aliases resolved,
 // "dims" normalized and sorted), which Graph::add_op passes to `infer` and stores in the node, so
@@ -63,10 +64,10 @@ struct OpDef {
   OpPattern pattern;
   int num_inputs = -1;  // -1: variadic
   InferFn infer;
-  ComputeFn compute;               // Elementwise
+  ComputeFn compute;                 // Elementwise
   std::optional<ReduceSpec> reduce;  // Reduction: attrs "dims" (normalized, sorted) and "keepdim"
-  DecomposeFn decompose;           // Composite
-  CanonicalizeFn canonicalize;     // optional, runs before infer (see CanonicalizeFn)
+  DecomposeFn decompose;             // Composite
+  CanonicalizeFn canonicalize;       // optional, runs before infer (see CanonicalizeFn)
 };
 
 // The registry. lookup throws OpError(NotImplemented) for an unknown op. The built-in ops are

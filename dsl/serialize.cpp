@@ -53,10 +53,18 @@ class Writer {
     u8(static_cast<uint8_t>(static_cast<uint8_t>(e.kind()) + 1));
     u8(static_cast<uint8_t>(e.type()));
     switch (e.kind()) {
-      case ExprKind::IntImm: i64(e.as<IntImm>()->value); return;
-      case ExprKind::FloatImm: f64(e.as<FloatImm>()->value); return;
-      case ExprKind::Var: str(e.as<Var>()->name); return;
-      case ExprKind::Cast: expr(e.as<Cast>()->value); return;
+      case ExprKind::IntImm:
+        i64(e.as<IntImm>()->value);
+        return;
+      case ExprKind::FloatImm:
+        f64(e.as<FloatImm>()->value);
+        return;
+      case ExprKind::Var:
+        str(e.as<Var>()->name);
+        return;
+      case ExprKind::Cast:
+        expr(e.as<Cast>()->value);
+        return;
 #define FLOW_X(name) case ExprKind::name:
         FLOW_FOR_EACH_BINARY(FLOW_X)
 #undef FLOW_X
@@ -66,7 +74,9 @@ class Writer {
           expr(op->b);
           return;
         }
-      case ExprKind::Not: expr(e.as<Not>()->a); return;
+      case ExprKind::Not:
+        expr(e.as<Not>()->a);
+        return;
       case ExprKind::Select: {
         const auto* op = e.as<Select>();
         expr(op->cond);
@@ -137,7 +147,8 @@ class Writer {
         stmt(op->body);
         return;
       }
-      case StmtKind::Barrier: return;
+      case StmtKind::Barrier:
+        return;
       case StmtKind::BlockReduce: {
         const auto* op = s.as<BlockReduce>();
         u8(static_cast<uint8_t>(op->op));
@@ -250,19 +261,24 @@ class Reader {
     const auto kind = static_cast<ExprKind>(tag - 1);
     const DType t = dtype();
     switch (kind) {
-      case ExprKind::IntImm: return node<IntImm>(t, i64());
-      case ExprKind::FloatImm: return node<FloatImm>(t, f64());
-      case ExprKind::Var: return node<Var>(t, str());
-      case ExprKind::Cast: return node<Cast>(t, operand());
-#define FLOW_X(name)                \
-  case ExprKind::name: {            \
-    Expr a = operand();             \
-    Expr b = operand();             \
-    return node<name>(t, a, b);     \
+      case ExprKind::IntImm:
+        return node<IntImm>(t, i64());
+      case ExprKind::FloatImm:
+        return node<FloatImm>(t, f64());
+      case ExprKind::Var:
+        return node<Var>(t, str());
+      case ExprKind::Cast:
+        return node<Cast>(t, operand());
+#define FLOW_X(name)            \
+  case ExprKind::name: {        \
+    Expr a = operand();         \
+    Expr b = operand();         \
+    return node<name>(t, a, b); \
   }
         FLOW_FOR_EACH_BINARY(FLOW_X)
 #undef FLOW_X
-      case ExprKind::Not: return node<Not>(operand());
+      case ExprKind::Not:
+        return node<Not>(operand());
       case ExprKind::Select: {
         Expr c = operand();
         Expr tv = operand();
@@ -321,7 +337,8 @@ class Reader {
         const auto scope = static_cast<MemoryScope>(enum_u8(2, "memory scope"));
         return snode<Allocate>(n, t, size, scope, body());
       }
-      case StmtKind::Barrier: return snode<Barrier>();
+      case StmtKind::Barrier:
+        return snode<Barrier>();
       case StmtKind::BlockReduce: {
         const auto op = static_cast<ReduceOp>(enum_u8(3, "reduce op"));
         std::string buf = str();
@@ -400,11 +417,19 @@ class Reader {
 
 }  // namespace
 
-void serialize(const Expr& e, std::string& out) { Writer(out).expr(e); }
-void serialize(const Stmt& s, std::string& out) { Writer(out).stmt(s); }
-void serialize(const LoweredFunc& f, std::string& out) { Writer(out).func(f); }
+void serialize(const Expr& e, std::string& out) {
+  Writer(out).expr(e);
+}
+void serialize(const Stmt& s, std::string& out) {
+  Writer(out).stmt(s);
+}
+void serialize(const LoweredFunc& f, std::string& out) {
+  Writer(out).func(f);
+}
 
-LoweredFunc deserialize_func(const std::string& bytes) { return Reader(bytes).func(); }
+LoweredFunc deserialize_func(const std::string& bytes) {
+  return Reader(bytes).func();
+}
 
 std::string Hash128::hex() const {
   static const char kDigits[] = "0123456789abcdef";

@@ -25,13 +25,37 @@ int64_t wrap(int64_t v, DType t) {
   if (t == DType::Bool) return v != 0;
   return v;
 }
-int64_t wadd(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
-int64_t wsub(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
-int64_t wmul(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
+int64_t wadd(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+int64_t wsub(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+int64_t wmul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
 int64_t type_min(DType t) {
   return t == DType::Int32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
 }
-Expr int_const(int64_t v, DType t) { return make_int(wrap(v, t), t); }
+Expr int_const(int64_t v, DType t) {
+  return make_int(wrap(v, t), t);
+}
+
+// Float min/max as torch.minimum/maximum (see expr.cpp): NaN propagates, -0.0 < +0.0.
+template <class F>
+F torch_min(F x, F y) {
+  if (std::isnan(x)) return x;
+  if (std::isnan(y)) return y;
+  if (x == y) return std::signbit(x) ? x : y;
+  return x < y ? x : y;
+}
+template <class F>
+F torch_max(F x, F y) {
+  if (std::isnan(x)) return x;
+  if (std::isnan(y)) return y;
+  if (x == y) return std::signbit(x) ? y : x;
+  return x > y ? x : y;
+}
 
 // ---- bounds of integer expressions -----------------------------------------------------------------
 
@@ -45,11 +69,19 @@ struct Interval {
 };
 
 // Checked helpers: a side whose arithmetic overflows becomes unknown.
-bool cadd(int64_t a, int64_t b, int64_t* r) { return !__builtin_add_overflow(a, b, r); }
-bool csub(int64_t a, int64_t b, int64_t* r) { return !__builtin_sub_overflow(a, b, r); }
-bool cmul(int64_t a, int64_t b, int64_t* r) { return !__builtin_mul_overflow(a, b, r); }
+bool cadd(int64_t a, int64_t b, int64_t* r) {
+  return !__builtin_add_overflow(a, b, r);
+}
+bool csub(int64_t a, int64_t b, int64_t* r) {
+  return !__builtin_sub_overflow(a, b, r);
+}
+bool cmul(int64_t a, int64_t b, int64_t* r) {
+  return !__builtin_mul_overflow(a, b, r);
+}
 
-const int64_t* const_of(const Expr& e) { return as_const_int(e); }
+const int64_t* const_of(const Expr& e) {
+  return as_const_int(e);
+}
 
 // e == x + c or e == x - c (c constant): returns x and the signed offset; otherwise e and 0.
 std::pair<Expr, int64_t> split_offset(const Expr& e) {
@@ -81,7 +113,8 @@ class Simplifier : public IRMutator {
     }
     if (!is_integral(t)) return {};
     switch (e.kind()) {
-      case ExprKind::IntImm: return Interval::exact(e.as<IntImm>()->value);
+      case ExprKind::IntImm:
+        return Interval::exact(e.as<IntImm>()->value);
       case ExprKind::Var: {
         const std::string& n = e.as<Var>()->name;
         for (auto it = scope_.rbegin(); it != scope_.rend(); ++it) {
@@ -182,7 +215,8 @@ class Simplifier : public IRMutator {
         if (op->func == Intrinsic::Floor || op->func == Intrinsic::Ceil) return bounds(op->args[0]);
         return {};
       }
-      default: return {};  // loads and anything else: unknown
+      default:
+        return {};  // loads and anything else: unknown
     }
   }
 
@@ -413,13 +447,26 @@ class Simplifier : public IRMutator {
       const bool neg = d.has_hi && d.hi < 0, pos = d.has_lo && d.lo > 0;
       const bool nonpos = d.has_hi && d.hi <= 0, nonneg = d.has_lo && d.lo >= 0;
       switch (k) {
-        case ExprKind::LT: if (neg || nonneg) return make_bool(neg); break;
-        case ExprKind::LE: if (nonpos || pos) return make_bool(nonpos); break;
-        case ExprKind::GT: if (pos || nonpos) return make_bool(pos); break;
-        case ExprKind::GE: if (nonneg || neg) return make_bool(nonneg); break;
-        case ExprKind::EQ: if (neg || pos) return make_bool(false); break;
-        case ExprKind::NE: if (neg || pos) return make_bool(true); break;
-        default: break;
+        case ExprKind::LT:
+          if (neg || nonneg) return make_bool(neg);
+          break;
+        case ExprKind::LE:
+          if (nonpos || pos) return make_bool(nonpos);
+          break;
+        case ExprKind::GT:
+          if (pos || nonpos) return make_bool(pos);
+          break;
+        case ExprKind::GE:
+          if (nonneg || neg) return make_bool(nonneg);
+          break;
+        case ExprKind::EQ:
+          if (neg || pos) return make_bool(false);
+          break;
+        case ExprKind::NE:
+          if (neg || pos) return make_bool(true);
+          break;
+        default:
+          break;
       }
     }
     return keep(self, a, b, k);
@@ -440,8 +487,8 @@ class Simplifier : public IRMutator {
     if (const int64_t* c = const_of(a)) return make_bool(*c == 0);
     if (const Not* n = a.as<Not>()) return n->a;
     if (const auto* op = dynamic_cmp(a); op && !is_floating(op->a.type())) {  // not valid with NaN
-      static const ExprKind inv[] = {ExprKind::NE, ExprKind::EQ, ExprKind::GE, ExprKind::GT, ExprKind::LE,
-                                     ExprKind::LT};
+      static const ExprKind inv[] = {ExprKind::NE, ExprKind::EQ, ExprKind::GE,
+                                     ExprKind::GT, ExprKind::LE, ExprKind::LT};
       const int i = static_cast<int>(a.kind()) - static_cast<int>(ExprKind::EQ);
       return make_binary(inv[i], op->a, op->b);
     }
@@ -456,27 +503,57 @@ class Simplifier : public IRMutator {
       const float a = static_cast<float>(x), b = static_cast<float>(y);
       float r = 0;
       switch (k) {
-        case ExprKind::Add: r = a + b; break;
-        case ExprKind::Sub: r = a - b; break;
-        case ExprKind::Mul: r = a * b; break;
-        case ExprKind::Div: r = a / b; break;
-        case ExprKind::Mod: r = std::fmod(a, b); break;
-        case ExprKind::Min: r = std::fmin(a, b); break;
-        case ExprKind::Max: r = std::fmax(a, b); break;
-        default: break;
+        case ExprKind::Add:
+          r = a + b;
+          break;
+        case ExprKind::Sub:
+          r = a - b;
+          break;
+        case ExprKind::Mul:
+          r = a * b;
+          break;
+        case ExprKind::Div:
+          r = a / b;
+          break;
+        case ExprKind::Mod:
+          r = std::fmod(a, b);
+          break;
+        case ExprKind::Min:
+          r = torch_min(a, b);
+          break;
+        case ExprKind::Max:
+          r = torch_max(a, b);
+          break;
+        default:
+          break;
       }
       return make_float(r, t);
     }
     double r = 0;
     switch (k) {
-      case ExprKind::Add: r = x + y; break;
-      case ExprKind::Sub: r = x - y; break;
-      case ExprKind::Mul: r = x * y; break;
-      case ExprKind::Div: r = x / y; break;
-      case ExprKind::Mod: r = std::fmod(x, y); break;
-      case ExprKind::Min: r = std::fmin(x, y); break;
-      case ExprKind::Max: r = std::fmax(x, y); break;
-      default: break;
+      case ExprKind::Add:
+        r = x + y;
+        break;
+      case ExprKind::Sub:
+        r = x - y;
+        break;
+      case ExprKind::Mul:
+        r = x * y;
+        break;
+      case ExprKind::Div:
+        r = x / y;
+        break;
+      case ExprKind::Mod:
+        r = std::fmod(x, y);
+        break;
+      case ExprKind::Min:
+        r = torch_min(x, y);
+        break;
+      case ExprKind::Max:
+        r = torch_max(x, y);
+        break;
+      default:
+        break;
     }
     return make_float(r, t);
   }
@@ -484,13 +561,20 @@ class Simplifier : public IRMutator {
   template <class V>
   static bool cmp_values(ExprKind k, V a, V b) {
     switch (k) {
-      case ExprKind::EQ: return a == b;
-      case ExprKind::NE: return a != b;
-      case ExprKind::LT: return a < b;
-      case ExprKind::LE: return a <= b;
-      case ExprKind::GT: return a > b;
-      case ExprKind::GE: return a >= b;
-      default: return false;
+      case ExprKind::EQ:
+        return a == b;
+      case ExprKind::NE:
+        return a != b;
+      case ExprKind::LT:
+        return a < b;
+      case ExprKind::LE:
+        return a <= b;
+      case ExprKind::GT:
+        return a > b;
+      case ExprKind::GE:
+        return a >= b;
+      default:
+        return false;
     }
   }
 
@@ -535,13 +619,20 @@ class Simplifier : public IRMutator {
     // Only the correctly rounded operations fold; exp, tanh, ... may differ on the device.
     const bool f32 = t == DType::Float32;
     switch (op->func) {
-      case Intrinsic::Neg: return make_float(-*f, t);
-      case Intrinsic::Abs: return make_float(std::fabs(*f), t);
-      case Intrinsic::Floor: return make_float(std::floor(*f), t);
-      case Intrinsic::Ceil: return make_float(std::ceil(*f), t);
-      case Intrinsic::IsNan: return make_bool(std::isnan(*f));
-      case Intrinsic::Sqrt: return make_float(f32 ? std::sqrt(static_cast<float>(*f)) : std::sqrt(*f), t);
-      default: return Expr();
+      case Intrinsic::Neg:
+        return make_float(-*f, t);
+      case Intrinsic::Abs:
+        return make_float(std::fabs(*f), t);
+      case Intrinsic::Floor:
+        return make_float(std::floor(*f), t);
+      case Intrinsic::Ceil:
+        return make_float(std::ceil(*f), t);
+      case Intrinsic::IsNan:
+        return make_bool(std::isnan(*f));
+      case Intrinsic::Sqrt:
+        return make_float(f32 ? std::sqrt(static_cast<float>(*f)) : std::sqrt(*f), t);
+      default:
+        return Expr();
     }
   }
 
@@ -552,11 +643,11 @@ class Simplifier : public IRMutator {
     if (Expr f = fold_cast(op->type, v); f.defined()) return f;
     return v.same_as(op->value) ? self : cast(op->type, v);
   }
-#define FLOW_BIN(name, call_expr)                                      \
-  Expr mutate_##name(const name* op, const Expr& self) override {      \
-    const Expr a = mutate(op->a);                                      \
-    const Expr b = mutate(op->b);                                      \
-    return same_or(call_expr, self);                                   \
+#define FLOW_BIN(name, call_expr)                                 \
+  Expr mutate_##name(const name* op, const Expr& self) override { \
+    const Expr a = mutate(op->a);                                 \
+    const Expr b = mutate(op->b);                                 \
+    return same_or(call_expr, self);                              \
   }
   FLOW_BIN(Add, add(a, b, &self))
   FLOW_BIN(Sub, sub(a, b, &self))
@@ -574,7 +665,9 @@ class Simplifier : public IRMutator {
   FLOW_BIN(And, logic(ExprKind::And, a, b, &self))
   FLOW_BIN(Or, logic(ExprKind::Or, a, b, &self))
 #undef FLOW_BIN
-  Expr mutate_Not(const Not* op, const Expr& self) override { return not_(mutate(op->a), &self); }
+  Expr mutate_Not(const Not* op, const Expr& self) override {
+    return not_(mutate(op->a), &self);
+  }
   Expr mutate_Select(const Select* op, const Expr& self) override {
     Expr c = mutate(op->cond);
     Expr t = mutate(op->true_value);
@@ -700,7 +793,9 @@ class Simplifier : public IRMutator {
 
 }  // namespace
 
-Expr simplify(const Expr& e) { return Simplifier().mutate(e); }
+Expr simplify(const Expr& e) {
+  return Simplifier().mutate(e);
+}
 
 Stmt simplify(const Stmt& s) {
   Stmt r = Simplifier().mutate(s);

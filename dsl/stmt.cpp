@@ -15,8 +15,9 @@ namespace flow::dsl {
 
 const char* stmt_kind_name(StmtKind k) {
   switch (k) {
-#define FLOW_X(name) \
-  case StmtKind::name: return #name;
+#define FLOW_X(name)   \
+  case StmtKind::name: \
+    return #name;
     FLOW_FOR_EACH_STMT(FLOW_X)
 #undef FLOW_X
   }
@@ -25,29 +26,40 @@ const char* stmt_kind_name(StmtKind k) {
 
 const char* for_kind_name(ForKind k) {
   switch (k) {
-    case ForKind::Serial: return "serial";
-    case ForKind::Parallel: return "parallel";
-    case ForKind::Vectorized: return "vectorized";
-    case ForKind::Unrolled: return "unrolled";
-    case ForKind::GPUBlock: return "gpu_block";
-    case ForKind::GPUThread: return "gpu_thread";
+    case ForKind::Serial:
+      return "serial";
+    case ForKind::Parallel:
+      return "parallel";
+    case ForKind::Vectorized:
+      return "vectorized";
+    case ForKind::Unrolled:
+      return "unrolled";
+    case ForKind::GPUBlock:
+      return "gpu_block";
+    case ForKind::GPUThread:
+      return "gpu_thread";
   }
   return "<invalid for kind>";
 }
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Min:
+      return "min";
   }
   return "<invalid reduce op>";
 }
 
 const char* target_name(Target t) {
   switch (t) {
-    case Target::CPU: return "cpu";
-    case Target::CUDA: return "cuda";
+    case Target::CPU:
+      return "cpu";
+    case Target::CUDA:
+      return "cuda";
   }
   return "<invalid target>";
 }
@@ -120,7 +132,9 @@ Stmt make_allocate(const std::string& name, DType t, int64_t size, MemoryScope s
   return Stmt(std::make_shared<const Allocate>(name, t, size, scope, std::move(body)));
 }
 
-Stmt make_barrier() { return Stmt(std::make_shared<const Barrier>()); }
+Stmt make_barrier() {
+  return Stmt(std::make_shared<const Barrier>());
+}
 
 Stmt make_block_reduce(ReduceOp op, const std::string& buffer, DType t) {
   need(!buffer.empty(), "make_block_reduce: empty buffer name");
@@ -138,12 +152,14 @@ Stmt make_block(std::vector<Stmt> stmts) {
 Expr reduce_identity(ReduceOp op, DType t) {
   if (is_half(t)) return cast(t, reduce_identity(op, DType::Float32));
   switch (op) {
-    case ReduceOp::Sum: return make_zero(t);
+    case ReduceOp::Sum:
+      return make_zero(t);
     case ReduceOp::Max:
     case ReduceOp::Min: {
       const bool lowest = op == ReduceOp::Max;
       switch (t) {
-        case DType::Bool: return make_bool(!lowest);
+        case DType::Bool:
+          return make_bool(!lowest);
         case DType::Int32:
           return make_int(lowest ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max(), t);
         case DType::Int64:

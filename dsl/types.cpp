@@ -9,13 +9,20 @@ namespace flow::dsl {
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::Bool: return "bool";
-    case DType::Int32: return "int32";
-    case DType::Int64: return "int64";
-    case DType::Float16: return "float16";
-    case DType::BFloat16: return "bfloat16";
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
+    case DType::Bool:
+      return "bool";
+    case DType::Int32:
+      return "int32";
+    case DType::Int64:
+      return "int64";
+    case DType::Float16:
+      return "float16";
+    case DType::BFloat16:
+      return "bfloat16";
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
   }
   return "<invalid dtype>";
 }
@@ -35,13 +42,20 @@ DType dtype_from_name(const std::string& name) {
 
 int dtype_size(DType t) {
   switch (t) {
-    case DType::Bool: return 1;
-    case DType::Int32: return 4;
-    case DType::Int64: return 8;
-    case DType::Float16: return 2;
-    case DType::BFloat16: return 2;
-    case DType::Float32: return 4;
-    case DType::Float64: return 8;
+    case DType::Bool:
+      return 1;
+    case DType::Int32:
+      return 4;
+    case DType::Int64:
+      return 8;
+    case DType::Float16:
+      return 2;
+    case DType::BFloat16:
+      return 2;
+    case DType::Float32:
+      return 4;
+    case DType::Float64:
+      return 8;
   }
   throw std::invalid_argument("dtype_size: invalid dtype");
 }
@@ -49,9 +63,15 @@ int dtype_size(DType t) {
 bool is_floating(DType t) {
   return t == DType::Float16 || t == DType::BFloat16 || t == DType::Float32 || t == DType::Float64;
 }
-bool is_integral(DType t) { return t == DType::Int32 || t == DType::Int64; }
-bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
-DType compute_dtype(DType t) { return is_half(t) ? DType::Float32 : t; }
+bool is_integral(DType t) {
+  return t == DType::Int32 || t == DType::Int64;
+}
+bool is_half(DType t) {
+  return t == DType::Float16 || t == DType::BFloat16;
+}
+DType compute_dtype(DType t) {
+  return is_half(t) ? DType::Float32 : t;
+}
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;

@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -19,8 +21,75 @@ const char* device_type_name(DeviceType d) {
   return "unknown";
 }
 
+namespace {
+
+constexpr size_t kCachedMin = size_t{1} << 20;  // smaller blocks come from malloc's own free lists
+
+class HostBlockCache {
+ public:
+  HostBlockCache() {
+    const char* env = std::getenv("FLOW_HOST_CACHE_MB");
+    limit_ = (env ? std::strtoull(env, nullptr, 10) : 2048) << 20;
+  }
+  ~HostBlockCache() { release(); }
+
+  // A cached block of capacity in [bytes, bytes * 5/4], or nullptr.
+  void* take(size_t bytes, size_t* capacity) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.lower_bound(bytes);
+    if (it == free_.end() || it->first > bytes + bytes / 4) return nullptr;
+    *capacity = it->first;
+    void* p = it->second;
+    cached_ -= it->first;
+    free_.erase(it);
+    return p;
+  }
+
+  void give(void* p, size_t capacity) noexcept {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (capacity >= kCachedMin && cached_ + capacity <= limit_) {
+        free_.emplace(capacity, p);
+        cached_ += capacity;
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+  size_t release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    const size_t n = cached_;
+    for (auto& kv : free_) std::free(kv.second);
+    free_.clear();
+    cached_ = 0;
+    return n;
+  }
+
+  size_t cached() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cached_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::multimap<size_t, void*> free_;
+  size_t cached_ = 0;
+  size_t limit_ = 0;
+};
+
+HostBlockCache& host_cache() {
+  static HostBlockCache* cache = new HostBlockCache();  // never destroyed: buffers may outlive statics
+  return *cache;
+}
+
+}  // namespace
+
+size_t release_cached_host_memory() { return host_cache().release(); }
+size_t cached_host_bytes() { return host_cache().cached(); }
+
 void Buffer::HostFree::operator()(void* p) const noexcept {
-  std::free(p);
+  host_cache().give(p, capacity);
 }
 
 Buffer::Buffer(Private, std::unique_ptr<void, HostFree> data, size_t size, DeviceType device)
@@ -35,8 +104,18 @@ std::shared_ptr<Buffer> Buffer::allocate(size_t bytes, DeviceType device) {
   if (bytes > SIZE_MAX - kAlignment) throw std::bad_alloc();
   // aligned_alloc needs a size that is a multiple of the alignment; zero becomes one block.
   const size_t padded = bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  std::unique_ptr<void, HostFree> data(std::aligned_alloc(kAlignment, padded));
-  if (!data) throw std::bad_alloc();
+  size_t capacity = padded;
+  void* p = padded >= kCachedMin ? host_cache().take(padded, &capacity) : nullptr;
+  if (!p) {
+    capacity = padded;
+    p = std::aligned_alloc(kAlignment, padded);
+  }
+  if (!p) {
+    release_cached_host_memory();  // memory is tight: give the cache back and try once more
+    p = std::aligned_alloc(kAlignment, padded);
+  }
+  if (!p) throw std::bad_alloc();
+  std::unique_ptr<void, HostFree> data(p, HostFree{capacity});
   return std::make_shared<Buffer>(Private{}, std::move(data), bytes, device);
 }
 

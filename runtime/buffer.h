@@ -4,6 +4,11 @@
 // buffer is valid and still has a non-null, aligned data() pointer, so kernels never see null.
 // Contents are uninitialized. Buffers are shared (std::shared_ptr) because tensors, views and
 // executables hold the same storage; they are neither copyable nor movable.
+//
+// Large host blocks (>= 1 MiB) are cached on release and reused by later allocations of a close
+// size, like PyTorch's caching allocators: a fresh multi-megabyte malloc is an mmap whose pages
+// fault in on first touch, which costs as much as the kernel that writes them. The cache holds at
+// most FLOW_HOST_CACHE_MB (default 2048) MiB; `release_cached_host_memory()` empties it.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -37,7 +42,9 @@ class Buffer {
   Buffer& operator=(const Buffer&) = delete;
 
  private:
+  // Returns the block to the host caching allocator (see buffer.cpp), which needs its size.
   struct HostFree {
+    size_t capacity = 0;
     void operator()(void* p) const noexcept;
   };
   struct Private {};  // lets allocate() use std::make_shared with a non-public constructor
@@ -50,5 +57,9 @@ class Buffer {
   size_t size_ = 0;
   DeviceType device_ = DeviceType::CPU;
 };
+
+// Frees every cached host block; returns the bytes released.
+size_t release_cached_host_memory();
+size_t cached_host_bytes();
 
 }  // namespace flow::runtime

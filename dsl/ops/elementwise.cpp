@@ -26,8 +26,12 @@ Expr lit(double v, DType t) {
   return make_int(i, t);
 }
 
-Expr is_nan(const Expr& x) { return call(Intrinsic::IsNan, {x}); }
-Expr fn(Intrinsic f, const Expr& x) { return call(f, {x}); }
+Expr is_nan(const Expr& x) {
+  return call(Intrinsic::IsNan, {x});
+}
+Expr fn(Intrinsic f, const Expr& x) {
+  return call(f, {x});
+}
 
 // NaN-propagating minimum/maximum (torch.minimum/maximum, clamp): Min/Max nodes ignore NaN.
 Expr nan_min(const Expr& a, const Expr& b) {
@@ -39,7 +43,9 @@ Expr nan_max(const Expr& a, const Expr& b) {
   return select(is_nan(a), a, select(is_nan(b), b, max(a, b)));
 }
 
-DType out_compute_type(const OpContext& ctx) { return compute_dtype(ctx.outputs.at(0).dtype); }
+DType out_compute_type(const OpContext& ctx) {
+  return compute_dtype(ctx.outputs.at(0).dtype);
+}
 
 Shape broadcast_all(const Graph& g, const std::vector<int>& inputs) {
   Shape s = g.value(inputs.at(0)).type.shape;
@@ -86,7 +92,8 @@ Attrs alpha_canonicalize(const std::string& op, const Graph& g, const std::vecto
   if (!alpha) return out;
   const DType t = result_type(g, in);
   if (std::holds_alternative<double>(*alpha) && !is_floating(t)) {
-    throw OpError(OpError::Kind::Value, "For integral input tensors, argument alpha must not be a floating point number.");
+    throw OpError(OpError::Kind::Value,
+                  "For integral input tensors, argument alpha must not be a floating point number.");
   }
   double v = 0;
   if (const bool* b = std::get_if<bool>(alpha)) {
@@ -135,9 +142,8 @@ void add_binary(const std::string& name, BinaryClass cls,
     return binary_infer(name, cls, g, in);
   };
   d.compute = [cls, f](const std::vector<Expr>& in, const OpContext& ctx) {
-    const DType ct = cls == BinaryClass::Compare
-                         ? compute_dtype(result_type(ctx.inputs, ctx.wrapped_number))
-                         : out_compute_type(ctx);
+    const DType ct = cls == BinaryClass::Compare ? compute_dtype(result_type(ctx.inputs, ctx.wrapped_number))
+                                                 : out_compute_type(ctx);
     return f(cast(ct, in.at(0)), cast(ct, in.at(1)), ctx);
   };
   register_builtin(std::move(d));
@@ -154,9 +160,8 @@ void register_binary_ops() {
     const double alpha = alpha_of(ctx);
     return alpha == 1.0 ? a - b : a - lit(alpha, a.type()) * b;
   });
-  add_binary("mul", C::Arith, [](const Expr& a, const Expr& b, const OpContext&) {
-    return a.type() == DType::Bool ? (a && b) : a * b;
-  });
+  add_binary("mul", C::Arith,
+             [](const Expr& a, const Expr& b, const OpContext&) { return a.type() == DType::Bool ? (a && b) : a * b; });
   add_binary("div", C::Div, [](const Expr& a, const Expr& b, const OpContext&) { return a / b; });
   add_binary("pow", C::Arith, [](const Expr& a, const Expr& b, const OpContext&) { return pow_expr(a, b); });
   add_binary("minimum", C::MinMax, [](const Expr& a, const Expr& b, const OpContext&) { return nan_min(a, b); });
@@ -172,9 +177,9 @@ void register_binary_ops() {
 // ---- unary ops ----------------------------------------------------------------------------------
 
 enum class UnaryDType {
-  Keep,        // the input dtype (neg, abs, relu: ints stay ints)
-  Float,       // integers and bool become float32 (exp, log, sigmoid, ...)
-  FloatOnly,   // floating inputs only (gelu, silu), as torch's kernels
+  Keep,       // the input dtype (neg, abs, relu: ints stay ints)
+  Float,      // integers and bool become float32 (exp, log, sigmoid, ...)
+  FloatOnly,  // floating inputs only (gelu, silu), as torch's kernels
 };
 
 void add_unary(const std::string& name, UnaryDType rule, std::function<Expr(const Expr&, const OpContext&)> f,
@@ -211,7 +216,9 @@ void add_unary(const std::string& name, UnaryDType rule, std::function<Expr(cons
   register_builtin(std::move(d));
 }
 
-Expr one_like(const Expr& x) { return lit(1, x.type()); }
+Expr one_like(const Expr& x) {
+  return lit(1, x.type());
+}
 
 void register_unary_ops() {
   using U = UnaryDType;
@@ -226,12 +233,10 @@ void register_unary_ops() {
   add_unary("sqrt", U::Float, [](const Expr& x, const OpContext&) { return fn(Intrinsic::Sqrt, x); });
   add_unary("rsqrt", U::Float, [](const Expr& x, const OpContext&) { return fn(Intrinsic::Rsqrt, x); });
   add_unary("tanh", U::Float, [](const Expr& x, const OpContext&) { return fn(Intrinsic::Tanh, x); });
-  add_unary("sigmoid", U::Float, [](const Expr& x, const OpContext&) {
-    return one_like(x) / (one_like(x) + fn(Intrinsic::Exp, -x));
-  });
-  add_unary("silu", U::FloatOnly, [](const Expr& x, const OpContext&) {
-    return x / (one_like(x) + fn(Intrinsic::Exp, -x));
-  });
+  add_unary("sigmoid", U::Float,
+            [](const Expr& x, const OpContext&) { return one_like(x) / (one_like(x) + fn(Intrinsic::Exp, -x)); });
+  add_unary("silu", U::FloatOnly,
+            [](const Expr& x, const OpContext&) { return x / (one_like(x) + fn(Intrinsic::Exp, -x)); });
   add_unary(
       "gelu", U::FloatOnly,
       [](const Expr& x, const OpContext& ctx) {

@@ -59,10 +59,9 @@ std::vector<TensorType> reduction_infer(const std::string& op, const Graph& g, c
   DType t = has_dtype ? attr_dtype(attrs, "dtype", op) : x.dtype;
   if (op == "sum" && !has_dtype && !is_floating(t)) t = DType::Int64;
   if (op == "mean" && !is_floating(t)) {
-    throw OpError(OpError::Kind::Value, std::string("mean(): could not infer output dtype. ") +
-                                            (has_dtype ? "Optional" : "Input") +
-                                            " dtype must be either a floating point or complex dtype. Got: " +
-                                            torch_dtype_name(t));
+    throw OpError(OpError::Kind::Value,
+                  std::string("mean(): could not infer output dtype. ") + (has_dtype ? "Optional" : "Input") +
+                      " dtype must be either a floating point or complex dtype. Got: " + torch_dtype_name(t));
   }
   Shape shape;
   for (int64_t d = 0; d < static_cast<int64_t>(x.shape.size()); ++d) {

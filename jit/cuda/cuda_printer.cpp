@@ -32,13 +32,20 @@ using namespace flow::dsl;  // NOLINT: the printer touches every IR type
 
 const char* cuda_type_name(DType t) {
   switch (t) {
-    case DType::Bool: return "bool";
-    case DType::Int32: return "int32_t";
-    case DType::Int64: return "int64_t";
-    case DType::Float16: return "flow::half";
-    case DType::BFloat16: return "flow::bfloat16";
-    case DType::Float32: return "float";
-    case DType::Float64: return "double";
+    case DType::Bool:
+      return "bool";
+    case DType::Int32:
+      return "int32_t";
+    case DType::Int64:
+      return "int64_t";
+    case DType::Float16:
+      return "flow::half";
+    case DType::BFloat16:
+      return "flow::bfloat16";
+    case DType::Float32:
+      return "float";
+    case DType::Float64:
+      return "double";
   }
   throw std::invalid_argument("cuda_type_name: invalid dtype");
 }
@@ -50,21 +57,20 @@ namespace {
 const std::set<std::string>& reserved_names() {
   static const std::set<std::string> names = {
       // C++ keywords and literals
-      "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
-      "char", "char16_t", "char32_t", "class", "compl", "const", "constexpr", "const_cast", "continue", "decltype",
-      "default", "delete", "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false",
-      "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept",
-      "not", "not_eq", "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register",
-      "reinterpret_cast", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct",
-      "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename", "union",
-      "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq",
+      "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch", "char",
+      "char16_t", "char32_t", "class", "compl", "const", "constexpr", "const_cast", "continue", "decltype", "default",
+      "delete", "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for",
+      "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+      "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast", "return",
+      "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct", "switch", "template", "this",
+      "thread_local", "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual",
+      "void", "volatile", "wchar_t", "while", "xor", "xor_eq",
       // CUDA built-ins and the names the helpers define
-      "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "flow", "int64_t", "int32_t", "uint64_t",
-      "uint32_t", "uint16_t", "uint8_t", "half", "bfloat16", "min", "max", "abs", "isnan", "main",
+      "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "flow", "int64_t", "int32_t", "uint64_t", "uint32_t",
+      "uint16_t", "uint8_t", "half", "bfloat16", "min", "max", "abs", "isnan", "main",
       // math functions a name could shadow
-      "exp", "expf", "log", "logf", "sqrt", "sqrtf", "rsqrt", "rsqrtf", "tanh", "tanhf", "erf", "erff", "pow",
-      "powf", "floor", "floorf", "ceil", "ceilf", "fabs", "fabsf", "fmod", "fmodf", "fmin", "fminf", "fmax",
-      "fmaxf"};
+      "exp", "expf", "log", "logf", "sqrt", "sqrtf", "rsqrt", "rsqrtf", "tanh", "tanhf", "erf", "erff", "pow", "powf",
+      "floor", "floorf", "ceil", "ceilf", "fabs", "fabsf", "fmod", "fmodf", "fmin", "fminf", "fmax", "fmaxf"};
   return names;
 }
 
@@ -203,11 +209,14 @@ bool is_binary_kind(ExprKind k) {
     FLOW_FOR_EACH_BINARY(FLOW_X)
 #undef FLOW_X
     return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
-bool is_constant(const Expr& e) { return e.as<IntImm>() || e.as<FloatImm>(); }
+bool is_constant(const Expr& e) {
+  return e.as<IntImm>() || e.as<FloatImm>();
+}
 
 // C precedence levels (higher binds tighter).
 constexpr int kPrecTernary = 3, kPrecOr = 4, kPrecAnd = 5, kPrecEq = 9, kPrecRel = 10, kPrecAdd = 12, kPrecMul = 13,
@@ -253,6 +262,9 @@ class Printer {
   // scope (because the name was already declared in this one) and must close it after the body.
   bool declare(const std::string& name);
   void open_scope() { scopes_.emplace_back(); }
+  bool in_scope(const std::string& c) const {
+    return std::any_of(scopes_.begin(), scopes_.end(), [&](const auto& s) { return s.count(c) > 0; });
+  }
   void close_scope() { scopes_.pop_back(); }
 
   DType buffer_type(const std::string& buffer) const;
@@ -269,7 +281,6 @@ class Printer {
   int divergent_depth_ = 0;  // enclosing serial/unrolled/vectorized loops and ifs (collectives banned)
   std::unordered_map<const ExprNode*, std::string> load_vector_;   // vectorized Load -> lane expression
   std::unordered_map<const StmtNode*, std::string> store_vector_;  // vectorized Store -> lane lvalue
-  int vec_counter_ = 0;
   std::set<DType> reduce_types_;
 };
 
@@ -339,7 +350,8 @@ Printed Printer::cast(const Cast* op) {
   if (is_half(to)) {
     const char* fn = to == DType::Float16 ? "half" : "bfloat16";
     if (src_type == DType::Float32) return {std::string("flow::float_to_") + fn + "(" + v + ")", kPrecAtom};
-    if (src_type == DType::Bool) return {std::string("flow::float_to_") + fn + "(static_cast<float>(" + v + "))", kPrecAtom};
+    if (src_type == DType::Bool)
+      return {std::string("flow::float_to_") + fn + "(static_cast<float>(" + v + "))", kPrecAtom};
     const std::string d = src_type == DType::Float64 ? v : "static_cast<double>(" + v + ")";
     return {std::string("flow::double_to_") + fn + "(" + d + ")", kPrecAtom};
   }
@@ -365,17 +377,28 @@ Printed Printer::call(const Call* op) {
       const std::string x = operand(op->args[0], kPrecUnary, false, false);
       return {x[0] == '-' ? "-(" + x + ")" : "-" + x, kPrecUnary};
     }
-    case Intrinsic::Abs: return {"flow::abs<" + std::string(cuda_type_name(t)) + ">(" + top(op->args[0]) + ")", kPrecAtom};
-    case Intrinsic::Exp: return fn("expf", "exp");
-    case Intrinsic::Log: return fn("logf", "log");
-    case Intrinsic::Sqrt: return fn("sqrtf", "sqrt");
-    case Intrinsic::Rsqrt: return fn("rsqrtf", "rsqrt");
-    case Intrinsic::Tanh: return fn("tanhf", "tanh");
-    case Intrinsic::Erf: return fn("erff", "erf");
-    case Intrinsic::Pow: return fn("powf", "pow");
-    case Intrinsic::Floor: return fp ? fn("floorf", "floor") : print(op->args[0]);
-    case Intrinsic::Ceil: return fp ? fn("ceilf", "ceil") : print(op->args[0]);
-    case Intrinsic::IsNan: return fp ? fn("isnan", "isnan") : Printed{"false", kPrecAtom};
+    case Intrinsic::Abs:
+      return {"flow::abs<" + std::string(cuda_type_name(t)) + ">(" + top(op->args[0]) + ")", kPrecAtom};
+    case Intrinsic::Exp:
+      return fn("expf", "exp");
+    case Intrinsic::Log:
+      return fn("logf", "log");
+    case Intrinsic::Sqrt:
+      return fn("sqrtf", "sqrt");
+    case Intrinsic::Rsqrt:
+      return fn("rsqrtf", "rsqrt");
+    case Intrinsic::Tanh:
+      return fn("tanhf", "tanh");
+    case Intrinsic::Erf:
+      return fn("erff", "erf");
+    case Intrinsic::Pow:
+      return fn("powf", "pow");
+    case Intrinsic::Floor:
+      return fp ? fn("floorf", "floor") : print(op->args[0]);
+    case Intrinsic::Ceil:
+      return fp ? fn("ceilf", "ceil") : print(op->args[0]);
+    case Intrinsic::IsNan:
+      return fp ? fn("isnan", "isnan") : Printed{"false", kPrecAtom};
   }
   fail("invalid intrinsic");
 }
@@ -393,9 +416,12 @@ Printed Printer::print(const Expr& e, bool bare_int) {
       const std::string s = float_literal(op->value, op->type);
       return {s, s[0] == '-' ? kPrecUnary : kPrecAtom};
     }
-    case ExprKind::Var: return {c_name(e.as<Var>()->name), kPrecAtom};
-    case ExprKind::Cast: return cast(e.as<Cast>());
-    default: break;
+    case ExprKind::Var:
+      return {c_name(e.as<Var>()->name), kPrecAtom};
+    case ExprKind::Cast:
+      return cast(e.as<Cast>());
+    default:
+      break;
   }
   if (is_binary_kind(e.kind())) {
     const auto* bin = static_cast<const BinaryNode*>(e.get());
@@ -405,31 +431,47 @@ Printed Printer::print(const Expr& e, bool bare_int) {
     }
     const bool fp = is_floating(t);
     switch (e.kind()) {
-      case ExprKind::Add: return binary(bin, "+", kPrecAdd);
-      case ExprKind::Sub: return binary(bin, "-", kPrecAdd);
-      case ExprKind::Mul: return binary(bin, "*", kPrecMul);
-      case ExprKind::Div: return binary(bin, "/", kPrecMul);  // integers truncate, as the IR
+      case ExprKind::Add:
+        return binary(bin, "+", kPrecAdd);
+      case ExprKind::Sub:
+        return binary(bin, "-", kPrecAdd);
+      case ExprKind::Mul:
+        return binary(bin, "*", kPrecMul);
+      case ExprKind::Div:
+        return binary(bin, "/", kPrecMul);  // integers truncate, as the IR
       case ExprKind::Mod:
-        if (fp) return {std::string(t == DType::Float32 ? "fmodf(" : "fmod(") + top(bin->a) + ", " + top(bin->b) + ")", kPrecAtom};
+        if (fp)
+          return {std::string(t == DType::Float32 ? "fmodf(" : "fmod(") + top(bin->a) + ", " + top(bin->b) + ")",
+                  kPrecAtom};
         return binary(bin, "%", kPrecMul);
       case ExprKind::Min:
       case ExprKind::Max: {
         const char* f = e.kind() == ExprKind::Min ? "flow::min<" : "flow::max<";
         return {f + std::string(cuda_type_name(t)) + ">(" + top(bin->a) + ", " + top(bin->b) + ")", kPrecAtom};
       }
-      case ExprKind::EQ: return binary(bin, "==", kPrecEq);
-      case ExprKind::NE: return binary(bin, "!=", kPrecEq);
-      case ExprKind::LT: return binary(bin, "<", kPrecRel);
-      case ExprKind::LE: return binary(bin, "<=", kPrecRel);
-      case ExprKind::GT: return binary(bin, ">", kPrecRel);
-      case ExprKind::GE: return binary(bin, ">=", kPrecRel);
-      case ExprKind::And: return binary(bin, "&&", kPrecAnd);
-      case ExprKind::Or: return binary(bin, "||", kPrecOr);
-      default: break;
+      case ExprKind::EQ:
+        return binary(bin, "==", kPrecEq);
+      case ExprKind::NE:
+        return binary(bin, "!=", kPrecEq);
+      case ExprKind::LT:
+        return binary(bin, "<", kPrecRel);
+      case ExprKind::LE:
+        return binary(bin, "<=", kPrecRel);
+      case ExprKind::GT:
+        return binary(bin, ">", kPrecRel);
+      case ExprKind::GE:
+        return binary(bin, ">=", kPrecRel);
+      case ExprKind::And:
+        return binary(bin, "&&", kPrecAnd);
+      case ExprKind::Or:
+        return binary(bin, "||", kPrecOr);
+      default:
+        break;
     }
   }
   switch (e.kind()) {
-    case ExprKind::Not: return {"!" + operand(e.as<Not>()->a, kPrecUnary, false, false), kPrecUnary};
+    case ExprKind::Not:
+      return {"!" + operand(e.as<Not>()->a, kPrecUnary, false, false), kPrecUnary};
     case ExprKind::Select: {
       const Select* op = e.as<Select>();
       return {operand(op->cond, kPrecTernary + 1, false, false) + " ? " +
@@ -442,11 +484,15 @@ Printed Printer::print(const Expr& e, bool bare_int) {
       const auto vec = load_vector_.find(op);
       if (vec != load_vector_.end()) return {vec->second, kPrecAtom};
       const DType t = buffer_type(op->buffer);
-      if (t != op->type) fail("load of " + std::string(dtype_name(op->type)) + " from " + dtype_name(t) + " buffer '" + op->buffer + "'");
+      if (t != op->type)
+        fail("load of " + std::string(dtype_name(op->type)) + " from " + dtype_name(t) + " buffer '" + op->buffer +
+             "'");
       return {c_name(op->buffer) + "[" + top(op->index) + "]", kPrecAtom};
     }
-    case ExprKind::Call: return call(e.as<Call>());
-    default: break;
+    case ExprKind::Call:
+      return call(e.as<Call>());
+    default:
+      break;
   }
   fail(std::string("unsupported expression kind ") + expr_kind_name(e.kind()));
 }
@@ -456,12 +502,15 @@ Printed Printer::print(const Expr& e, bool bare_int) {
 void Printer::stmt(const Stmt& s) {
   if (!s.defined()) return;
   switch (s.kind()) {
-    case StmtKind::For: print_for(s.as<For>()); return;
+    case StmtKind::For:
+      print_for(s.as<For>());
+      return;
     case StmtKind::Store: {
       const Store* op = s.as<Store>();
       const DType t = buffer_type(op->buffer);
       if (op->value.type() != t) {
-        fail("store of " + std::string(dtype_name(op->value.type())) + " into " + dtype_name(t) + " buffer '" + op->buffer + "'");
+        fail("store of " + std::string(dtype_name(op->value.type())) + " into " + dtype_name(t) + " buffer '" +
+             op->buffer + "'");
       }
       if (is_param_buffer(op->buffer) && !params_.at(op->buffer)->is_output) {
         fail("store to input buffer '" + op->buffer + "' (mark the param is_output)");
@@ -506,12 +555,16 @@ void Printer::stmt(const Stmt& s) {
       --divergent_depth_;
       return;
     }
-    case StmtKind::Allocate: print_allocate(s.as<Allocate>()); return;
+    case StmtKind::Allocate:
+      print_allocate(s.as<Allocate>());
+      return;
     case StmtKind::Barrier:
       if (divergent_depth_) fail("barrier under a loop or an if (every thread must reach it)");
       line("__syncthreads();");
       return;
-    case StmtKind::BlockReduce: print_block_reduce(s.as<BlockReduce>()); return;
+    case StmtKind::BlockReduce:
+      print_block_reduce(s.as<BlockReduce>());
+      return;
     case StmtKind::Block:
       for (const Stmt& c : s.as<Block>()->stmts) stmt(c);
       return;
@@ -522,7 +575,8 @@ void Printer::stmt(const Stmt& s) {
 void Printer::print_allocate(const Allocate* op) {
   if (op->size <= 0) fail("allocation '" + op->name + "' of size " + std::to_string(op->size));
   const bool scoped = declare(op->name);
-  const std::string decl = std::string(cuda_type_name(op->dtype)) + " " + c_name(op->name) + "[" + std::to_string(op->size) + "];";
+  const std::string decl =
+      std::string(cuda_type_name(op->dtype)) + " " + c_name(op->name) + "[" + std::to_string(op->size) + "];";
   if (op->scope == MemoryScope::Shared) {
     line("__shared__ " + decl);
   } else {
@@ -538,13 +592,16 @@ void Printer::print_allocate(const Allocate* op) {
   }
 }
 
-std::string reduce_scratch_name(DType t) { return std::string("flow_reduce_") + dtype_name(t); }
+std::string reduce_scratch_name(DType t) {
+  return std::string("flow_reduce_") + dtype_name(t);
+}
 
 void Printer::print_block_reduce(const BlockReduce* op) {
   if (divergent_depth_) fail("block_reduce under a loop or an if (every thread must reach it)");
   const DType t = buffer_type(op->buffer);
   if (t != op->dtype) fail("block_reduce dtype differs from buffer '" + op->buffer + "'");
-  if (is_param_buffer(op->buffer)) fail("block_reduce on global buffer '" + op->buffer + "' (needs a Local allocation)");
+  if (is_param_buffer(op->buffer))
+    fail("block_reduce on global buffer '" + op->buffer + "' (needs a Local allocation)");
   const char* fn = op->op == ReduceOp::Sum ? "sum" : op->op == ReduceOp::Max ? "max" : "min";
   const std::string slot = c_name(op->buffer) + "[0]";
   if (t == DType::Bool) {  // or / or / and: max, max, min over {0, 1}
@@ -553,19 +610,26 @@ void Printer::print_block_reduce(const BlockReduce* op) {
          reduce_scratch_name(DType::Int32) + ") != 0;");
     return;
   }
-  line(slot + " = flow::block_reduce_" + fn + "<" + cuda_type_name(t) + ">(" + slot + ", " + reduce_scratch_name(t) + ");");
+  line(slot + " = flow::block_reduce_" + fn + "<" + cuda_type_name(t) + ">(" + slot + ", " + reduce_scratch_name(t) +
+       ");");
 }
 
 void Printer::print_for(const For* op) {
   switch (op->kind) {
     case ForKind::GPUBlock:
-    case ForKind::GPUThread: print_gpu_loop(op); return;
-    case ForKind::Serial: print_serial(op, false, nullptr); return;
+    case ForKind::GPUThread:
+      print_gpu_loop(op);
+      return;
+    case ForKind::Serial:
+      print_serial(op, false, nullptr);
+      return;
     case ForKind::Unrolled:
       if (!as_const_int(op->extent)) fail("unrolled loop '" + op->var + "' needs a constant extent");
       print_serial(op, true, nullptr);
       return;
-    case ForKind::Vectorized: print_vectorized(op); return;
+    case ForKind::Vectorized:
+      print_vectorized(op);
+      return;
     case ForKind::Parallel:
       fail("Parallel loop '" + op->var + "' is CPU-only (use gpu_block/gpu_thread loops for CUDA)");
   }
@@ -587,8 +651,8 @@ void Printer::print_gpu_loop(const For* op) {
   std::string value = "static_cast<int64_t>(" + builtin + ")";
   if (!is_const_int(op->min, 0)) value = top(op->min) + " + " + value;
   const bool scoped = declare(op->var);
-  line("const int64_t " + c_name(op->var) + " = " + value + ";  // " + for_kind_name(op->kind) + "." + axis + " over [0, " +
-       top(op->extent) + ") = " + (block ? "gridDim." : "blockDim.") + axis);
+  line("const int64_t " + c_name(op->var) + " = " + value + ";  // " + for_kind_name(op->kind) + "." + axis +
+       " over [0, " + top(op->extent) + ") = " + (block ? "gridDim." : "blockDim.") + axis);
   stmt(op->body);
   if (scoped) {
     close_scope();
@@ -712,19 +776,31 @@ void Printer::print_vectorized(const For* op) {
   for (const auto& a : finder.accesses) {
     if (scalar.count(a.buffer)) continue;
     auto& list = a.is_store ? stores : loads;
-    const VecDecl* decl = nullptr;
+    const bool known = std::any_of(list.begin(), list.end(),
+                                   [&](const VecDecl& d) { return d.buffer == a.buffer && equal(d.base, *a.base); });
+    if (!known) list.push_back({"", a.buffer, a.dtype, *a.base});
+  }
+  // Names: <buffer>_vec, then <buffer>_vec1, ... for further bases; never one visible in scope.
+  std::set<std::string> taken;
+  for (auto* list : {&loads, &stores}) {
+    for (auto& d : *list) {
+      const std::string stem = c_name(d.buffer) + "_vec";
+      d.name = stem;
+      for (int k = 1; taken.count(d.name) || in_scope(d.name); ++k) d.name = stem + std::to_string(k);
+      taken.insert(d.name);
+    }
+  }
+  for (const auto& a : finder.accesses) {
+    if (scalar.count(a.buffer)) continue;
+    const auto& list = a.is_store ? stores : loads;
     for (const auto& d : list) {
-      if (d.buffer == a.buffer && equal(d.base, *a.base)) decl = &d;
-    }
-    if (!decl) {
-      list.push_back({c_name(a.buffer) + "_vec" + std::to_string(vec_counter_++), a.buffer, a.dtype, *a.base});
-      decl = &list.back();
-    }
-    const std::string lane_ref = decl->name + ".v[" + lane + "]";
-    if (a.is_store) {
-      store_vector_[static_cast<const StmtNode*>(a.node)] = lane_ref;
-    } else {
-      load_vector_[static_cast<const ExprNode*>(a.node)] = lane_ref;
+      if (d.buffer != a.buffer || !equal(d.base, *a.base)) continue;
+      const std::string lane_ref = d.name + ".v[" + lane + "]";
+      if (a.is_store) {
+        store_vector_[static_cast<const StmtNode*>(a.node)] = lane_ref;
+      } else {
+        load_vector_[static_cast<const ExprNode*>(a.node)] = lane_ref;
+      }
     }
   }
 
@@ -733,13 +809,15 @@ void Printer::print_vectorized(const For* op) {
   ++indent_;
   open_scope();
   for (const auto& d : loads) {
-    line("const flow::Vec<" + std::string(cuda_type_name(d.dtype)) + ", " + w + "> " + d.name + " = flow::load_vec<" + w +
-         ">(" + c_name(d.buffer) + " + " + operand(d.base, kPrecAdd, true, true) + ");");
+    line("const flow::Vec<" + std::string(cuda_type_name(d.dtype)) + ", " + w + "> " + d.name + " = flow::load_vec<" +
+         w + ">(" + c_name(d.buffer) + " + " + operand(d.base, kPrecAdd, true, true) + ");");
   }
-  for (const auto& d : stores) line("flow::Vec<" + std::string(cuda_type_name(d.dtype)) + ", " + w + "> " + d.name + ";");
+  for (const auto& d : stores)
+    line("flow::Vec<" + std::string(cuda_type_name(d.dtype)) + ", " + w + "> " + d.name + ";");
   print_serial(op, true, nullptr);
   for (const auto& d : stores) {
-    line("flow::store_vec<" + w + ">(" + c_name(d.buffer) + " + " + operand(d.base, kPrecAdd, true, true) + ", " + d.name + ");");
+    line("flow::store_vec<" + w + ">(" + c_name(d.buffer) + " + " + operand(d.base, kPrecAdd, true, true) + ", " +
+         d.name + ");");
   }
   close_scope();
   --indent_;
@@ -755,7 +833,9 @@ class ReductionTypes : public IRVisitor {
   std::set<DType> types;
 
  protected:
-  void visit_BlockReduce(const BlockReduce* op) override { types.insert(op->dtype == DType::Bool ? DType::Int32 : op->dtype); }
+  void visit_BlockReduce(const BlockReduce* op) override {
+    types.insert(op->dtype == DType::Bool ? DType::Int32 : op->dtype);
+  }
 };
 
 std::string launch_str(const Expr (&dims)[3]) {
@@ -849,8 +929,12 @@ CudaSource Printer::run() {
 
 }  // namespace
 
-CudaSource print_cuda_source(const LoweredFunc& f) { return Printer(f).run(); }
+CudaSource print_cuda_source(const LoweredFunc& f) {
+  return Printer(f).run();
+}
 
-std::string print_cuda(const LoweredFunc& f) { return print_cuda_source(f).source; }
+std::string print_cuda(const LoweredFunc& f) {
+  return print_cuda_source(f).source;
+}
 
 }  // namespace flow::jit::cuda

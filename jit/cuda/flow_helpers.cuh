@@ -39,10 +39,14 @@ __device__ __forceinline__ float to_float(half h) {
   return f;
 }
 
-__device__ __forceinline__ float to_float(bfloat16 h) { return __uint_as_float(static_cast<uint32_t>(h.bits) << 16); }
+__device__ __forceinline__ float to_float(bfloat16 h) {
+  return __uint_as_float(static_cast<uint32_t>(h.bits) << 16);
+}
 
 // Identity overloads so generated code may call to_float on any compute type.
-__device__ __forceinline__ float to_float(float f) { return f; }
+__device__ __forceinline__ float to_float(float f) {
+  return f;
+}
 
 __device__ __forceinline__ half float_to_half(float f) {
   half h;
@@ -161,8 +165,12 @@ __device__ __forceinline__ float double_to_float_odd(double d) {
   if (static_cast<double>(t) == d || d != d) return d != d ? static_cast<float>(d) : t;
   return __int_as_float(__float_as_int(t) | 1);
 }
-__device__ __forceinline__ half double_to_half(double d) { return float_to_half(double_to_float_odd(d)); }
-__device__ __forceinline__ bfloat16 double_to_bfloat16(double d) { return float_to_bfloat16(double_to_float_odd(d)); }
+__device__ __forceinline__ half double_to_half(double d) {
+  return float_to_half(double_to_float_odd(d));
+}
+__device__ __forceinline__ bfloat16 double_to_bfloat16(double d) {
+  return float_to_bfloat16(double_to_float_odd(d));
+}
 
 // ---- block reductions ---------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 // Note: the statement/expression lowering (see codegen_ir.h for the module layout). Choices:
 //  - Serial loops are emitted in rotated canonical form (guard, phi induction from min to
 //    min + extent with the bound computed once before the loop) so LLVM's loop vectorizer widens
-//    them. Innermost loops that store to no Local allocation carry llvm.loop.vectorize.enable.
+//    them. Innermost loops that store to no Local allocation and call no libm function (float64
+//    transcendentals, pow, fmod: these stay scalar calls) carry llvm.loop.vectorize.enable.
 //  - Vectorized loops with a constant extent W (<= 64) whose body is only Let/Store/Block are
 //    emitted as explicit W-lane vector code: the loop variable is <min, min+1, ...>, every value
 //    that depends on it is a <W x T> vector, a load/store whose index is `uniform + lane` is one
@@ -132,6 +133,43 @@ bool stores_local(const dsl::Stmt& s, std::set<std::string> local) {
 std::optional<int64_t> const_int(const dsl::Expr& e) {
   if (const int64_t* v = dsl::as_const_int(e)) return *v;
   return std::nullopt;
+}
+
+// `elem` with the shape (scalar or vector) of `like`.
+Type* with_scalar(Type* like, Type* elem) {
+  if (auto* vt = llvm::dyn_cast<llvm::VectorType>(like)) return llvm::VectorType::get(elem, vt->getElementCount());
+  return elem;
+}
+
+// Calls that stay scalar library calls (so forcing vectorization of their loop only warns).
+bool calls_libm(const dsl::Expr& e) {
+  if (const auto* c = e.as<dsl::Call>()) {
+    const bool transcendental = c->func == dsl::Intrinsic::Exp || c->func == dsl::Intrinsic::Log ||
+                                c->func == dsl::Intrinsic::Tanh || c->func == dsl::Intrinsic::Erf;
+    if (c->func == dsl::Intrinsic::Pow || (transcendental && c->args[0].type() == DType::Float64)) return true;
+  }
+  if (e.kind() == ExprKind::Mod && dsl::is_floating(e.type())) return true;  // fmod
+  bool found = false;
+  for_each_child(e, [&](const dsl::Expr& c) { found = found || calls_libm(c); });
+  return found;
+}
+
+bool stmt_calls_libm(const dsl::Stmt& s) {
+  bool found = false;
+  auto check = [&](const dsl::Expr& e) { found = found || (e.defined() && calls_libm(e)); };
+  if (const auto* st = s.as<dsl::Store>()) {
+    check(st->index);
+    check(st->value);
+  } else if (const auto* l = s.as<dsl::LetStmt>()) {
+    check(l->value);
+  } else if (const auto* i = s.as<dsl::IfThenElse>()) {
+    check(i->cond);
+  } else if (const auto* f = s.as<dsl::For>()) {
+    check(f->min);
+    check(f->extent);
+  }
+  for_each_substmt(s, [&](const dsl::Stmt& c) { found = found || stmt_calls_libm(c); });
+  return found;
 }
 
 [[noreturn]] void cuda_only(const char* what) {
@@ -489,7 +527,7 @@ void Codegen::emit_loop(Value* lo, Value* hi, const std::function<void(Value*)>&
 }
 
 bool innermost_without_local_stores(const dsl::For* op, const std::map<std::string, BufInfo>& bufs) {
-  if (contains_for(op->body)) return false;
+  if (contains_for(op->body) || stmt_calls_libm(op->body)) return false;
   std::set<std::string> local;
   for (const auto& [name, buf] : bufs) {
     if (buf.local) local.insert(name);
@@ -915,9 +953,14 @@ Value* Codegen::emit_call(const dsl::Call* op) {
     case dsl::Intrinsic::Exp: need_float(); return f32 ? exp_f32(b_, x) : b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x);
     case dsl::Intrinsic::Log: need_float(); return f32 ? log_f32(b_, x) : b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, x);
     case dsl::Intrinsic::Sqrt: need_float(); return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
-    case dsl::Intrinsic::Rsqrt:
+    case dsl::Intrinsic::Rsqrt: {
+      // float32: 1 / sqrt in double, rounded once (what the interpreter computes; sqrtf then a float
+      // division would round twice, up to 1.5 ulp).
       need_float();
-      return b_.CreateFDiv(llvm::ConstantFP::get(x->getType(), 1.0), b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x));
+      Value* xd = f32 ? b_.CreateFPExt(x, with_scalar(x->getType(), b_.getDoubleTy())) : x;
+      Value* r = b_.CreateFDiv(llvm::ConstantFP::get(xd->getType(), 1.0), b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, xd));
+      return f32 ? b_.CreateFPTrunc(r, x->getType()) : r;
+    }
     case dsl::Intrinsic::Tanh: need_float(); return f32 ? tanh_f32(b_, x) : libm_call("tanh", x);
     case dsl::Intrinsic::Erf: need_float(); return f32 ? erf_f32(b_, x) : libm_call("erf", x);
     case dsl::Intrinsic::Pow: {

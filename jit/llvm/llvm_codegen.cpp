@@ -7,6 +7,8 @@
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
 #include <llvm/Config/llvm-config.h>
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
@@ -100,6 +102,21 @@ void check_level(const CpuCompileOptions& opt) {
 
 // One compilation: context, module for the host, optionally optimized.
 struct Compiled {
+  Compiled() { ctx.setDiagnosticHandlerCallBack(&Compiled::diagnose, this); }
+  // Remarks and warnings (e.g. "loop not vectorized") are dropped; errors are collected and thrown.
+  static void diagnose(const llvm::DiagnosticInfo& di, void* self) {
+    if (di.getSeverity() != llvm::DS_Error) return;
+    std::string msg;
+    llvm::raw_string_ostream os(msg);
+    llvm::DiagnosticPrinterRawOStream printer(os);
+    di.print(printer);
+    os.flush();
+    static_cast<Compiled*>(self)->errors += msg + "\n";
+  }
+  void check() const {
+    if (!errors.empty()) fail("LLVM reported: " + errors);
+  }
+  std::string errors;
   llvm::LLVMContext ctx;
   std::unique_ptr<llvm::TargetMachine> tm;
   std::unique_ptr<llvm::Module> module;
@@ -136,6 +153,7 @@ std::unique_ptr<Compiled> build(const dsl::LoweredFunc& f, const CpuCompileOptio
   llvm::ModulePassManager mpm = opt.opt_level == 0 ? pb.buildO0DefaultPipeline(levels[0])
                                                    : pb.buildPerModuleDefaultPipeline(levels[opt.opt_level]);
   mpm.run(*c->module, mam);
+  c->check();
   if (opt.dump_ir) {
     llvm::errs() << "; flow: optimized LLVM IR of kernel '" << f.name << "'\n" << *c->module;
     llvm::errs().flush();
@@ -157,6 +175,7 @@ std::string emit_file(Compiled& c, llvm::CodeGenFileType type) {
   llvm::legacy::PassManager pm;
   if (c.tm->addPassesToEmitFile(pm, os, nullptr, type)) fail("the target cannot emit this file type");
   pm.run(*c.module);
+  c.check();
   return std::string(buf.begin(), buf.end());
 }
 

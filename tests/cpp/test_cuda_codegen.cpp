@@ -34,8 +34,12 @@ using namespace flow::dsl;  // NOLINT
 
 const char* const kArchs[] = {"sm_90", "sm_80"};
 
-Param buffer(const std::string& name, DType t, bool output = false) { return {name, ParamKind::Buffer, t, output}; }
-Param scalar(const std::string& name, DType t = DType::Int64) { return {name, ParamKind::Scalar, t, false}; }
+Param buffer(const std::string& name, DType t, bool output = false) {
+  return {name, ParamKind::Buffer, t, output};
+}
+Param scalar(const std::string& name, DType t = DType::Int64) {
+  return {name, ParamKind::Scalar, t, false};
+}
 
 // ---- the GPU pointwise nest ----------------------------------------------------------------------
 
@@ -73,12 +77,12 @@ LoweredFunc gpu_pointwise(const PointwiseSpec& spec) {
   };
 
   const Stmt full = make_for("v", make_int(0), make_int(w), ForKind::Vectorized, lane_body(base + v));
-  const Stmt tail = make_for("v", make_int(0), make_int(w), ForKind::Unrolled,
-                             make_if(base + v < n, lane_body(base + v)));
+  const Stmt tail =
+      make_for("v", make_int(0), make_int(w), ForKind::Unrolled, make_if(base + v < n, lane_body(base + v)));
   const Expr blocks = (n + (256 * w - 1)) / (256 * w);
-  const Stmt threads = make_for(
-      "tx", make_int(0), make_int(256), ForKind::GPUThread,
-      make_let("base", (var("bx") * 256 + var("tx")) * w, make_if(base + w <= n, full, tail)));
+  const Stmt threads =
+      make_for("tx", make_int(0), make_int(256), ForKind::GPUThread,
+               make_let("base", (var("bx") * 256 + var("tx")) * w, make_if(base + w <= n, full, tail)));
 
   LoweredFunc f;
   f.name = spec.name;
@@ -92,8 +96,12 @@ LoweredFunc gpu_pointwise(const PointwiseSpec& spec) {
   return f;
 }
 
-Expr f32(double v) { return make_float(v, DType::Float32); }
-Expr relu(const Expr& x) { return select(x > make_zero(x.type()), x, make_zero(x.type())); }
+Expr f32(double v) {
+  return make_float(v, DType::Float32);
+}
+Expr relu(const Expr& x) {
+  return select(x > make_zero(x.type()), x, make_zero(x.type()));
+}
 
 LoweredFunc pointwise_f32_chain() {
   return gpu_pointwise({"pw_f32_chain",
@@ -106,12 +114,10 @@ LoweredFunc pointwise_f32_chain() {
 }
 
 LoweredFunc pointwise_half(DType t) {
-  return gpu_pointwise({std::string("pw_") + dtype_name(t),
-                        {{"x", t}, {"y", t}},
-                        {{"out", t}},
-                        [](const std::vector<Expr>& in) {
-                          return std::vector<Expr>{relu(in[0]) * f32(2.0) + call(Intrinsic::Tanh, {in[1]})};
-                        }});
+  return gpu_pointwise(
+      {std::string("pw_") + dtype_name(t), {{"x", t}, {"y", t}}, {{"out", t}}, [](const std::vector<Expr>& in) {
+         return std::vector<Expr>{relu(in[0]) * f32(2.0) + call(Intrinsic::Tanh, {in[1]})};
+       }});
 }
 
 // Every intrinsic and arithmetic node in float64 (and float32), plus NaN/inf constants.
@@ -167,8 +173,7 @@ LoweredFunc gpu_softmax(int64_t threads = 256) {
   const Expr chunks = (r + (threads - 1)) / threads;
   const Expr xj = load(DType::Float32, "x", row * r + j);
   const auto over_row = [&](const Stmt& body) {
-    return make_for("c", make_int(0), chunks, ForKind::Serial,
-                    make_let("j", c * threads + tx, make_if(j < r, body)));
+    return make_for("c", make_int(0), chunks, ForKind::Serial, make_let("j", c * threads + tx, make_if(j < r, body)));
   };
   const Expr acc0 = load(DType::Float32, "acc0", make_int(0));
   const Expr acc1 = load(DType::Float32, "acc1", make_int(0));
@@ -259,9 +264,13 @@ LoweredFunc gpu_shared_barrier() {
 
 // ---- helpers ---------------------------------------------------------------------------------------
 
-bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+bool contains(const std::string& s, const std::string& sub) {
+  return s.find(sub) != std::string::npos;
+}
 
-bool contains_re(const std::string& s, const std::string& re) { return std::regex_search(s, std::regex(re)); }
+bool contains_re(const std::string& s, const std::string& re) {
+  return std::regex_search(s, std::regex(re));
+}
 
 // Compiles for every arch and checks what every kernel must satisfy; returns the sm_90 result.
 CudaCompiled compile_all(const LoweredFunc& f) {
@@ -282,8 +291,8 @@ CudaCompiled compile_all(const LoweredFunc& f) {
 
 TEST(CudaCodegen, HelpersAreEmbedded) {
   const auto& helpers = embedded_helpers();
-  const auto it = std::find_if(helpers.begin(), helpers.end(),
-                               [](const auto& h) { return h.first == "flow_helpers.cuh"; });
+  const auto it =
+      std::find_if(helpers.begin(), helpers.end(), [](const auto& h) { return h.first == "flow_helpers.cuh"; });
   ASSERT_NE(it, helpers.end());
   EXPECT_TRUE(contains(it->second, "block_reduce_sum"));
   EXPECT_TRUE(contains(it->second, "struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) Vec"));
@@ -324,7 +333,8 @@ TEST(CudaCodegen, PointwiseFloat32VectorizesTo16ByteAccesses) {
 TEST(CudaCodegen, PointwiseHalfTypes) {
   for (const DType t : {DType::Float16, DType::BFloat16}) {
     const CudaCompiled c = compile_all(pointwise_half(t));
-    EXPECT_TRUE(contains(c.kernel.source, "flow::Vec<" + std::string(cuda_type_name(t)) + ", 8>"));
+    EXPECT_TRUE(contains(c.kernel.source, "const flow::Vec<" + std::string(cuda_type_name(t)) +
+                                              ", 8> x_vec = flow::load_vec<8>(x + base);"));
     EXPECT_TRUE(contains_re(c.ptx, R"(ld\.global(\.nc)?\.v4\.(u32|b32))")) << dtype_name(t) << "\n" << c.ptx;
     EXPECT_TRUE(contains_re(c.ptx, R"(st\.global\.v4\.(u32|b32))")) << dtype_name(t);
     EXPECT_TRUE(contains(c.ptx, t == DType::Float16 ? "cvt.rn.f16.f32" : "cvt.rn.bf16.f32")) << dtype_name(t);
@@ -393,8 +403,10 @@ TEST(CudaCodegen, SharedMemoryAndBarrier) {
 
 TEST(CudaCodegen, ScalarFallbackInsideVectorizedLoop) {
   // out[base + v] = x[2 * (base + v)]: the load's lane coefficient is 2 -> scalar loads, vector store.
-  LoweredFunc f = gpu_pointwise({"pw_strided", {{"x", DType::Float32}}, {{"out", DType::Float32}},
-                                 [](const std::vector<Expr>& in) { return std::vector<Expr>{in[0]}; }});
+  LoweredFunc f =
+      gpu_pointwise({"pw_strided", {{"x", DType::Float32}}, {{"out", DType::Float32}}, [](const std::vector<Expr>& in) {
+                       return std::vector<Expr>{in[0]};
+                     }});
   const Expr base = var("base"), v = var("v"), tx = var("tx");
   const Stmt vec = make_for("v", make_int(0), make_int(4), ForKind::Vectorized,
                             make_store("out", base + v, load(DType::Float32, "x", (base + v) * 2)));
@@ -434,15 +446,15 @@ TEST(CudaCodegen, MalformedKernelsAreRejected) {
   EXPECT_THROW(print_cuda(store_to_input), std::invalid_argument);
 
   LoweredFunc barrier_in_loop = gpu_softmax();
-  barrier_in_loop.body = make_for(
-      "row", make_int(0), var("rows"), ForKind::GPUBlock,
-      make_for("tx", make_int(0), make_int(256), ForKind::GPUThread,
-               make_for("c", make_int(0), var("r"), ForKind::Serial, make_barrier())));
+  barrier_in_loop.body = make_for("row", make_int(0), var("rows"), ForKind::GPUBlock,
+                                  make_for("tx", make_int(0), make_int(256), ForKind::GPUThread,
+                                           make_for("c", make_int(0), var("r"), ForKind::Serial, make_barrier())));
   EXPECT_THROW(print_cuda(barrier_in_loop), std::invalid_argument);
 }
 
 TEST(CudaCodegen, CompileErrorCarriesLogAndSavedSource) {
-  const std::string broken = "#include \"flow_helpers.cuh\"\nextern \"C\" __global__ void broken(float* o) { o[0] = ; }\n";
+  const std::string broken =
+      "#include \"flow_helpers.cuh\"\nextern \"C\" __global__ void broken(float* o) { o[0] = ; }\n";
   try {
     cuda_compile_source("broken", broken, "sm_90");
     FAIL() << "expected an NVRTC error";

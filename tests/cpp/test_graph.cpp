@@ -82,9 +82,9 @@ TEST(Graph, StoresCanonicalAttrs) {
   ASSERT_NE(attr_find(alpha, "alpha"), nullptr);
   EXPECT_TRUE(std::holds_alternative<double>(*attr_find(alpha, "alpha")));
   EXPECT_TRUE(h.node(h.value(h.add("gelu", {x}, {{"approximate", std::string("none")}})).producer).attrs.empty());
-  EXPECT_EQ(attr_str(h.node(h.value(h.add("cast", {x}, {{"dtype", std::string("double")}})).producer).attrs,
-                     "dtype", "cast"),
-            "float64");
+  EXPECT_EQ(
+      attr_str(h.node(h.value(h.add("cast", {x}, {{"dtype", std::string("double")}})).producer).attrs, "dtype", "cast"),
+      "float64");
 }
 
 TEST(Graph, ToStringIsReadable) {
@@ -267,9 +267,10 @@ TEST(Graph, AttrAccessorsNameOpAndAttribute) {
 
 TEST(OpRegistry, HasTheBuiltinOps) {
   const std::vector<std::string> names = all_op_names();
-  for (const char* op : {"add", "sub", "mul", "div", "pow", "minimum", "maximum", "eq", "ne", "lt", "le", "gt", "ge",
-                         "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "silu",
-                         "clamp", "where", "cast", "sum", "mean", "amax", "amin", "softmax", "log_softmax"}) {
+  for (const char* op :
+       {"add",  "sub",  "mul",   "div",   "pow",  "minimum", "maximum", "eq",    "ne",   "lt",      "le",
+        "gt",   "ge",   "neg",   "abs",   "exp",  "log",     "sqrt",    "rsqrt", "tanh", "sigmoid", "relu",
+        "gelu", "silu", "clamp", "where", "cast", "sum",     "mean",    "amax",  "amin", "softmax", "log_softmax"}) {
     EXPECT_TRUE(std::find(names.begin(), names.end(), op) != names.end()) << op;
     ASSERT_NE(find_op(op), nullptr) << op;
     EXPECT_EQ(&lookup_op(op), find_op(op));

@@ -36,12 +36,12 @@ TEST(Types, PromoteTypesMatchesTorch) {
   struct Case {
     D a, b, r;
   } cases[] = {
-      {D::Bool, D::Int32, D::Int32},          {D::Bool, D::Float16, D::Float16},
-      {D::Int32, D::Int64, D::Int64},         {D::Int64, D::Float16, D::Float16},
-      {D::Int64, D::BFloat16, D::BFloat16},   {D::Float16, D::BFloat16, D::Float32},
-      {D::Float16, D::Float32, D::Float32},   {D::BFloat16, D::Float64, D::Float64},
-      {D::Float32, D::Float64, D::Float64},   {D::Int32, D::Float32, D::Float32},
-      {D::Bool, D::Bool, D::Bool},            {D::Float16, D::Float16, D::Float16},
+      {D::Bool, D::Int32, D::Int32},        {D::Bool, D::Float16, D::Float16},
+      {D::Int32, D::Int64, D::Int64},       {D::Int64, D::Float16, D::Float16},
+      {D::Int64, D::BFloat16, D::BFloat16}, {D::Float16, D::BFloat16, D::Float32},
+      {D::Float16, D::Float32, D::Float32}, {D::BFloat16, D::Float64, D::Float64},
+      {D::Float32, D::Float64, D::Float64}, {D::Int32, D::Float32, D::Float32},
+      {D::Bool, D::Bool, D::Bool},          {D::Float16, D::Float16, D::Float16},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(promote_types(c.a, c.b), c.r) << dtype_name(c.a) << " " << dtype_name(c.b);
@@ -131,8 +131,7 @@ TEST(Stmt, BuildersAndChecks) {
   EXPECT_THROW(make_for("i", 0, 4, ForKind::Serial, Stmt()), std::invalid_argument);
   EXPECT_THROW(make_if(var("n"), s1), std::invalid_argument);
   EXPECT_THROW(make_allocate("acc", DType::Float32, 0, MemoryScope::Local, s1), std::invalid_argument);
-  EXPECT_THROW(make_store("out", make_float(0, DType::Float32), make_float(0, DType::Float32)),
-               std::invalid_argument);
+  EXPECT_THROW(make_store("out", make_float(0, DType::Float32), make_float(0, DType::Float32)), std::invalid_argument);
   // Int32 loop bounds are widened to the Int64 loop variable's type.
   Stmt f = make_for("i", 0, var("n", DType::Int32), ForKind::Parallel, s1);
   EXPECT_EQ(f.as<For>()->extent.type(), DType::Int64);
@@ -184,7 +183,8 @@ LoweredFunc small_func() {
   f.params = {{"out", ParamKind::Buffer, DType::Float32, true},
               {"x", ParamKind::Buffer, DType::Float32, false},
               {"n", ParamKind::Scalar, DType::Int64, false}};
-  f.body = make_for("i", 0, n, ForKind::GPUBlock, make_allocate("acc", DType::Float32, 4, MemoryScope::Shared, guarded));
+  f.body =
+      make_for("i", 0, n, ForKind::GPUBlock, make_allocate("acc", DType::Float32, 4, MemoryScope::Shared, guarded));
   f.grid[0] = n;
   f.grid[1] = Expr(1);
   f.grid[2] = Expr(1);
@@ -215,7 +215,8 @@ TEST(Printer, LoopNest) {
   EXPECT_EQ(to_string(var("i", DType::Int32) + 1), "i + int32(1)");
   EXPECT_EQ(to_string(cast(DType::Float64, cast(DType::Float32, a)) / make_float(0.1, DType::Float64)),
             "float64(float32(a)) / 0.1");
-  EXPECT_EQ(to_string(select(a < b && !(b == c), min(a, b), max(b, c))), "select(a < b && !(b == c), min(a, b), max(b, c))");
+  EXPECT_EQ(to_string(select(a < b && !(b == c), min(a, b), max(b, c))),
+            "select(a < b && !(b == c), min(a, b), max(b, c))");
   EXPECT_EQ(to_string(call(Intrinsic::Exp, {make_float(-INFINITY, DType::Float32)})), "exp(-inff)");
   Stmt let = make_let("t", a + 1, make_block_reduce(ReduceOp::Sum, "acc", DType::Float32));
   EXPECT_EQ(to_string(let), "let t = a + 1 {\n  block_reduce_sum<float32>(acc);\n}\n");

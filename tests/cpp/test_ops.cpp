@@ -43,9 +43,15 @@ struct Operand {
   bool constant = false;
   bool wrapped = false;
 };
-Operand tensor(Shape s, DType t, std::vector<double> data = {}) { return Operand{{std::move(s), t}, std::move(data)}; }
-Operand scalar(double v, DType t = F::Float64) { return Operand{{{}, t}, {v}, true, true}; }
-Operand zero_dim(double v, DType t) { return Operand{{{}, t}, {v}, true, false}; }
+Operand tensor(Shape s, DType t, std::vector<double> data = {}) {
+  return Operand{{std::move(s), t}, std::move(data)};
+}
+Operand scalar(double v, DType t = F::Float64) {
+  return Operand{{{}, t}, {v}, true, true};
+}
+Operand zero_dim(double v, DType t) {
+  return Operand{{{}, t}, {v}, true, false};
+}
 
 struct Built {
   Graph g;
@@ -138,14 +144,15 @@ void check_elementwise(const std::string& op, const std::vector<Operand>& ops, c
     const HostTensor out = run(op, ops, attrs, f64);
     const DType t = out.type.dtype;
     ASSERT_EQ(static_cast<int64_t>(out.data.size()), numel(out.type.shape));
-    const double rtol = !is_floating(t) ? 0 : f64 ? 1e-12 : t == F::Float32 ? 2e-6 : 1e-2;
+    // float64_math: constants of a float32 computation are float32 (0.5, 1/sqrt(2)), hence 1e-7.
+    const double rtol = !is_floating(t) ? 0 : t == F::Float64 ? 1e-12 : f64 ? 1e-7 : t == F::Float32 ? 2e-6 : 1e-2;
     for (int64_t i = 0; i < numel(out.type.shape); ++i) {
       std::vector<double> args;
       for (const Operand& o : ops) args.push_back(broadcast_at(o, out.type.shape, i));
       const double want = round_to_dtype(t, formula(args), f64);
-      ASSERT_TRUE(close(out.data[i], want, rtol, rtol)) << "element " << i << " of " << out.type.str() << ": got "
-                                                         << out.data[i] << ", want " << want << " (float64_math=" << f64
-                                                         << ")";
+      ASSERT_TRUE(close(out.data[i], want, rtol, rtol))
+          << "element " << i << " of " << out.type.str() << ": got " << out.data[i] << ", want " << want
+          << " (float64_math=" << f64 << ")";
     }
   }
 }
@@ -291,38 +298,77 @@ TEST(OpErrors, MessagesAndKindsLikeTorch) {
   using K = OpError::Kind;
   const Case cases[] = {
       {"sum", {f}, dims_attr({2}), K::Index, "Dimension out of range (expected to be in range of [-2, 1], but got 2)"},
-      {"amax", {f}, dims_attr({-3}), K::Index,
+      {"amax",
+       {f},
+       dims_attr({-3}),
+       K::Index,
        "Dimension out of range (expected to be in range of [-2, 1], but got -3)"},
-      {"sum", {tensor({}, F::Float32)}, dims_attr({1}), K::Index,
+      {"sum",
+       {tensor({}, F::Float32)},
+       dims_attr({1}),
+       K::Index,
        "Dimension out of range (expected to be in range of [-1, 0], but got 1)"},
-      {"softmax", {f}, {{"dim", int64_t{2}}}, K::Index,
+      {"softmax",
+       {f},
+       {{"dim", int64_t{2}}},
+       K::Index,
        "Dimension out of range (expected to be in range of [-2, 1], but got 2)"},
       {"sum", {f}, dims_attr({1, -1}), K::Value, "dim 1 appears multiple times in the list of dims"},
-      {"mean", {i}, {}, K::Value,
+      {"mean",
+       {i},
+       {},
+       K::Value,
        "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: "
        "Long"},
-      {"mean", {tensor({3}, F::Int32)}, {}, K::Value,
+      {"mean",
+       {tensor({3}, F::Int32)},
+       {},
+       K::Value,
        "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: Int"},
-      {"mean", {f}, {{"dtype", std::string("int64")}}, K::Value,
+      {"mean",
+       {f},
+       {{"dtype", std::string("int64")}},
+       K::Value,
        "mean(): could not infer output dtype. Optional dtype must be either a floating point or complex dtype. Got: "
        "Long"},
-      {"amax", {tensor({0, 3}, F::Float32)}, dims_attr({0}), K::Index,
+      {"amax",
+       {tensor({0, 3}, F::Float32)},
+       dims_attr({0}),
+       K::Index,
        "amax(): Expected reduction dim 0 to have non-zero size."},
-      {"amin", {tensor({2, 0}, F::Float32)}, dims_attr({-1}), K::Index,
+      {"amin",
+       {tensor({2, 0}, F::Float32)},
+       dims_attr({-1}),
+       K::Index,
        "amin(): Expected reduction dim 1 to have non-zero size."},
-      {"amax", {tensor({0, 3}, F::Float32)}, {}, K::Index,
+      {"amax",
+       {tensor({0, 3}, F::Float32)},
+       {},
+       K::Index,
        "amax(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the "
        "'dim' argument."},
       {"amax", {f}, {{"dtype", std::string("float64")}}, K::Type, "amax(): unexpected attribute 'dtype'"},
-      {"sum", {f}, {{"dims", std::string("1")}}, K::Type,
+      {"sum",
+       {f},
+       {{"dims", std::string("1")}},
+       K::Type,
        "sum(): attribute 'dims' must be a list of ints, got a string (\"1\")"},
-      {"neg", {b}, {}, K::Value,
+      {"neg",
+       {b},
+       {},
+       K::Value,
        "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the "
        "`~` or `logical_not()` operator instead."},
-      {"sub", {b, b}, {}, K::Value,
+      {"sub",
+       {b, b},
+       {},
+       K::Value,
        "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` "
        "operator instead."},
-      {"sub", {f, scalar(1, F::Bool)}, {}, K::Value,
+      {"sub",
+       {f, scalar(1, F::Bool)},
+       {},
+       K::Value,
        "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a mask, use "
        "the `~` or `logical_not()` operator instead."},
       {"relu", {b}, {}, K::Value, "Boolean inputs not supported for relu"},
@@ -330,18 +376,33 @@ TEST(OpErrors, MessagesAndKindsLikeTorch) {
       {"gelu", {i}, {}, K::Value, "\"gelu\" not implemented for 'Long'"},
       {"silu", {tensor({3}, F::Int32)}, {}, K::Value, "\"silu\" not implemented for 'Int'"},
       {"pow", {b, b}, {}, K::Value, "\"pow\" not implemented for 'Bool'"},
-      {"gelu", {f}, {{"approximate", std::string("fast")}}, K::Value,
+      {"gelu",
+       {f},
+       {{"approximate", std::string("fast")}},
+       K::Value,
        "approximate argument must be either none or tanh."},
       {"clamp", {f}, {}, K::Value, "torch.clamp: At least one of 'min' or 'max' must not be None"},
       {"clamp", {f}, {{"min", std::string("0")}}, K::Type, "clamp(): attribute 'min' must be a number"},
-      {"where", {f, f, f}, {}, K::Value,
+      {"where",
+       {f, f, f},
+       {},
+       K::Value,
        "where expected condition to be a boolean tensor, but got a tensor with dtype Float"},
-      {"where", {b, f, tensor({4}, F::Float32)}, {}, K::Value,
+      {"where",
+       {b, f, tensor({4}, F::Float32)},
+       {},
+       K::Value,
        "The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 1"},
-      {"cast", {f}, {{"dtype", std::string("complex64")}}, K::Type,
+      {"cast",
+       {f},
+       {{"dtype", std::string("complex64")}},
+       K::Type,
        "cast(): attribute 'dtype' is not a dtype: 'complex64'"},
       {"cast", {f}, {}, K::Type, "cast(): missing required attribute 'dtype'"},
-      {"add", {i, i}, {{"alpha", 2.0}}, K::Value,
+      {"add",
+       {i, i},
+       {{"alpha", 2.0}},
+       K::Value,
        "For integral input tensors, argument alpha must not be a floating point number."},
       {"add", {f, f}, {{"alpha", true}}, K::Value, "Boolean alpha only supported for Boolean results."},
       {"softmax", {i}, {{"dim", int64_t{0}}}, K::Value, "\"softmax\" not implemented for 'Long'"},
@@ -358,8 +419,12 @@ TEST(OpErrors, MessagesAndKindsLikeTorch) {
 
 // ---- interpretation against formulas --------------------------------------------------------------
 
-double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
-double gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double sigmoid(double x) {
+  return 1 / (1 + std::exp(-x));
+}
+double gelu(double x) {
+  return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+}
 double gelu_tanh(double x) {
   return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
 }

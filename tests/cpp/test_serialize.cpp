@@ -2,14 +2,13 @@
 // input, hash stability across processes (the test re-executes its own binary) and sensitivity of
 // the hash to every single field.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <limits>
-
-#include <unistd.h>
 
 #include "dsl/ir_visitor.h"
 #include "dsl/serialize.h"
@@ -28,19 +27,28 @@ class RandomIR {
     if (depth == 0 || pick(0, 5) == 0) return leaf(t);
     if (t == DType::Bool) {
       switch (pick(0, 3)) {
-        case 0: return gen(DType::Int64, depth - 1) < gen(DType::Int64, depth - 1);
-        case 1: return gen(DType::Bool, depth - 1) && gen(DType::Bool, depth - 1);
-        case 2: return !gen(DType::Bool, depth - 1);
-        default: return call(Intrinsic::IsNan, {gen(DType::Float32, depth - 1)});
+        case 0:
+          return gen(DType::Int64, depth - 1) < gen(DType::Int64, depth - 1);
+        case 1:
+          return gen(DType::Bool, depth - 1) && gen(DType::Bool, depth - 1);
+        case 2:
+          return !gen(DType::Bool, depth - 1);
+        default:
+          return call(Intrinsic::IsNan, {gen(DType::Float32, depth - 1)});
       }
     }
     const bool fl = is_floating(t);
     switch (pick(0, 6)) {
-      case 0: return make_binary(static_cast<ExprKind>(pick(static_cast<int>(ExprKind::Add), static_cast<int>(ExprKind::Max))),
-                                 gen(t, depth - 1), gen(t, depth - 1));
-      case 1: return select(gen(DType::Bool, depth - 1), gen(t, depth - 1), gen(t, depth - 1));
-      case 2: return load(t, "buf" + std::to_string(pick(0, 2)), gen(DType::Int64, depth - 1));
-      case 3: return cast(t, gen(fl ? DType::Int64 : DType::Float64, depth - 1));
+      case 0:
+        return make_binary(
+            static_cast<ExprKind>(pick(static_cast<int>(ExprKind::Add), static_cast<int>(ExprKind::Max))),
+            gen(t, depth - 1), gen(t, depth - 1));
+      case 1:
+        return select(gen(DType::Bool, depth - 1), gen(t, depth - 1), gen(t, depth - 1));
+      case 2:
+        return load(t, "buf" + std::to_string(pick(0, 2)), gen(DType::Int64, depth - 1));
+      case 3:
+        return cast(t, gen(fl ? DType::Int64 : DType::Float64, depth - 1));
       case 4:
         if (fl) {
           const Intrinsic f = static_cast<Intrinsic>(pick(0, static_cast<int>(Intrinsic::Ceil)));
@@ -48,22 +56,27 @@ class RandomIR {
           return call(f, {gen(t, depth - 1)});
         }
         return call(Intrinsic::Abs, {gen(t, depth - 1)});
-      case 5: return cast(t, load(DType::Float16, "h", gen(DType::Int64, depth - 1)));
-      default: return gen(t, depth - 1) * gen(t, depth - 1);
+      case 5:
+        return cast(t, load(DType::Float16, "h", gen(DType::Int64, depth - 1)));
+      default:
+        return gen(t, depth - 1) * gen(t, depth - 1);
     }
   }
   Expr leaf(DType t) {
     switch (t) {
-      case DType::Bool: return pick(0, 1) ? make_bool(pick(0, 1)) : var("p", DType::Bool);
+      case DType::Bool:
+        return pick(0, 1) ? make_bool(pick(0, 1)) : var("p", DType::Bool);
       case DType::Int32:
       case DType::Int64:
         return pick(0, 1) ? make_int(pick(-1000, std::numeric_limits<int32_t>::max()), t)
                           : var("i" + std::to_string(pick(0, 3)), t);
       default: {
-        static const double specials[] = {0.0, -0.0, 1.5, 1e-300, -std::numeric_limits<double>::infinity(),
-                                          std::numeric_limits<double>::quiet_NaN()};
+        static const double specials[] = {
+            0.0, -0.0, 1.5, 1e-300, -std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()};
         if (pick(0, 2) == 0) return var("x" + std::to_string(pick(0, 3)), t);
-        const double v = pick(0, 1) ? specials[pick(0, 5)] : std::ldexp(static_cast<double>(pick(-1000000, 1000000)), static_cast<int>(pick(-40, 40)));
+        const double v =
+            pick(0, 1) ? specials[pick(0, 5)]
+                       : std::ldexp(static_cast<double>(pick(-1000000, 1000000)), static_cast<int>(pick(-40, 40)));
         return make_float(v, t);
       }
     }
@@ -71,15 +84,24 @@ class RandomIR {
   Stmt stmt(int depth) {
     if (depth == 0) return make_store("out", gen(DType::Int64, 2), gen(DType::Float32, 3));
     switch (pick(0, 7)) {
-      case 0: return make_for("v" + std::to_string(depth), gen(DType::Int64, 1), gen(DType::Int64, 2),
-                              static_cast<ForKind>(pick(0, 1)), stmt(depth - 1));
-      case 1: return make_for("g", 0, 8, ForKind::Unrolled, stmt(depth - 1));
-      case 2: return make_let("t" + std::to_string(depth), gen(DType::Float64, 2), stmt(depth - 1));
-      case 3: return make_if(gen(DType::Bool, 2), stmt(depth - 1), pick(0, 1) ? stmt(depth - 1) : Stmt());
-      case 4: return make_allocate("acc", DType::Float32, pick(1, 64), static_cast<MemoryScope>(pick(0, 1)), stmt(depth - 1));
-      case 5: return make_block({stmt(depth - 1), make_barrier(), make_block_reduce(static_cast<ReduceOp>(pick(0, 2)), "acc", DType::Float32)});
-      case 6: return make_for("b", 0, var("n"), ForKind::GPUBlock, stmt(depth - 1), static_cast<int>(pick(0, 2)));
-      default: return make_block({stmt(depth - 1), stmt(depth - 1)});
+      case 0:
+        return make_for("v" + std::to_string(depth), gen(DType::Int64, 1), gen(DType::Int64, 2),
+                        static_cast<ForKind>(pick(0, 1)), stmt(depth - 1));
+      case 1:
+        return make_for("g", 0, 8, ForKind::Unrolled, stmt(depth - 1));
+      case 2:
+        return make_let("t" + std::to_string(depth), gen(DType::Float64, 2), stmt(depth - 1));
+      case 3:
+        return make_if(gen(DType::Bool, 2), stmt(depth - 1), pick(0, 1) ? stmt(depth - 1) : Stmt());
+      case 4:
+        return make_allocate("acc", DType::Float32, pick(1, 64), static_cast<MemoryScope>(pick(0, 1)), stmt(depth - 1));
+      case 5:
+        return make_block({stmt(depth - 1), make_barrier(),
+                           make_block_reduce(static_cast<ReduceOp>(pick(0, 2)), "acc", DType::Float32)});
+      case 6:
+        return make_for("b", 0, var("n"), ForKind::GPUBlock, stmt(depth - 1), static_cast<int>(pick(0, 2)));
+      default:
+        return make_block({stmt(depth - 1), stmt(depth - 1)});
     }
   }
 
@@ -96,8 +118,9 @@ LoweredFunc fixed_func() {
               {"x", ParamKind::Buffer, DType::Float32, false},
               {"a", ParamKind::Scalar, DType::Float32, false},
               {"n", ParamKind::Scalar, DType::Int64, false}};
-  Stmt body = make_if(i < n, make_store("out", i, var("a", DType::Float32) * load(DType::Float32, "x", i) +
-                                                       make_float(0.5, DType::Float32)));
+  Stmt body = make_if(
+      i < n,
+      make_store("out", i, var("a", DType::Float32) * load(DType::Float32, "x", i) + make_float(0.5, DType::Float32)));
   f.body = make_for("b", 0, (n + 255) / 256, ForKind::GPUBlock,
                     make_for("t", 0, 256, ForKind::GPUThread, make_let("i", var("b") * 256 + var("t"), body)));
   f.grid[0] = (n + 255) / 256;
@@ -115,7 +138,9 @@ std::string bytes_of(const LoweredFunc& f) {
   serialize(f, s);
   return s;
 }
-Hash128 hash_of(const LoweredFunc& f) { return xxh3_128(bytes_of(f)); }
+Hash128 hash_of(const LoweredFunc& f) {
+  return xxh3_128(bytes_of(f));
+}
 
 TEST(Serialize, RandomRoundTrip) {
   auto rng = test::rng(11);
@@ -162,7 +187,7 @@ TEST(Serialize, FloatsByBits) {
   serialize(make_float(-0.0, DType::Float64), b);
   serialize(make_float(0.0, DType::Float32), c);
   EXPECT_NE(a, b);
-  EXPECT_NE(a, c);  // the dtype is part of the encoding
+  EXPECT_NE(a, c);                    // the dtype is part of the encoding
   EXPECT_EQ(a.size(), 1u + 1u + 8u);  // tag, dtype, IEEE bits
 }
 
@@ -210,8 +235,8 @@ TEST(Hash, ChildPrintsHash) {
 
 TEST(Hash, SameAcrossProcesses) {
   if (std::getenv("FLOW_HASH_CHILD")) GTEST_SKIP() << "child process";
-  const std::string cmd = "FLOW_HASH_CHILD=1 /proc/" + std::to_string(getpid()) +
-                          "/exe --gtest_filter=Hash.ChildPrintsHash 2>&1";
+  const std::string cmd =
+      "FLOW_HASH_CHILD=1 /proc/" + std::to_string(getpid()) + "/exe --gtest_filter=Hash.ChildPrintsHash 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;
@@ -244,8 +269,10 @@ TEST(Hash, ChangesWithEverySingleField) {
     return hash_of(f);
   }());
   const std::vector<std::pair<const char*, Edit>> edits = {
-      {"constant", [&](LoweredFunc& f) { f.body = body_with(a, make_float(0.25, DType::Float32), ForKind::GPUThread, "t", 256); }},
-      {"constant -0", [&](LoweredFunc& f) { f.body = body_with(a, make_float(-0.0, DType::Float32), ForKind::GPUThread, "t", 256); }},
+      {"constant",
+       [&](LoweredFunc& f) { f.body = body_with(a, make_float(0.25, DType::Float32), ForKind::GPUThread, "t", 256); }},
+      {"constant -0",
+       [&](LoweredFunc& f) { f.body = body_with(a, make_float(-0.0, DType::Float32), ForKind::GPUThread, "t", 256); }},
       {"constant dtype", [](LoweredFunc& f) { f.grid[1] = make_int(1, DType::Int32); }},
       {"for kind", [&](LoweredFunc& f) { f.body = body_with(a, half, ForKind::Serial, "t", 256); }},
       {"var name", [&](LoweredFunc& f) { f.body = body_with(a, half, ForKind::GPUThread, "u", 256); }},

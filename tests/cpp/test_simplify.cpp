@@ -14,10 +14,18 @@
 namespace flow::dsl {
 namespace {
 
-Expr i32(int64_t v) { return make_int(v, DType::Int32); }
-Expr f32(double v) { return make_float(v, DType::Float32); }
-Expr f64(double v) { return make_float(v, DType::Float64); }
-std::string S(const Expr& e) { return to_string(simplify(e)); }
+Expr i32(int64_t v) {
+  return make_int(v, DType::Int32);
+}
+Expr f32(double v) {
+  return make_float(v, DType::Float32);
+}
+Expr f64(double v) {
+  return make_float(v, DType::Float64);
+}
+std::string S(const Expr& e) {
+  return to_string(simplify(e));
+}
 
 TEST(Simplify, IntegerIdentities) {
   Expr x = var("x"), y = var("y");
@@ -127,7 +135,12 @@ TEST(Simplify, ConstantFoldingPerDType) {
   EXPECT_TRUE(is_const_int(simplify(call(Intrinsic::Abs, {i32(-5)})), 5));
   EXPECT_TRUE(is_const_int(simplify(-i32(std::numeric_limits<int32_t>::min())), std::numeric_limits<int32_t>::min()));
   EXPECT_EQ(*as_const_float(simplify(call(Intrinsic::Floor, {f32(-1.5)}))), -2.0);
-  EXPECT_EQ(*as_const_float(simplify(min(f32(nan), f32(1)))), 1.0);  // fmin semantics
+  // float min/max are torch.minimum/maximum: NaN propagates, -0 < +0
+  EXPECT_TRUE(std::isnan(*as_const_float(simplify(min(f32(1), f32(nan))))));
+  EXPECT_TRUE(std::isnan(*as_const_float(simplify(max(f64(nan), f64(1))))));
+  EXPECT_TRUE(std::signbit(*as_const_float(simplify(min(f32(0.0), f32(-0.0))))));
+  EXPECT_FALSE(std::signbit(*as_const_float(simplify(max(f64(-0.0), f64(0.0))))));
+  EXPECT_EQ(*as_const_float(simplify(max(f32(-1), f32(2)))), 2.0);
   EXPECT_TRUE(is_const_int(simplify(max(Expr(3), Expr(-4))), 3));
 }
 
@@ -209,34 +222,55 @@ struct Evaluator {
   std::map<std::string, int64_t> env;
   int64_t eval(const Expr& e) const {
     switch (e.kind()) {
-      case ExprKind::IntImm: return e.as<IntImm>()->value;
-      case ExprKind::Var: return env.at(e.as<Var>()->name);
+      case ExprKind::IntImm:
+        return e.as<IntImm>()->value;
+      case ExprKind::Var:
+        return env.at(e.as<Var>()->name);
       case ExprKind::Select: {
         const auto* s = e.as<Select>();
         return eval(s->cond) ? eval(s->true_value) : eval(s->false_value);
       }
-      case ExprKind::Not: return !eval(e.as<Not>()->a);
-      default: break;
+      case ExprKind::Not:
+        return !eval(e.as<Not>()->a);
+      default:
+        break;
     }
     const auto* b = static_cast<const BinaryNode*>(e.get());
     const int64_t x = eval(b->a), y = eval(b->b);
     switch (e.kind()) {
-      case ExprKind::Add: return x + y;
-      case ExprKind::Sub: return x - y;
-      case ExprKind::Mul: return x * y;
-      case ExprKind::Div: return x / y;
-      case ExprKind::Mod: return x % y;
-      case ExprKind::Min: return std::min(x, y);
-      case ExprKind::Max: return std::max(x, y);
-      case ExprKind::EQ: return x == y;
-      case ExprKind::NE: return x != y;
-      case ExprKind::LT: return x < y;
-      case ExprKind::LE: return x <= y;
-      case ExprKind::GT: return x > y;
-      case ExprKind::GE: return x >= y;
-      case ExprKind::And: return x && y;
-      case ExprKind::Or: return x || y;
-      default: ADD_FAILURE() << "unexpected node " << expr_kind_name(e.kind()); return 0;
+      case ExprKind::Add:
+        return x + y;
+      case ExprKind::Sub:
+        return x - y;
+      case ExprKind::Mul:
+        return x * y;
+      case ExprKind::Div:
+        return x / y;
+      case ExprKind::Mod:
+        return x % y;
+      case ExprKind::Min:
+        return std::min(x, y);
+      case ExprKind::Max:
+        return std::max(x, y);
+      case ExprKind::EQ:
+        return x == y;
+      case ExprKind::NE:
+        return x != y;
+      case ExprKind::LT:
+        return x < y;
+      case ExprKind::LE:
+        return x <= y;
+      case ExprKind::GT:
+        return x > y;
+      case ExprKind::GE:
+        return x >= y;
+      case ExprKind::And:
+        return x && y;
+      case ExprKind::Or:
+        return x || y;
+      default:
+        ADD_FAILURE() << "unexpected node " << expr_kind_name(e.kind());
+        return 0;
     }
   }
 };
@@ -253,27 +287,43 @@ class IndexGen {
   Expr gen(int depth) {
     if (depth == 0 || pick(0, 4) == 0) return leaf();
     switch (pick(0, 8)) {
-      case 0: return gen(depth - 1) + gen(depth - 1);
-      case 1: return gen(depth - 1) - gen(depth - 1);
-      case 2: return gen(depth - 1) * Expr(pick(-3, 8));  // scaled, as index math is
-      case 3: return gen(depth - 1) / Expr(pick(1, 9));
-      case 4: return gen(depth - 1) % Expr(pick(1, 9));
-      case 5: return min(gen(depth - 1), gen(depth - 1));
-      case 6: return max(gen(depth - 1), gen(depth - 1));
-      case 7: return select(cond(depth - 1), gen(depth - 1), gen(depth - 1));
-      default: return (gen(depth - 1) * Expr(pick(1, 8)) + gen(depth - 1)) / Expr(pick(1, 8));
+      case 0:
+        return gen(depth - 1) + gen(depth - 1);
+      case 1:
+        return gen(depth - 1) - gen(depth - 1);
+      case 2:
+        return gen(depth - 1) * Expr(pick(-3, 8));  // scaled, as index math is
+      case 3:
+        return gen(depth - 1) / Expr(pick(1, 9));
+      case 4:
+        return gen(depth - 1) % Expr(pick(1, 9));
+      case 5:
+        return min(gen(depth - 1), gen(depth - 1));
+      case 6:
+        return max(gen(depth - 1), gen(depth - 1));
+      case 7:
+        return select(cond(depth - 1), gen(depth - 1), gen(depth - 1));
+      default:
+        return (gen(depth - 1) * Expr(pick(1, 8)) + gen(depth - 1)) / Expr(pick(1, 8));
     }
   }
   Expr cond(int depth) {
     Expr a = gen(depth), b = gen(depth);
     switch (pick(0, 6)) {
-      case 0: return a < b;
-      case 1: return a <= b;
-      case 2: return a == b;
-      case 3: return a != b;
-      case 4: return a > b;
-      case 5: return !(a >= b);
-      default: return (a < b) && (b < Expr(pick(0, 50)));
+      case 0:
+        return a < b;
+      case 1:
+        return a <= b;
+      case 2:
+        return a == b;
+      case 3:
+        return a != b;
+      case 4:
+        return a > b;
+      case 5:
+        return !(a >= b);
+      default:
+        return (a < b) && (b < Expr(pick(0, 50)));
     }
   }
 

@@ -1,0 +1,78 @@
+"""flow: a kernel-generating JIT compiler for PyTorch-style models.
+
+``import flow as torch`` works for what flow implements: tensors, dtypes, creation ops, the
+elementwise math, reductions and softmax, views, ``flow.nn`` (Module, Parameter, functional), and
+``@flow.jit``, which traces a function or module into a graph and compiles it into fused kernels.
+Every op goes through one dispatcher (flow._dispatch): eager ops run a generated kernel compiled
+once per signature, traced ops are recorded into the graph.
+"""
+from . import _C
+from ._creation import (arange, as_tensor, empty, empty_like, from_numpy, full, full_like, is_tensor,  # noqa: F401
+                        manual_seed, ones, ones_like, rand, randint, randn, tensor, zeros, zeros_like)
+from ._dtype import Size, device  # noqa: F401
+from ._dtype import bfloat16, bool_ as bool, float16, float32, float64, int32, int64  # noqa: F401
+from ._dtype import dtype  # noqa: F401
+from ._errors import TraceError  # noqa: F401
+from ._jit import jit  # noqa: F401
+from ._ops import *  # noqa: F401,F403
+from ._ops import abs, pow, sum  # noqa: F401  (shadow the builtins on purpose, as torch does)
+from ._tensor import Tensor  # noqa: F401
+from . import nn  # noqa: F401,E402
+
+float = float32  # noqa: A001
+half = float16
+double = float64
+long = int64
+int = int32  # noqa: A001
+silu = nn.functional.silu
+gelu = nn.functional.gelu
+
+__version__ = "0.1.0"
+
+
+def cache_stats():
+    """The process-wide kernel-cache counters: memory_hits, disk_hits, misses, stores,
+    corrupt_entries, compile_seconds."""
+    return _C.cache_stats()
+
+
+def reset_cache_stats():
+    _C.reset_cache_stats()
+
+
+def cache_dir():
+    """The kernel cache directory ($FLOW_CACHE_DIR, else ~/.cache/flow/kernels; '' = memory only)."""
+    return _C.cache_dir()
+
+
+def launch_count():
+    """Kernels launched so far (eager and compiled), for tests of kernel counts."""
+    return _C.launch_count()
+
+
+def reset_launch_count():
+    _C.reset_launch_count()
+
+
+class no_grad:
+    """A no-op (flow has no autograd yet), usable as a context manager or decorator."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __call__(self, fn):
+        return fn
+
+
+inference_mode = no_grad
+
+
+def is_floating_point(input):
+    return input.dtype.is_floating_point
+
+
+def numel(input):
+    return input.numel()

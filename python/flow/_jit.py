@@ -1,0 +1,322 @@
+"""@flow.jit: trace a function or module once per guard key, compile the graph, run it.
+
+The first call with a new *guard key* traces: the function runs on tracer tensors (one per tensor
+argument, named after the argument), every op records into a ``_C.Graph``, and the returned
+tensors (a tensor, or nested tuples/lists/dicts of them) become the graph outputs. The graph is
+compiled by ``_C.compile`` for the strides of the actual arguments and run. Later calls with the
+same key run the compiled variant directly.
+
+Guard key: for each tensor argument its shape, dtype and strides (strides of size-1 dims do not
+matter); every non-tensor argument by type and value (Python control flow and scalars are
+specialized at trace time); the structure of the arguments; and ``module.training``. Tensors the
+function reads from outside its arguments (parameters, buffers, globals) are graph inputs bound to
+those Python objects at run time, so assigning new data of the same shape/dtype/layout to a
+parameter needs no recompile; a different shape, dtype or layout retraces.
+
+A call made while another trace is active (a jitted submodule or helper) is inlined into it.
+"""
+import functools
+import inspect
+
+from . import _C
+from ._dispatch import TraceContext, current_trace
+from ._errors import TraceError
+from ._tensor import Tensor
+
+__all__ = ["jit", "JitFunction"]
+
+
+# ---- pytrees (tuples, lists, dicts, namedtuples of leaves) -------------------------------------
+
+
+def _flatten(obj):
+    leaves = []
+
+    def rec(o):
+        if isinstance(o, Tensor):
+            leaves.append(o)
+            return "T"
+        t = type(o)
+        if t in (list, tuple):
+            return (t.__name__, tuple(rec(x) for x in o))
+        if isinstance(o, tuple) and hasattr(o, "_fields"):
+            return (t, tuple(rec(x) for x in o))
+        if t is dict:
+            keys = tuple(o.keys())
+            return ("dict", keys, tuple(rec(o[k]) for k in keys))
+        leaves.append(o)
+        return "V"
+
+    return leaves, rec(obj)
+
+
+def _unflatten(spec, leaves):
+    it = iter(leaves)
+
+    def rec(s):
+        if s in ("T", "V"):
+            return next(it)
+        if s[0] == "list":
+            return [rec(x) for x in s[1]]
+        if s[0] == "tuple":
+            return tuple(rec(x) for x in s[1])
+        if s[0] == "dict":
+            return {k: rec(x) for k, x in zip(s[1], s[2])}
+        return s[0](*[rec(x) for x in s[1]])  # namedtuple
+
+    return rec(spec)
+
+
+def _layout_key(c):
+    return tuple(-1 if n == 1 else s for n, s in zip(c.shape, c.strides))
+
+
+def _leaf_key(x):
+    if isinstance(x, Tensor):
+        if x._c is None:
+            raise TraceError("flow.jit: a traced tensor was passed to a jitted function outside its trace")
+        return ("T", tuple(x._c.shape), x._c.dtype, _layout_key(x._c))
+    try:
+        hash(x)
+        return ("V", type(x), x)
+    except TypeError:
+        return ("R", type(x), repr(x))
+
+
+# ---- compiled variants ---------------------------------------------------------------------------
+
+
+class _Variant:
+    def __init__(self, graph, exe, bindings, out_spec, out_leaves):
+        self.graph = graph
+        self.exe = exe
+        self.bindings = bindings  # per graph input: ("arg", flat index) | ("capture", Tensor)
+        self.out_spec = out_spec
+        self.out_leaves = out_leaves  # ("out", k) | ("input", binding index) | ("const", obj)
+        self.captured = [(t, tuple(t._c.shape), t._c.dtype, _layout_key(t._c))
+                         for kind, t in bindings if kind == "capture"]
+
+    def guards_ok(self):
+        for t, shape, dtype, layout in self.captured:
+            c = t._c
+            if c is None or tuple(c.shape) != shape or c.dtype != dtype or _layout_key(c) != layout:
+                return False
+        return True
+
+    def run(self, flat):
+        inputs = [flat[x]._c if kind == "arg" else x._c for kind, x in self.bindings]
+        outs = self.exe.run(inputs) if self.exe is not None else []
+        leaves = []
+        for kind, x in self.out_leaves:
+            if kind == "out":
+                leaves.append(Tensor._wrap(outs[x]))
+            elif kind == "input":
+                b_kind, b = self.bindings[x]
+                leaves.append(flat[b] if b_kind == "arg" else b)
+            else:
+                leaves.append(x)
+        return _unflatten(self.out_spec, leaves)
+
+
+class JitFunction:
+    """A traced-and-compiled callable. Call it like the original; ``explain()`` describes the
+    latest compiled variant; ``num_kernels`` / ``num_compiled`` count its kernels / the kernels
+    its compile produced (not found in the cache); ``num_traces`` counts traces."""
+
+    def __init__(self, fn, module=None, target="cpu", fuse=True, cuda_arch="sm_90"):
+        self._fn = fn
+        self._module = module
+        self._target = target
+        self._fuse = fuse
+        self._cuda_arch = cuda_arch
+        self._variants = {}
+        self._latest = None
+        self.num_traces = 0
+        try:
+            self._arg_names = list(inspect.signature(fn).parameters)
+        except (TypeError, ValueError):
+            self._arg_names = []
+        functools.update_wrapper(self, fn, updated=())
+
+    # The key of a call: argument structure and leaves, plus the module's training flag.
+    def _key(self, flat, spec):
+        mode = self._module.training if self._module is not None else None
+        return (spec, tuple(_leaf_key(x) for x in flat), mode)
+
+    def __call__(self, *args, **kwargs):
+        flat, spec = _flatten((args, kwargs))
+        if current_trace() is not None or any(isinstance(x, Tensor) and x._c is None for x in flat):
+            return self._fn(*args, **kwargs)  # inside another trace: inline
+        key = self._key(flat, spec)
+        v = self._variants.get(key)
+        if v is not None and not v.guards_ok():
+            del self._variants[key]
+            v = None
+        if v is None:
+            v = self._trace_and_compile(flat, spec)
+            self._variants[key] = v
+        self._latest = v
+        return v.run(flat)
+
+    def _input_name(self, spec, flat_index):
+        # Positional tensor arguments are named after the function's parameters where possible.
+        if spec[0] == "tuple":
+            args_spec = spec[1][0]
+            if flat_index < len(args_spec[1]) and all(s in ("T", "V") for s in args_spec[1][:flat_index + 1]):
+                names = [n for n in self._arg_names if n != "self"]
+                if flat_index < len(names):
+                    return names[flat_index]
+        return f"arg{flat_index}"
+
+    def _trace_and_compile(self, flat, spec):
+        ctx = TraceContext()
+        self.num_traces += 1
+        with ctx:
+            traced = []
+            for i, leaf in enumerate(flat):
+                if isinstance(leaf, Tensor):
+                    vid = ctx.add_arg(i, leaf.shape, leaf.dtype.name, self._input_name(spec, i))
+                    traced.append(Tensor._tracer(ctx, vid))
+                else:
+                    traced.append(leaf)
+            targs, tkwargs = _unflatten(spec, traced)
+            out = self._fn(*targs, **tkwargs)
+        out_flat, out_spec = _flatten(out)
+        input_vids = {}
+        for b, vid in enumerate(ctx.graph.inputs):
+            input_vids[vid] = b
+        out_leaves, marked = [], {}
+        for leaf in out_flat:
+            if isinstance(leaf, Tensor) and leaf._c is None:
+                if leaf._ctx is not ctx:
+                    raise TraceError("flow.jit: the function returned a tensor traced by another trace")
+                if leaf._vid in input_vids:
+                    out_leaves.append(("input", input_vids[leaf._vid]))
+                    continue
+                if leaf._vid not in marked:
+                    marked[leaf._vid] = len(marked)
+                    ctx.graph.mark_output(leaf._vid)
+                out_leaves.append(("out", marked[leaf._vid]))
+            else:
+                out_leaves.append(("const", leaf))
+        exe = None
+        if marked:
+            strides = [list((flat[x] if kind == "arg" else x)._c.strides) for kind, x in ctx.bindings]
+            exe = _C.compile(ctx.graph, strides, self._target, self._cuda_arch, self._fuse)
+        return _Variant(ctx.graph, exe, list(ctx.bindings), out_spec, out_leaves)
+
+    # ---- introspection ------------------------------------------------------------------------
+
+    def _require_latest(self):
+        if self._latest is None:
+            raise RuntimeError("flow.jit: nothing compiled yet; call the function first")
+        return self._latest
+
+    def explain(self, with_source=True):
+        """Graph, fusion groups, rejected merges, kernels and generated source of the latest
+        compiled variant (a string)."""
+        v = self._require_latest()
+        if v.exe is None:
+            return "flow.jit: the traced function computes nothing (no tensor outputs)\n" + v.graph.to_string()
+        return v.exe.explain(with_source)
+
+    @property
+    def graph(self):
+        return self._require_latest().graph
+
+    @property
+    def executable(self):
+        return self._require_latest().exe
+
+    @property
+    def num_kernels(self):
+        v = self._require_latest()
+        return v.exe.num_kernels if v.exe is not None else 0
+
+    @property
+    def num_compiled(self):
+        v = self._require_latest()
+        return v.exe.num_compiled if v.exe is not None else 0
+
+    @property
+    def num_variants(self):
+        return len(self._variants)
+
+    def reset(self):
+        """Forgets every compiled variant (the kernel cache is untouched)."""
+        self._variants.clear()
+        self._latest = None
+
+
+class JitModule:
+    """A jitted module instance: calls run the compiled forward; other attributes are the module's."""
+
+    def __init__(self, module, **opts):
+        object.__setattr__(self, "_module", module)
+        object.__setattr__(self, "_jit", JitFunction(module.forward, module=module, **opts))
+
+    def __call__(self, *args, **kwargs):
+        return self._jit(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(object.__getattribute__(self, "_module"), name)
+
+    def __setattr__(self, name, value):
+        setattr(self._module, name, value)
+
+    def explain(self, with_source=True):
+        return self._jit.explain(with_source)
+
+    num_kernels = property(lambda self: self._jit.num_kernels)
+    num_compiled = property(lambda self: self._jit.num_compiled)
+    num_traces = property(lambda self: self._jit.num_traces)
+    num_variants = property(lambda self: self._jit.num_variants)
+
+    def __repr__(self):
+        return f"flow.jit({self._module!r})"
+
+
+def _jit_module_class(cls, opts):
+    def _flow_jit(self):
+        j = self.__dict__.get("_flow_jit_fn")
+        if j is None:
+            j = JitFunction(self.forward, module=self, **opts)
+            object.__setattr__(self, "_flow_jit_fn", j)
+        return j
+
+    def __call__(self, *args, **kwargs):
+        return _flow_jit(self)(*args, **kwargs)
+
+    def explain(self, with_source=True):
+        return _flow_jit(self).explain(with_source)
+
+    ns = {
+        "__call__": __call__,
+        "explain": explain,
+        "num_kernels": property(lambda self: _flow_jit(self).num_kernels),
+        "num_compiled": property(lambda self: _flow_jit(self).num_compiled),
+        "num_traces": property(lambda self: _flow_jit(self).num_traces),
+        "num_variants": property(lambda self: _flow_jit(self).num_variants),
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+        "__doc__": cls.__doc__,
+    }
+    return type(cls.__name__, (cls,), ns)
+
+
+def jit(obj=None, *, target="cpu", fuse=True, cuda_arch="sm_90"):
+    """Compile a function, an nn.Module subclass or an nn.Module instance (see the module doc)."""
+    opts = {"target": target, "fuse": fuse, "cuda_arch": cuda_arch}
+    if obj is None:
+        return lambda o: jit(o, **opts)
+    from .nn.modules import Module
+
+    if isinstance(obj, type):
+        if issubclass(obj, Module):
+            return _jit_module_class(obj, opts)
+        raise TypeError(f"flow.jit: can decorate a function or an nn.Module subclass, not class {obj.__name__}")
+    if isinstance(obj, Module):
+        return JitModule(obj, **opts)
+    if callable(obj):
+        return JitFunction(obj, **opts)
+    raise TypeError(f"flow.jit: expected a function or an nn.Module, got {type(obj).__name__}")
