@@ -142,14 +142,9 @@ Expr GroupValues::compute_node(int node) {
   const OpDef& def = lookup_op(n.op);
   if (def.pattern != OpPattern::Elementwise || !def.compute)
     throw std::logic_error("op '" + n.op + "' has no elementwise definition");
-  OpContext ctx;
-  ctx.attrs = &n.attrs;
+  const OpContext ctx = make_op_context(*ki_.graph, n);
   std::vector<Expr> in;
-  for (int v : n.inputs) {
-    ctx.inputs.push_back(ki_.graph->value(v).type);
-    in.push_back(value(v));
-  }
-  for (int v : n.outputs) ctx.outputs.push_back(ki_.graph->value(v).type);
+  for (int v : n.inputs) in.push_back(value(v));
   const DType out = ctx.outputs.at(0).dtype;
   Expr e = def.compute(in, ctx);
   if (e.type() != compute_dtype(out))

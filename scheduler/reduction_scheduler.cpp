@@ -28,8 +28,8 @@ ReductionInfo reduction_info(const Graph& g, int node) {
   const Node& n = g.node(node);
   const OpDef& def = lookup_op(n.op);
   if (!def.reduce) throw std::logic_error("op '" + n.op + "' has no reduce spec");
-  const DType in = g.value(n.inputs[0]).type.dtype;
-  return {def.reduce->op, def.reduce->mean, def.reduce->acc_dtype ? def.reduce->acc_dtype(in) : compute_dtype(in)};
+  const DType out = g.value(n.outputs[0]).type.dtype;
+  return {def.reduce->op, def.reduce->mean, def.reduce->acc_dtype ? def.reduce->acc_dtype(out) : compute_dtype(out)};
 }
 
 bool is_reduction_node(const Graph& g, int node) { return lookup_op(g.node(node).op).pattern == OpPattern::Reduction; }
@@ -158,7 +158,7 @@ class ReductionScheduler final : public Scheduler {
         StmtList body;
         gv.kept_idx = kept_idx;
         gv.begin_body(&body);
-        const Expr x = cast(info.acc, gv.value(in));
+        const Expr x = cast(info.acc, cast(g.value(out).type.dtype, gv.value(in)));
         const Expr lane = simd ? var("l") : make_int(0);
         body.add(make_store(acc, lane, reduce_combine(info.op, load(info.acc, acc, lane), x)));
         return body.build();
@@ -257,7 +257,7 @@ class ReductionScheduler final : public Scheduler {
       scope.allocate(acc, info.acc, 1, MemoryScope::Local);
       scope.add(make_store(acc, make_int(0), reduce_identity(info.op, info.acc)));
       scope.add(strided([&](StmtList& body) {
-        const Expr x = cast(info.acc, gv.value(in));
+        const Expr x = cast(info.acc, cast(g.value(out).type.dtype, gv.value(in)));
         body.add(make_store(acc, make_int(0), reduce_combine(info.op, load(info.acc, acc, make_int(0)), x)));
       }));
       scope.add(make_block_reduce(info.op, acc, info.acc));

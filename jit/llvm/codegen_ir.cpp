@@ -3,8 +3,8 @@
 //    min + extent with the bound computed once before the loop) so LLVM's loop vectorizer widens
 //    them. Innermost loops that store to no Local allocation and call no libm function (float64
 //    transcendentals, pow, fmod: these stay scalar calls) carry llvm.loop.vectorize.enable.
-//  - Vectorized loops with a constant extent W (<= 64) whose body is only Let/Store/Block are
-//    emitted as explicit W-lane vector code: the loop variable is <min, min+1, ...>, every value
+//  - Vectorized loops with a constant extent W (<= 64) whose lanes are independent (see
+//    vectorizable_loop) are emitted as explicit W-lane vector code: the loop variable is <min, min+1, ...>, every value
 //    that depends on it is a <W x T> vector, a load/store whose index is `uniform + lane` is one
 //    vector access, any other lane-varying index a per-lane gather/scatter. Otherwise (or for a
 //    body with control flow) they are fully unrolled, as Unrolled loops are.
@@ -46,7 +46,9 @@ using dsl::StmtKind;
 using llvm::Type;
 using llvm::Value;
 
-[[noreturn]] void fail(const std::string& msg) { throw std::runtime_error("llvm backend: " + msg); }
+[[noreturn]] void fail(const std::string& msg) {
+  throw std::runtime_error("llvm backend: " + msg);
+}
 
 constexpr int64_t kNotAffine = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMaxVectorWidth = 64;
@@ -58,8 +60,11 @@ void for_each_child(const dsl::Expr& e, const std::function<void(const dsl::Expr
   switch (e.kind()) {
     case ExprKind::IntImm:
     case ExprKind::FloatImm:
-    case ExprKind::Var: return;
-    case ExprKind::Cast: fn(e.as<dsl::Cast>()->value); return;
+    case ExprKind::Var:
+      return;
+    case ExprKind::Cast:
+      fn(e.as<dsl::Cast>()->value);
+      return;
 #define FLOW_X(name) case ExprKind::name:
       FLOW_FOR_EACH_BINARY(FLOW_X)
 #undef FLOW_X
@@ -69,7 +74,9 @@ void for_each_child(const dsl::Expr& e, const std::function<void(const dsl::Expr
         fn(op->b);
         return;
       }
-    case ExprKind::Not: fn(e.as<dsl::Not>()->a); return;
+    case ExprKind::Not:
+      fn(e.as<dsl::Not>()->a);
+      return;
     case ExprKind::Select: {
       const auto* op = e.as<dsl::Select>();
       fn(op->cond);
@@ -77,7 +84,9 @@ void for_each_child(const dsl::Expr& e, const std::function<void(const dsl::Expr
       fn(op->false_value);
       return;
     }
-    case ExprKind::Load: fn(e.as<dsl::Load>()->index); return;
+    case ExprKind::Load:
+      fn(e.as<dsl::Load>()->index);
+      return;
     case ExprKind::Call:
       for (const dsl::Expr& a : e.as<dsl::Call>()->args) fn(a);
       return;
@@ -96,21 +105,28 @@ void unconditional_loads(const dsl::Expr& e, std::vector<dsl::Expr>& out) {
 
 void for_each_substmt(const dsl::Stmt& s, const std::function<void(const dsl::Stmt&)>& fn) {
   switch (s.kind()) {
-    case StmtKind::For: fn(s.as<dsl::For>()->body); return;
-    case StmtKind::LetStmt: fn(s.as<dsl::LetStmt>()->body); return;
+    case StmtKind::For:
+      fn(s.as<dsl::For>()->body);
+      return;
+    case StmtKind::LetStmt:
+      fn(s.as<dsl::LetStmt>()->body);
+      return;
     case StmtKind::IfThenElse: {
       const auto* op = s.as<dsl::IfThenElse>();
       fn(op->then_case);
       if (op->else_case.defined()) fn(op->else_case);
       return;
     }
-    case StmtKind::Allocate: fn(s.as<dsl::Allocate>()->body); return;
+    case StmtKind::Allocate:
+      fn(s.as<dsl::Allocate>()->body);
+      return;
     case StmtKind::Block:
       for (const dsl::Stmt& c : s.as<dsl::Block>()->stmts) fn(c);
       return;
     case StmtKind::Store:
     case StmtKind::Barrier:
-    case StmtKind::BlockReduce: return;
+    case StmtKind::BlockReduce:
+      return;
   }
 }
 
@@ -263,7 +279,9 @@ class Codegen {
   }
   bool speculatable(const dsl::Expr& e) const;
   bool needs_branches(const dsl::Expr& e) const;
-  bool vectorizable(const dsl::Stmt& s);
+  bool vectorizable_loop(const dsl::For* op);
+  bool vectorizable(const dsl::Stmt& s, std::map<std::string, std::vector<dsl::Expr>>& stores,
+                    std::map<std::string, std::vector<dsl::Expr>>& loads);
 
   Value* as_i64(Value* v) { return b_.CreateSExtOrTrunc(v, b_.getInt64Ty()); }
   Value* splat(Value* v) {
@@ -303,8 +321,8 @@ bool Codegen::speculatable(const dsl::Expr& e) const {
   if (const auto* ld = e.as<dsl::Load>()) {
     auto it = bufs_.find(ld->buffer);
     const bool local = it != bufs_.end() && it->second.local;
-    if (!local && std::none_of(safe_loads_.begin(), safe_loads_.end(),
-                               [&](const dsl::Expr& s) { return dsl::equal(s, e); })) {
+    if (!local &&
+        std::none_of(safe_loads_.begin(), safe_loads_.end(), [&](const dsl::Expr& s) { return dsl::equal(s, e); })) {
       return false;
     }
   }
@@ -325,31 +343,65 @@ bool Codegen::needs_branches(const dsl::Expr& e) const {
   return found;
 }
 
-// A body the explicit vector lowering handles: straight-line Let/Store/Block, no guarded loads.
-bool Codegen::vectorizable(const dsl::Stmt& s) {
+// Whether `op` (a Vectorized loop) can run as explicit SIMD lanes with the serial loop's meaning:
+// a straight-line Let/Store/Block body without guarded loads, where every buffer the body stores to
+// is accessed (loaded and stored) at one index expression that is affine in the lane with a
+// non-zero stride. Then lane k touches only its own elements of written buffers, so running the
+// statements lane-parallel is the same as running the iterations in order. Anything else (a
+// uniform-index accumulation, a cross-lane read, control flow) is unrolled instead.
+bool Codegen::vectorizable_loop(const dsl::For* op) {
+  lane_var_ = op->var;
+  lane_strides_.clear();
+  std::map<std::string, std::vector<dsl::Expr>> stores, loads;
+  bool ok = vectorizable(op->body, stores, loads);
+  for (const auto& [name, idx] : stores) {
+    if (!ok) break;
+    auto same = [&](const dsl::Expr& e) { return dsl::equal(e, idx[0]); };
+    ok = std::all_of(idx.begin(), idx.end(), same) && std::all_of(loads[name].begin(), loads[name].end(), same);
+  }
+  lane_var_.clear();
+  lane_strides_.clear();
+  return ok;
+}
+
+bool Codegen::vectorizable(const dsl::Stmt& s, std::map<std::string, std::vector<dsl::Expr>>& stores,
+                           std::map<std::string, std::vector<dsl::Expr>>& loads) {
+  std::function<void(const dsl::Expr&)> collect = [&](const dsl::Expr& e) {
+    if (const auto* ld = e.as<dsl::Load>()) loads[ld->buffer].push_back(ld->index);
+    for_each_child(e, collect);
+  };
   switch (s.kind()) {
     case StmtKind::Store: {
       const auto* op = s.as<dsl::Store>();
       set_root({&op->index, &op->value});
-      return !needs_branches(op->index) && !needs_branches(op->value);
+      const int64_t stride = lane_stride(op->index);
+      if (stride == 0 || stride == kNotAffine || needs_branches(op->index) || needs_branches(op->value)) return false;
+      stores[op->buffer].push_back(op->index);
+      collect(op->index);
+      collect(op->value);
+      return true;
     }
     case StmtKind::LetStmt: {
       const auto* op = s.as<dsl::LetStmt>();
       set_root({&op->value});
-      return !needs_branches(op->value) && vectorizable(op->body);
+      if (needs_branches(op->value)) return false;
+      collect(op->value);
+      ScopedBinding<std::map<std::string, int64_t>> bind(lane_strides_, op->name, lane_stride(op->value));
+      return vectorizable(op->body, stores, loads);
     }
     case StmtKind::Block:
       for (const dsl::Stmt& c : s.as<dsl::Block>()->stmts) {
-        if (!vectorizable(c)) return false;
+        if (!vectorizable(c, stores, loads)) return false;
       }
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
 llvm::Function* Codegen::new_function(const std::string& name, llvm::FunctionType* ty, bool internal) {
-  auto* fn = llvm::Function::Create(
-      ty, internal ? llvm::Function::InternalLinkage : llvm::Function::ExternalLinkage, name, mod_);
+  auto* fn = llvm::Function::Create(ty, internal ? llvm::Function::InternalLinkage : llvm::Function::ExternalLinkage,
+                                    name, mod_);
   fn->addFnAttr(llvm::Attribute::NoUnwind);
   if (!opt_.cpu.empty()) fn->addFnAttr("target-cpu", opt_.cpu);
   if (!opt_.features.empty()) fn->addFnAttr("target-features", opt_.features);
@@ -371,7 +423,8 @@ void Codegen::run() {
   for (size_t i = 0; i < f_.params.size(); ++i) {
     const dsl::Param& p = f_.params[i];
     if (!names.insert(p.name).second) fail("duplicate param '" + p.name + "' in kernel '" + f_.name + "'");
-    Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), b_.CreateBitCast(args, b_.getInt64Ty()->getPointerTo()), i);
+    Value* slot =
+        b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), b_.CreateBitCast(args, b_.getInt64Ty()->getPointerTo()), i);
     if (p.kind == dsl::ParamKind::Buffer) {
       Type* st = storage_type(ctx_, p.dtype);
       Value* raw = b_.CreateAlignedLoad(i8p, b_.CreateBitCast(slot, i8p->getPointerTo()), llvm::Align(8), p.name);
@@ -417,7 +470,8 @@ llvm::Function* Codegen::emit_region(const std::string& name, const std::vector<
     llvm::Argument* a = fn->getArg(static_cast<unsigned>(i));
     a->setName(caps[i].name);
     if (caps[i].is_buffer) {
-      if (opt_.noalias_buffers && !caps[i].buf.local) fn->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::NoAlias);
+      if (opt_.noalias_buffers && !caps[i].buf.local)
+        fn->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::NoAlias);
       bufs_[caps[i].name] = {a, caps[i].buf.dtype, caps[i].buf.local};
     } else {
       vars_[caps[i].name] = a;
@@ -464,8 +518,12 @@ llvm::MDNode* Codegen::vectorize_md() {
 void Codegen::emit(const dsl::Stmt& s) {
   if (!s.defined()) return;
   switch (s.kind()) {
-    case StmtKind::For: emit_for(s.as<dsl::For>()); return;
-    case StmtKind::Store: emit_store(s.as<dsl::Store>()); return;
+    case StmtKind::For:
+      emit_for(s.as<dsl::For>());
+      return;
+    case StmtKind::Store:
+      emit_store(s.as<dsl::Store>());
+      return;
     case StmtKind::LetStmt: {
       const auto* op = s.as<dsl::LetStmt>();
       set_root({&op->value});
@@ -477,10 +535,16 @@ void Codegen::emit(const dsl::Stmt& s) {
       emit(op->body);
       return;
     }
-    case StmtKind::IfThenElse: emit_if(s.as<dsl::IfThenElse>()); return;
-    case StmtKind::Allocate: emit_allocate(s.as<dsl::Allocate>()); return;
-    case StmtKind::Barrier: cuda_only("barrier");
-    case StmtKind::BlockReduce: cuda_only("block_reduce");
+    case StmtKind::IfThenElse:
+      emit_if(s.as<dsl::IfThenElse>());
+      return;
+    case StmtKind::Allocate:
+      emit_allocate(s.as<dsl::Allocate>());
+      return;
+    case StmtKind::Barrier:
+      cuda_only("barrier");
+    case StmtKind::BlockReduce:
+      cuda_only("block_reduce");
     case StmtKind::Block:
       for (const dsl::Stmt& c : s.as<dsl::Block>()->stmts) emit(c);
       return;
@@ -490,13 +554,15 @@ void Codegen::emit(const dsl::Stmt& s) {
 void Codegen::emit_for(const dsl::For* op) {
   const std::optional<int64_t> extent = const_int(op->extent);
   switch (op->kind) {
-    case dsl::ForKind::GPUBlock: cuda_only("gpu_block loop");
-    case dsl::ForKind::GPUThread: cuda_only("gpu_thread loop");
+    case dsl::ForKind::GPUBlock:
+      cuda_only("gpu_block loop");
+    case dsl::ForKind::GPUThread:
+      cuda_only("gpu_thread loop");
     case dsl::ForKind::Parallel:
       if (!in_parallel_ && lane_width_ == 0) return emit_parallel(op);
       return emit_serial(op);  // nested parallelism runs serially
     case dsl::ForKind::Vectorized:
-      if (extent && *extent > 1 && *extent <= kMaxVectorWidth && lane_width_ == 0 && vectorizable(op->body)) {
+      if (extent && *extent > 1 && *extent <= kMaxVectorWidth && lane_width_ == 0 && vectorizable_loop(op)) {
         return emit_vector(op, *extent);
       }
       if (extent && *extent <= kMaxUnroll) return emit_unrolled(op, *extent);
@@ -504,7 +570,8 @@ void Codegen::emit_for(const dsl::For* op) {
     case dsl::ForKind::Unrolled:
       if (extent && *extent <= kMaxUnroll) return emit_unrolled(op, *extent);
       return emit_serial(op);
-    case dsl::ForKind::Serial: return emit_serial(op);
+    case dsl::ForKind::Serial:
+      return emit_serial(op);
   }
 }
 
@@ -645,8 +712,8 @@ Value* Codegen::element_ptr(const BufInfo& buf, Value* index) {
 void Codegen::emit_store(const dsl::Store* op) {
   const BufInfo& buf = buffer(op->buffer);
   if (op->value.type() != buf.dtype) {
-    fail("store of a " + std::string(dsl::dtype_name(op->value.type())) + " value into " +
-         dsl::dtype_name(buf.dtype) + " buffer '" + op->buffer + "'");
+    fail("store of a " + std::string(dsl::dtype_name(op->value.type())) + " value into " + dsl::dtype_name(buf.dtype) +
+         " buffer '" + op->buffer + "'");
   }
   set_root({&op->index, &op->value});
   Value* v = expr(op->value);
@@ -715,7 +782,8 @@ int64_t Codegen::lane_stride(const dsl::Expr& e) const {
   };
   switch (e.kind()) {
     case ExprKind::IntImm:
-    case ExprKind::FloatImm: return 0;
+    case ExprKind::FloatImm:
+      return 0;
     case ExprKind::Var: {
       const std::string& name = e.as<dsl::Var>()->name;
       if (name == lane_var_) return 1;
@@ -755,7 +823,8 @@ Value* Codegen::expr(const dsl::Expr& e) {
     case ExprKind::IntImm:
       return llvm::ConstantInt::get(register_type(ctx_, e.type()), static_cast<uint64_t>(e.as<dsl::IntImm>()->value),
                                     true);
-    case ExprKind::FloatImm: return llvm::ConstantFP::get(register_type(ctx_, e.type()), e.as<dsl::FloatImm>()->value);
+    case ExprKind::FloatImm:
+      return llvm::ConstantFP::get(register_type(ctx_, e.type()), e.as<dsl::FloatImm>()->value);
     case ExprKind::Var: {
       const std::string& name = e.as<dsl::Var>()->name;
       auto it = vars_.find(name);
@@ -770,10 +839,14 @@ Value* Codegen::expr(const dsl::Expr& e) {
       FLOW_FOR_EACH_BINARY(FLOW_X)
 #undef FLOW_X
       return emit_binary(static_cast<const dsl::BinaryNode*>(e.get()), e.kind());
-    case ExprKind::Not: return b_.CreateNot(expr(e.as<dsl::Not>()->a));
-    case ExprKind::Select: return emit_select(e.as<dsl::Select>());
-    case ExprKind::Load: return emit_load(e.as<dsl::Load>());
-    case ExprKind::Call: return emit_call(e.as<dsl::Call>());
+    case ExprKind::Not:
+      return b_.CreateNot(expr(e.as<dsl::Not>()->a));
+    case ExprKind::Select:
+      return emit_select(e.as<dsl::Select>());
+    case ExprKind::Load:
+      return emit_load(e.as<dsl::Load>());
+    case ExprKind::Call:
+      return emit_call(e.as<dsl::Call>());
   }
   fail("invalid expression kind");
 }
@@ -789,26 +862,40 @@ Value* Codegen::emit_binary(const dsl::BinaryNode* op, ExprKind kind) {
   const bool fl = dsl::is_floating(t);
   const bool sign = t != DType::Bool;
   switch (kind) {
-    case ExprKind::Add: return fl ? b_.CreateFAdd(a, b) : b_.CreateAdd(a, b);
-    case ExprKind::Sub: return fl ? b_.CreateFSub(a, b) : b_.CreateSub(a, b);
-    case ExprKind::Mul: return fl ? b_.CreateFMul(a, b) : b_.CreateMul(a, b);
-    case ExprKind::Div: return fl ? b_.CreateFDiv(a, b) : int_div(a, b, false);
-    case ExprKind::Mod: return fl ? b_.CreateFRem(a, b) : int_div(a, b, true);
+    case ExprKind::Add:
+      return fl ? b_.CreateFAdd(a, b) : b_.CreateAdd(a, b);
+    case ExprKind::Sub:
+      return fl ? b_.CreateFSub(a, b) : b_.CreateSub(a, b);
+    case ExprKind::Mul:
+      return fl ? b_.CreateFMul(a, b) : b_.CreateMul(a, b);
+    case ExprKind::Div:
+      return fl ? b_.CreateFDiv(a, b) : int_div(a, b, false);
+    case ExprKind::Mod:
+      return fl ? b_.CreateFRem(a, b) : int_div(a, b, true);
     case ExprKind::Min:
       if (fl) return float_minmax(a, b, false);
       return b_.CreateSelect(sign ? b_.CreateICmpSLT(a, b) : b_.CreateICmpULT(a, b), a, b);
     case ExprKind::Max:
       if (fl) return float_minmax(a, b, true);
       return b_.CreateSelect(sign ? b_.CreateICmpSGT(a, b) : b_.CreateICmpUGT(a, b), a, b);
-    case ExprKind::EQ: return fl ? b_.CreateFCmpOEQ(a, b) : b_.CreateICmpEQ(a, b);
-    case ExprKind::NE: return fl ? b_.CreateFCmpUNE(a, b) : b_.CreateICmpNE(a, b);
-    case ExprKind::LT: return fl ? b_.CreateFCmpOLT(a, b) : sign ? b_.CreateICmpSLT(a, b) : b_.CreateICmpULT(a, b);
-    case ExprKind::LE: return fl ? b_.CreateFCmpOLE(a, b) : sign ? b_.CreateICmpSLE(a, b) : b_.CreateICmpULE(a, b);
-    case ExprKind::GT: return fl ? b_.CreateFCmpOGT(a, b) : sign ? b_.CreateICmpSGT(a, b) : b_.CreateICmpUGT(a, b);
-    case ExprKind::GE: return fl ? b_.CreateFCmpOGE(a, b) : sign ? b_.CreateICmpSGE(a, b) : b_.CreateICmpUGE(a, b);
-    case ExprKind::And: return b_.CreateAnd(a, b);
-    case ExprKind::Or: return b_.CreateOr(a, b);
-    default: fail("invalid binary expression kind");
+    case ExprKind::EQ:
+      return fl ? b_.CreateFCmpOEQ(a, b) : b_.CreateICmpEQ(a, b);
+    case ExprKind::NE:
+      return fl ? b_.CreateFCmpUNE(a, b) : b_.CreateICmpNE(a, b);
+    case ExprKind::LT:
+      return fl ? b_.CreateFCmpOLT(a, b) : sign ? b_.CreateICmpSLT(a, b) : b_.CreateICmpULT(a, b);
+    case ExprKind::LE:
+      return fl ? b_.CreateFCmpOLE(a, b) : sign ? b_.CreateICmpSLE(a, b) : b_.CreateICmpULE(a, b);
+    case ExprKind::GT:
+      return fl ? b_.CreateFCmpOGT(a, b) : sign ? b_.CreateICmpSGT(a, b) : b_.CreateICmpUGT(a, b);
+    case ExprKind::GE:
+      return fl ? b_.CreateFCmpOGE(a, b) : sign ? b_.CreateICmpSGE(a, b) : b_.CreateICmpUGE(a, b);
+    case ExprKind::And:
+      return b_.CreateAnd(a, b);
+    case ExprKind::Or:
+      return b_.CreateOr(a, b);
+    default:
+      fail("invalid binary expression kind");
   }
 }
 
@@ -871,8 +958,8 @@ Value* Codegen::emit_select(const dsl::Select* op) {
 Value* Codegen::emit_load(const dsl::Load* op) {
   const BufInfo& buf = buffer(op->buffer);
   if (op->type != buf.dtype) {
-    fail("load of " + std::string(dsl::dtype_name(op->type)) + " from " + dsl::dtype_name(buf.dtype) +
-         " buffer '" + op->buffer + "'");
+    fail("load of " + std::string(dsl::dtype_name(op->type)) + " from " + dsl::dtype_name(buf.dtype) + " buffer '" +
+         op->buffer + "'");
   }
   Type* st = storage_type(ctx_, buf.dtype);
   const llvm::Align align(static_cast<uint64_t>(dsl::dtype_size(buf.dtype)));
@@ -911,7 +998,8 @@ Value* Codegen::float_minmax(Value* a, Value* b, bool is_max) {
   Value* r = b_.CreateSelect(pick_a, a, b);
   // Equal operands: only +-0 differ; and-ing the bits prefers +0 (max), or-ing prefers -0 (min).
   Type* ity = a->getType()->getScalarType()->isFloatTy() ? b_.getInt32Ty() : b_.getInt64Ty();
-  if (auto* vt = llvm::dyn_cast<llvm::VectorType>(a->getType())) ity = llvm::VectorType::get(ity, vt->getElementCount());
+  if (auto* vt = llvm::dyn_cast<llvm::VectorType>(a->getType()))
+    ity = llvm::VectorType::get(ity, vt->getElementCount());
   Value* ab = b_.CreateBitCast(a, ity);
   Value* bb = b_.CreateBitCast(b, ity);
   Value* zero_fix = b_.CreateBitCast(is_max ? b_.CreateAnd(ab, bb) : b_.CreateOr(ab, bb), a->getType());
@@ -946,31 +1034,45 @@ Value* Codegen::emit_call(const dsl::Call* op) {
     if (!fl) fail(std::string(dsl::intrinsic_name(op->func)) + " needs a floating argument");
   };
   switch (op->func) {
-    case dsl::Intrinsic::Neg: return fl ? b_.CreateFNeg(x) : b_.CreateNeg(x);
+    case dsl::Intrinsic::Neg:
+      return fl ? b_.CreateFNeg(x) : b_.CreateNeg(x);
     case dsl::Intrinsic::Abs:
       if (fl) return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
       return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b_.getFalse());
-    case dsl::Intrinsic::Exp: need_float(); return f32 ? exp_f32(b_, x) : b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x);
-    case dsl::Intrinsic::Log: need_float(); return f32 ? log_f32(b_, x) : b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, x);
-    case dsl::Intrinsic::Sqrt: need_float(); return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
+    case dsl::Intrinsic::Exp:
+      need_float();
+      return f32 ? exp_f32(b_, x) : b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x);
+    case dsl::Intrinsic::Log:
+      need_float();
+      return f32 ? log_f32(b_, x) : b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, x);
+    case dsl::Intrinsic::Sqrt:
+      need_float();
+      return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
     case dsl::Intrinsic::Rsqrt: {
       // float32: 1 / sqrt in double, rounded once (what the interpreter computes; sqrtf then a float
       // division would round twice, up to 1.5 ulp).
       need_float();
       Value* xd = f32 ? b_.CreateFPExt(x, with_scalar(x->getType(), b_.getDoubleTy())) : x;
-      Value* r = b_.CreateFDiv(llvm::ConstantFP::get(xd->getType(), 1.0), b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, xd));
+      Value* r =
+          b_.CreateFDiv(llvm::ConstantFP::get(xd->getType(), 1.0), b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, xd));
       return f32 ? b_.CreateFPTrunc(r, x->getType()) : r;
     }
-    case dsl::Intrinsic::Tanh: need_float(); return f32 ? tanh_f32(b_, x) : libm_call("tanh", x);
-    case dsl::Intrinsic::Erf: need_float(); return f32 ? erf_f32(b_, x) : libm_call("erf", x);
+    case dsl::Intrinsic::Tanh:
+      need_float();
+      return f32 ? tanh_f32(b_, x) : libm_call("tanh", x);
+    case dsl::Intrinsic::Erf:
+      need_float();
+      return f32 ? erf_f32(b_, x) : libm_call("erf", x);
     case dsl::Intrinsic::Pow: {
       need_float();
       Value* y = expr(op->args[1]);
       unify(x, y);
       return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);
     }
-    case dsl::Intrinsic::Floor: return fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x) : x;
-    case dsl::Intrinsic::Ceil: return fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, x) : x;
+    case dsl::Intrinsic::Floor:
+      return fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x) : x;
+    case dsl::Intrinsic::Ceil:
+      return fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, x) : x;
     case dsl::Intrinsic::IsNan:
       if (fl) return b_.CreateFCmpUNO(x, x);
       return b_.CreateICmpNE(x, x);  // integers are never NaN (folds to false)

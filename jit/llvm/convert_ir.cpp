@@ -23,7 +23,9 @@ Type* shaped(Type* elem, Type* like) {
   if (auto* vt = llvm::dyn_cast<llvm::VectorType>(like)) return llvm::VectorType::get(elem, vt->getElementCount());
   return elem;
 }
-Value* ic(Type* ty, uint64_t v) { return llvm::ConstantInt::get(ty, v); }
+Value* ic(Type* ty, uint64_t v) {
+  return llvm::ConstantInt::get(ty, v);
+}
 
 struct FloatFormat {
   int bits, exp_bits, mant_bits, bias;
@@ -58,8 +60,8 @@ Value* round_to_half(IRBuilderBase& b, Value* v, const FloatFormat& s, const Flo
   Value* nan = b.CreateOr(payload, ic(ity, inf_d));
   // Subnormal (or zero) result: one float add rounds at the right bit.
   Value* magic_f = b.CreateBitCast(ic(ity, magic), v->getType());
-  Value* sub = b.CreateSub(b.CreateBitCast(b.CreateFAdd(b.CreateBitCast(abs, v->getType()), magic_f), ity),
-                           ic(ity, magic));
+  Value* sub =
+      b.CreateSub(b.CreateBitCast(b.CreateFAdd(b.CreateBitCast(abs, v->getType()), magic_f), ity), ic(ity, magic));
   // Normal result: rebias, add half an ulp - 1 plus the odd bit, truncate.
   Value* odd = b.CreateAnd(b.CreateLShr(abs, ic(ity, shift)), ic(ity, 1));
   const uint64_t rebias = static_cast<uint64_t>(static_cast<int64_t>(d.bias - s.bias)) << s.mant_bits;
@@ -87,8 +89,8 @@ Value* half_to_f32(IRBuilderBase& b, Value* h, DType t) {
   // Inf/NaN: move the exponent all the way up.
   Value* infnan = b.CreateAdd(o, ic(i32, (128u - 16u) << 23));
   // Zero/subnormal: renormalize with one float subtraction.
-  Value* den = b.CreateFSub(b.CreateBitCast(b.CreateAdd(o, ic(i32, 1u << 23)), f32),
-                            b.CreateBitCast(ic(i32, 113u << 23), f32));
+  Value* den =
+      b.CreateFSub(b.CreateBitCast(b.CreateAdd(o, ic(i32, 1u << 23)), f32), b.CreateBitCast(ic(i32, 113u << 23), f32));
   o = b.CreateSelect(b.CreateICmpEQ(exp, ic(i32, shifted_exp)), infnan, o);
   o = b.CreateSelect(b.CreateICmpEQ(exp, ic(i32, 0)), b.CreateBitCast(den, i32), o);
   return b.CreateBitCast(b.CreateOr(o, sign), f32);
@@ -107,13 +109,19 @@ Value* float_to_int(IRBuilderBase& b, Value* v, Type* ity, int bits) {
 
 Type* register_type(llvm::LLVMContext& ctx, DType t) {
   switch (t) {
-    case DType::Bool: return Type::getInt1Ty(ctx);
-    case DType::Int32: return Type::getInt32Ty(ctx);
-    case DType::Int64: return Type::getInt64Ty(ctx);
+    case DType::Bool:
+      return Type::getInt1Ty(ctx);
+    case DType::Int32:
+      return Type::getInt32Ty(ctx);
+    case DType::Int64:
+      return Type::getInt64Ty(ctx);
     case DType::Float16:
-    case DType::BFloat16: return Type::getInt16Ty(ctx);
-    case DType::Float32: return Type::getFloatTy(ctx);
-    case DType::Float64: return Type::getDoubleTy(ctx);
+    case DType::BFloat16:
+      return Type::getInt16Ty(ctx);
+    case DType::Float32:
+      return Type::getFloatTy(ctx);
+    case DType::Float64:
+      return Type::getDoubleTy(ctx);
   }
   throw std::invalid_argument("llvm backend: invalid dtype " + std::to_string(static_cast<int>(t)));
 }
@@ -148,10 +156,14 @@ Value* cast_value(IRBuilderBase& b, Value* v, DType from, DType to) {
   if (dsl::is_half(to)) {
     const FloatFormat& d = to == DType::Float16 ? kF16 : kBF16;
     switch (from) {
-      case DType::Float32: return round_to_half(b, v, kF32, d);
-      case DType::Float64: return round_to_half(b, v, kF64, d);
-      case DType::Bool: return round_to_half(b, b.CreateUIToFP(v, f32), kF32, d);
-      default: return round_to_half(b, b.CreateSIToFP(v, f64), kF64, d);
+      case DType::Float32:
+        return round_to_half(b, v, kF32, d);
+      case DType::Float64:
+        return round_to_half(b, v, kF64, d);
+      case DType::Bool:
+        return round_to_half(b, b.CreateUIToFP(v, f32), kF32, d);
+      default:
+        return round_to_half(b, b.CreateSIToFP(v, f64), kF64, d);
     }
   }
   const bool from_f = dsl::is_floating(from), to_f = dsl::is_floating(to);

@@ -3,6 +3,8 @@
 // present), the new-PM O3 pipeline with that TargetMachine (so the vectorizers see the real vector
 // width), and object/assembly emission. Every call builds its own LLVMContext and TargetMachine, so
 // compiles on several threads never share LLVM state.
+#include "jit/llvm/llvm_codegen.h"
+
 #include <llvm/ADT/StringMap.h>
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
@@ -31,12 +33,13 @@
 #include <vector>
 
 #include "jit/llvm/codegen_ir.h"
-#include "jit/llvm/llvm_codegen.h"
 
 namespace flow::jit::llvm_backend {
 namespace {
 
-[[noreturn]] void fail(const std::string& msg) { throw std::runtime_error("llvm backend: " + msg); }
+[[noreturn]] void fail(const std::string& msg) {
+  throw std::runtime_error("llvm backend: " + msg);
+}
 
 struct HostTarget {
   std::string triple, cpu, features;
@@ -77,10 +80,14 @@ const HostTarget& host() {
 
 llvm::CodeGenOpt::Level codegen_level(int level) {
   switch (level) {
-    case 0: return llvm::CodeGenOpt::None;
-    case 1: return llvm::CodeGenOpt::Less;
-    case 2: return llvm::CodeGenOpt::Default;
-    default: return llvm::CodeGenOpt::Aggressive;
+    case 0:
+      return llvm::CodeGenOpt::None;
+    case 1:
+      return llvm::CodeGenOpt::Less;
+    case 2:
+      return llvm::CodeGenOpt::Default;
+    default:
+      return llvm::CodeGenOpt::Aggressive;
   }
 }
 
@@ -185,9 +192,13 @@ std::string CpuCompileOptions::key() const {
   return "O" + std::to_string(opt_level) + (noalias_buffers ? "/noalias" : "/mayalias");
 }
 
-bool llvm_backend_available() { return true; }
+bool llvm_backend_available() {
+  return true;
+}
 
-std::string emit_llvm_ir(const dsl::LoweredFunc& f) { return print(*build(f, {}, false)->module); }
+std::string emit_llvm_ir(const dsl::LoweredFunc& f) {
+  return print(*build(f, {}, false)->module);
+}
 
 std::string optimized_llvm_ir(const dsl::LoweredFunc& f, const CpuCompileOptions& opt) {
   return print(*build(f, opt, true)->module);

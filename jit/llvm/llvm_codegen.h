@@ -26,9 +26,9 @@
 namespace flow::jit::llvm_backend {
 
 struct CpuCompileOptions {
-  int opt_level = 3;             // 0..3, the LLVM optimization pipeline (and codegen) level
-  bool dump_ir = false;          // print the optimized IR to stderr while compiling
-  bool noalias_buffers = true;   // mark buffer params noalias (see the note above)
+  int opt_level = 3;            // 0..3, the LLVM optimization pipeline (and codegen) level
+  bool dump_ir = false;         // print the optimized IR to stderr while compiling
+  bool noalias_buffers = true;  // mark buffer params noalias (see the note above)
 
   // A canonical string of every option that changes the generated code (part of the cache key).
   std::string key() const;

@@ -22,9 +22,13 @@
 namespace flow::jit::llvm_backend {
 namespace {
 
-[[noreturn]] void fail(const std::string& msg) { throw std::runtime_error("llvm backend: " + msg); }
+[[noreturn]] void fail(const std::string& msg) {
+  throw std::runtime_error("llvm backend: " + msg);
+}
 
-std::string message(llvm::Error e) { return llvm::toString(std::move(e)); }
+std::string message(llvm::Error e) {
+  return llvm::toString(std::move(e));
+}
 
 struct JitState {
   std::mutex mu;
@@ -60,8 +64,9 @@ CpuKernelFn CpuKernelLoader::load(const std::string& object_bytes, const std::st
   if (!jd) fail("cannot create JITDylib " + dylib_name + ": " + message(jd.takeError()));
 
   llvm::orc::SymbolMap runtime;
-  runtime[jit.mangleAndIntern("flow_parallel_for")] = llvm::JITEvaluatedSymbol(
-      llvm::pointerToJITTargetAddress(&flow_parallel_for), llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
+  runtime[jit.mangleAndIntern("flow_parallel_for")] =
+      llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(&flow_parallel_for),
+                               llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
   if (auto err = jd->define(llvm::orc::absoluteSymbols(std::move(runtime)))) {
     fail("cannot define flow_parallel_for: " + message(std::move(err)));
   }

@@ -22,8 +22,12 @@ Type* int_like(Type* like) {
   return i32;
 }
 
-Value* fc(Value* like, double v) { return llvm::ConstantFP::get(like->getType(), v); }
-Value* ic(Type* ity, int64_t v) { return llvm::ConstantInt::get(ity, static_cast<uint64_t>(v), true); }
+Value* fc(Value* like, double v) {
+  return llvm::ConstantFP::get(like->getType(), v);
+}
+Value* ic(Type* ity, int64_t v) {
+  return llvm::ConstantInt::get(ity, static_cast<uint64_t>(v), true);
+}
 
 Value* fmuladd(IRBuilderBase& b, Value* x, Value* y, Value* z) {
   return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {x->getType()}, {x, y, z});
@@ -56,15 +60,17 @@ Value* exp_f32(IRBuilderBase& b, Value* x) {
   // r = x - n ln2 in two parts (Cody-Waite): n * 0.693359375 is exact.
   Value* r = fmuladd(b, n, fc(x, -0.693359375), xc);
   r = fmuladd(b, n, fc(x, 2.12194440e-4), r);
-  Value* p = horner(b, r, {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2, 1.6666665459E-1,
-                           5.0000001201E-1});
+  Value* p = horner(
+      b, r, {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1});
   Value* y = b.CreateFAdd(fmuladd(b, p, b.CreateFMul(r, r), r), fc(x, 1.0));
   // y * 2^n as y * 2^n1 * 2^n2 with n1 = n >> 1: both factors normal, so denormal results round once
   // and overflow gives inf.
   Value* ni = b.CreateFPToSI(n, ity);
   Value* n1 = b.CreateAShr(ni, ic(ity, 1));
   Value* n2 = b.CreateSub(ni, n1);
-  auto pow2 = [&](Value* e) { return b.CreateBitCast(b.CreateShl(b.CreateAdd(e, ic(ity, 127)), ic(ity, 23)), x->getType()); };
+  auto pow2 = [&](Value* e) {
+    return b.CreateBitCast(b.CreateShl(b.CreateAdd(e, ic(ity, 127)), ic(ity, 23)), x->getType());
+  };
   Value* res = b.CreateFMul(b.CreateFMul(y, pow2(n1)), pow2(n2));
   return b.CreateSelect(is_nan, x, res);
 }
@@ -84,8 +90,9 @@ Value* log_f32(IRBuilderBase& b, Value* x) {
   e = b.CreateSub(e, b.CreateZExt(lt, ity));
   Value* xm = b.CreateFSub(b.CreateSelect(lt, b.CreateFAdd(m, m), m), fc(x, 1.0));
   Value* z = b.CreateFMul(xm, xm);
-  Value* p = horner(b, xm, {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1, 1.4249322787E-1,
-                            -1.6668057665E-1, 2.0000714765E-1, -2.4999993993E-1, 3.3333331174E-1});
+  Value* p = horner(b, xm,
+                    {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1, 1.4249322787E-1,
+                     -1.6668057665E-1, 2.0000714765E-1, -2.4999993993E-1, 3.3333331174E-1});
   Value* y = b.CreateFMul(b.CreateFMul(p, xm), z);
   Value* fe = b.CreateSIToFP(e, x->getType());
   y = fmuladd(b, fe, fc(x, -2.12194440e-4), y);
@@ -104,8 +111,8 @@ Value* tanh_f32(IRBuilderBase& b, Value* x) {
   Value* ax = b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
   // |x| < 0.625: odd polynomial.
   Value* z = b.CreateFMul(x, x);
-  Value* p = horner(b, z, {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2, 1.33314422036E-1,
-                           -3.33332819422E-1});
+  Value* p =
+      horner(b, z, {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2, 1.33314422036E-1, -3.33332819422E-1});
   Value* small = fmuladd(b, b.CreateFMul(p, z), x, x);
   // Otherwise 1 - 2 / (exp(2|x|) + 1), which saturates to 1 once exp overflows; NaN flows through.
   Value* e = exp_f32(b, b.CreateFMul(ax, fc(x, 2.0)));
@@ -119,10 +126,12 @@ Value* erf_f32(IRBuilderBase& b, Value* x) {
   Value* xc = b.CreateSelect(b.CreateFCmpOGT(x, fc(x, 4.0)), fc(x, 4.0), x);
   xc = b.CreateSelect(b.CreateFCmpOLT(xc, fc(x, -4.0)), fc(x, -4.0), xc);
   Value* x2 = b.CreateFMul(xc, xc);
-  Value* p = horner(b, x2, {-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
-                            -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02});
-  Value* q = horner(b, x2, {-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
-                            -7.37332916720468e-03, -1.42647390514189e-02});
+  Value* p = horner(b, x2,
+                    {-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+                     -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02});
+  Value* q = horner(b, x2,
+                    {-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+                     -1.42647390514189e-02});
   return b.CreateFDiv(b.CreateFMul(xc, p), q);
 }
 

@@ -113,7 +113,9 @@ std::vector<ArgValue> abi(std::vector<Arg>& args) {
 dsl::Param buf(const std::string& name, DType t, bool out = false) {
   return dsl::Param{name, dsl::ParamKind::Buffer, t, out};
 }
-dsl::Param scalar(const std::string& name, DType t = I64) { return dsl::Param{name, dsl::ParamKind::Scalar, t, false}; }
+dsl::Param scalar(const std::string& name, DType t = I64) {
+  return dsl::Param{name, dsl::ParamKind::Scalar, t, false};
+}
 
 CpuKernelFn jit(const LoweredFunc& f) {
   CpuKernelLoader loader;
@@ -125,7 +127,7 @@ void run_jit(const LoweredFunc& f, std::vector<Arg>& args) {
 }
 
 // Runs `f` compiled and interpreted on copies of `args`: {jit, interpreter}.
-std::pair<std::vector<Arg>, std::vector<Arg>> run_both(const LoweredFunc& f, const std::vector<Arg>& args) {
+std::pair<std::vector<Arg>, std::vector<Arg> > run_both(const LoweredFunc& f, const std::vector<Arg>& args) {
   std::vector<Arg> a = args, b = args;
   run_jit(f, a);
   std::vector<ArgValue> vb = abi(b);
@@ -136,19 +138,27 @@ std::pair<std::vector<Arg>, std::vector<Arg>> run_both(const LoweredFunc& f, con
 // Element i of a buffer as a double (halves decoded); integers exactly representable here.
 double value_at(const Arg& a, size_t i) {
   switch (a.dtype) {
-    case kBool: return a.at<uint8_t>(i);
-    case I32: return a.at<int32_t>(i);
-    case I64: return static_cast<double>(a.at<int64_t>(i));
-    case F16: return dsl::half_bits_to_float(a.at<uint16_t>(i));
-    case BF16: return dsl::bf16_bits_to_float(a.at<uint16_t>(i));
-    case F32: return a.at<float>(i);
-    case F64: return a.at<double>(i);
+    case kBool:
+      return a.at<uint8_t>(i);
+    case I32:
+      return a.at<int32_t>(i);
+    case I64:
+      return static_cast<double>(a.at<int64_t>(i));
+    case F16:
+      return dsl::half_bits_to_float(a.at<uint16_t>(i));
+    case BF16:
+      return dsl::bf16_bits_to_float(a.at<uint16_t>(i));
+    case F32:
+      return a.at<float>(i);
+    case F64:
+      return a.at<double>(i);
   }
   return 0;
 }
 
 // Bit-exact comparison, except that any two NaNs match.
-void expect_same(const Arg& got, const Arg& want, const std::string& what, const std::function<std::string(size_t)>& input = {}) {
+void expect_same(const Arg& got, const Arg& want, const std::string& what,
+                 const std::function<std::string(size_t)>& input = {}) {
   ASSERT_EQ(got.bytes.size(), want.bytes.size());
   const size_t w = static_cast<size_t>(dsl::dtype_size(got.dtype));
   int failures = 0;
@@ -176,10 +186,18 @@ double ulps_f64(double got, double ref) {
   return std::fabs(got - ref) / std::ldexp(1.0, e - 52);
 }
 
-Expr v64(const std::string& name) { return dsl::var(name, I64); }
-Expr ld(DType t, const std::string& b, Expr i) { return dsl::load(t, b, std::move(i)); }
-Expr call1(Intrinsic f, Expr a) { return dsl::call(f, {std::move(a)}); }
-Expr f32c(double v) { return dsl::make_float(v, F32); }
+Expr v64(const std::string& name) {
+  return dsl::var(name, I64);
+}
+Expr ld(DType t, const std::string& b, Expr i) {
+  return dsl::load(t, b, std::move(i));
+}
+Expr call1(Intrinsic f, Expr a) {
+  return dsl::call(f, {std::move(a)});
+}
+Expr f32c(double v) {
+  return dsl::make_float(v, F32);
+}
 
 // out[i] = body(i) for i in [0, n): a plain parallel loop over elements.
 LoweredFunc elementwise(const std::string& name, std::vector<dsl::Param> params, const std::string& out,
@@ -202,9 +220,8 @@ LoweredFunc pointwise(const std::string& name, const std::function<Expr(Expr, Ex
   const Expr idx = j0 + j;
   Stmt inner = dsl::make_for("j", 0, jn, ForKind::Serial,
                              dsl::make_store("out", idx, fn(ld(F32, "x", idx), ld(F32, "a", idx), ld(F32, "b", idx))));
-  f.body = dsl::make_for(
-      "t", 0, (n + 16383) / 16384, ForKind::Parallel,
-      dsl::make_let("j0", t * 16384, dsl::make_let("jn", dsl::min(n - j0, Expr(16384)), inner)));
+  f.body = dsl::make_for("t", 0, (n + 16383) / 16384, ForKind::Parallel,
+                         dsl::make_let("j0", t * 16384, dsl::make_let("jn", dsl::min(n - j0, Expr(16384)), inner)));
   return f;
 }
 
@@ -230,7 +247,8 @@ LoweredFunc softmax() {
                                     dsl::make_store(b, l, dsl::reduce_combine(op, acc(b, l), term(c * 8 + l))))),
         dsl::make_for("j", r / 8 * 8, r - r / 8 * 8, ForKind::Serial,
                       dsl::make_store(b, 0, dsl::reduce_combine(op, acc(b, 0), term(j)))),
-        dsl::make_for("l", 1, 7, ForKind::Unrolled, dsl::make_store(b, 0, dsl::reduce_combine(op, acc(b, 0), acc(b, l)))),
+        dsl::make_for("l", 1, 7, ForKind::Unrolled,
+                      dsl::make_store(b, 0, dsl::reduce_combine(op, acc(b, 0), acc(b, l)))),
     });
   };
   const Expr m = dsl::var("m", F32), s = dsl::var("s", F32);
@@ -305,6 +323,33 @@ TEST(LlvmBackend, SixOpChainMatchesInterpreter) {
   }
 }
 
+TEST(LlvmBackend, EveryOptLevelGivesTheSameResults) {
+  auto g = test::rng(11);
+  const LoweredFunc f = pointwise("pw_levels", six_op_chain);
+  const size_t n = 1000;
+  std::vector<Arg> args = {zeros(F32, n), buffer_of(F32, random_floats(g, n, -4, 4)),
+                           buffer_of(F32, random_floats(g, n, -4, 4)), buffer_of(F32, random_floats(g, n, -4, 4)),
+                           int_arg(static_cast<int64_t>(n))};
+  std::vector<std::vector<Arg> > results;
+  for (int level = 0; level <= 3; ++level) {
+    CpuCompileOptions opt;
+    opt.opt_level = level;
+    std::vector<Arg> a = args;
+    std::vector<ArgValue> v = abi(a);
+    CpuKernelLoader().load(compile_to_object(f, opt), f.name)(v.data());
+    results.push_back(a);
+  }
+  // Only FMA contraction of the polynomials (llvm.fmuladd) may differ between levels.
+  for (size_t i = 0; i < n; ++i) {
+    for (int level = 0; level < 3; ++level) {
+      ASSERT_NEAR(results[static_cast<size_t>(level)][0].at<float>(i), results[3][0].at<float>(i), 1e-5) << i;
+    }
+  }
+  CpuCompileOptions bad;
+  bad.opt_level = 4;
+  EXPECT_THROW(compile_to_object(f, bad), std::runtime_error);
+}
+
 TEST(LlvmBackend, PointwiseArithmeticIsBitExact) {
   auto g = test::rng(2);
   const LoweredFunc f = pointwise("pw_exact", [](Expr x, Expr a, Expr b) {
@@ -325,8 +370,10 @@ TEST(LlvmBackend, SoftmaxNestMatchesInterpreterAndVectorizes) {
   auto g = test::rng(3);
   const LoweredFunc f = softmax();
   const std::string ir = optimized_llvm_ir(f);
-  EXPECT_NE(ir.find("<8 x float>"), std::string::npos) << ir;
-  for (auto [rows, r] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 7}, {2, 8}, {5, 37}, {9, 1000}}) {
+  // The explicit 8-lane accumulators stay in vector registers across the reduction loop.
+  EXPECT_NE(ir.find("phi <8 x float>"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("load <8 x float>"), std::string::npos) << ir;
+  for (auto [rows, r] : std::vector<std::pair<int64_t, int64_t> >{{1, 1}, {3, 7}, {2, 8}, {5, 37}, {9, 1000}}) {
     const size_t total = static_cast<size_t>(rows * r);
     std::vector<float> x = random_floats(g, total, -20, 20);
     std::vector<Arg> args = {zeros(F32, total), buffer_of(F32, x), int_arg(rows), int_arg(r)};
@@ -351,12 +398,45 @@ std::vector<uint8_t> cast_inputs(DType t, std::mt19937_64& g) {
     const auto* b = static_cast<const uint8_t*>(p);
     out.insert(out.end(), b, b + n);
   };
-  std::vector<double> floats = {0.0,    -0.0,     1.0,       -1.0,     0.5,      1.5,     2.5,       -2.5,
-                                65504,  65519.99, 65520,     -65520,   1e-8,     6e-8,    5.96e-8,   2.98e-8,
-                                1e-40,  -1e-45,   3.4e38,    1e39,     1e300,    -1e300,  4.9e-324,  kInf,
-                                -kInf,  kNaN,     -kNaN,     2147483647.0, 2147483648.0, -2147483648.0,
-                                -2147483649.0, 9.2233720368547758e18, -9.2233720368547758e18, 1e19, 16777217.0,
-                                3.3895e38, 3.3896e38, 1.0000001, 0.33333334};
+  std::vector<double> floats = {0.0,
+                                -0.0,
+                                1.0,
+                                -1.0,
+                                0.5,
+                                1.5,
+                                2.5,
+                                -2.5,
+                                65504,
+                                65519.99,
+                                65520,
+                                -65520,
+                                1e-8,
+                                6e-8,
+                                5.96e-8,
+                                2.98e-8,
+                                1e-40,
+                                -1e-45,
+                                3.4e38,
+                                1e39,
+                                1e300,
+                                -1e300,
+                                4.9e-324,
+                                kInf,
+                                -kInf,
+                                kNaN,
+                                -kNaN,
+                                2147483647.0,
+                                2147483648.0,
+                                -2147483648.0,
+                                -2147483649.0,
+                                9.2233720368547758e18,
+                                -9.2233720368547758e18,
+                                1e19,
+                                16777217.0,
+                                3.3895e38,
+                                3.3896e38,
+                                1.0000001,
+                                0.33333334};
   std::uniform_int_distribution<uint64_t> bits;
   std::uniform_real_distribution<double> uni(-70000, 70000);
   switch (t) {
@@ -465,13 +545,14 @@ TEST(LlvmBackend, CastsBetweenAllDTypesMatchInterpreterBitForBit) {
 
 TEST(LlvmBackend, HalfRoundTripsKeepValuesNaNsAndInfinities) {
   for (DType h : {F16, BF16}) {
-    LoweredFunc f = elementwise(std::string("roundtrip_") + dsl::dtype_name(h), {buf("out", h, true), buf("x", h)}, "out",
-                                [&](Expr i) { return dsl::cast(h, dsl::cast(F32, ld(h, "x", i))); });
+    LoweredFunc f = elementwise(std::string("roundtrip_") + dsl::dtype_name(h), {buf("out", h, true), buf("x", h)},
+                                "out", [&](Expr i) { return dsl::cast(h, dsl::cast(F32, ld(h, "x", i))); });
     std::vector<uint16_t> all(65536);
     for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
     std::vector<Arg> args = {zeros(h, all.size()), buffer_of(h, all), int_arg(65536)};
     run_jit(f, args);
-    for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(args[0].at<uint16_t>(i), all[i]) << dsl::dtype_name(h) << " " << i;
+    for (size_t i = 0; i < all.size(); ++i)
+      ASSERT_EQ(args[0].at<uint16_t>(i), all[i]) << dsl::dtype_name(h) << " " << i;
   }
 }
 
@@ -567,17 +648,21 @@ TEST(LlvmBackend, ComparisonsLogicAndBoolBuffers) {
 
 // Inputs for float intrinsics: specials, extremes and random magnitudes over the whole range.
 std::vector<double> intrinsic_inputs(std::mt19937_64& g, bool f32) {
-  std::vector<double> v = {0.0,   -0.0,  kInf,   -kInf,  kNaN,   1.0,    -1.0,   0.5,     2.0,     1e-45,  -1e-45,
-                           1e-40, 1e-38, 1.2e-38, 88.72, 88.73, 89.0,   -87.3, -103.0,  -104.0,  -150.0,  0.625,
-                           -0.625, 0.6249, 4.0,  -4.0,   3.9,    10.0,   1e10,   -1e10,   3.4e38,  -3.4e38, 0.7071,
-                           0.7072, 1e-7,  -1e-7, 1e-20,  709.0,  710.0,  -745.0, 1e300};
+  std::vector<double> v = {0.0,    -0.0,   kInf,    -kInf, kNaN,  1.0,   -1.0,   0.5,    2.0,    1e-45,   -1e-45,
+                           1e-40,  1e-38,  1.2e-38, 88.72, 88.73, 89.0,  -87.3,  -103.0, -104.0, -150.0,  0.625,
+                           -0.625, 0.6249, 4.0,     -4.0,  3.9,   10.0,  1e10,   -1e10,  3.4e38, -3.4e38, 0.7071,
+                           0.7072, 1e-7,   -1e-7,   1e-20, 709.0, 710.0, -745.0, 1e300};
   std::uniform_real_distribution<double> uni(-12, 12), expo(f32 ? -140 : -1070, f32 ? 127 : 1023);
   std::uniform_int_distribution<uint64_t> bits;
   for (int i = 0; i < 30000; ++i) {
     double x;
     switch (i % 3) {
-      case 0: x = uni(g); break;
-      case 1: x = std::ldexp(1.0 + static_cast<double>(bits(g) % 1000000) / 1e6, static_cast<int>(expo(g))); break;
+      case 0:
+        x = uni(g);
+        break;
+      case 1:
+        x = std::ldexp(1.0 + static_cast<double>(bits(g) % 1000000) / 1e6, static_cast<int>(expo(g)));
+        break;
       default:
         if (f32) {
           const auto b = static_cast<uint32_t>(bits(g));
@@ -599,18 +684,30 @@ std::vector<double> intrinsic_inputs(std::mt19937_64& g, bool f32) {
 
 double reference(Intrinsic fn, double x, double y) {
   switch (fn) {
-    case Intrinsic::Neg: return -x;
-    case Intrinsic::Abs: return std::fabs(x);
-    case Intrinsic::Exp: return std::exp(x);
-    case Intrinsic::Log: return std::log(x);
-    case Intrinsic::Sqrt: return std::sqrt(x);
-    case Intrinsic::Rsqrt: return 1.0 / std::sqrt(x);
-    case Intrinsic::Tanh: return std::tanh(x);
-    case Intrinsic::Erf: return std::erf(x);
-    case Intrinsic::Pow: return std::pow(x, y);
-    case Intrinsic::Floor: return std::floor(x);
-    case Intrinsic::Ceil: return std::ceil(x);
-    case Intrinsic::IsNan: return std::isnan(x) ? 1 : 0;
+    case Intrinsic::Neg:
+      return -x;
+    case Intrinsic::Abs:
+      return std::fabs(x);
+    case Intrinsic::Exp:
+      return std::exp(x);
+    case Intrinsic::Log:
+      return std::log(x);
+    case Intrinsic::Sqrt:
+      return std::sqrt(x);
+    case Intrinsic::Rsqrt:
+      return 1.0 / std::sqrt(x);
+    case Intrinsic::Tanh:
+      return std::tanh(x);
+    case Intrinsic::Erf:
+      return std::erf(x);
+    case Intrinsic::Pow:
+      return std::pow(x, y);
+    case Intrinsic::Floor:
+      return std::floor(x);
+    case Intrinsic::Ceil:
+      return std::ceil(x);
+    case Intrinsic::IsNan:
+      return std::isnan(x) ? 1 : 0;
   }
   return 0;
 }
@@ -620,10 +717,14 @@ bool f32_close(Intrinsic fn, float got, double ref) {
   if (std::isnan(ref) || std::isinf(ref)) return ulps_f32(got, ref) == 0;
   switch (fn) {
     case Intrinsic::Exp:
-    case Intrinsic::Log: return ulps_f32(got, ref) <= 2;
-    case Intrinsic::Pow: return ulps_f32(got, ref) <= 1;
-    case Intrinsic::Tanh: return std::fabs(got - ref) <= 1e-6 * std::fabs(ref) + 1e-38;
-    case Intrinsic::Erf: return std::fabs(got - ref) <= 1e-6;
+    case Intrinsic::Log:
+      return ulps_f32(got, ref) <= 2;
+    case Intrinsic::Pow:
+      return ulps_f32(got, ref) <= 1;
+    case Intrinsic::Tanh:
+      return std::fabs(got - ref) <= 1e-6 * std::fabs(ref) + 1e-38;
+    case Intrinsic::Erf:
+      return std::fabs(got - ref) <= 1e-6;
     default:  // correctly rounded (rsqrt: 1 / sqrt in double, rounded once, as the interpreter)
       return got == static_cast<float>(ref) && std::signbit(got) == std::signbit(static_cast<float>(ref));
   }
@@ -642,9 +743,9 @@ TEST(LlvmBackend, FloatIntrinsicsOverEdgeAndRandomInputs) {
       for (double& y : ys) y = static_cast<float>(y);
     }
     const auto n = static_cast<int64_t>(xs.size());
-    for (Intrinsic fn : {Intrinsic::Neg, Intrinsic::Abs, Intrinsic::Exp, Intrinsic::Log, Intrinsic::Sqrt,
-                         Intrinsic::Rsqrt, Intrinsic::Tanh, Intrinsic::Erf, Intrinsic::Pow, Intrinsic::Floor,
-                         Intrinsic::Ceil, Intrinsic::IsNan}) {
+    for (Intrinsic fn :
+         {Intrinsic::Neg, Intrinsic::Abs, Intrinsic::Exp, Intrinsic::Log, Intrinsic::Sqrt, Intrinsic::Rsqrt,
+          Intrinsic::Tanh, Intrinsic::Erf, Intrinsic::Pow, Intrinsic::Floor, Intrinsic::Ceil, Intrinsic::IsNan}) {
       const DType out_t = fn == Intrinsic::IsNan ? kBool : t;
       const std::string name = std::string("fn_") + dsl::intrinsic_name(fn) + "_" + dsl::dtype_name(t);
       const LoweredFunc f = binary_kernel(name, t, out_t, [&](Expr x, Expr y) {
@@ -686,9 +787,9 @@ TEST(LlvmBackend, IntegerIntrinsicsWrap) {
     const int64_t lo = t == I32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
     const std::vector<int64_t> xs = {0, 1, -1, 5, -5, lo, -(lo + 1)};
     for (Intrinsic fn : {Intrinsic::Neg, Intrinsic::Abs, Intrinsic::Floor, Intrinsic::Ceil}) {
-      const LoweredFunc f = elementwise(std::string("ifn_") + dsl::intrinsic_name(fn) + dsl::dtype_name(t),
-                                        {buf("out", t, true), buf("x", t)}, "out",
-                                        [&](Expr i) { return call1(fn, ld(t, "x", i)); });
+      const LoweredFunc f =
+          elementwise(std::string("ifn_") + dsl::intrinsic_name(fn) + dsl::dtype_name(t),
+                      {buf("out", t, true), buf("x", t)}, "out", [&](Expr i) { return call1(fn, ld(t, "x", i)); });
       std::vector<Arg> args;
       const auto n = static_cast<int64_t>(xs.size());
       if (t == I32) {
@@ -721,7 +822,8 @@ TEST(LlvmBackend, ParallelLoopCoversEveryIterationOnce) {
       std::vector<ArgValue> v = abi(args);
       fn(v.data());
       for (int64_t k = 0; k < n + m + 2; ++k) {
-        ASSERT_EQ(args[0].at<int32_t>(static_cast<size_t>(k)), (k >= m && k < m + n) ? 1 : 0) << "n=" << n << " k=" << k;
+        ASSERT_EQ(args[0].at<int32_t>(static_cast<size_t>(k)), (k >= m && k < m + n) ? 1 : 0)
+            << "n=" << n << " k=" << k;
       }
     }
   }
@@ -735,15 +837,16 @@ TEST(LlvmBackend, ParallelCapturesLetsLocalsAndNestsSerially) {
   f.params = {buf("out", F32, true), buf("x", F32), scalar("scale", F32), scalar("rows"), scalar("cols")};
   const Expr row = v64("row"), col = v64("col"), cols = v64("cols"), l = v64("l");
   const Expr idx = row * cols + col;
-  Stmt inner = dsl::make_for("col", 0, cols, ForKind::Parallel,
-                             dsl::make_store("out", idx, ld(F32, "x", idx) * dsl::var("s", F32) + ld(F32, "tab", col % 4)));
+  Stmt inner =
+      dsl::make_for("col", 0, cols, ForKind::Parallel,
+                    dsl::make_store("out", idx, ld(F32, "x", idx) * dsl::var("s", F32) + ld(F32, "tab", col % 4)));
   Stmt body = dsl::make_allocate(
       "tab", F32, 4, dsl::MemoryScope::Local,
       dsl::make_block({dsl::make_for("l", 0, 4, ForKind::Unrolled, dsl::make_store("tab", l, dsl::cast(F32, l))),
                        dsl::make_for("row", 0, v64("rows"), ForKind::Parallel, inner)}));
   f.body = dsl::make_let("s", dsl::var("scale", F32) * f32c(2.0), body);
   auto g = test::rng(9);
-  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{0, 5}, {1, 1}, {3, 5}, {67, 131}}) {
+  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t> >{{0, 5}, {1, 1}, {3, 5}, {67, 131}}) {
     const size_t total = static_cast<size_t>(rows * cols);
     std::vector<Arg> args = {zeros(F32, total), buffer_of(F32, random_floats(g, total, -1, 1)), float_arg(1.25, F32),
                              int_arg(rows), int_arg(cols)};
@@ -760,14 +863,17 @@ TEST(LlvmBackend, VectorizedUnrolledIfAndGuardedLoads) {
   f.name = "vec_mix";
   f.params = {buf("out", F32, true), buf("out2", F32, true), buf("out3", F32, true), buf("x", F32), scalar("n")};
   const Expr o = v64("o"), l = v64("l"), n = v64("n");
-  Stmt s1 = dsl::make_for("l", 0, 4, ForKind::Vectorized,
-                          dsl::make_let("k", o * 4 + l,
-                                        dsl::make_store("out", v64("k"),
-                                                        ld(F32, "x", o * 4 + (Expr(3) - l)) * f32c(2.0) + ld(F32, "x", o * 4))));
-  Stmt s2 = dsl::make_for("l", 0, 4, ForKind::Vectorized, dsl::make_store("out2", o * 4 + (Expr(3) - l), ld(F32, "x", o * 4 + l)));
-  Stmt s3 = dsl::make_if(o % 2 == 0, dsl::make_for("l", 0, 4, ForKind::Vectorized,
-                                                   dsl::make_store("out3", o * 4 + l,
-                                                                   dsl::select(o + 1 < n, ld(F32, "x", (o + 1) * 4 + l), f32c(-1)))));
+  Stmt s1 = dsl::make_for(
+      "l", 0, 4, ForKind::Vectorized,
+      dsl::make_let(
+          "k", o * 4 + l,
+          dsl::make_store("out", v64("k"), ld(F32, "x", o * 4 + (Expr(3) - l)) * f32c(2.0) + ld(F32, "x", o * 4))));
+  Stmt s2 = dsl::make_for("l", 0, 4, ForKind::Vectorized,
+                          dsl::make_store("out2", o * 4 + (Expr(3) - l), ld(F32, "x", o * 4 + l)));
+  Stmt s3 = dsl::make_if(
+      o % 2 == 0, dsl::make_for("l", 0, 4, ForKind::Vectorized,
+                                dsl::make_store("out3", o * 4 + l,
+                                                dsl::select(o + 1 < n, ld(F32, "x", (o + 1) * 4 + l), f32c(-1)))));
   f.body = dsl::make_for("o", 0, n, ForKind::Serial, dsl::make_block({s1, s2, s3}));
   auto g = test::rng(10);
   for (int64_t n_val : {int64_t{1}, int64_t{2}, int64_t{9}}) {
@@ -779,6 +885,35 @@ TEST(LlvmBackend, VectorizedUnrolledIfAndGuardedLoads) {
     expect_same(got[1], want[1], "scatter");
     expect_same(got[2], want[2], "guarded");
   }
+}
+
+TEST(LlvmBackend, VectorizedLoopsWithCrossLaneDependencesKeepSerialMeaning) {
+  // for o in [0, n): for l in [0, 4) vectorized: acc[0] = acc[0] + x[o*4 + l]          (uniform store)
+  //                  for l in [0, 4) vectorized: out[o*4 + l + 1] = out[o*4 + l] + x[o*4 + l]  (reads lane l-1)
+  //                  for l in [0, 4) vectorized: ind[o*4 + l] = ind[o*4 + l] * 2 + x[o*4 + l]  (independent lanes)
+  LoweredFunc f;
+  f.name = "vec_dep";
+  f.params = {buf("acc", F32, true), buf("out", F32, true), buf("ind", F32, true), buf("x", F32), scalar("n")};
+  const Expr o = v64("o"), l = v64("l"), i = o * 4 + l;
+  f.body = dsl::make_for(
+      "o", 0, v64("n"), ForKind::Serial,
+      dsl::make_block({dsl::make_for("l", 0, 4, ForKind::Vectorized,
+                                     dsl::make_store("acc", 0, ld(F32, "acc", 0) + ld(F32, "x", i))),
+                       dsl::make_for("l", 0, 4, ForKind::Vectorized,
+                                     dsl::make_store("out", i + 1, ld(F32, "out", i) + ld(F32, "x", i))),
+                       dsl::make_for("l", 0, 4, ForKind::Vectorized,
+                                     dsl::make_store("ind", i, ld(F32, "ind", i) * f32c(2) + ld(F32, "x", i)))}));
+  const std::string ir = emit_llvm_ir(f);
+  EXPECT_NE(ir.find("store <4 x float>"), std::string::npos) << ir;  // the independent loop
+  EXPECT_EQ(ir.find("<4 x float> %"), ir.rfind("<4 x float> %")) << "only one loop should be vector code\n" << ir;
+  auto g = test::rng(12);
+  const int64_t n = 5;
+  std::vector<Arg> args = {zeros(F32, 1), zeros(F32, 4 * n + 1), buffer_of(F32, random_floats(g, 4 * n, -1, 1)),
+                           buffer_of(F32, random_floats(g, 4 * n, -1, 1)), int_arg(n)};
+  auto [got, want] = run_both(f, args);
+  expect_same(got[0], want[0], "uniform accumulation");
+  expect_same(got[1], want[1], "cross-lane read");
+  expect_same(got[2], want[2], "independent lanes");
 }
 
 TEST(LlvmBackend, GuardedLoadIsNeverEvaluated) {
@@ -794,14 +929,14 @@ TEST(LlvmBackend, GuardedLoadIsNeverEvaluated) {
 }
 
 TEST(LlvmBackend, ScalarParamsOfEveryKind) {
-  LoweredFunc f = elementwise("scalars",
-                              {buf("out", F64, true), scalar("a", F32), scalar("b", F64), scalar("c", I32), scalar("d", kBool)},
-                              "out", [](Expr i) {
-                                return dsl::cast(F64, dsl::var("a", F32)) + dsl::var("b", F64) +
-                                       dsl::cast(F64, dsl::var("c", I32) + dsl::cast(I32, i)) +
-                                       dsl::cast(F64, dsl::var("d", kBool));
-                              });
-  std::vector<Arg> args = {zeros(F64, 2), float_arg(0.1, F32), float_arg(0.1, F64), int_arg(-7), int_arg(1), int_arg(2)};
+  LoweredFunc f = elementwise(
+      "scalars", {buf("out", F64, true), scalar("a", F32), scalar("b", F64), scalar("c", I32), scalar("d", kBool)},
+      "out", [](Expr i) {
+        return dsl::cast(F64, dsl::var("a", F32)) + dsl::var("b", F64) +
+               dsl::cast(F64, dsl::var("c", I32) + dsl::cast(I32, i)) + dsl::cast(F64, dsl::var("d", kBool));
+      });
+  std::vector<Arg> args = {zeros(F64, 2), float_arg(0.1, F32), float_arg(0.1, F64),
+                           int_arg(-7),   int_arg(1),          int_arg(2)};
   auto [got, want] = run_both(f, args);
   expect_same(got[0], want[0], "scalars");
   EXPECT_EQ(got[0].at<double>(1), static_cast<double>(0.1f) + 0.1 - 6 + 1);
@@ -809,14 +944,15 @@ TEST(LlvmBackend, ScalarParamsOfEveryKind) {
 
 TEST(LlvmBackend, SameObjectTwiceAndSameSymbolInTwoObjects) {
   auto make = [](double k) {
-    return elementwise("same_name", {buf("out", F32, true)}, "out", [&](Expr i) { return dsl::cast(F32, i) * f32c(k); });
+    return elementwise("same_name", {buf("out", F32, true)}, "out",
+                       [&](Expr i) { return dsl::cast(F32, i) * f32c(k); });
   };
   const std::string obj2 = compile_to_object(make(2.0)), obj3 = compile_to_object(make(3.0));
   CpuKernelLoader loader;
   const CpuKernelFn a = loader.load(obj2, "same_name");
   const CpuKernelFn b = loader.load(obj2, "same_name");
   const CpuKernelFn c = CpuKernelLoader().load(obj3, "same_name");
-  for (auto [fn, k] : std::vector<std::pair<CpuKernelFn, float>>{{a, 2.0f}, {b, 2.0f}, {c, 3.0f}}) {
+  for (auto [fn, k] : std::vector<std::pair<CpuKernelFn, float> >{{a, 2.0f}, {b, 2.0f}, {c, 3.0f}}) {
     std::vector<Arg> args = {zeros(F32, 4), int_arg(4)};
     std::vector<ArgValue> v = abi(args);
     fn(v.data());

@@ -1,0 +1,495 @@
+"""Every eager op against torch: dtypes, broadcasting, non-contiguous inputs (transposed, sliced,
+expanded), sizes 0, 1, odd and large, NaN/inf; result dtypes must equal torch's. Where torch
+refuses an input (a dtype it does not implement an op for), flow must raise too."""
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import flow
+from conftest import ALL_DTYPES, FLOAT_DTYPES, FLOW_OF, TOL, assert_same, make, raises_like, to_flow
+
+# ---- layouts ------------------------------------------------------------------------------------
+
+LAYOUTS = ["contiguous", "transposed", "sliced", "expanded"]
+
+
+def make_pair(shape, dtype, gen, layout="contiguous", **kw):
+    """(torch tensor, flow tensor) holding equal values with the given logical shape; for the
+    non-contiguous layouts the flow tensor is a view made with flow's own view ops."""
+    shape = tuple(shape)
+    if layout == "contiguous" or len(shape) == 0:
+        t = make(shape, dtype, gen, **kw)
+        return t, to_flow(t)
+    if layout == "transposed":
+        perm = list(range(len(shape)))[::-1]
+        base = make(tuple(shape[p] for p in perm), dtype, gen, **kw)
+        f = to_flow(base).permute(perm)
+        return base.permute(perm), f
+    if layout == "sliced":  # every other element of the last dim, starting at 1
+        big = shape[:-1] + (2 * shape[-1] + 1,)
+        base = make(big, dtype, gen, **kw)
+        return base[..., 1::2], to_flow(base)[..., 1::2]
+    if layout == "expanded":  # the first dim broadcast from size 1
+        small = (1,) + shape[1:]
+        base = make(small, dtype, gen, **kw)
+        return base.expand(shape), to_flow(base).expand(shape)
+    raise ValueError(layout)
+
+
+def test_layout_helpers_are_non_contiguous(gen):
+    for layout in LAYOUTS[1:]:
+        t, f = make_pair((5, 7), torch.float32, gen, layout)
+        assert not f.is_contiguous(), layout
+        assert tuple(f.stride()) == tuple(t.stride()), layout
+        assert_same(f, t, msg=layout)
+
+
+def check(torch_fn, flow_fn, targs, fargs, msg, rtol=None, atol=None):
+    """Runs the op in both; equal results, or an error in flow where torch errors."""
+    if raises_like(lambda: torch_fn(*targs), lambda: flow_fn(*fargs)):
+        return
+    expected = torch_fn(*targs)
+    actual = flow_fn(*fargs)
+    assert_same(actual, expected, rtol=rtol, atol=atol, msg=msg)
+
+
+# ---- unary --------------------------------------------------------------------------------------
+
+UNARY = {
+    "neg": (torch.neg, flow.neg),
+    "abs": (torch.abs, flow.abs),
+    "exp": (torch.exp, flow.exp),
+    "log": (torch.log, flow.log),
+    "sqrt": (torch.sqrt, flow.sqrt),
+    "rsqrt": (torch.rsqrt, flow.rsqrt),
+    "tanh": (torch.tanh, flow.tanh),
+    "sigmoid": (torch.sigmoid, flow.sigmoid),
+    "relu": (torch.relu, flow.relu),
+    "silu": (TF.silu, flow.nn.functional.silu),
+    "gelu": (TF.gelu, flow.nn.functional.gelu),
+    "gelu_tanh": (lambda x: TF.gelu(x, approximate="tanh"), lambda x: flow.nn.functional.gelu(x, approximate="tanh")),
+    "method_exp": (lambda x: x.exp(), lambda x: x.exp()),
+    "operator_neg": (lambda x: -x, lambda x: -x),
+    "operator_abs": (lambda x: abs(x), lambda x: abs(x)),
+}
+
+# float32 tolerances of ops computed with polynomial approximations (exp, log, tanh and what is
+# built on them); relative error is a few ulp, so rtol is raised above the 1.3e-6 default.
+F32_TRANSCENDENTAL = {"exp": 4e-6, "log": 4e-6, "tanh": 4e-6, "sigmoid": 4e-6, "silu": 4e-6, "gelu": 4e-6,
+                      "gelu_tanh": 4e-6, "method_exp": 4e-6, "sqrt": 2e-6, "rsqrt": 4e-6}
+F64_TRANSCENDENTAL = {k: 1e-12 for k in F32_TRANSCENDENTAL}
+
+UNARY_SHAPES = [((), "contiguous"), ((1,), "contiguous"), ((0,), "contiguous"), ((7,), "contiguous"),
+                ((1031,), "contiguous"), ((3, 0, 2), "contiguous"), ((33, 5), "contiguous"),
+                ((33, 5), "transposed"), ((4, 9), "sliced"), ((6, 7), "expanded"), ((2, 3, 5), "transposed")]
+
+
+def unary_tol(op, dtype):
+    if dtype == torch.float32 and op in F32_TRANSCENDENTAL:
+        return F32_TRANSCENDENTAL[op], 1e-5
+    if dtype == torch.float64 and op in F64_TRANSCENDENTAL:
+        return F64_TRANSCENDENTAL[op], 1e-12
+    return None, None
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@pytest.mark.parametrize("op", list(UNARY))
+def test_unary(op, dtype, gen):
+    tfn, ffn = UNARY[op]
+    rtol, atol = unary_tol(op, dtype)
+    for shape, layout in UNARY_SHAPES:
+        special = dtype.is_floating_point
+        t, f = make_pair(shape, dtype, gen, layout, special=special)
+        check(tfn, ffn, [t], [f], f"{op} {dtype} {shape} {layout}", rtol, atol)
+
+
+@pytest.mark.parametrize("op", ["exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh"])
+def test_unary_wide_range(op, gen):
+    """Transcendentals over a wide range of magnitudes (not just N(0, 2))."""
+    x64 = torch.cat([torch.linspace(-100, 100, 2001, dtype=torch.float64),
+                     torch.logspace(-30, 30, 301, dtype=torch.float64),
+                     -torch.logspace(-30, 30, 301, dtype=torch.float64),
+                     torch.tensor([88.0, 88.7, 89.0, -87.0, -88.7, -103.0, -104.0, 709.0, -745.0, 710.0],
+                                  dtype=torch.float64)])
+    tfn, ffn = UNARY[op]
+    for dtype in FLOAT_DTYPES:
+        x = x64.to(dtype)
+        rtol, atol = unary_tol(op, dtype)
+        if dtype == torch.float32:
+            atol = 1e-30  # tiny outputs must be right too, relatively
+            if op == "gelu":  # erf-based tails: a few more ulp where the result is tiny
+                rtol, atol = 1e-5, 1e-20
+        check(tfn, ffn, [x], [to_flow(x)], f"{op} {dtype} wide", rtol, atol)
+
+
+def test_relu_negative_zero_and_nan():
+    x = torch.tensor([-0.0, 0.0, float("nan"), -1.0, 2.0])
+    r = flow.relu(to_flow(x))
+    e = torch.relu(x)
+    assert_same(r, e)
+    assert torch.equal(torch.signbit(torch.from_numpy(r.numpy())), torch.signbit(e))
+
+
+# ---- binary -------------------------------------------------------------------------------------
+
+BINARY = {
+    "add": (torch.add, flow.add),
+    "sub": (torch.sub, flow.sub),
+    "mul": (torch.mul, flow.mul),
+    "div": (torch.div, flow.div),
+    "pow": (torch.pow, flow.pow),
+    "minimum": (torch.minimum, flow.minimum),
+    "maximum": (torch.maximum, flow.maximum),
+    "eq": (torch.eq, flow.eq),
+    "ne": (torch.ne, flow.ne),
+    "lt": (torch.lt, flow.lt),
+    "le": (torch.le, flow.le),
+    "gt": (torch.gt, flow.gt),
+    "ge": (torch.ge, flow.ge),
+    "add_alpha": (lambda a, b: torch.add(a, b, alpha=2), lambda a, b: flow.add(a, b, alpha=2)),
+    "sub_alpha": (lambda a, b: torch.sub(a, b, alpha=3), lambda a, b: flow.sub(a, b, alpha=3)),
+    "add_float_alpha": (lambda a, b: torch.add(a, b, alpha=0.5), lambda a, b: flow.add(a, b, alpha=0.5)),
+    "operator_add": (lambda a, b: a + b, lambda a, b: a + b),
+    "operator_truediv": (lambda a, b: a / b, lambda a, b: a / b),
+    "operator_pow": (lambda a, b: a ** b, lambda a, b: a ** b),
+    "operator_lt": (lambda a, b: a < b, lambda a, b: a < b),
+}
+
+BINARY_SHAPES = [  # (shape a, shape b, layout a, layout b)
+    ((), (), "contiguous", "contiguous"),
+    ((7,), (7,), "contiguous", "contiguous"),
+    ((1,), (33,), "contiguous", "contiguous"),
+    ((1031,), (), "contiguous", "contiguous"),
+    ((), (5,), "contiguous", "contiguous"),
+    ((0,), (0,), "contiguous", "contiguous"),
+    ((0, 3), (1, 3), "contiguous", "contiguous"),
+    ((3, 1), (1, 4), "contiguous", "contiguous"),
+    ((2, 3, 4), (4,), "contiguous", "contiguous"),
+    ((5, 6), (5, 6), "transposed", "contiguous"),
+    ((5, 6), (6,), "sliced", "contiguous"),
+    ((4, 5), (4, 5), "expanded", "transposed"),
+    ((3, 4, 5), (1, 4, 1), "transposed", "contiguous"),
+]
+
+
+def binary_inputs(op, shape, dtype, gen, layout, which):
+    if op in ("pow", "operator_pow"):
+        if dtype.is_floating_point:
+            # bases away from 0 with both signs; exponents small so results stay finite in halves
+            return make_pair(shape, dtype, gen, layout, low=-3.0 if which == 0 else -2.0,
+                             high=3.0 if which == 0 else 3.0)
+        return make_pair(shape, dtype, gen, layout, low=-4 if which == 0 else 0, high=5 if which == 0 else 4)
+    return make_pair(shape, dtype, gen, layout, special=dtype.is_floating_point)
+
+
+def binary_tol(op, dtype):
+    if op in ("pow", "operator_pow") and dtype == torch.float32:
+        return 4e-6, 1e-5
+    if op in ("pow", "operator_pow") and dtype == torch.float64:
+        return 1e-12, 1e-12
+    return None, None
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@pytest.mark.parametrize("op", list(BINARY))
+def test_binary(op, dtype, gen):
+    tfn, ffn = BINARY[op]
+    rtol, atol = binary_tol(op, dtype)
+    for sa, sb, la, lb in BINARY_SHAPES:
+        ta, fa = binary_inputs(op, sa, dtype, gen, la, 0)
+        tb, fb = binary_inputs(op, sb, dtype, gen, lb, 1)
+        check(tfn, ffn, [ta, tb], [fa, fb], f"{op} {dtype} {sa}{la} {sb}{lb}", rtol, atol)
+
+
+MIXED_PAIRS = [(torch.float32, torch.float16), (torch.float16, torch.bfloat16), (torch.bfloat16, torch.float64),
+               (torch.int32, torch.float32), (torch.int64, torch.int32), (torch.bool, torch.int32),
+               (torch.bool, torch.float16), (torch.int64, torch.bfloat16), (torch.float64, torch.int32),
+               (torch.bool, torch.bool), (torch.int32, torch.bool)]
+
+
+@pytest.mark.parametrize("pair", MIXED_PAIRS, ids=lambda p: f"{p[0]}-{p[1]}".replace("torch.", ""))
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "pow", "minimum", "maximum", "eq", "lt", "ge"])
+def test_binary_type_promotion(op, pair, gen):
+    tfn, ffn = BINARY[op]
+    da, db = pair
+    ta, fa = binary_inputs(op, (3, 5), da, gen, "contiguous", 0)
+    tb, fb = binary_inputs(op, (5,), db, gen, "contiguous", 1)
+    rtol, atol = binary_tol(op, torch.promote_types(da, db))
+    check(tfn, ffn, [ta, tb], [fa, fb], f"{op} {da} {db}", rtol, atol)
+    # 0-dim tensors take part in promotion only by category, as in torch
+    ts, fs = binary_inputs(op, (), db, gen, "contiguous", 1)
+    check(tfn, ffn, [ta, ts], [fa, fs], f"{op} {da} 0-dim {db}", rtol, atol)
+
+
+SCALARS = [2, -3, 2.5, True, 0.0, float("inf")]
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "truediv", "pow", "eq", "lt", "ge"])
+def test_binary_with_python_scalars(op, dtype, gen):
+    """x op scalar and scalar op x (wrapped numbers: promotion by category only)."""
+    import operator
+
+    fn = getattr(operator, op)
+    ta, fa = binary_inputs("pow" if op == "pow" else op, (4, 7), dtype, gen, "contiguous", 0)
+    for s in SCALARS:
+        if op == "pow" and (isinstance(s, float) and abs(s) == float("inf")):
+            continue
+        if op == "pow" and s == -3 and not dtype.is_floating_point:
+            continue  # torch: "Integers to negative integer powers are not allowed." (see test_errors)
+        rtol, atol = binary_tol("pow", dtype) if op == "pow" else (None, None)
+        check(lambda x: fn(x, s), lambda x: fn(x, s), [ta], [fa], f"x {op} {s!r} {dtype}", rtol, atol)
+        if op == "pow" and not dtype.is_floating_point:
+            continue  # 2 ** negative int tensor: int results torch computes specially
+        tb = ta if op != "pow" else ta.abs() if dtype != torch.bool else ta
+        fb = fa if op != "pow" else to_flow(tb)
+        check(lambda x: fn(s, x), lambda x: fn(s, x), [tb], [fb], f"{s!r} {op} x {dtype}", rtol, atol)
+
+
+# ---- where, clamp, cast -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_where(dtype, gen):
+    shapes = [((3, 4), (3, 4), (3, 4)), ((3, 1), (1, 4), (4,)), ((0, 2), (2,), ()), ((7,), (), ())]
+    for sc, sa, sb in shapes:
+        c = make(sc, torch.bool, gen)
+        ta, fa = make_pair(sa, dtype, gen, special=dtype.is_floating_point)
+        tb, fb = make_pair(sb, dtype, gen)
+        check(torch.where, flow.where, [c, ta, tb], [to_flow(c), fa, fb], f"where {dtype} {sc} {sa} {sb}")
+    c = make((5, 6), torch.bool, gen)
+    ta, fa = make_pair((6, 5), dtype, gen, "transposed")
+    for other in [0, 1.5, True]:
+        check(torch.where, flow.where, [c, ta, other], [to_flow(c), fa, other], f"where {dtype} scalar {other}")
+        check(torch.where, flow.where, [c, other, ta], [to_flow(c), other, fa], f"where {dtype} scalar {other}")
+    # mixed tensor dtypes promote
+    tb, fb = make_pair((5, 6), torch.float16, gen)
+    check(torch.where, flow.where, [c, ta, tb], [to_flow(c), fa, fb], f"where {dtype} float16")
+    check(lambda c, a, b: a.where(c, b), lambda c, a, b: a.where(c, b), [c, ta, tb], [to_flow(c), fa, fb],
+          "Tensor.where")
+
+
+CLAMP_BOUNDS = [(-1, 1), (0.5, None), (None, 2), (-1.5, 2.5), (3, -3), (True, None)]
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_clamp(dtype, gen):
+    for lo, hi in CLAMP_BOUNDS:
+        for shape, layout in [((33,), "contiguous"), ((5, 7), "transposed"), ((0,), "contiguous")]:
+            t, f = make_pair(shape, dtype, gen, layout, special=dtype.is_floating_point)
+            check(lambda x: torch.clamp(x, lo, hi), lambda x: flow.clamp(x, lo, hi), [t], [f],
+                  f"clamp {dtype} {lo} {hi} {shape}")
+            check(lambda x: x.clamp(min=lo, max=hi), lambda x: x.clamp(min=lo, max=hi), [t], [f],
+                  f"Tensor.clamp {dtype} {lo} {hi}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.float16], ids=str)
+def test_clamp_tensor_bounds(dtype, gen):
+    t, f = make_pair((4, 5), dtype, gen, special=dtype.is_floating_point)
+    lo, flo = make_pair((5,), dtype, gen)
+    hi = lo + 2
+    check(lambda x, a, b: torch.clamp(x, a, b), lambda x, a, b: flow.clamp(x, a, b), [t, lo, hi],
+          [f, flo, to_flow(hi)], "clamp tensors")
+    check(lambda x, a: torch.clamp(x, min=a), lambda x, a: flow.clamp(x, min=a), [t, lo], [f, flo], "clamp min")
+
+
+@pytest.mark.parametrize("src", ALL_DTYPES, ids=str)
+def test_cast(src, gen):
+    # values representable in every target: moderate, with fractions for floats
+    if src.is_floating_point:
+        base = (torch.rand((7, 9), generator=gen, dtype=torch.float64) * 200 - 100).to(src)
+    else:
+        base = make((7, 9), src, gen, low=-100, high=100)
+    for dst in ALL_DTYPES:
+        for layout in ["contiguous", "transposed"]:
+            t = base if layout == "contiguous" else base.t()
+            f = to_flow(base) if layout == "contiguous" else to_flow(base).t()
+            assert_same(f.to(FLOW_OF[dst]), t.to(dst), msg=f"{src}->{dst} {layout}")
+    if src.is_floating_point:  # NaN/inf: to other floats and to bool only (to ints is undefined)
+        s = make((40,), src, gen, special=True)
+        for dst in [d for d in ALL_DTYPES if d.is_floating_point or d == torch.bool]:
+            assert_same(to_flow(s).to(FLOW_OF[dst]), s.to(dst), msg=f"special {src}->{dst}")
+
+
+def test_cast_method_spellings(gen):
+    t = make((3, 4), torch.float32, gen)
+    f = to_flow(t)
+    for name in ["float", "half", "double", "int", "long", "bool", "bfloat16"]:
+        assert_same(getattr(f, name)(), getattr(t, name)(), msg=name)
+    assert f.to(flow.float32) is f
+    assert_same(f.to(torch.float16), t.half(), msg="to(torch dtype)")
+    assert_same(f.to("cpu", flow.float64), t.double(), msg="to(device, dtype)")
+
+
+# ---- reductions ---------------------------------------------------------------------------------
+
+REDUCTIONS = {
+    "sum": (torch.sum, flow.sum),
+    "mean": (torch.mean, flow.mean),
+    "amax": (torch.amax, flow.amax),
+    "amin": (torch.amin, flow.amin),
+}
+
+DIM_CONFIGS = [None, 0, -1, 1, (0, 2), (2, 0), (-1, -2), (0, 1, 2)]
+
+
+def reduce_call(fn, dim, keepdim, **kw):
+    if dim is None:
+        return lambda x: fn(x, **kw) if not keepdim else fn(x, dim=tuple(range(x.dim())), keepdim=True, **kw)
+    return lambda x: fn(x, dim, keepdim, **kw)
+
+
+def reduction_tol(op, dtype, n_reduced, max_abs):
+    """Accumulation order differs from torch's: allow a random-walk error of the accumulator."""
+    if not dtype.is_floating_point or op in ("amax", "amin"):
+        return None, None
+    acc_eps = {torch.float64: 2.2e-16}.get(dtype, 1.2e-7)
+    rtol, atol = TOL[dtype]
+    atol = atol + 16 * acc_eps * max(n_reduced, 1) ** 0.5 * max_abs
+    return rtol, atol
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@pytest.mark.parametrize("op", list(REDUCTIONS))
+def test_reduction(op, dtype, gen):
+    tfn, ffn = REDUCTIONS[op]
+    for shape, layout in [((4, 5, 6), "contiguous"), ((4, 5, 6), "transposed"), ((3, 7, 33), "sliced"),
+                          ((4, 5, 6), "expanded")]:
+        t, f = make_pair(shape, dtype, gen, layout)
+        for dim in DIM_CONFIGS:
+            for keepdim in (False, True):
+                n = t.numel() if dim is None else 1
+                if dim is not None:
+                    for d in (dim if isinstance(dim, tuple) else (dim,)):
+                        n *= shape[d]
+                max_abs = float(t.double().abs().max()) if t.numel() else 0.0
+                rtol, atol = reduction_tol(op, dtype, n, max_abs)
+                check(reduce_call(tfn, dim, keepdim), reduce_call(ffn, dim, keepdim), [t], [f],
+                      f"{op} {dtype} {shape} {layout} dim={dim} keepdim={keepdim}", rtol, atol)
+
+
+@pytest.mark.parametrize("op", list(REDUCTIONS))
+def test_reduction_special_values_and_sizes(op, gen):
+    tfn, ffn = REDUCTIONS[op]
+    for dtype in FLOAT_DTYPES:
+        t = make((6, 33), dtype, gen, special=True)
+        for dim in (None, 0, 1):
+            check(reduce_call(tfn, dim, False), reduce_call(ffn, dim, False), [t], [to_flow(t)],
+                  f"{op} special {dtype} dim={dim}", *reduction_tol(op, dtype, 33, 10.0))
+        for shape, dim in [((0,), None), ((0, 3), 0), ((0, 3), 1), ((3, 0), 1), ((3, 0), 0), ((1,), 0),
+                           ((1, 1), (0, 1)), ((), None), ((), 0)]:
+            t = make(shape, dtype, gen)
+            check(reduce_call(tfn, dim, False), reduce_call(ffn, dim, False), [t], [to_flow(t)],
+                  f"{op} {dtype} {shape} dim={dim}")
+
+
+@pytest.mark.parametrize("src,dst", [(torch.int32, torch.float32), (torch.float16, torch.float32),
+                                     (torch.int64, torch.float64), (torch.bool, torch.int32),
+                                     (torch.float32, torch.float64), (torch.bfloat16, torch.float32),
+                                     (torch.float32, torch.float16)], ids=str)
+@pytest.mark.parametrize("op", ["sum", "mean"])
+def test_reduction_dtype_argument(op, src, dst, gen):
+    tfn, ffn = REDUCTIONS[op]
+    t = make((5, 17), src, gen)
+    for dim in (None, 1):
+        check(lambda x: tfn(x, dim=dim, dtype=dst) if dim is not None else tfn(x, dtype=dst),
+              lambda x: ffn(x, dim=dim, dtype=FLOW_OF[dst]) if dim is not None else ffn(x, dtype=FLOW_OF[dst]),
+              [t], [to_flow(t)], f"{op} {src} dtype={dst} dim={dim}", *reduction_tol(op, dst, 85, 10.0))
+
+
+def test_reduction_methods(gen):
+    t = make((4, 6), torch.float32, gen)
+    f = to_flow(t)
+    assert_same(f.sum(), t.sum())
+    assert_same(f.sum(1, keepdim=True), t.sum(1, keepdim=True))
+    assert_same(f.mean(0), t.mean(0))
+    assert_same(f.amax(-1), t.amax(-1))
+    assert_same(f.amin((0, 1)), t.amin((0, 1)))
+    assert_same(f.sum(dim=[0]), t.sum(dim=[0]))
+
+
+# ---- softmax ------------------------------------------------------------------------------------
+
+SOFTMAX = {"softmax": (torch.softmax, flow.softmax), "log_softmax": (torch.log_softmax, flow.log_softmax)}
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@pytest.mark.parametrize("op", list(SOFTMAX))
+def test_softmax(op, dtype, gen):
+    tfn, ffn = SOFTMAX[op]
+    cases = [((7,), 0, "contiguous"), ((4, 33), -1, "contiguous"), ((4, 33), 0, "contiguous"),
+             ((3, 1031), 1, "contiguous"), ((2, 3, 5), 1, "contiguous"), ((5, 1), 1, "contiguous"),
+             ((0, 4), 1, "contiguous"), ((4, 0), 1, "contiguous"), ((6, 9), -1, "transposed"),
+             ((5, 8), 1, "sliced"), ((3, 8), 1, "expanded"), ((), 0, "contiguous")]
+    rtol, atol = {torch.float32: (1e-5, 1e-6), torch.float64: (1e-12, 1e-12)}.get(dtype, (None, None))
+    for shape, dim, layout in cases:
+        t, f = make_pair(shape, dtype, gen, layout)
+        check(lambda x: tfn(x, dim), lambda x: ffn(x, dim), [t], [f], f"{op} {dtype} {shape} dim={dim} {layout}",
+              rtol, atol)
+
+
+@pytest.mark.parametrize("op", list(SOFTMAX))
+def test_softmax_special_values(op, gen):
+    tfn, ffn = SOFTMAX[op]
+    rows = torch.tensor([[0.0, 1.0, 2.0, 3.0],
+                         [-float("inf"), 1.0, 2.0, -float("inf")],
+                         [-float("inf")] * 4,
+                         [float("inf"), 1.0, 0.0, -1.0],
+                         [float("nan"), 1.0, 2.0, 3.0],
+                         [1e4, -1e4, 0.0, 1e4],
+                         [-1e30, -1e30, -1e30, -1e30]])
+    for dtype in FLOAT_DTYPES:
+        t = rows.to(dtype)
+        rtol, atol = {torch.float32: (1e-5, 1e-6)}.get(dtype, (None, None))
+        check(lambda x: tfn(x, -1), lambda x: ffn(x, -1), [t], [to_flow(t)], f"{op} special {dtype}", rtol, atol)
+
+
+@pytest.mark.parametrize("op", list(SOFTMAX))
+def test_softmax_dtype_argument_and_functional(op, gen):
+    tfn, ffn = SOFTMAX[op]
+    for src, dst in [(torch.float16, torch.float32), (torch.float32, torch.float64), (torch.int64, torch.float32),
+                     (torch.bfloat16, torch.float32), (torch.float32, torch.float16)]:
+        t = make((3, 10), src, gen)
+        check(lambda x: tfn(x, 1, dtype=dst), lambda x: ffn(x, 1, dtype=FLOW_OF[dst]), [t], [to_flow(t)],
+              f"{op} {src} dtype={dst}", 1e-5 if dst == torch.float32 else None)
+    t = make((3, 10), torch.float32, gen)
+    tf, ff = getattr(TF, op), getattr(flow.nn.functional, op)
+    check(lambda x: tf(x, dim=1), lambda x: ff(x, dim=1), [t], [to_flow(t)], f"F.{op}", 1e-5, 1e-6)
+    check(lambda x: getattr(x, op)(0), lambda x: getattr(x, op)(0), [t], [to_flow(t)], f"Tensor.{op}", 1e-5, 1e-6)
+
+
+# ---- large sizes --------------------------------------------------------------------------------
+
+LARGE = 2**20 + 3
+
+
+def test_large_elementwise(gen):
+    a = make((LARGE,), torch.float32, gen, special=True)
+    b = make((LARGE,), torch.float32, gen)
+    fa, fb = to_flow(a), to_flow(b)
+    assert_same(fa + fb, a + b)
+    assert_same(flow.exp(fa), torch.exp(a), rtol=4e-6)
+    assert_same(flow.sigmoid(fa) * fb, torch.sigmoid(a) * b, rtol=4e-6)
+    h = a.half()
+    assert_same(flow.tanh(to_flow(h)), torch.tanh(h))
+    # non-contiguous and large: every other element
+    big = make((2 * LARGE,), torch.float32, gen)
+    assert_same(flow.relu(to_flow(big)[::2]), torch.relu(big[::2]))
+
+
+def test_large_reductions(gen):
+    x = make((LARGE,), torch.float32, gen)
+    f = to_flow(x)
+    max_abs = float(x.abs().max())
+    for op in ("sum", "mean"):
+        rtol, atol = reduction_tol(op, torch.float32, LARGE, max_abs)
+        assert_same(getattr(flow, op)(f), getattr(torch, op)(x), rtol=rtol, atol=atol, msg=op)
+    assert_same(flow.amax(f), torch.amax(x))
+    assert_same(flow.amin(f), torch.amin(x))
+    m = make((1031, 1031), torch.float32, gen)
+    fm = to_flow(m)
+    for dim in (0, 1):
+        rtol, atol = reduction_tol("sum", torch.float32, 1031, float(m.abs().max()))
+        assert_same(flow.sum(fm, dim), torch.sum(m, dim), rtol=rtol, atol=atol, msg=f"sum dim {dim}")
+        assert_same(flow.softmax(fm, dim), torch.softmax(m, dim), rtol=1e-5, atol=1e-6, msg=f"softmax dim {dim}")
+    i = make((LARGE,), torch.int32, gen)
+    assert_same(flow.sum(to_flow(i)), torch.sum(i))
