@@ -178,6 +178,26 @@ double round_to_dtype(DType t, double v, bool float64_math) {
   return v;
 }
 
+// A view gathers through the op's ViewFn applied to the (contiguous) input.
+static HostTensor run_view(const Graph& g, const Node& n, const OpDef& def, const HostTensor& in) {
+  const auto l = def.view(contiguous_layout(in.type.shape), n.attrs);
+  if (!l) throw std::logic_error("interpret_graph: view of a contiguous tensor failed");
+  HostTensor out{g.value(n.outputs.at(0)).type, {}};
+  const int64_t total = numel(l->sizes);
+  out.data.resize(static_cast<size_t>(total));
+  std::vector<int64_t> idx(l->sizes.size(), 0);
+  for (int64_t k = 0; k < total; ++k) {
+    int64_t off = l->offset;
+    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * l->strides[d];
+    out.data[static_cast<size_t>(k)] = in.data.at(static_cast<size_t>(off));
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < l->sizes[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
 std::vector<HostTensor> interpret_graph(const Graph& g, const std::vector<HostTensor>& inputs, bool float64_math) {
   const InterpOptions opt{float64_math};
   if (inputs.size() != g.inputs().size()) {
@@ -210,6 +230,8 @@ std::vector<HostTensor> interpret_graph(const Graph& g, const std::vector<HostTe
       env[n.outputs.at(0)] = run_elementwise(g, n, def, in, opt);
     } else if (def.pattern == OpPattern::Reduction && def.reduce) {
       env[n.outputs.at(0)] = run_reduction(g, n, def, *in.at(0), opt);
+    } else if (def.pattern == OpPattern::View && def.view) {
+      env[n.outputs.at(0)] = run_view(g, n, def, *in.at(0));
     } else {
       throw std::runtime_error(std::string("interpret_graph: cannot interpret op '") + n.op + "' (" +
                                op_pattern_name(def.pattern) + ")");

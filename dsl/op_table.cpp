@@ -35,6 +35,7 @@ void register_builtin_ops() {
     register_elementwise_ops();
     register_reduction_ops();
     register_composite_ops();
+    register_view_ops();
   });
 }
 
@@ -52,6 +53,8 @@ const char* op_pattern_name(OpPattern p) {
       return "out_ewise_fusable";
     case OpPattern::Opaque:
       return "opaque";
+    case OpPattern::View:
+      return "view";
     case OpPattern::Composite:
       return "composite";
   }

@@ -22,7 +22,19 @@ enum class OpPattern : uint8_t {
   OutEWiseFusable,  // conv, matmul: a library call that can take elementwise epilogues
   Opaque,           // never fused
   Composite,        // expands into other ops at graph-build time
+  View,             // the output aliases input 0 with another layout (reshape, permute, slice, ...)
 };
+
+// A strided view of storage: element strides and an element offset.
+struct Layout {
+  Shape sizes;
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+};
+Layout contiguous_layout(const Shape& sizes);
+// The layout of a View op's output given its input's layout, or nullopt when that input layout
+// cannot be viewed so (reshape of a non-contiguous tensor): the caller copies the input first.
+using ViewFn = std::function<std::optional<Layout>(const Layout& in, const Attrs& attrs)>;
 const char* op_pattern_name(OpPattern p);
 
 struct OpContext {
@@ -68,6 +80,7 @@ struct OpDef {
   std::optional<ReduceSpec> reduce;  // Reduction: attrs "dims" (normalized, sorted) and "keepdim"
   DecomposeFn decompose;             // Composite
   CanonicalizeFn canonicalize;       // optional, runs before infer (see CanonicalizeFn)
+  ViewFn view;                       // View
 };
 
 // The registry. lookup throws OpError(NotImplemented) for an unknown op. The built-in ops are

@@ -2,6 +2,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -11,6 +14,7 @@
 #include "dsl/serialize.h"
 #include "jit/backend.h"
 #include "jit/kernel_cache.h"
+#include "jit/layouts.h"
 #include "jit/log.h"
 
 namespace flow::jit {
@@ -36,6 +40,18 @@ std::mutex& loaded_mutex() {
 std::unordered_map<dsl::Hash128, std::shared_ptr<const CompiledKernel>, KeyHasher>& loaded() {
   static std::unordered_map<dsl::Hash128, std::shared_ptr<const CompiledKernel>, KeyHasher> m;
   return m;
+}
+
+// FLOW_DUMP_DIR: every kernel compiled in this process is written there as its loop nest and
+// its backend source (LLVM IR or CUDA C++), named after the kernel and its cache key.
+void dump_kernel(const Backend& backend, const sched::ScheduledKernel& sk, const std::string& key_hex) {
+  const char* dir = std::getenv("FLOW_DUMP_DIR");
+  if (!dir || !*dir) return;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string base = std::string(dir) + "/" + sk.func.name + "_" + key_hex.substr(0, 12);
+  std::ofstream(base + ".loops.txt") << dsl::to_string(sk.func) << "\n";
+  std::ofstream(base + (sk.func.target == dsl::Target::CUDA ? ".cu" : ".ll")) << backend.source(sk.func);
 }
 
 }  // namespace
@@ -72,6 +88,7 @@ std::shared_ptr<const CompiledKernel> get_kernel(const sched::ScheduledKernel& s
     fresh.binary = backend.compile(sk.func, opt);
     fresh.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     k->compile_seconds = fresh.compile_seconds;
+    dump_kernel(backend, sk, k->key_hex);
     cache.record_compile(fresh.compile_seconds);
     cache.store(key, fresh);
     if (log_enabled("codegen")) {
@@ -119,17 +136,17 @@ int Executable::num_compiled() const {
 std::shared_ptr<Executable> compile(const Graph& g, const std::vector<std::vector<int64_t>>& input_strides,
                                     const CompileOptions& opt) {
   auto exe = std::shared_ptr<Executable>(new Executable());
-  exe->graph_ = g;
+  exe->graph_ = materialize_unviewable(g, input_strides);
   exe->opt_ = opt;
+  exe->layouts_ = compute_layouts(exe->graph_, input_strides);
   sched::FusionOptions fo;
   fo.enable = opt.fuse;
   exe->plan_ = sched::fuse(exe->graph_, fo);
   if (log_enabled("fusion")) log_line("fusion", "\n" + exe->plan_.to_string(exe->graph_));
 
-  // Layouts: graph inputs as given; every produced value is a fresh contiguous tensor.
+  // Each kernel reads its inputs with their layouts (views included); it writes contiguously.
   sched::GroupLayouts layouts;
-  for (size_t i = 0; i < g.inputs().size(); ++i)
-    if (i < input_strides.size() && !input_strides[i].empty()) layouts[g.inputs()[i]] = input_strides[i];
+  for (size_t v = 0; v < exe->graph_.values().size(); ++v) layouts[static_cast<int>(v)] = exe->layouts_.layout[v].strides;
 
   exe->instances_.reserve(exe->plan_.groups.size());
   for (size_t gi = 0; gi < exe->plan_.groups.size(); ++gi) {
@@ -161,11 +178,29 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) const {
     const auto& want = g.value(g.inputs()[i]).type;
     if (inputs[i].sizes != want.shape || inputs[i].dtype != want.dtype)
       throw std::invalid_argument("input " + std::to_string(i) + " does not match the compiled signature " + want.str());
+    const auto& st = layouts_.layout[g.inputs()[i]].strides;
+    for (size_t d = 0; d < st.size(); ++d)
+      if (inputs[i].sizes[d] > 1 && inputs[i].strides[d] != st[d])
+        throw std::invalid_argument("input " + std::to_string(i) + " has strides " + dsl::shape_str(inputs[i].strides) +
+                                    ", compiled for " + dsl::shape_str(st));
     slots[g.inputs()[i]] = inputs[i];
     bound[g.inputs()[i]] = &slots[g.inputs()[i]];
   }
+  // A view is its root's storage seen through the layout computed at compile time.
+  auto bind_view = [&](int v) {
+    if (bound[v] || !layouts_.is_view[v]) return;
+    const Tensor* root = bound[layouts_.root[v]];
+    if (!root) throw std::logic_error("view %" + std::to_string(v) + " of an unbound value");
+    const dsl::Layout& l = layouts_.layout[v];
+    slots[v] = *root;
+    slots[v].sizes = l.sizes;
+    slots[v].strides = l.strides;
+    slots[v].offset = root->offset + l.offset;
+    bound[v] = &slots[v];
+  };
   for (size_t k = 0; k < kernels_.size(); ++k) {
     const auto& grp = plan_.groups[kernel_group_[k]];
+    for (int v : grp.inputs) bind_view(v);
     for (int v : grp.outputs) {
       if (bound[v]) continue;
       slots[v] = Tensor::empty(g.value(v).type.shape, g.value(v).type.dtype);
@@ -177,6 +212,7 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) const {
   }
   std::vector<Tensor> outs;
   for (int v : g.outputs()) {
+    bind_view(v);
     if (!bound[v]) {
       const auto& val = g.value(v);
       if (val.kind != dsl::ValueKind::Constant) throw std::logic_error("graph output %" + std::to_string(v) + " was not computed");

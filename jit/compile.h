@@ -9,6 +9,7 @@
 
 #include "dsl/graph.h"
 #include "dsl/stmt.h"
+#include "jit/layouts.h"
 #include "jit/tensor.h"
 #include "scheduler/fusion.h"
 #include "scheduler/kernel_instance.h"
@@ -62,6 +63,7 @@ class Executable {
                                              const CompileOptions&);
   dsl::Graph graph_;
   CompileOptions opt_;
+  ValueLayouts layouts_;
   sched::FusionPlan plan_;
   std::vector<sched::KernelInstance> instances_;
   std::vector<std::shared_ptr<const CompiledKernel>> kernels_;

@@ -23,6 +23,11 @@ using EagerArg = std::variant<Tensor, ScalarArg>;
 // Runs `op` on the arguments; throws dsl::OpError for bad input.
 std::vector<Tensor> eager_op(const std::string& op, const std::vector<EagerArg>& args, const dsl::Attrs& attrs);
 
+// Runs a view op (reshape, permute, expand, slice, select, as_strided): a zero-copy alias of
+// `src`, except a reshape/view of a layout strides cannot express, which copies first (torch's
+// reshape; `view` raises torch's error instead).
+Tensor eager_view(const std::string& op, const Tensor& src, const dsl::Attrs& attrs);
+
 // Copies `src` into a new contiguous tensor of dtype `dtype` (a generated cast kernel).
 Tensor eager_contiguous(const Tensor& src, dsl::DType dtype);
 

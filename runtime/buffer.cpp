@@ -9,6 +9,9 @@
 #include <string>
 #include <utility>
 
+#include "runtime/cuda_allocator.h"
+#include "runtime/cuda_driver.h"
+
 namespace flow::runtime {
 
 const char* device_type_name(DeviceType d) {
@@ -88,18 +91,27 @@ HostBlockCache& host_cache() {
 size_t release_cached_host_memory() { return host_cache().release(); }
 size_t cached_host_bytes() { return host_cache().cached(); }
 
-void Buffer::HostFree::operator()(void* p) const noexcept {
+void Buffer::Free::operator()(void* p) const noexcept {
+  if (device_index >= 0) {
+    // The allocator exists: it made this block. Returning a block makes no driver call.
+    try {
+      cuda::device_allocator(device_index).free(p);
+    } catch (...) {
+    }
+    return;
+  }
   host_cache().give(p, capacity);
 }
 
-Buffer::Buffer(Private, std::unique_ptr<void, HostFree> data, size_t size, DeviceType device)
+Buffer::Buffer(Private, std::unique_ptr<void, Free> data, size_t size, DeviceType device)
     : data_(std::move(data)), size_(size), device_(device) {}
 
 std::shared_ptr<Buffer> Buffer::allocate(size_t bytes, DeviceType device) {
   if (device == DeviceType::CUDA) {
-    throw std::runtime_error("flow: Buffer::allocate(" + std::to_string(bytes) +
-                             " bytes, cuda): CUDA buffers are not supported yet (the device allocator is not "
-                             "implemented); allocate on the cpu");
+    const int index = cuda::current_device();
+    cuda::CudaCachingAllocator& alloc = cuda::device_allocator(index);  // throws when CUDA is unavailable
+    std::unique_ptr<void, Free> data(alloc.allocate(bytes), Free{0, index});
+    return std::make_shared<Buffer>(Private{}, std::move(data), bytes, device);
   }
   if (bytes > SIZE_MAX - kAlignment) throw std::bad_alloc();
   // aligned_alloc needs a size that is a multiple of the alignment; zero becomes one block.
@@ -115,7 +127,7 @@ std::shared_ptr<Buffer> Buffer::allocate(size_t bytes, DeviceType device) {
     p = std::aligned_alloc(kAlignment, padded);
   }
   if (!p) throw std::bad_alloc();
-  std::unique_ptr<void, HostFree> data(p, HostFree{capacity});
+  std::unique_ptr<void, Free> data(p, Free{capacity, -1});
   return std::make_shared<Buffer>(Private{}, std::move(data), bytes, device);
 }
 

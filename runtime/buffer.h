@@ -9,6 +9,11 @@
 // size, like PyTorch's caching allocators: a fresh multi-megabyte malloc is an mmap whose pages
 // fault in on first touch, which costs as much as the kernel that writes them. The cache holds at
 // most FLOW_HOST_CACHE_MB (default 2048) MiB; `release_cached_host_memory()` empties it.
+//
+// CUDA buffers hold a device pointer from the caching device allocator (runtime/cuda_allocator.h)
+// of the device that was current at allocation, and give it back to that allocator when released
+// (no driver call, so releasing is safe anywhere). data() of a CUDA buffer must not be dereferenced
+// on the host; copy with runtime/cuda_copy.h.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -22,7 +27,9 @@ class Buffer {
  public:
   static constexpr size_t kAlignment = 64;
 
-  // Throws std::bad_alloc when host memory runs out, std::runtime_error for CUDA (not yet supported).
+  // Throws std::bad_alloc when host memory runs out. CUDA: on the current device
+  // (runtime::cuda::current_device()); throws runtime::cuda::CudaError (a std::runtime_error) when
+  // CUDA is unavailable ("flow: CUDA is not available: ... driver ...") or device memory runs out.
   static std::shared_ptr<Buffer> allocate(size_t bytes, DeviceType device = DeviceType::CPU);
 
   void* data() { return data_.get(); }
@@ -37,23 +44,27 @@ class Buffer {
   }
   size_t size() const { return size_; }
   DeviceType device() const { return device_; }
+  // The CUDA device index of a CUDA buffer; -1 for a host buffer.
+  int device_index() const { return data_.get_deleter().device_index; }
 
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
  private:
-  // Returns the block to the host caching allocator (see buffer.cpp), which needs its size.
-  struct HostFree {
+  // Returns the block to the host caching allocator (see buffer.cpp), which needs its size, or to
+  // the device allocator of device_index (>= 0 for CUDA memory).
+  struct Free {
     size_t capacity = 0;
+    int device_index = -1;
     void operator()(void* p) const noexcept;
   };
   struct Private {};  // lets allocate() use std::make_shared with a non-public constructor
 
  public:
-  Buffer(Private, std::unique_ptr<void, HostFree> data, size_t size, DeviceType device);
+  Buffer(Private, std::unique_ptr<void, Free> data, size_t size, DeviceType device);
 
  private:
-  std::unique_ptr<void, HostFree> data_;
+  std::unique_ptr<void, Free> data_;
   size_t size_ = 0;
   DeviceType device_ = DeviceType::CPU;
 };

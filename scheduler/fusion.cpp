@@ -62,7 +62,17 @@ class Fuser {
     bool alive = true;
   };
 
+  // The group computing `v`; a view's value belongs to the group computing what it aliases.
   int group_of_value(int v) const {
+    const auto& val = g_.value(v);
+    if (val.kind != dsl::ValueKind::OpResult) return -1;
+    const dsl::Node& p = g_.node(val.producer);
+    if (dsl::lookup_op(p.op).pattern == OpPattern::View) return group_of_value(p.inputs.at(0));
+    return node_group_[val.producer];
+  }
+
+  // The group `v` could be fused from: none for a view (its consumers re-index the buffer).
+  int fusible_group_of_value(int v) const {
     const auto& val = g_.value(v);
     if (val.kind != dsl::ValueKind::OpResult) return -1;
     return node_group_[val.producer];
@@ -94,8 +104,11 @@ class Fuser {
     return false;
   }
 
-  // Would putting node `n` into group `gi` create a cycle through another group?
+  // Would putting node `n` into group `gi` create a cycle through another group, or make the kernel
+  // read (through a view) a buffer it writes itself?
   bool creates_cycle(int gi, const dsl::Node& n) const {
+    for (int in : n.inputs)
+      if (group_of_value(in) == gi && fusible_group_of_value(in) != gi) return true;
     for (int in : n.inputs) {
       const int pg = group_of_value(in);
       if (pg >= 0 && pg != gi && depends_on(pg, gi)) return true;
@@ -136,7 +149,7 @@ class Fuser {
         // A reduced (keepdim=false) value broadcasts against the full domain by right alignment,
         // not per row: only keepdim row values may feed full-domain work in one kernel.
         for (int in : n.inputs)
-          if (group_of_value(in) == gi && g_.value(in).type.shape == reduced_shape(probe) &&
+          if (fusible_group_of_value(in) == gi && g_.value(in).type.shape == reduced_shape(probe) &&
               g_.value(in).type.shape != w.domain)
             return "reduced value (keepdim=False) broadcast against the full domain";
       }
@@ -177,7 +190,7 @@ class Fuser {
   std::vector<int> producer_groups(const dsl::Node& n) const {
     std::vector<int> out;
     for (int in : n.inputs) {
-      const int pg = group_of_value(in);
+      const int pg = fusible_group_of_value(in);
       if (pg >= 0 && std::find(out.begin(), out.end(), pg) == out.end()) out.push_back(pg);
     }
     return out;
@@ -185,6 +198,8 @@ class Fuser {
 
   void visit(const dsl::Node& n) {
     const dsl::OpDef& def = dsl::lookup_op(n.op);
+    // Views are not kernels: consumers read the aliased buffer through the view's strides.
+    if (def.pattern == OpPattern::View) return;
     if (!opt_.enable || (def.pattern != OpPattern::Elementwise && def.pattern != OpPattern::Reduction)) {
       const Shape dom = n.outputs.empty() ? Shape{} : g_.value(n.outputs[0]).type.shape;
       if (def.pattern == OpPattern::Reduction) {
@@ -235,7 +250,7 @@ class Fuser {
     // Reduction
     const std::vector<int64_t> dims = dsl::attr_ints(n.attrs, "dims", n.op);
     const Shape& in_shape = g_.value(n.inputs[0]).type.shape;
-    const int pg = group_of_value(n.inputs[0]);
+    const int pg = fusible_group_of_value(n.inputs[0]);
     if (pg >= 0) {
       const std::string why = reduction_fits(pg, n, dims);
       if (why.empty()) {

@@ -15,6 +15,7 @@ namespace flow::dsl {
 void register_elementwise_ops();
 void register_reduction_ops();
 void register_composite_ops();
+void register_view_ops();
 void register_builtin(OpDef def);
 
 // torch's scalar type names used in its messages: "Bool", "Int", "Long", "Half", "BFloat16",

@@ -44,7 +44,7 @@ def _from_array(arr, dtype):
             if dtype.np_dtype.kind in "iu" and arr.dtype.kind == "f":
                 arr = np.trunc(arr)  # torch converts float -> int by truncation (numpy does too)
             arr = arr.astype(dtype.np_dtype)
-    return Tensor._wrap(_C.Tensor.from_numpy(np.ascontiguousarray(arr)))
+    return Tensor._wrap(_C.Tensor.from_numpy(np.asarray(arr)))
 
 
 def _torch_to_flow(t, dtype):

@@ -140,14 +140,14 @@ class Size(tuple):
 # bfloat16 <-> float32 conversions over numpy (bits are uint16).
 def f32_to_bf16_bits(a):
     """Round-to-nearest-even float32 -> bfloat16 bit patterns; NaN stays a (quiet) NaN."""
-    a = np.ascontiguousarray(a, dtype=np.float32)
+    a = np.array(a, dtype=np.float32, order="C")  # (ascontiguousarray would make 0-dim 1-dim)
     u = a.view(np.uint32).astype(np.uint64)
     r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
     nan = np.isnan(a)
     if nan.any():
         r[nan] = ((u[nan] >> 16) | 0x40).astype(np.uint16)
-    return r
+    return np.asarray(r)  # (arithmetic on 0-dim arrays yields numpy scalars)
 
 
 def bf16_bits_to_f32(bits):
-    return (np.ascontiguousarray(bits).astype(np.uint32) << 16).view(np.float32)
+    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)

@@ -56,9 +56,11 @@ def format_tensor(t):
             width = max(len(fmt(v)) for v in arr.reshape(-1)[:1000])
             formatter = {"float_kind": lambda v: fmt(v).rjust(width)}
         elif dt is D.bool_:
-            formatter = {"bool": lambda v: "True" if v else "False"}
+            width = 5 if (arr.reshape(-1)[:1000] == False).any() else 4  # noqa: E712
+            formatter = {"bool": lambda v: ("True" if v else "False").rjust(width)}
         else:
-            formatter = {"int": lambda v: str(v)}
+            width = max(len(str(v)) for v in arr.reshape(-1)[:1000])
+            formatter = {"int": lambda v: str(v).rjust(width)}
         body = np.array2string(arr, separator=", ", prefix="tensor(", formatter=formatter, threshold=1000,
                                edgeitems=3, max_line_width=80)
     return f"tensor({body}{suffix})"

@@ -13,6 +13,9 @@ function reads from outside its arguments (parameters, buffers, globals) are gra
 those Python objects at run time, so assigning new data of the same shape/dtype/layout to a
 parameter needs no recompile; a different shape, dtype or layout retraces.
 
+Parameters and buffers of the jitted module are bound by name: a parameter replaced by
+another of the same shape, dtype and layout is used without retracing.
+
 A call made while another trace is active (a jitted submodule or helper) is inlined into it.
 """
 import functools
@@ -86,25 +89,54 @@ def _leaf_key(x):
 # ---- compiled variants ---------------------------------------------------------------------------
 
 
+def _module_tensors(module):
+    """name -> tensor for a module's parameters and buffers (looked up afresh at every call, so a
+    reassigned parameter is seen)."""
+    if module is None:
+        return {}
+    d = dict(module.named_parameters())
+    d.update(module.named_buffers())
+    return d
+
+
 class _Variant:
-    def __init__(self, graph, exe, bindings, out_spec, out_leaves):
+    def __init__(self, graph, exe, bindings, out_spec, out_leaves, module):
         self.graph = graph
         self.exe = exe
-        self.bindings = bindings  # per graph input: ("arg", flat index) | ("capture", Tensor)
+        # per graph input: ("arg", flat index) | ("module", parameter/buffer name) | ("capture", Tensor)
+        self.bindings = bindings
         self.out_spec = out_spec
         self.out_leaves = out_leaves  # ("out", k) | ("input", binding index) | ("const", obj)
-        self.captured = [(t, tuple(t._c.shape), t._c.dtype, _layout_key(t._c))
-                         for kind, t in bindings if kind == "capture"]
+        self.module = module
+        self.uses_module = any(kind == "module" for kind, _ in bindings)
+        state = _module_tensors(module) if self.uses_module else {}
+        self.guards = [(kind, x, self._meta(self._resolve(kind, x, None, state)))
+                       for kind, x in bindings if kind != "arg"]
 
-    def guards_ok(self):
-        for t, shape, dtype, layout in self.captured:
-            c = t._c
-            if c is None or tuple(c.shape) != shape or c.dtype != dtype or _layout_key(c) != layout:
-                return False
-        return True
+    @staticmethod
+    def _meta(t):
+        c = t._c if isinstance(t, Tensor) else None
+        return None if c is None else (tuple(c.shape), c.dtype, _layout_key(c))
 
-    def run(self, flat):
-        inputs = [flat[x]._c if kind == "arg" else x._c for kind, x in self.bindings]
+    @staticmethod
+    def _resolve(kind, x, flat, state):
+        if kind == "arg":
+            return flat[x]
+        if kind == "module":
+            return state.get(x)
+        return x
+
+    def check(self):
+        """The module state of this call if every non-argument input still matches what was traced
+        (shape, dtype, layout), else None."""
+        state = _module_tensors(self.module) if self.uses_module else {}
+        for kind, x, meta in self.guards:
+            if self._meta(self._resolve(kind, x, None, state)) != meta:
+                return None
+        return state
+
+    def run(self, flat, state):
+        inputs = [self._resolve(kind, x, flat, state)._c for kind, x in self.bindings]
         outs = self.exe.run(inputs) if self.exe is not None else []
         leaves = []
         for kind, x in self.out_leaves:
@@ -112,7 +144,7 @@ class _Variant:
                 leaves.append(Tensor._wrap(outs[x]))
             elif kind == "input":
                 b_kind, b = self.bindings[x]
-                leaves.append(flat[b] if b_kind == "arg" else b)
+                leaves.append(self._resolve(b_kind, b, flat, state))
             else:
                 leaves.append(x)
         return _unflatten(self.out_spec, leaves)
@@ -149,14 +181,13 @@ class JitFunction:
             return self._fn(*args, **kwargs)  # inside another trace: inline
         key = self._key(flat, spec)
         v = self._variants.get(key)
-        if v is not None and not v.guards_ok():
-            del self._variants[key]
-            v = None
-        if v is None:
+        state = v.check() if v is not None else None
+        if state is None:
             v = self._trace_and_compile(flat, spec)
             self._variants[key] = v
+            state = v.check()
         self._latest = v
-        return v.run(flat)
+        return v.run(flat, state)
 
     def _input_name(self, spec, flat_index):
         # Positional tensor arguments are named after the function's parameters where possible.
@@ -199,11 +230,15 @@ class JitFunction:
                 out_leaves.append(("out", marked[leaf._vid]))
             else:
                 out_leaves.append(("const", leaf))
+        # Captured parameters and buffers of the module are bound by name (see _module_tensors).
+        names = {id(t): n for n, t in _module_tensors(self._module).items()}
+        bindings = [("module", names[id(x)]) if kind == "capture" and id(x) in names else (kind, x)
+                    for kind, x in ctx.bindings]
         exe = None
         if marked:
             strides = [list((flat[x] if kind == "arg" else x)._c.strides) for kind, x in ctx.bindings]
             exe = _C.compile(ctx.graph, strides, self._target, self._cuda_arch, self._fuse)
-        return _Variant(ctx.graph, exe, list(ctx.bindings), out_spec, out_leaves)
+        return _Variant(ctx.graph, exe, bindings, out_spec, out_leaves, self._module)
 
     # ---- introspection ------------------------------------------------------------------------
 

@@ -48,7 +48,7 @@ def _tensor_or_number(fn, x, name, pos):
         return x
     s = _scalar(x)
     if s is None:
-        raise TypeError(f"{fn}(): argument '{name}' (position {pos}) must be Tensor or Number, not {_type_name(x)}")
+        raise TypeError(f"{fn}(): argument '{name}' (position {pos}) must be Tensor, not {_type_name(x)}")
     return s
 
 

@@ -326,6 +326,11 @@ class Tensor:
                                f"of sizes provided ({len(sizes)}) must be greater or equal to the number of "
                                f"dimensions in the tensor ({len(old_s)})")
         lead = len(sizes) - len(old_s)
+        for i in range(len(sizes) - 1, lead - 1, -1):  # torch checks from the last dim
+            s, o = sizes[i], old_s[i - lead]
+            if s != -1 and s != o and o != 1:
+                raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing size ({o}) at "
+                                   f"non-singleton dimension {i}.  Target sizes: {sizes}.  Tensor sizes: {old_s}")
         new_s, new_st = [], []
         for i, s in enumerate(sizes):
             if i < lead:

@@ -26,6 +26,7 @@ TEST(LlvmBackend, NotBuiltWithoutLlvm) {
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -904,8 +905,12 @@ TEST(LlvmBackend, VectorizedLoopsWithCrossLaneDependencesKeepSerialMeaning) {
                        dsl::make_for("l", 0, 4, ForKind::Vectorized,
                                      dsl::make_store("ind", i, ld(F32, "ind", i) * f32c(2) + ld(F32, "x", i)))}));
   const std::string ir = emit_llvm_ir(f);
-  EXPECT_NE(ir.find("store <4 x float>"), std::string::npos) << ir;  // the independent loop
-  EXPECT_EQ(ir.find("<4 x float> %"), ir.rfind("<4 x float> %")) << "only one loop should be vector code\n" << ir;
+  // Only the independent loop becomes vector code (one vector store); the others are unrolled.
+  size_t vector_stores = 0;
+  for (size_t p = ir.find("store <4 x float>"); p != std::string::npos; p = ir.find("store <4 x float>", p + 1)) {
+    ++vector_stores;
+  }
+  EXPECT_EQ(vector_stores, 1u) << ir;
   auto g = test::rng(12);
   const int64_t n = 5;
   std::vector<Arg> args = {zeros(F32, 1), zeros(F32, 4 * n + 1), buffer_of(F32, random_floats(g, 4 * n, -1, 1)),
@@ -961,6 +966,23 @@ TEST(LlvmBackend, SameObjectTwiceAndSameSymbolInTwoObjects) {
   EXPECT_NE(a, c);
   EXPECT_THROW(loader.load(obj2, "no_such_kernel"), std::runtime_error);
   EXPECT_THROW(loader.load("not an object file", "same_name"), std::runtime_error);
+}
+
+TEST(LlvmBackend, CompileAndLoadFromSeveralThreads) {
+  std::vector<std::thread> threads;
+  std::vector<float> results(4, 0.0f);
+  for (size_t t = 0; t < 4; ++t) {
+    threads.emplace_back([&results, t] {
+      const LoweredFunc f = elementwise("threaded", {buf("out", F32, true)}, "out",
+                                        [&](Expr i) { return dsl::cast(F32, i) + f32c(static_cast<double>(t)); });
+      std::vector<Arg> args = {zeros(F32, 3), int_arg(3)};
+      std::vector<ArgValue> v = abi(args);
+      CpuKernelLoader().load(compile_to_object(f), f.name)(v.data());
+      results[t] = args[0].at<float>(2);
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (size_t t = 0; t < 4; ++t) EXPECT_EQ(results[t], 2.0f + static_cast<float>(t));
 }
 
 TEST(LlvmBackend, CudaOnlyStatementsAreRejectedClearly) {

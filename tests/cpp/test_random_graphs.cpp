@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <random>
 
 #include "dsl/graph_interpreter.h"
 #include "dsl/interpreter.h"
 #include "jit/compile.h"
+#include "jit/layouts.h"
 #include "jit/cuda/cuda_compile.h"
 #include "scheduler/fusion.h"
 #include "test_util.h"
@@ -60,7 +62,7 @@ RandomGraph make_graph(std::mt19937_64& rng) {
   static const char* binary[] = {"add", "sub", "mul", "maximum", "minimum"};
   static const char* reduce[] = {"sum", "mean", "amax", "amin"};
   const int n_ops = std::uniform_int_distribution<int>(2, 8)(rng);
-  std::uniform_int_distribution<int> kind(0, 9);
+  std::uniform_int_distribution<int> kind(0, 12);
   for (int k = 0; k < n_ops; ++k) {
     auto pick = [&]() { return pool[std::uniform_int_distribution<size_t>(0, pool.size() - 1)(rng)]; };
     try {
@@ -78,7 +80,7 @@ RandomGraph make_graph(std::mt19937_64& rng) {
         r.description += std::string(op) + " ";
       } else if (c < 9) {
         const int in = pick();
-        const auto& s = r.g.value(in).type.shape;
+        const dsl::Shape s = r.g.value(in).type.shape;  // a copy: add() grows the value arena
         std::vector<int64_t> dims;
         for (size_t d = 0; d < s.size(); ++d)
           if (std::uniform_int_distribution<int>(0, 1)(rng)) dims.push_back(static_cast<int64_t>(d));
@@ -87,6 +89,35 @@ RandomGraph make_graph(std::mt19937_64& rng) {
         const char* op = reduce[std::uniform_int_distribution<int>(0, 3)(rng)];
         out = r.g.add(op, {in}, {{"dims", dims}, {"keepdim", keep}});
         r.description += std::string(op) + dsl::shape_str(dims) + (keep ? "k " : " ");
+      } else if (c >= 10) {
+        // A view: permute, reshape (flatten the last two dims), slice, expand of a size-1 dim.
+        const int in = pick();
+        const dsl::Shape s = r.g.value(in).type.shape;  // a copy: add() grows the value arena
+        const int64_t rank = static_cast<int64_t>(s.size());
+        if (rank == 0) throw dsl::OpError(dsl::OpError::Kind::Value, "no views of 0-dim values here");
+        const int which = std::uniform_int_distribution<int>(0, 3)(rng);
+        if (which == 0 && rank >= 2) {
+          std::vector<int64_t> perm(rank);
+          for (int64_t d = 0; d < rank; ++d) perm[d] = d;
+          std::shuffle(perm.begin(), perm.end(), rng);
+          out = r.g.add("permute", {in}, {{"dims", perm}});
+          r.description += "permute ";
+        } else if (which == 1 && rank >= 2) {
+          std::vector<int64_t> shape(s.begin(), s.end() - 2);
+          shape.push_back(-1);
+          out = r.g.add("reshape", {in}, {{"shape", shape}});
+          r.description += "reshape ";
+        } else if (which == 2) {
+          const int64_t d = std::uniform_int_distribution<int64_t>(0, rank - 1)(rng);
+          out = r.g.add("slice", {in}, {{"dim", d}, {"start", int64_t{1}}, {"end", s[d]}, {"step", int64_t{2}}});
+          r.description += "slice ";
+        } else {
+          std::vector<int64_t> shape(s.begin(), s.end());
+          shape.insert(shape.begin(), 3);
+          out = r.g.add("expand", {r.g.add("reshape", {in}, {{"shape", std::vector<int64_t>(shape.begin() + 1, shape.end())}})},
+                        {{"shape", shape}});
+          r.description += "expand ";
+        }
       } else {
         const int in = pick();
         const int64_t rank = static_cast<int64_t>(r.g.value(in).type.shape.size());
@@ -108,6 +139,23 @@ jit::Tensor to_tensor(const dsl::HostTensor& h) {
   jit::Tensor t = jit::Tensor::empty(h.type.shape, DType::Float32);
   for (size_t i = 0; i < h.data.size(); ++i) static_cast<float*>(t.data())[i] = static_cast<float>(h.data[i]);
   return t;
+}
+
+// The elements of a (possibly strided) float32 tensor in row-major order.
+std::vector<float> gather(const jit::Tensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  std::vector<int64_t> idx(t.sizes.size(), 0);
+  const float* base = static_cast<const float*>(t.data());
+  for (size_t k = 0; k < out.size(); ++k) {
+    int64_t off = 0;
+    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * t.strides[d];
+    out[k] = base[off];
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < t.sizes[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
 }
 
 void expect_close(const dsl::HostTensor& ref, const float* got, const std::string& what) {
@@ -136,9 +184,9 @@ TEST(RandomGraphs, LlvmMatchesGraphInterpreter) {
     const auto outs = exe->run(ins);
     ASSERT_EQ(outs.size(), ref.size());
     for (size_t o = 0; o < outs.size(); ++o)
-      expect_close(ref[o], static_cast<const float*>(outs[o].data()),
+      expect_close(ref[o], gather(outs[o]).data(),
                    "trial " + std::to_string(trial) + " [" + r.description + "] output " + std::to_string(o) +
-                       "\n" + exe->plan().to_string(r.g));
+                       "\n" + exe->plan().to_string(exe->graph()));
   }
 }
 #endif
@@ -148,12 +196,24 @@ TEST(RandomGraphs, GpuSchedulesInterpretedMatchAndCompile) {
   for (int trial = 0; trial < 12; ++trial) {
     RandomGraph r = make_graph(rng);
     const auto ref = dsl::interpret_graph(r.g, r.inputs);
+    r.g = jit::materialize_unviewable(r.g, {});
     // Execute the fused plan kernel by kernel with the loop interpreter on GPU schedules.
     const sched::FusionPlan plan = sched::fuse(r.g);
+    const jit::ValueLayouts lay = jit::compute_layouts(r.g, {});
+    sched::GroupLayouts strides;
+    for (size_t v = 0; v < r.g.values().size(); ++v) strides[static_cast<int>(v)] = lay.layout[v].strides;
     std::vector<jit::Tensor> slots(r.g.values().size());
     for (size_t i = 0; i < r.inputs.size(); ++i) slots[r.g.inputs()[i]] = to_tensor(r.inputs[i]);
+    auto bind = [&](int v) {
+      if (!lay.is_view[v]) return slots[v];
+      jit::Tensor t = slots[lay.root[v]];
+      t.sizes = lay.layout[v].sizes;
+      t.strides = lay.layout[v].strides;
+      t.offset += lay.layout[v].offset;
+      return t;
+    };
     for (const auto& grp : plan.groups) {
-      const auto ki = sched::specialize(r.g, grp, {}, true);
+      const auto ki = sched::specialize(r.g, grp, strides, true);
       for (int v : grp.outputs) {
         slots[v] = jit::Tensor::empty(r.g.value(v).type.shape, DType::Float32);
         for (int64_t i = 0; i < slots[v].numel(); ++i) static_cast<float*>(slots[v].data())[i] = NAN;  // poison
@@ -163,7 +223,7 @@ TEST(RandomGraphs, GpuSchedulesInterpretedMatchAndCompile) {
       std::vector<dsl::ArgValue> av;
       for (const auto& a : sk.args) {
         dsl::ArgValue x;
-        if (a.kind == sched::KernelArg::Kind::Buffer) x.ptr = slots[a.value].data();
+        if (a.kind == sched::KernelArg::Kind::Buffer) x.ptr = bind(a.value).data();
         else if (a.kind == sched::KernelArg::Kind::Int) x.i64 = a.i;
         else x.f64 = a.f;
         av.push_back(x);
@@ -175,7 +235,7 @@ TEST(RandomGraphs, GpuSchedulesInterpretedMatchAndCompile) {
       EXPECT_EQ(compiled.ptx.find("ld.local"), std::string::npos) << sk.func.name;
     }
     for (size_t o = 0; o < ref.size(); ++o)
-      expect_close(ref[o], static_cast<const float*>(slots[r.g.outputs()[o]].data()),
+      expect_close(ref[o], gather(bind(r.g.outputs()[o])).data(),
                    "trial " + std::to_string(trial) + " [" + r.description + "] output " + std::to_string(o) +
                        "\n" + plan.to_string(r.g));
   }

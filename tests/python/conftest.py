@@ -57,9 +57,9 @@ def to_flow(t):
     return flow.as_tensor(t)
 
 
-def make(shape, dtype, gen, special=False, low=None, high=None):
+def make(shape, dtype, gen, special=False, low=None, high=None, no_posinf=False):
     """A random torch tensor of `dtype`. Floats are N(0, 2) (plus NaN/inf/zeros when `special`),
-    ints uniform in [low, high), bools fair coins."""
+    ints uniform in [low, high), bools fair coins. no_posinf: no +inf among the special values."""
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, generator=gen).bool()
     if not dtype.is_floating_point:
@@ -78,6 +78,8 @@ def make(shape, dtype, gen, special=False, low=None, high=None):
         idx = torch.randint(0, flat.numel(), (min(flat.numel(), 8),), generator=gen)
         for k, i in enumerate(idx.tolist()):
             flat[i] = vals[k % len(vals)]
+        if no_posinf:
+            x = x.masked_fill(x == float("inf"), 1.0)
     return x
 
 

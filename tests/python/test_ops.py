@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as TF
 
 import flow
-from conftest import ALL_DTYPES, FLOAT_DTYPES, FLOW_OF, TOL, assert_same, make, raises_like, to_flow
+from conftest import ALL_DTYPES, FLOAT_DTYPES, FLOW_OF, TOL, assert_same, make, raises_like, to_flow, to_torch
 
 # ---- layouts ------------------------------------------------------------------------------------
 
@@ -99,7 +99,8 @@ def test_unary(op, dtype, gen):
     rtol, atol = unary_tol(op, dtype)
     for shape, layout in UNARY_SHAPES:
         special = dtype.is_floating_point
-        t, f = make_pair(shape, dtype, gen, layout, special=special)
+        # torch's vectorized float32/half gelu gives NaN at +inf (float64 gives inf): see test_gelu_posinf
+        t, f = make_pair(shape, dtype, gen, layout, special=special, no_posinf=op == "gelu")
         check(tfn, ffn, [t], [f], f"{op} {dtype} {shape} {layout}", rtol, atol)
 
 
@@ -114,12 +115,26 @@ def test_unary_wide_range(op, gen):
     tfn, ffn = UNARY[op]
     for dtype in FLOAT_DTYPES:
         x = x64.to(dtype)
+        if op == "gelu":
+            x = x[x != float("inf")]  # see test_gelu_posinf
         rtol, atol = unary_tol(op, dtype)
         if dtype == torch.float32:
             atol = 1e-30  # tiny outputs must be right too, relatively
-            if op == "gelu":  # erf-based tails: a few more ulp where the result is tiny
-                rtol, atol = 1e-5, 1e-20
+            if op in ("gelu", "gelu_tanh"):
+                # x * (1 + erf(x / sqrt 2)) / 2 cancels for x << 0 in torch's formula as in ours: the
+                # tail values (< 1e-6) carry no relative accuracy in either, so compare absolutely.
+                atol = 1e-6
         check(tfn, ffn, [x], [to_flow(x)], f"{op} {dtype} wide", rtol, atol)
+
+
+def test_gelu_posinf():
+    """gelu(+inf) = +inf, as torch computes in float64 (torch's vectorized float32/half CPU kernels
+    give NaN there, an artifact of their erf; flow is consistent across dtypes)."""
+    for dtype in FLOAT_DTYPES:
+        x = torch.tensor([float("inf"), 1.0, -float("inf")], dtype=dtype)
+        r = to_torch(flow.nn.functional.gelu(to_flow(x)))
+        e = TF.gelu(x.double()).to(dtype)
+        assert_same(to_flow(r), e, msg=str(dtype))
 
 
 def test_relu_negative_zero_and_nan():
@@ -194,6 +209,11 @@ def binary_tol(op, dtype):
 @pytest.mark.parametrize("op", list(BINARY))
 def test_binary(op, dtype, gen):
     tfn, ffn = BINARY[op]
+    if "alpha" in op and dtype in (torch.float16, torch.bfloat16):
+        # torch's half add/sub with alpha rounds alpha * other to the half type first (a double
+        # rounding); flow computes a + alpha * b in float32 and rounds once, as torch's float32
+        # result cast to the half type does.
+        tfn = (lambda f: lambda a, b: f(a.float(), b.float()).to(a.dtype))(tfn)
     rtol, atol = binary_tol(op, dtype)
     for sa, sb, la, lb in BINARY_SHAPES:
         ta, fa = binary_inputs(op, sa, dtype, gen, la, 0)
@@ -214,10 +234,11 @@ def test_binary_type_promotion(op, pair, gen):
     da, db = pair
     ta, fa = binary_inputs(op, (3, 5), da, gen, "contiguous", 0)
     tb, fb = binary_inputs(op, (5,), db, gen, "contiguous", 1)
-    rtol, atol = binary_tol(op, torch.promote_types(da, db))
+    rtol, atol = binary_tol(op, torch.result_type(ta, tb))
     check(tfn, ffn, [ta, tb], [fa, fb], f"{op} {da} {db}", rtol, atol)
     # 0-dim tensors take part in promotion only by category, as in torch
     ts, fs = binary_inputs(op, (), db, gen, "contiguous", 1)
+    rtol, atol = binary_tol(op, torch.result_type(ta, ts))
     check(tfn, ffn, [ta, ts], [fa, fs], f"{op} {da} 0-dim {db}", rtol, atol)
 
 
@@ -237,6 +258,8 @@ def test_binary_with_python_scalars(op, dtype, gen):
             continue
         if op == "pow" and s == -3 and not dtype.is_floating_point:
             continue  # torch: "Integers to negative integer powers are not allowed." (see test_errors)
+        if op == "pow" and s is True and dtype == torch.bool:
+            continue  # torch: bool_tensor ** True works but torch.pow(bool_tensor, True) raises
         rtol, atol = binary_tol("pow", dtype) if op == "pow" else (None, None)
         check(lambda x: fn(x, s), lambda x: fn(x, s), [ta], [fa], f"x {op} {s!r} {dtype}", rtol, atol)
         if op == "pow" and not dtype.is_floating_point:
@@ -338,13 +361,15 @@ def reduce_call(fn, dim, keepdim, **kw):
     return lambda x: fn(x, dim, keepdim, **kw)
 
 
-def reduction_tol(op, dtype, n_reduced, max_abs):
-    """Accumulation order differs from torch's: allow a random-walk error of the accumulator."""
+def reduction_tol(op, dtype, n_reduced, max_abs, sum_abs=0.0):
+    """Accumulation order differs from torch's (torch sums in cascades, flow sequentially per tile):
+    allow a random-walk error of the accumulator, or for long sums eps * sum(|x|) (still far below
+    one dropped or doubled element of typical size)."""
     if not dtype.is_floating_point or op in ("amax", "amin"):
         return None, None
     acc_eps = {torch.float64: 2.2e-16}.get(dtype, 1.2e-7)
     rtol, atol = TOL[dtype]
-    atol = atol + 16 * acc_eps * max(n_reduced, 1) ** 0.5 * max_abs
+    atol = atol + max(16 * acc_eps * max(n_reduced, 1) ** 0.5 * max_abs, acc_eps * sum_abs)
     return rtol, atol
 
 
@@ -412,6 +437,18 @@ def test_reduction_methods(gen):
 SOFTMAX = {"softmax": (torch.softmax, flow.softmax), "log_softmax": (torch.log_softmax, flow.log_softmax)}
 
 
+def softmax_tol(op, dtype):
+    if dtype == torch.float32:
+        return 1e-5, 1e-6
+    if dtype == torch.float64:
+        return 1e-12, 1e-12
+    if op == "log_softmax" and dtype in (torch.float16, torch.bfloat16):
+        # torch's half log_softmax rounds the log-sum-exp (|.| up to ~8) to the half dtype before
+        # the final subtraction, so small outputs carry an absolute error of that rounding.
+        return TOL[dtype][0], {torch.float16: 4e-3, torch.bfloat16: 3.2e-2}[dtype]
+    return None, None
+
+
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
 @pytest.mark.parametrize("op", list(SOFTMAX))
 def test_softmax(op, dtype, gen):
@@ -420,8 +457,10 @@ def test_softmax(op, dtype, gen):
              ((3, 1031), 1, "contiguous"), ((2, 3, 5), 1, "contiguous"), ((5, 1), 1, "contiguous"),
              ((0, 4), 1, "contiguous"), ((4, 0), 1, "contiguous"), ((6, 9), -1, "transposed"),
              ((5, 8), 1, "sliced"), ((3, 8), 1, "expanded"), ((), 0, "contiguous")]
-    rtol, atol = {torch.float32: (1e-5, 1e-6), torch.float64: (1e-12, 1e-12)}.get(dtype, (None, None))
+    rtol, atol = softmax_tol(op, dtype)
     for shape, dim, layout in cases:
+        if not dtype.is_floating_point and 0 in shape:
+            continue  # torch skips its dtype check for empty inputs; flow refuses ints regardless
         t, f = make_pair(shape, dtype, gen, layout)
         check(lambda x: tfn(x, dim), lambda x: ffn(x, dim), [t], [f], f"{op} {dtype} {shape} dim={dim} {layout}",
               rtol, atol)
@@ -439,7 +478,7 @@ def test_softmax_special_values(op, gen):
                          [-1e30, -1e30, -1e30, -1e30]])
     for dtype in FLOAT_DTYPES:
         t = rows.to(dtype)
-        rtol, atol = {torch.float32: (1e-5, 1e-6)}.get(dtype, (None, None))
+        rtol, atol = softmax_tol(op, dtype)
         check(lambda x: tfn(x, -1), lambda x: ffn(x, -1), [t], [to_flow(t)], f"{op} special {dtype}", rtol, atol)
 
 
@@ -450,7 +489,7 @@ def test_softmax_dtype_argument_and_functional(op, gen):
                      (torch.bfloat16, torch.float32), (torch.float32, torch.float16)]:
         t = make((3, 10), src, gen)
         check(lambda x: tfn(x, 1, dtype=dst), lambda x: ffn(x, 1, dtype=FLOW_OF[dst]), [t], [to_flow(t)],
-              f"{op} {src} dtype={dst}", 1e-5 if dst == torch.float32 else None)
+              f"{op} {src} dtype={dst}", *softmax_tol(op, dst))
     t = make((3, 10), torch.float32, gen)
     tf, ff = getattr(TF, op), getattr(flow.nn.functional, op)
     check(lambda x: tf(x, dim=1), lambda x: ff(x, dim=1), [t], [to_flow(t)], f"F.{op}", 1e-5, 1e-6)
@@ -479,9 +518,9 @@ def test_large_elementwise(gen):
 def test_large_reductions(gen):
     x = make((LARGE,), torch.float32, gen)
     f = to_flow(x)
-    max_abs = float(x.abs().max())
+    max_abs, sum_abs = float(x.abs().max()), float(x.double().abs().sum())
     for op in ("sum", "mean"):
-        rtol, atol = reduction_tol(op, torch.float32, LARGE, max_abs)
+        rtol, atol = reduction_tol(op, torch.float32, LARGE, max_abs, sum_abs / (LARGE if op == "mean" else 1))
         assert_same(getattr(flow, op)(f), getattr(torch, op)(x), rtol=rtol, atol=atol, msg=op)
     assert_same(flow.amax(f), torch.amax(x))
     assert_same(flow.amin(f), torch.amin(x))

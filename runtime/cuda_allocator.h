@@ -1,0 +1,81 @@
+// Note: a caching device allocator, like PyTorch's: cuMemAlloc is slow and synchronizes the
+// device, so freed blocks go to free lists keyed by (stream, rounded size) and the next allocation
+// of the same size class on the same stream reuses one without any driver call. Reuse on the same
+// stream is safe without waiting: work on a stream runs in order, so whatever used the block before
+// finishes before whatever uses it next. Blocks never move between streams (a block freed after use
+// on stream A is not handed to stream B) and are never split or merged.
+//
+// Size classes: at least 512 bytes; multiples of 512 up to 1 MiB; above that 8 classes per power
+// of two (at most 12.5% waste). When cuMemAlloc runs out of memory the allocator synchronizes the
+// device, returns every cached block to the driver and tries once more; a second failure throws a
+// CudaError (CUDA_ERROR_OUT_OF_MEMORY) that reports the allocator's state. Cached blocks stay until
+// empty_cache(). One allocator per device, for the life of the process.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "runtime/cuda_driver.h"
+
+namespace flow::runtime::cuda {
+
+struct AllocatorStats {
+  size_t allocated = 0;        // bytes in live blocks (rounded sizes)
+  size_t requested = 0;        // bytes callers asked for, live blocks
+  size_t cached = 0;           // bytes in the free lists
+  size_t reserved = 0;         // allocated + cached: what the allocator holds from the driver
+  size_t peak = 0;             // largest `allocated` since creation or reset_peak()
+  uint64_t device_allocs = 0;  // cuMemAlloc calls
+  uint64_t cache_hits = 0;     // allocations served from a free list
+  uint64_t frees = 0;          // blocks returned by callers
+};
+
+class CudaCachingAllocator {
+ public:
+  explicit CudaCachingAllocator(int device) : device_(device) {}
+  CudaCachingAllocator(const CudaCachingAllocator&) = delete;
+  CudaCachingAllocator& operator=(const CudaCachingAllocator&) = delete;
+
+  // A block of at least `bytes` (non-null, 512-byte aligned, also for 0 bytes) for use on the
+  // calling thread's current stream of this device. Throws CudaError.
+  void* allocate(size_t bytes);
+  // Returns a block to its free list. Never throws (called from Buffer deleters); an unknown
+  // pointer is reported on stderr and ignored.
+  void free(void* p) noexcept;
+  // Synchronizes the device and returns every cached block to the driver; the bytes released.
+  size_t empty_cache();
+  AllocatorStats stats() const;
+  void reset_peak();
+  int device() const { return device_; }
+
+  static size_t round_size(size_t bytes);
+
+ private:
+  struct Block {
+    size_t size = 0;       // rounded
+    size_t requested = 0;
+    Stream stream = nullptr;
+  };
+  size_t release_cached_locked();  // caller holds mu_ and has synchronized
+
+  const int device_;
+  mutable std::mutex mu_;
+  std::map<std::pair<Stream, size_t>, std::vector<void*>> free_;
+  std::unordered_map<void*, Block> live_;
+  std::unordered_map<void*, Block> cached_blocks_;
+  AllocatorStats stats_;
+};
+
+// The allocator of `device` (created on first use; never destroyed).
+CudaCachingAllocator& device_allocator(int device);
+// The allocator of current_device().
+CudaCachingAllocator& current_allocator();
+// empty_cache() on every device that has an allocator; the bytes released.
+size_t empty_cache();
+
+}  // namespace flow::runtime::cuda

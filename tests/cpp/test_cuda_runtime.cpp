@@ -1,0 +1,499 @@
+// The CUDA runtime: driver loading, allocator, copies, streams and events, and launching kernels of
+// the pipeline (scheduled for Target::CUDA, compiled by NVRTC) on random data against a CPU
+// reference. Without a GPU the error paths, size classes, launch shapes and symbol names are
+// checked; the tests that need a device skip with "no CUDA device" when cuda_available() is false.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "jit/compile.h"
+#include "jit/cuda_launch.h"
+#include "runtime/buffer.h"
+#include "runtime/cuda_allocator.h"
+#include "runtime/cuda_copy.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/cuda_stream.h"
+#include "runtime/dynlib.h"
+#include "scheduler/fusion.h"
+#include "test_util.h"
+
+using namespace flow;
+using dsl::DType;
+namespace rc = flow::runtime::cuda;
+using runtime::Buffer;
+using runtime::DeviceType;
+
+#define FLOW_REQUIRE_GPU() \
+  if (!rc::cuda_available()) GTEST_SKIP() << "no CUDA device (" << rc::unavailable_reason() << ")"
+
+namespace {
+
+bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+dsl::Graph chain_graph(int64_t n) {
+  dsl::Graph g;
+  const int x = g.add_input({{n}, DType::Float32}, "x");
+  const int a = g.add_input({{n}, DType::Float32}, "a");
+  const int b = g.add_input({{n}, DType::Float32}, "b");
+  const int xa = g.add("mul", {x, a});
+  const int xab = g.add("add", {xa, b});
+  const int r = g.add("relu", {xab});
+  const int s = g.add("sigmoid", {x});
+  const int m = g.add("mul", {r, s});
+  const int one = g.add_constant(1.0, DType::Float64, true);
+  g.mark_output(g.add("add", {m, one}));
+  return g;
+}
+
+float chain_ref(float x, float a, float b) {
+  return std::max(0.f, x * a + b) * (1.f / (1.f + std::exp(-x))) + 1.f;
+}
+
+dsl::Graph softmax_graph(int64_t rows, int64_t cols) {
+  dsl::Graph g;
+  const int x = g.add_input({{rows, cols}, DType::Float32}, "x");
+  g.mark_output(g.add("softmax", {x}, {{"dim", int64_t{-1}}}));
+  return g;
+}
+
+// The one kernel of a single-group graph, scheduled for the GPU.
+sched::ScheduledKernel schedule_gpu(const dsl::Graph& g, bool inline_constants = true,
+                                    const sched::GroupLayouts& layouts = {}) {
+  const sched::FusionPlan plan = sched::fuse(g);
+  EXPECT_EQ(plan.groups.size(), 1u);
+  const auto ki = sched::specialize(g, plan.groups.at(0), layouts, inline_constants);
+  const auto& s = sched::scheduler_for(ki, dsl::Target::CUDA);
+  return s.schedule(ki, s.heuristics(ki, dsl::Target::CUDA), dsl::Target::CUDA);
+}
+
+std::vector<float> random_floats(size_t n, std::mt19937_64& rng, float lo = -3.f, float hi = 3.f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// A contiguous CUDA float tensor holding `host`.
+jit::Tensor to_device(const std::vector<float>& host, const dsl::Shape& shape) {
+  jit::Tensor t;
+  t.sizes = shape;
+  t.strides = jit::contiguous_strides_of(shape);
+  t.dtype = DType::Float32;
+  t.storage = Buffer::allocate(host.size() * sizeof(float), DeviceType::CUDA);
+  rc::copy_host_to_device(t.storage->data(), host.data(), host.size() * sizeof(float));
+  return t;
+}
+
+// A CUDA float tensor full of NaN (0xFF bytes): elements a kernel fails to write stay NaN.
+jit::Tensor poisoned_device(const dsl::Shape& shape) {
+  jit::Tensor t;
+  t.sizes = shape;
+  t.strides = jit::contiguous_strides_of(shape);
+  t.dtype = DType::Float32;
+  const size_t bytes = static_cast<size_t>(dsl::numel(shape)) * sizeof(float);
+  t.storage = Buffer::allocate(bytes, DeviceType::CUDA);
+  rc::memset_device(t.storage->data(), 0xFF, bytes);
+  return t;
+}
+
+std::vector<float> to_host(const jit::Tensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  rc::copy_device_to_host(out.data(), t.data(), out.size() * sizeof(float));
+  return out;
+}
+
+jit::CompileOptions gpu_options() {
+  jit::CompileOptions opt;
+  opt.target = dsl::Target::CUDA;
+  opt.cuda_arch = rc::device_props(rc::current_device()).arch;
+  return opt;
+}
+
+// Binds graph inputs (in order) and the output to a value-id-indexed table.
+std::vector<const jit::Tensor*> bind(const dsl::Graph& g, const std::vector<const jit::Tensor*>& inputs,
+                                     const jit::Tensor* output) {
+  std::vector<const jit::Tensor*> values(g.values().size(), nullptr);
+  for (size_t i = 0; i < inputs.size(); ++i) values[g.inputs()[i]] = inputs[i];
+  values[g.outputs()[0]] = output;
+  return values;
+}
+
+}  // namespace
+
+// ---- without a GPU too ----------------------------------------------------------------------------
+
+TEST(CudaRuntime, UnavailableIsAClearErrorNotACrash) {
+  EXPECT_EQ(rc::cuda_available(), rc::cuda_available());  // stable, never throws
+  if (rc::cuda_available()) {
+    EXPECT_GT(rc::device_count(), 0);
+    EXPECT_TRUE(rc::unavailable_reason().empty());
+    try {
+      rc::device_props(rc::device_count());
+      FAIL() << "no exception for an out-of-range device";
+    } catch (const rc::CudaError& e) {
+      EXPECT_TRUE(contains(e.what(), "out of range")) << e.what();
+    }
+    return;
+  }
+  EXPECT_EQ(rc::device_count(), 0);
+  const std::string reason = rc::unavailable_reason();
+  EXPECT_TRUE(contains(reason, "driver")) << reason;
+  auto expect_driver_error = [](const char* what, auto&& fn) {
+    try {
+      fn();
+      ADD_FAILURE() << what << ": no exception";
+    } catch (const std::runtime_error& e) {
+      EXPECT_TRUE(contains(e.what(), "CUDA is not available")) << what << ": " << e.what();
+      EXPECT_TRUE(contains(e.what(), "driver")) << what << ": " << e.what();
+    }
+  };
+  expect_driver_error("device_props", [] { rc::device_props(0); });
+  expect_driver_error("Buffer::allocate", [] { Buffer::allocate(16, DeviceType::CUDA); });
+  expect_driver_error("allocator", [] { rc::current_allocator().allocate(16); });
+  expect_driver_error("current_stream", [] { rc::current_stream(); });
+  expect_driver_error("EventTimer", [] { rc::EventTimer t; });
+  expect_driver_error("CudaModule", [] { rc::CudaModule m("not a cubin"); });
+  expect_driver_error("set_device", [] { rc::set_device(0); });
+  expect_driver_error("copy", [] {
+    char c = 0;
+    rc::copy_host_to_device(&c, &c, 1);
+  });
+  try {
+    rc::require_cuda();
+    FAIL() << "no exception";
+  } catch (const rc::CudaError& e) {
+    EXPECT_EQ(e.code(), -1);
+  }
+}
+
+// Every entry point flow resolves exists under that exact (versioned) name in the toolkit's
+// link stub of libcuda, which exports the driver's whole API. The stub is only dlopen'ed here, to
+// read its symbol table; nothing is called.
+TEST(CudaRuntime, DriverSymbolNamesExistInTheToolkitStub) {
+  const std::vector<std::string> names = rc::driver_symbol_names();
+  if (names.empty()) GTEST_SKIP() << "built without cuda.h";
+  EXPECT_TRUE(std::find(names.begin(), names.end(), "cuMemAlloc_v2") != names.end());
+  EXPECT_TRUE(std::find(names.begin(), names.end(), "cuDevicePrimaryCtxRetain") != names.end());
+  std::vector<std::string> dirs;
+  if (const char* home = std::getenv("CUDA_HOME")) dirs.push_back(std::string(home) + "/lib64/stubs");
+  dirs.push_back("/usr/local/cuda/lib64/stubs");
+  std::string stub;
+  for (const auto& d : dirs)
+    if (std::filesystem::exists(d + "/libcuda.so")) {
+      stub = d + "/libcuda.so";
+      break;
+    }
+  if (stub.empty()) GTEST_SKIP() << "no CUDA toolkit stub libcuda.so to check the names against";
+  const runtime::DynamicLibrary lib(stub);
+  for (const auto& n : names) EXPECT_NE(lib.find_symbol(n.c_str()), nullptr) << n << " is not in " << stub;
+}
+
+TEST(CudaAllocator, SizeClassesBoundWasteAndAreStable) {
+  using A = rc::CudaCachingAllocator;
+  EXPECT_EQ(A::round_size(0), 512u);
+  EXPECT_EQ(A::round_size(1), 512u);
+  EXPECT_EQ(A::round_size(512), 512u);
+  EXPECT_EQ(A::round_size(513), 1024u);
+  EXPECT_EQ(A::round_size(size_t{1} << 20), size_t{1} << 20);
+  EXPECT_EQ(A::round_size((size_t{1} << 20) + 1), (size_t{9} << 20) / 8);
+  auto rng = test::rng(11);
+  std::uniform_int_distribution<size_t> dist(1, size_t{1} << 34);
+  for (int i = 0; i < 20000; ++i) {
+    const size_t n = i < 5000 ? static_cast<size_t>(i) * 977 : dist(rng) >> (i % 24);
+    const size_t r = A::round_size(n);
+    ASSERT_GE(r, n);
+    ASSERT_EQ(r % 512, 0u) << n;
+    ASSERT_EQ(A::round_size(r), r) << n;  // a class is its own class
+    if (n > 4096) {
+      ASSERT_LE(r - n, n / 8) << n;
+    }
+  }
+}
+
+TEST(CudaLaunch, ShapeComesFromTheScalarArgsOfEachLaunch) {
+  const dsl::Graph g_small = chain_graph(3001), g_big = chain_graph(100003), g_empty = chain_graph(0);
+  const auto small = schedule_gpu(g_small), big = schedule_gpu(g_big), empty = schedule_gpu(g_empty);
+  // One kernel serves every size: evaluate the small kernel's shape with the other launches' args.
+  const auto s_small = jit::cuda_launch_shape(small.func, small.args);
+  const auto s_big = jit::cuda_launch_shape(small.func, big.args);
+  const auto s_empty = jit::cuda_launch_shape(small.func, empty.args);
+  EXPECT_FALSE(s_small.empty());
+  EXPECT_GT(s_big.grid[0] * s_big.grid[1] * s_big.grid[2], s_small.grid[0] * s_small.grid[1] * s_small.grid[2]);
+  EXPECT_EQ(s_big.block, s_small.block);
+  EXPECT_TRUE(s_empty.empty());
+  for (int d = 0; d < 3; ++d) {
+    EXPECT_GE(s_small.block[d], 1);
+    EXPECT_LE(s_small.block[d], 1024);
+  }
+  // Softmax: every row is covered by at least one block.
+  const auto sm = schedule_gpu(softmax_graph(37, 333));
+  const auto s_sm = jit::cuda_launch_shape(sm.func, sm.args);
+  EXPECT_GE(s_sm.grid[0] * s_sm.grid[1] * s_sm.grid[2], 1);
+  EXPECT_FALSE(s_sm.empty());
+  // An empty launch needs no device, no binary and no buffers.
+  EXPECT_NO_THROW(jit::launch_cuda_func(small.func, "empty", "", empty.args, {}));
+  // Mismatched arguments are an error naming the kernel.
+  auto bad_args = small.args;
+  bad_args.pop_back();
+  try {
+    jit::cuda_launch_shape(small.func, bad_args);
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(contains(e.what(), small.func.name)) << e.what();
+  }
+}
+
+TEST(CudaLaunch, HostTensorIsRejectedBeforeAnyDriverCall) {
+  const dsl::Graph g = chain_graph(64);
+  const auto sk = schedule_gpu(g);
+  std::vector<jit::Tensor> host;
+  for (int i = 0; i < 4; ++i) host.push_back(jit::Tensor::empty({64}, DType::Float32));
+  const auto values = bind(g, {&host[0], &host[1], &host[2]}, &host[3]);
+  try {
+    jit::launch_cuda_func(sk.func, "host", "", sk.args, values);
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(contains(e.what(), "cpu tensor")) << e.what();
+  }
+}
+
+TEST(CudaCopy, HostToHostCopyNeedsNoDriver) {
+  std::vector<int> a = {1, 2, 3, 4}, b(4, 0);
+  runtime::copy_bytes(b.data(), DeviceType::CPU, a.data(), DeviceType::CPU, sizeof(int) * 4);
+  EXPECT_EQ(a, b);
+  EXPECT_NO_THROW(runtime::copy_bytes(nullptr, DeviceType::CUDA, nullptr, DeviceType::CPU, 0));
+}
+
+// ---- with a GPU ------------------------------------------------------------------------------------
+
+TEST(CudaRuntime, DevicePropsDescribeTheDevice) {
+  FLOW_REQUIRE_GPU();
+  const rc::DeviceProps& p = rc::device_props(0);
+  std::printf("[flow] device 0: %s, %s, %d SMs, %lld MiB, driver %d\n", p.name.c_str(), p.arch.c_str(), p.sm_count,
+              static_cast<long long>(p.total_memory >> 20), rc::driver_version());
+  EXPECT_FALSE(p.name.empty());
+  EXPECT_EQ(p.arch, "sm_" + std::to_string(p.major) + std::to_string(p.minor));
+  EXPECT_GE(p.major, 5);
+  EXPECT_GT(p.sm_count, 0);
+  EXPECT_EQ(p.warp_size, 32);
+  EXPECT_GE(p.max_threads_per_block, 1024);
+  EXPECT_GE(p.shared_per_block, 48 * 1024);
+  EXPECT_GE(p.shared_per_block_optin, p.shared_per_block);
+  EXPECT_GT(p.total_memory, int64_t{1} << 30);
+  const auto [free_b, total_b] = rc::memory_info();
+  EXPECT_LE(free_b, total_b);
+  EXPECT_EQ(&rc::device_props(0), &p);  // cached
+}
+
+TEST(CudaAllocator, FreedBlocksAreReusedAndCounted) {
+  FLOW_REQUIRE_GPU();
+  rc::CudaCachingAllocator& alloc = rc::current_allocator();
+  alloc.empty_cache();
+  const rc::AllocatorStats s0 = alloc.stats();
+  EXPECT_EQ(s0.cached, 0u);
+  void* p1 = alloc.allocate(1000);
+  ASSERT_NE(p1, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p1) % 256, 0u);
+  rc::AllocatorStats s1 = alloc.stats();
+  EXPECT_EQ(s1.allocated, s0.allocated + 1024);
+  EXPECT_EQ(s1.device_allocs, s0.device_allocs + 1);
+  EXPECT_GE(s1.peak, s1.allocated);
+  alloc.free(p1);
+  rc::AllocatorStats s2 = alloc.stats();
+  EXPECT_EQ(s2.allocated, s0.allocated);
+  EXPECT_EQ(s2.cached, 1024u);
+  void* p2 = alloc.allocate(1020);  // same size class
+  EXPECT_EQ(p2, p1);
+  rc::AllocatorStats s3 = alloc.stats();
+  EXPECT_EQ(s3.device_allocs, s1.device_allocs);  // no new cuMemAlloc
+  EXPECT_EQ(s3.cache_hits, s2.cache_hits + 1);
+  EXPECT_EQ(s3.cached, 0u);
+  void* p3 = alloc.allocate(5000);  // another class: a fresh block
+  EXPECT_NE(p3, p1);
+  alloc.free(p2);
+  alloc.free(p3);
+  EXPECT_EQ(alloc.stats().cached, 1024u + 5120u);
+  EXPECT_EQ(alloc.empty_cache(), 1024u + 5120u);
+  EXPECT_EQ(alloc.stats().cached, 0u);
+  EXPECT_EQ(alloc.stats().reserved, s0.reserved);
+
+  // Buffers go through the same allocator and return their block on release.
+  auto b = Buffer::allocate(3 << 20, DeviceType::CUDA);
+  EXPECT_EQ(b->device(), DeviceType::CUDA);
+  EXPECT_EQ(b->device_index(), rc::current_device());
+  EXPECT_EQ(b->size(), size_t{3} << 20);
+  void* const data = b->data();
+  b.reset();
+  EXPECT_GE(alloc.stats().cached, size_t{3} << 20);
+  auto b2 = Buffer::allocate(3 << 20, DeviceType::CUDA);
+  EXPECT_EQ(b2->data(), data);
+  auto z = Buffer::allocate(0, DeviceType::CUDA);
+  EXPECT_NE(z->data(), nullptr);
+  EXPECT_EQ(Buffer::allocate(8)->device_index(), -1);
+}
+
+TEST(CudaCopy, RoundTripsThroughTheDevice) {
+  FLOW_REQUIRE_GPU();
+  auto rng = test::rng(21);
+  const size_t n = (size_t{1} << 20) + 3;
+  std::vector<unsigned char> src(n), back(n, 0);
+  for (auto& c : src) c = static_cast<unsigned char>(rng());
+  auto d1 = Buffer::allocate(n, DeviceType::CUDA);
+  auto d2 = Buffer::allocate(n, DeviceType::CUDA);
+  rc::copy_host_to_device(d1->data(), src.data(), n);
+  rc::copy_device_to_device(d2->data(), d1->data(), n);
+  rc::copy_device_to_host(back.data(), d2->data(), n);
+  EXPECT_EQ(back, src);
+  rc::memset_device(d2->data(), 0xAB, n - 7);
+  runtime::copy_bytes(back.data(), DeviceType::CPU, d2->data(), DeviceType::CUDA, n);
+  for (size_t i = 0; i < n - 7; ++i) ASSERT_EQ(back[i], 0xAB) << i;
+  for (size_t i = n - 7; i < n; ++i) ASSERT_EQ(back[i], src[i]) << i;
+  // Through an offset into the buffer, and a StreamGuard'ed stream.
+  rc::CudaStream stream;
+  {
+    rc::StreamGuard guard(stream.get());
+    EXPECT_EQ(rc::current_stream(), stream.get());
+    rc::copy_host_to_device(static_cast<char*>(d1->data()) + 5, src.data(), 100);
+    rc::copy_device_to_host(back.data(), static_cast<char*>(d1->data()) + 5, 100);
+  }
+  EXPECT_NE(rc::current_stream(), stream.get());
+  EXPECT_EQ(std::memcmp(back.data(), src.data(), 100), 0);
+}
+
+TEST(CudaLaunch, PointwiseKernelMatchesTheCpu) {
+  FLOW_REQUIRE_GPU();
+  auto rng = test::rng(31);
+  const jit::CompileOptions opt = gpu_options();
+  for (bool inline_constants : {true, false}) {  // false: the constant 1.0 is a double parameter
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1031}, int64_t{4096}, int64_t{100003}}) {
+      const dsl::Graph g = chain_graph(n);
+      const auto sk = schedule_gpu(g, inline_constants);
+      const auto k = jit::get_kernel(sk, opt);
+      const auto x = random_floats(n, rng), a = random_floats(n, rng), b = random_floats(n, rng);
+      const jit::Tensor tx = to_device(x, {n}), ta = to_device(a, {n}), tb = to_device(b, {n});
+      const jit::Tensor out = poisoned_device({n});
+      jit::launch_cuda(*k, sk.args, bind(g, {&tx, &ta, &tb}, &out));
+      rc::synchronize();
+      const auto got = to_host(out);
+      for (int64_t i = 0; i < n; ++i) {
+        const float ref = chain_ref(x[i], a[i], b[i]);
+        ASSERT_NEAR(got[i], ref, 1e-5f * (1.f + std::fabs(ref)))
+            << sk.func.name << " n=" << n << " i=" << i << " inline_constants=" << inline_constants;
+      }
+    }
+  }
+}
+
+TEST(CudaLaunch, OneLoadPerKernelServesEveryShape) {
+  FLOW_REQUIRE_GPU();
+  auto rng = test::rng(32);
+  const jit::CompileOptions opt = gpu_options();
+  const dsl::Graph g0 = chain_graph(5000);
+  const auto k = jit::get_kernel(schedule_gpu(g0), opt);
+  size_t loaded = 0;
+  for (int64_t n : {int64_t{5000}, int64_t{77}, int64_t{0}, int64_t{300001}}) {
+    const dsl::Graph g = chain_graph(n);
+    const auto sk = schedule_gpu(g);  // same loop nest, other scalar args
+    const auto x = random_floats(n, rng), a = random_floats(n, rng), b = random_floats(n, rng);
+    const jit::Tensor tx = to_device(x, {n}), ta = to_device(a, {n}), tb = to_device(b, {n});
+    const jit::Tensor out = poisoned_device({n});
+    jit::launch_cuda(*k, sk.args, bind(g, {&tx, &ta, &tb}, &out));
+    if (n == 5000) loaded = jit::loaded_cuda_kernels();
+    const auto got = to_host(out);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_NEAR(got[i], chain_ref(x[i], a[i], b[i]), 1e-5f * (1.f + std::fabs(chain_ref(x[i], a[i], b[i]))))
+          << "n=" << n << " i=" << i;
+  }
+  EXPECT_EQ(jit::loaded_cuda_kernels(), loaded);
+}
+
+TEST(CudaLaunch, SoftmaxReductionMatchesTheCpu) {
+  FLOW_REQUIRE_GPU();
+  auto rng = test::rng(33);
+  const jit::CompileOptions opt = gpu_options();
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {3, 7}, {17, 4096}, {5, 1000}, {130, 333}, {2, 65537}}) {
+    const dsl::Graph g = softmax_graph(rows, cols);
+    const auto sk = schedule_gpu(g);
+    const auto k = jit::get_kernel(sk, opt);
+    const auto x = random_floats(rows * cols, rng, -8.f, 8.f);
+    const jit::Tensor tx = to_device(x, {rows, cols});
+    const jit::Tensor out = poisoned_device({rows, cols});
+    jit::launch_cuda(*k, sk.args, bind(g, {&tx}, &out));
+    const auto got = to_host(out);
+    for (int64_t r = 0; r < rows; ++r) {
+      double m = -INFINITY, s = 0;
+      for (int64_t c = 0; c < cols; ++c) m = std::max(m, double(x[r * cols + c]));
+      for (int64_t c = 0; c < cols; ++c) s += std::exp(double(x[r * cols + c]) - m);
+      for (int64_t c = 0; c < cols; ++c) {
+        const double ref = std::exp(double(x[r * cols + c]) - m) / s;
+        ASSERT_NEAR(got[r * cols + c], ref, 1e-6 + 1e-5 * ref) << rows << "x" << cols << " at " << r << "," << c;
+      }
+    }
+  }
+}
+
+TEST(CudaLaunch, NonContiguousInputUsesStrides) {
+  FLOW_REQUIRE_GPU();
+  auto rng = test::rng(34);
+  const jit::CompileOptions opt = gpu_options();
+  // x is the transpose of a contiguous [50, 90] tensor: logical [90, 50], strides [1, 90].
+  const auto base = random_floats(50 * 90, rng);
+  jit::Tensor xt = to_device(base, {50, 90});
+  xt.sizes = {90, 50};
+  xt.strides = {1, 90};
+  dsl::Graph g;
+  const int x = g.add_input({{90, 50}, DType::Float32});
+  g.mark_output(g.add("exp", {x}));
+  sched::GroupLayouts layouts;
+  layouts[x] = xt.strides;
+  const auto sk = schedule_gpu(g, true, layouts);
+  const auto k = jit::get_kernel(sk, opt);
+  const jit::Tensor out = poisoned_device({90, 50});
+  jit::launch_cuda(*k, sk.args, bind(g, {&xt}, &out));
+  const auto got = to_host(out);
+  for (int64_t i = 0; i < 90; ++i)
+    for (int64_t j = 0; j < 50; ++j) {
+      const float ref = std::exp(base[j * 90 + i]);
+      ASSERT_NEAR(got[i * 50 + j], ref, 1e-5f * ref) << i << "," << j;
+    }
+}
+
+TEST(CudaStream, EventsTimeAKernel) {
+  FLOW_REQUIRE_GPU();
+  const int64_t n = 1 << 20;
+  const dsl::Graph g = chain_graph(n);
+  const auto sk = schedule_gpu(g);
+  const auto k = jit::get_kernel(sk, gpu_options());
+  std::vector<float> zeros(n, 0.f);
+  const jit::Tensor tx = to_device(zeros, {n}), ta = to_device(zeros, {n}), tb = to_device(zeros, {n});
+  const jit::Tensor out = poisoned_device({n});
+  rc::EventTimer timer;
+  EXPECT_THROW(timer.elapsed_ms(), std::logic_error);
+  timer.start();
+  jit::launch_cuda(*k, sk.args, bind(g, {&tx, &ta, &tb}, &out));
+  timer.stop();
+  const double ms = timer.elapsed_ms();
+  EXPECT_GE(ms, 0.0);
+  EXPECT_TRUE(std::isfinite(ms));
+  // relu(0) * sigmoid(0) + 1 = 1 everywhere.
+  const auto got = to_host(out);
+  for (int64_t i = 0; i < n; i += 4099) ASSERT_EQ(got[i], 1.f) << i;
+}
+
+TEST(CudaLaunch, WrongArchitectureOrBadImageIsAClearError) {
+  FLOW_REQUIRE_GPU();
+  try {
+    rc::CudaModule m("definitely not a cubin", "bogus");
+    FAIL() << "no exception";
+  } catch (const rc::CudaError& e) {
+    EXPECT_TRUE(contains(e.what(), "cuModuleLoadData")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "CUDA_ERROR_")) << e.what();
+  }
+}

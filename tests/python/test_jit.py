@@ -1,0 +1,385 @@
+"""@flow.jit against eager flow and torch: fused kernels, kernel counts, guards, modules with
+parameters, the kernel cache across processes, and eager mode's shape-generic kernels."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import flow
+from conftest import assert_same, make, to_flow, to_torch
+
+PYTHON_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "python")
+
+
+def chain(x, a, b):
+    return flow.relu(x * a + b) * flow.sigmoid(x) + 1.0
+
+
+def torch_chain(x, a, b):
+    return torch.relu(x * a + b) * torch.sigmoid(x) + 1.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str)
+def test_chain_jit_eager_torch_one_kernel(dtype, gen):
+    f = flow.jit(chain)
+    for shape in [(1031,), (33, 7), (1,), (0, 4)]:
+        x, a, b = (make(shape, dtype, gen, special=True) for _ in range(3))
+        expected = torch_chain(x, a, b)
+        fx, fa, fb = to_flow(x), to_flow(a), to_flow(b)
+        eager = chain(fx, fa, fb)
+        jitted = f(fx, fa, fb)
+        rtol = 4e-6 if dtype == torch.float32 else None
+        assert_same(eager, expected, rtol=rtol, msg=f"eager {shape}")
+        assert_same(jitted, expected, rtol=rtol, msg=f"jit {shape}")
+        assert f.num_kernels == 1, f.explain(with_source=False)
+
+
+def test_chain_launches_one_kernel_per_call(gen):
+    f = flow.jit(chain)
+    x, a, b = (to_flow(make((4096,), torch.float32, gen)) for _ in range(3))
+    f(x, a, b)
+    flow.reset_launch_count()
+    f(x, a, b)
+    f(x, a, b)
+    assert flow.launch_count() == 2
+    flow.reset_launch_count()
+    chain(x, a, b)  # eager: one kernel per op
+    assert flow.launch_count() == 6
+
+
+def test_chain_with_broadcast_and_non_contiguous(gen):
+    f = flow.jit(chain)
+    xb = make((9, 17), torch.float32, gen)
+    a = make((17,), torch.float32, gen)
+    b = make((9, 1), torch.float32, gen)
+    x = xb.t()  # (17, 9), transposed
+    fx = to_flow(xb).t()
+    assert not fx.is_contiguous()
+    # shapes: x (17, 9), a (17, 1) -> use a view so a broadcasts along dim 1
+    fa = to_flow(a).unsqueeze(1)
+    fb = to_flow(b.reshape(9))
+    r = f(fx, fa, fb)
+    assert_same(r, torch_chain(x, a.unsqueeze(1), b.reshape(9)), rtol=4e-6)
+    assert f.num_kernels == 1
+
+
+def softmax_fn(x):
+    return flow.softmax(x, -1)
+
+
+def log_softmax_fn(x):
+    return flow.log_softmax(x, dim=-1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64], ids=str)
+def test_softmax_jit(dtype, gen):
+    fs, fl = flow.jit(softmax_fn), flow.jit(log_softmax_fn)
+    for shape in [(8, 33), (3, 1031), (5, 1), (2, 3, 7)]:
+        x = make(shape, dtype, gen)
+        tol = {torch.float32: (1e-5, 1e-6), torch.float64: (1e-12, 1e-12)}.get(dtype, (None, None))
+        ltol = tol if dtype != torch.float16 else (1e-3, 4e-3)  # see test_ops.softmax_tol
+        assert_same(fs(to_flow(x)), torch.softmax(x, -1), *tol, msg=f"softmax {shape}")
+        assert_same(fl(to_flow(x)), torch.log_softmax(x, -1), *ltol, msg=f"log_softmax {shape}")
+        assert fs.num_kernels == 1, fs.explain(with_source=False)
+        assert fl.num_kernels <= 2, fl.explain(with_source=False)
+
+
+def layer_norm_like(x, w, b):
+    mu = x.mean(-1, keepdim=True)
+    d = x - mu
+    var = (d * d).mean(-1, keepdim=True)
+    return d * flow.rsqrt(var + 1e-5) * w + b
+
+
+def test_layer_norm_like(gen):
+    f = flow.jit(layer_norm_like)
+    for shape in [(4, 64), (3, 5, 33), (1, 1031)]:
+        x = make(shape, torch.float32, gen)
+        w = make(shape[-1:], torch.float32, gen)
+        b = make(shape[-1:], torch.float32, gen)
+        expected = TF.layer_norm(x, shape[-1:], w, b, eps=1e-5)
+        got = f(to_flow(x), to_flow(w), to_flow(b))
+        assert_same(got, expected, rtol=1e-4, atol=1e-5, msg=str(shape))
+        assert_same(layer_norm_like(to_flow(x), to_flow(w), to_flow(b)), expected, rtol=1e-4, atol=1e-5)
+        assert 1 <= f.num_kernels <= 3, f.explain(with_source=False)
+
+
+def multi_output(x, y):
+    s = x + y
+    return s, flow.exp(s) * 2, {"max": s.amax(-1), "mean": s.mean()}
+
+
+def test_multi_output(gen):
+    f = flow.jit(multi_output)
+    x, y = make((6, 10), torch.float32, gen), make((10,), torch.float32, gen)
+    a, b, d = f(to_flow(x), to_flow(y))
+    s = x + y
+    assert_same(a, s)
+    assert_same(b, torch.exp(s) * 2, rtol=4e-6)
+    assert set(d) == {"max", "mean"}
+    assert_same(d["max"], s.amax(-1))
+    assert_same(d["mean"], s.mean(), rtol=1e-5)
+
+
+def test_returns_input_and_constants(gen):
+    @flow.jit
+    def f(x, y):
+        return x, y * 2, 3, None
+
+    x, y = to_flow(make((3,), torch.float32, gen)), to_flow(make((3,), torch.float32, gen))
+    rx, ry, three, none = f(x, y)
+    assert rx is x and three == 3 and none is None
+    assert_same(ry, to_torch(y) * 2)
+
+
+def test_python_scalars_and_control_flow_are_specialized(gen):
+    calls = []
+
+    @flow.jit
+    def f(x, scale, use_relu):
+        calls.append(1)
+        y = x * scale
+        if use_relu:
+            y = flow.relu(y)
+        return y
+
+    x = make((5, 5), torch.float32, gen)
+    fx = to_flow(x)
+    assert_same(f(fx, 2.0, True), torch.relu(x * 2.0))
+    assert_same(f(fx, 2.0, True), torch.relu(x * 2.0))
+    assert len(calls) == 1
+    assert_same(f(fx, 3.0, True), torch.relu(x * 3.0))
+    assert_same(f(fx, 3.0, False), x * 3.0)
+    assert len(calls) == 3 and f.num_variants == 3
+
+
+def test_guards_recompile_on_new_shape_dtype_layout_only(gen):
+    f = flow.jit(chain)
+    x, a, b = (to_flow(make((64, 32), torch.float32, gen)) for _ in range(3))
+    f(x, a, b)
+    assert f.num_traces == 1
+    flow.reset_cache_stats()
+    f(x, a, b)
+    f(to_flow(make((64, 32), torch.float32, gen)), a, b)  # same key, new data
+    assert f.num_traces == 1
+    st = flow.cache_stats()
+    assert st["misses"] == 0 and st["stores"] == 0, st
+    f(to_flow(make((65, 32), torch.float32, gen)), *(to_flow(make((65, 32), torch.float32, gen)) for _ in range(2)))
+    assert f.num_traces == 2  # new shape
+    f(x.double(), a.double(), b.double())
+    assert f.num_traces == 3  # new dtype
+    xt = to_flow(make((32, 64), torch.float32, gen)).t()
+    r = f(xt, a, b)
+    assert f.num_traces == 4  # new layout
+    assert_same(r, torch_chain(to_torch(xt), to_torch(a), to_torch(b)), rtol=4e-6)
+    f(x, a, b)  # the first variant is still there
+    assert f.num_traces == 4 and f.num_variants == 4
+
+
+def test_same_graph_second_function_compiles_nothing(gen):
+    x, a, b = (to_flow(make((128,), torch.float32, gen)) for _ in range(3))
+    flow.jit(chain)(x, a, b)
+    g = flow.jit(chain)
+    flow.reset_cache_stats()
+    g(x, a, b)
+    assert g.num_compiled == 0
+    assert flow.cache_stats()["misses"] == 0
+
+
+class Scale(flow.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.scale = flow.nn.Parameter(flow.ones(n) * 2)
+        self.bias = flow.nn.Parameter(flow.zeros(n) + 0.5)
+
+    def forward(self, x):
+        y = self.scale * x + self.bias
+        if self.training:
+            y = y * 0.5
+        return flow.nn.functional.gelu(y)
+
+
+def torch_scale(m, x, training):
+    y = to_torch(m.scale) * x + to_torch(m.bias)
+    if training:
+        y = y * 0.5
+    return TF.gelu(y)
+
+
+def test_module_instance_with_parameters(gen):
+    m = Scale(16)
+    assert [n for n, _ in m.named_parameters()] == ["scale", "bias"]
+    jm = flow.jit(m)
+    x = make((4, 16), torch.float32, gen)
+    assert_same(jm(to_flow(x)), torch_scale(m, x, True), rtol=4e-6)
+    assert jm.num_kernels == 1
+    # new parameter data of the same shape: no retrace, new values used
+    m.scale.data = to_flow(make((16,), torch.float32, gen))
+    m.bias.copy_(to_flow(make((16,), torch.float32, gen)))
+    assert_same(jm(to_flow(x)), torch_scale(m, x, True), rtol=4e-6)
+    assert jm.num_traces == 1
+    # training flag is part of the guard
+    m.eval()
+    assert_same(jm(to_flow(x)), torch_scale(m, x, False), rtol=4e-6)
+    assert jm.num_traces == 2
+    m.train()
+    jm(to_flow(x))
+    assert jm.num_traces == 2
+    # a parameter of a new shape retraces
+    m.scale = flow.nn.Parameter(flow.ones(4, 16))
+    assert_same(jm(to_flow(x)), torch_scale(m, x, True), rtol=4e-6)
+    assert jm.num_traces == 3
+
+
+def test_module_class_decorator(gen):
+    @flow.jit
+    class Jitted(Scale):
+        pass
+
+    m = Jitted(8)
+    x = make((3, 8), torch.float32, gen)
+    assert_same(m(to_flow(x)), torch_scale(m, x, True), rtol=4e-6)
+    assert m.num_kernels == 1
+    assert "graph" in m.explain(with_source=False)
+    assert isinstance(m, Scale) and isinstance(m, flow.nn.Module)
+
+
+def test_nested_modules_and_jitted_helper(gen):
+    helper = flow.jit(lambda x: flow.sigmoid(x) * x)
+
+    class Outer(flow.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Scale(6)
+            self.act = flow.nn.SiLU()
+
+        def forward(self, x):
+            return helper(self.act(self.inner(x)))  # the jitted helper is inlined into the trace
+
+    m = Outer()
+    assert [n for n, _ in m.named_parameters()] == ["inner.scale", "inner.bias"]
+    jm = flow.jit(m)
+    x = make((2, 6), torch.float32, gen)
+    y = TF.silu(torch_scale(m.inner, x, True))
+    assert_same(jm(to_flow(x)), torch.sigmoid(y) * y, rtol=1e-5)
+    assert jm.num_kernels == 1, jm.explain(with_source=False)
+
+
+def test_captured_global_tensor(gen):
+    w = to_flow(make((5,), torch.float32, gen))
+
+    @flow.jit
+    def f(x):
+        return x * w + flow.tensor(1.0)
+
+    x = make((3, 5), torch.float32, gen)
+    assert_same(f(to_flow(x)), x * to_torch(w) + 1.0)
+    w.fill_(2.0)  # captured tensors are bound by object at run time
+    assert_same(f(to_flow(x)), x * 2.0 + 1.0)
+    assert f.num_traces == 1
+
+
+def test_explain_contents(gen):
+    f = flow.jit(chain)
+    x, a, b = (to_flow(make((64,), torch.float32, gen)) for _ in range(3))
+    f(x, a, b)
+    text = f.explain()
+    for word in ("graph", "fusion", "kernel", "relu", "sigmoid"):
+        assert word in text, word
+    assert len(f.explain(with_source=False)) <= len(text)
+    with pytest.raises(RuntimeError, match="call the function first"):
+        flow.jit(chain).explain()
+
+
+def test_cuda_target_compiles_and_explains_source(gen):
+    f = flow.jit(chain, target="cuda")
+    x, a, b = (to_flow(make((64,), torch.float32, gen)) for _ in range(3))
+    try:
+        f(x, a, b)
+    except RuntimeError:
+        pass  # running needs a GPU; compiling (NVRTC) may also be unavailable here
+    if f._latest is not None:
+        assert "__global__" in f.explain()
+
+
+# ---- the kernel cache across processes ----------------------------------------------------------
+
+CACHE_SCRIPT = textwrap.dedent("""
+    import json, flow
+    @flow.jit
+    def f(x, a, b):
+        return flow.relu(x * a + b) * flow.sigmoid(x) + 1.0
+    @flow.jit
+    def g(x):
+        return flow.softmax(x, -1), flow.log_softmax(x, -1)
+    x = flow.arange(0, 96, dtype=flow.float32).reshape(8, 12) / 10
+    r = f(x, x, x)
+    s, l = g(x)
+    e = flow.exp(x) + 2 * x
+    e2 = flow.sum(e, 1)
+    print(json.dumps({"stats": flow.cache_stats(), "r": r.tolist(), "s": s.tolist(), "e": e2.tolist(),
+                      "compiled": f.num_compiled + g.num_compiled}))
+""")
+
+
+def run_cache_script(cache_dir):
+    env = dict(os.environ, FLOW_CACHE_DIR=str(cache_dir), PYTHONPATH=os.path.abspath(PYTHON_DIR))
+    env.pop("FLOW_DISABLE_DISK_CACHE", None)
+    out = subprocess.run([sys.executable, "-c", CACHE_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_second_process_compiles_nothing(tmp_path):
+    first = run_cache_script(tmp_path)
+    assert first["stats"]["misses"] > 0 and first["stats"]["stores"] > 0, first["stats"]
+    assert first["compiled"] > 0
+    second = run_cache_script(tmp_path)
+    assert second["stats"]["misses"] == 0, second["stats"]
+    assert second["stats"]["disk_hits"] > 0, second["stats"]
+    assert second["stats"]["corrupt_entries"] == 0
+    assert second["compiled"] == 0
+    assert second["r"] == first["r"] and second["s"] == first["s"] and second["e"] == first["e"]
+
+
+# ---- eager mode: one kernel per signature, any size ---------------------------------------------
+
+def no_kernel_lookups():
+    """No kernel was compiled or even loaded from disk since the last reset_cache_stats()."""
+    st = flow.cache_stats()
+    return st["misses"] == 0 and st["stores"] == 0 and st["disk_hits"] == 0
+
+
+def test_eager_is_shape_generic(gen):
+    x = to_flow(make((10,), torch.float32, gen))
+    flow.exp(x * 3.5)  # compile (or load) the signature
+    flow.reset_cache_stats()
+    # (a single element coalesces to rank 0, another signature, so sizes here are > 1)
+    for n in (17, 1031, 4096, 2**20 + 3):
+        y = to_flow(make((n,), torch.float32, gen))
+        assert_same(flow.exp(y * 2.25), torch.exp(to_torch(y) * 2.25), rtol=4e-6)
+    assert no_kernel_lookups(), flow.cache_stats()
+    # 2-D contiguous inputs coalesce to the same 1-D signature
+    z = to_flow(make((7, 9), torch.float32, gen))
+    flow.exp(z * 1.5)
+    assert no_kernel_lookups(), flow.cache_stats()
+    # a transposed input is another stride class, which then is shape-generic too
+    flow.exp(to_flow(make((7, 9), torch.float32, gen)).t() * 1.5)
+    flow.reset_cache_stats()
+    w = make((20, 13), torch.float32, gen)
+    assert_same(flow.exp(to_flow(w).t() * 1.5), torch.exp(w.t() * 1.5), rtol=4e-6)
+    assert no_kernel_lookups(), flow.cache_stats()
+
+
+def test_eager_scalars_are_parameters(gen):
+    x = to_flow(make((33,), torch.float32, gen))
+    x * 2.0
+    flow.reset_cache_stats()
+    for s in (3.0, -1.5, 1e3):
+        assert_same(x * s, to_torch(x) * s)
+    assert no_kernel_lookups(), flow.cache_stats()

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# The one script run on the GPU machine (H200, CUDA 13, no LLVM, no internet): configure without
+# LLVM, build everything, run the C++ tests (the CUDA runtime test first, on its own), the GPU
+# Python tests and the GPU benchmark when they exist, and write logs, JSON results and a summary
+# under $OUT (./gpu_out when OUT is unset). Hard budget: FLOW_GPU_BUDGET_S seconds (default 450)
+# for all steps together, each step under `timeout`; a step that would start with too little time
+# left is recorded as skipped. Exit status 0 when every step that ran passed.
+#
+# Dependencies the machine may lack are taken from .deps/ (fill it here with
+# tools/prepare_gpu_deps.sh and carry it): .deps/include/xxhash.h and the pybind11 package in
+# .deps/pybind11. GoogleTest is optional (CMake skips the C++ tests without it); so is the Python
+# module (the build falls back to C++ only when pybind11 or the Python headers are missing).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 2
+OUT=${OUT:-$root/gpu_out}
+mkdir -p "$OUT"
+BUDGET=${FLOW_GPU_BUDGET_S:-450}
+JOBS=${FLOW_GPU_JOBS:-$(nproc 2>/dev/null || echo 4)}
+BUILD="$root/build-gpu-check"
+T0=$(date +%s)
+SUMMARY="$OUT/summary.txt"
+: > "$SUMMARY"
+STEPS_JSON=()
+FAILED=0
+
+elapsed() { echo $(( $(date +%s) - T0 )); }
+remaining() { echo $(( BUDGET - $(elapsed) )); }
+
+# record NAME STATUS RC SECONDS NOTE
+record() {
+  printf '%-18s %-8s rc=%-4s %4ss  %s\n' "$1" "$2" "$3" "$4" "$5" | tee -a "$SUMMARY"
+  local note=${5//\\/\\\\}
+  note=${note//\"/\\\"}
+  STEPS_JSON+=("{\"step\": \"$1\", \"status\": \"$2\", \"rc\": $3, \"seconds\": $4, \"note\": \"$note\"}")
+  if [ "$2" = "FAIL" ] || [ "$2" = "TIMEOUT" ]; then FAILED=1; fi
+}
+
+# step NAME LIMIT_S COMMAND...: runs COMMAND under timeout (clamped to the budget left), output to
+# $OUT/NAME.log. Returns the command's status (124 on timeout, 125 when skipped).
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local left
+  left=$(remaining)
+  if [ "$left" -lt "$limit" ]; then limit=$left; fi
+  if [ "$limit" -lt 10 ]; then
+    record "$name" SKIPPED 125 0 "budget spent"
+    return 125
+  fi
+  echo "[gpu_check] $(elapsed)s: $name (limit ${limit}s): $*"
+  local s0 rc
+  s0=$(date +%s)
+  timeout -k 10 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  rc=$?
+  local dt=$(( $(date +%s) - s0 ))
+  if [ $rc -eq 0 ]; then
+    record "$name" PASS 0 "$dt" ""
+  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    record "$name" TIMEOUT "$rc" "$dt" "killed after ${limit}s; see $name.log"
+  else
+    record "$name" FAIL "$rc" "$dt" "see $name.log: $(tail -n 3 "$OUT/$name.log" | tr '\n' ' ' | cut -c1-300)"
+  fi
+  return $rc
+}
+
+# ---- environment ------------------------------------------------------------------------------
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "host: $(uname -a)"
+  echo "cores: $JOBS"
+  command -v nvidia-smi > /dev/null && timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  command -v nvcc > /dev/null && nvcc --version | tail -n 2
+  echo "cmake: $(cmake --version | head -n 1)"
+  echo "g++: $(g++ --version | head -n 1)"
+  echo "python3: $(command -v python3) $(python3 --version 2>&1)"
+  timeout 60 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1
+  ls /usr/include/gtest/gtest.h 2>/dev/null || echo "gtest: not in /usr/include"
+} > "$OUT/env.log" 2>&1
+cat "$OUT/env.log"
+
+# ---- configure --------------------------------------------------------------------------------
+PY=$(command -v python3)
+cmake_args=(-S "$root" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DFLOW_WITH_LLVM=OFF -DFLOW_WERROR=OFF
+            -DPython_EXECUTABLE="$PY")
+if [ -f "$root/.deps/include/xxhash.h" ] && [ ! -f /usr/include/xxhash.h ]; then
+  cmake_args+=(-DFLOW_XXHASH_INCLUDE_DIR="$root/.deps/include")
+fi
+have_pybind=0
+if PYTHONPATH="$root/.deps${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m pybind11 --cmakedir > /dev/null 2>&1; then have_pybind=1; fi
+python_module=OFF
+if [ $have_pybind -eq 1 ]; then
+  if PYTHONPATH="$root/.deps${PYTHONPATH:+:$PYTHONPATH}" step configure 90 cmake "${cmake_args[@]}" -DFLOW_BUILD_PYTHON=ON; then
+    python_module=ON
+  else
+    rm -f "$BUILD/CMakeCache.txt"
+    step configure-cpp 60 cmake "${cmake_args[@]}" -DFLOW_BUILD_PYTHON=OFF
+  fi
+else
+  echo "[gpu_check] pybind11 not found (also not in .deps): building C++ only"
+  step configure 60 cmake "${cmake_args[@]}" -DFLOW_BUILD_PYTHON=OFF
+fi
+have_gtest=0
+grep -q "GoogleTest not found" "$OUT"/configure*.log 2>/dev/null || have_gtest=1
+
+# ---- build: the CUDA runtime test first (so a slow full build still leaves a verdict) ------------
+export FLOW_CACHE_DIR="$BUILD/kernel-cache"
+if [ -f "$BUILD/CMakeCache.txt" ]; then
+  if [ $have_gtest -eq 1 ]; then
+    step build-cuda-test 240 cmake --build "$BUILD" -j "$JOBS" --target test_cuda_runtime
+  fi
+  keep_going=(-k)
+  grep -q "CMAKE_GENERATOR:INTERNAL=Ninja" "$BUILD/CMakeCache.txt" && keep_going=(-k 0)
+  step build 240 cmake --build "$BUILD" -j "$JOBS" -- "${keep_going[@]}"
+fi
+
+# ---- C++ tests ----------------------------------------------------------------------------------
+if [ -x "$BUILD/tests/cpp/test_cuda_runtime" ]; then
+  FLOW_CUDA_SYNC=1 step test-cuda-runtime 90 "$BUILD/tests/cpp/test_cuda_runtime" \
+    --gtest_output=json:"$OUT/test_cuda_runtime.json"
+  # A skip here means the GPU machine has no usable device: say so loudly.
+  if grep -q "no CUDA device" "$OUT/test-cuda-runtime.log"; then
+    record cuda-device FAIL 1 0 "tests skipped: no CUDA device ($(grep -m1 -A1 'no CUDA device' "$OUT/test-cuda-runtime.log" | tr '\n' ' ' | cut -c1-200))"
+  fi
+fi
+if [ -f "$BUILD/CTestTestfile.cmake" ] || [ -f "$BUILD/tests/cpp/CTestTestfile.cmake" ]; then
+  # test_cuda_runtime already ran above, with its own log and JSON.
+  step ctest 150 ctest --test-dir "$BUILD" --output-on-failure --timeout 120 -j 4 -E '^test_cuda_runtime$'
+fi
+
+# ---- Python -------------------------------------------------------------------------------------
+if [ -d "$root/tests/python" ]; then
+  if [ "$python_module" = ON ] && ls "$root"/python/flow/_C*.so > /dev/null 2>&1; then
+    PYTHONPATH="$root/python" step pytest-gpu 150 "$PY" -m pytest -m gpu "$root/tests/python" -q \
+      -p no:cacheprovider --junitxml="$OUT/pytest_gpu.xml"
+    rc=$?
+    if [ $rc -eq 5 ]; then echo "[gpu_check] pytest: no test is marked gpu (exit 5)" | tee -a "$SUMMARY"; fi
+  else
+    record pytest-gpu SKIPPED 125 0 "the Python module was not built"
+  fi
+fi
+
+if [ -f "$root/bench/gpu.py" ]; then
+  if [ "$python_module" = ON ]; then
+    PYTHONPATH="$root/python:$root/bench" FLOW_BENCH_OUT="$OUT" step bench-gpu 120 "$PY" "$root/bench/gpu.py"
+  else
+    record bench-gpu SKIPPED 125 0 "the Python module was not built"
+  fi
+fi
+
+# ---- summary ------------------------------------------------------------------------------------
+total=$(elapsed)
+{
+  echo "{"
+  echo "  \"total_seconds\": $total,"
+  echo "  \"budget_seconds\": $BUDGET,"
+  echo "  \"ok\": $([ $FAILED -eq 0 ] && echo true || echo false),"
+  echo "  \"steps\": ["
+  n=${#STEPS_JSON[@]}
+  for i in "${!STEPS_JSON[@]}"; do
+    sep=","
+    [ "$i" -eq $((n - 1)) ] && sep=""
+    echo "    ${STEPS_JSON[$i]}$sep"
+  done
+  echo "  ]"
+  echo "}"
+} > "$OUT/summary.json"
+# Compact copies of the failing C++ test output, for a quick read.
+for log in "$OUT"/test-cuda-runtime.log "$OUT"/ctest.log; do
+  [ -f "$log" ] && grep -E "^\[  FAILED  \]|Failure|error:|Skipped|no CUDA device" "$log" | head -n 40 > "${log%.log}.failures.txt"
+done
+echo
+echo "==================== gpu_check summary (${total}s of ${BUDGET}s) ===================="
+cat "$SUMMARY"
+echo "logs and JSON: $OUT"
+[ $FAILED -eq 0 ] && echo "RESULT: PASS" || echo "RESULT: FAIL"
+exit $FAILED
