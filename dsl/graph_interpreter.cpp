@@ -178,6 +178,46 @@ double round_to_dtype(DType t, double v, bool float64_math) {
   return v;
 }
 
+// An injective op: its expression over symbolic output indices o0, o1, ... and loads "in<k>" at
+// row-major offsets, evaluated per output element.
+static HostTensor run_injective(const Graph& g, const Node& n, const OpDef& def,
+                                const std::vector<const HostTensor*>& in, const InterpOptions& opt) {
+  const TensorType out_t = g.value(n.outputs.at(0)).type;
+  std::vector<Expr> oi;
+  for (size_t d = 0; d < out_t.shape.size(); ++d) oi.push_back(var("o" + std::to_string(d)));
+  const InputLoader loader = [&](int k, const std::vector<Expr>& idx) {
+    const TensorType& t = in.at(k)->type;
+    const auto st = contiguous_layout(t.shape).strides;
+    Expr flat = make_int(0);
+    for (size_t d = 0; d < idx.size(); ++d) flat = flat + idx[d] * make_int(st[d]);
+    return cast(compute_dtype(t.dtype), load(t.dtype, "in" + std::to_string(k), flat));
+  };
+  const Expr e = def.injective(oi, loader, make_op_context(g, n));
+  HostTensor out{out_t, {}};
+  const int64_t total = numel(out_t.shape);
+  out.data.reserve(static_cast<size_t>(total));
+  std::vector<int64_t> idx(out_t.shape.size(), 0);
+  for (int64_t c = 0; c < total; ++c) {
+    const auto lookup = [&](const std::string& name) -> Scalar {
+      Scalar s{DType::Int64};
+      s.i = idx.at(std::stoul(name.substr(1)));
+      return s;
+    };
+    const auto loadfn = [&](const std::string& buf, int64_t index, DType t) -> Scalar {
+      const HostTensor* src = in.at(std::stoul(buf.substr(2)));
+      if (index < 0 || index >= static_cast<int64_t>(src->data.size()))
+        throw std::runtime_error("interpret_graph: " + n.op + " reads index " + std::to_string(index) + " out of range");
+      return to_scalar(t, src->data[static_cast<size_t>(index)]);
+    };
+    out.data.push_back(round_to_dtype(out_t.dtype, from_scalar(eval_expr(e, lookup, loadfn, opt)), opt.float64_math));
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < out_t.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
 // A view gathers through the op's ViewFn applied to the (contiguous) input.
 static HostTensor run_view(const Graph& g, const Node& n, const OpDef& def, const HostTensor& in) {
   const auto l = def.view(contiguous_layout(in.type.shape), n.attrs);
@@ -230,6 +270,8 @@ std::vector<HostTensor> interpret_graph(const Graph& g, const std::vector<HostTe
       env[n.outputs.at(0)] = run_elementwise(g, n, def, in, opt);
     } else if (def.pattern == OpPattern::Reduction && def.reduce) {
       env[n.outputs.at(0)] = run_reduction(g, n, def, *in.at(0), opt);
+    } else if (def.pattern == OpPattern::Injective && def.injective) {
+      env[n.outputs.at(0)] = run_injective(g, n, def, in, opt);
     } else if (def.pattern == OpPattern::View && def.view) {
       env[n.outputs.at(0)] = run_view(g, n, def, *in.at(0));
     } else {

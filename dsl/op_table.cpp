@@ -36,6 +36,7 @@ void register_builtin_ops() {
     register_reduction_ops();
     register_composite_ops();
     register_view_ops();
+    register_injective_ops();
   });
 }
 

@@ -35,6 +35,15 @@ Layout contiguous_layout(const Shape& sizes);
 // The layout of a View op's output given its input's layout, or nullopt when that input layout
 // cannot be viewed so (reshape of a non-contiguous tensor): the caller copies the input first.
 using ViewFn = std::function<std::optional<Layout>(const Layout& in, const Attrs& attrs)>;
+
+// Injective ops (cat, pad, index_select, gather, embedding): the output element at `out_idx` (one
+// Int64 Expr per output dim) as an expression over input elements; `load(k, idx)` is input k's
+// value (in its compute dtype) at index `idx` (one Expr per dim of input k). Inputs of an
+// injective op are always read from memory, so any index is allowed.
+using InputLoader = std::function<Expr(int k, const std::vector<Expr>& idx)>;
+struct OpContext;
+using InjectiveFn =
+    std::function<Expr(const std::vector<Expr>& out_idx, const InputLoader& load, const OpContext& ctx)>;
 const char* op_pattern_name(OpPattern p);
 
 struct OpContext {
@@ -81,6 +90,7 @@ struct OpDef {
   DecomposeFn decompose;             // Composite
   CanonicalizeFn canonicalize;       // optional, runs before infer (see CanonicalizeFn)
   ViewFn view;                       // View
+  InjectiveFn injective;             // Injective
 };
 
 // The registry. lookup throws OpError(NotImplemented) for an unknown op. The built-in ops are

@@ -58,7 +58,8 @@ const LoadedKernel& load(const dsl::LoweredFunc& f, const std::string& key, cons
   if (image.empty()) {
     const cuda::CudaCompiled c = cuda::cuda_compile(f, arch);
     k.entry = c.kernel.name;
-    k.module = std::make_shared<const rc::CudaModule>(c.cubin.empty() ? c.ptx : c.cubin, f.name + " (" + arch + ")", device);
+    k.module =
+        std::make_shared<const rc::CudaModule>(c.cubin.empty() ? c.ptx : c.cubin, f.name + " (" + arch + ")", device);
   } else {
     k.entry = cuda::print_cuda_source(f).name;
     try {

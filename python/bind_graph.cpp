@@ -48,8 +48,7 @@ void bind_graph(py::module_& m) {
           },
           py::arg("value"))
       .def(
-          "value_shape", [](const dsl::Graph& g, int id) { return checked_value(g, id).type.shape; },
-          py::arg("value"))
+          "value_shape", [](const dsl::Graph& g, int id) { return checked_value(g, id).type.shape; }, py::arg("value"))
       .def(
           "value_dtype",
           [](const dsl::Graph& g, int id) { return std::string(dsl::dtype_name(checked_value(g, id).type.dtype)); },

@@ -31,7 +31,8 @@ jit::EagerArg eager_arg(const py::handle& h, size_t pos) {
     return jit::ScalarArg{static_cast<double>(v), dsl::DType::Int64};
   }
   if (py::isinstance<py::float_>(h)) return jit::ScalarArg{py::cast<double>(h), dsl::DType::Float64};
-  throw py::type_error("flow._C.eager: argument " + std::to_string(pos) + " must be a Tensor, bool, int or float, not " +
+  throw py::type_error("flow._C.eager: argument " + std::to_string(pos) +
+                       " must be a Tensor, bool, int or float, not " +
                        std::string(py::str(py::type::of(h).attr("__name__"))));
 }
 
@@ -164,8 +165,9 @@ void bind_jit(py::module_& m) {
 
   m.def("cache_stats", &cache_stats, "The process-wide kernel cache counters");
   m.def("reset_cache_stats", [] { jit::global_kernel_cache().reset_stats(); });
-  m.def("clear_memory_cache", [] { jit::global_kernel_cache().clear_memory(); },
-        "Forgets the in-memory kernel cache level (the disk is untouched)");
+  m.def(
+      "clear_memory_cache", [] { jit::global_kernel_cache().clear_memory(); },
+      "Forgets the in-memory kernel cache level (the disk is untouched)");
   m.def("cache_dir", [] { return jit::global_kernel_cache().directory(); });
   m.def("launch_count", [] { return jit::launch_counters().kernel_launches; });
   m.def("reset_launch_count", [] { jit::reset_launch_counters(); });

@@ -65,8 +65,8 @@ DType dtype_of_array(const py::array& a, const std::optional<std::string>& reque
                          "(and bfloat16 given as uint16 bit patterns).");
   }
   if (requested && parse_dtype(*requested) != *natural) {
-    throw py::type_error("flow.from_numpy: array of numpy dtype " + std::string(py::str(dt)) +
-                         " does not hold dtype " + *requested);
+    throw py::type_error("flow.from_numpy: array of numpy dtype " + std::string(py::str(dt)) + " does not hold dtype " +
+                         *requested);
   }
   return *natural;
 }
@@ -118,8 +118,11 @@ Tensor as_strided(const Tensor& t, const std::vector<int64_t>& sizes, const std:
   int64_t last = offset;  // the last element the view reaches
   bool empty = false;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] < 0) throw std::runtime_error("Trying to create tensor with negative dimension " + std::to_string(sizes[i]));
-    if (strides[i] < 0) throw std::runtime_error("as_strided: Negative strides are not supported at the moment, got strides: " + dsl::shape_str(strides));
+    if (sizes[i] < 0)
+      throw std::runtime_error("Trying to create tensor with negative dimension " + std::to_string(sizes[i]));
+    if (strides[i] < 0)
+      throw std::runtime_error("as_strided: Negative strides are not supported at the moment, got strides: " +
+                               dsl::shape_str(strides));
     if (sizes[i] == 0) empty = true;
     last += (sizes[i] - 1) * strides[i];
   }
@@ -154,7 +157,8 @@ void bind_tensor(py::module_& m) {
           "empty",
           [](const std::vector<int64_t>& sizes, const std::string& dtype) {
             for (int64_t s : sizes) {
-              if (s < 0) throw std::runtime_error("Trying to create tensor with negative dimension " + std::to_string(s));
+              if (s < 0)
+                throw std::runtime_error("Trying to create tensor with negative dimension " + std::to_string(s));
             }
             return Tensor::empty(sizes, parse_dtype(dtype));
           },

@@ -88,8 +88,12 @@ HostBlockCache& host_cache() {
 
 }  // namespace
 
-size_t release_cached_host_memory() { return host_cache().release(); }
-size_t cached_host_bytes() { return host_cache().cached(); }
+size_t release_cached_host_memory() {
+  return host_cache().release();
+}
+size_t cached_host_bytes() {
+  return host_cache().cached();
+}
 
 void Buffer::Free::operator()(void* p) const noexcept {
   if (device_index >= 0) {

@@ -143,7 +143,9 @@ CudaCachingAllocator& device_allocator(int device) {
   return *slot;
 }
 
-CudaCachingAllocator& current_allocator() { return device_allocator(current_device()); }
+CudaCachingAllocator& current_allocator() {
+  return device_allocator(current_device());
+}
 
 size_t empty_cache() {
   std::vector<CudaCachingAllocator*> all;

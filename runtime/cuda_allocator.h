@@ -57,7 +57,7 @@ class CudaCachingAllocator {
 
  private:
   struct Block {
-    size_t size = 0;       // rounded
+    size_t size = 0;  // rounded
     size_t requested = 0;
     Stream stream = nullptr;
   };

@@ -26,10 +26,16 @@ thread_local int tl_device = 0;
 
 }  // namespace
 
-int current_device() { return tl_device; }
+int current_device() {
+  return tl_device;
+}
 
-DeviceGuard::DeviceGuard(int device) : previous_(tl_device) { set_device(device); }
-DeviceGuard::~DeviceGuard() { tl_device = previous_; }
+DeviceGuard::DeviceGuard(int device) : previous_(tl_device) {
+  set_device(device);
+}
+DeviceGuard::~DeviceGuard() {
+  tl_device = previous_;
+}
 
 void require_cuda() {
   if (!cuda_available()) throw CudaError("flow: CUDA is not available: " + unavailable_reason(), -1);
@@ -44,39 +50,39 @@ namespace {
 
 // Every entry point flow uses. cuda.h #defines many of these names to versioned ones
 // (cuMemAlloc -> cuMemAlloc_v2); the member and the symbol string both go through that #define.
-#define FLOW_CU_FUNCTIONS(X) \
-  X(cuGetErrorName)          \
-  X(cuGetErrorString)        \
-  X(cuInit)                  \
-  X(cuDriverGetVersion)      \
-  X(cuDeviceGetCount)        \
-  X(cuDeviceGet)             \
-  X(cuDeviceGetName)         \
-  X(cuDeviceGetAttribute)    \
-  X(cuDeviceTotalMem)        \
+#define FLOW_CU_FUNCTIONS(X)  \
+  X(cuGetErrorName)           \
+  X(cuGetErrorString)         \
+  X(cuInit)                   \
+  X(cuDriverGetVersion)       \
+  X(cuDeviceGetCount)         \
+  X(cuDeviceGet)              \
+  X(cuDeviceGetName)          \
+  X(cuDeviceGetAttribute)     \
+  X(cuDeviceTotalMem)         \
   X(cuDevicePrimaryCtxRetain) \
-  X(cuCtxGetCurrent)         \
-  X(cuCtxSetCurrent)         \
-  X(cuCtxSynchronize)        \
-  X(cuMemGetInfo)            \
-  X(cuMemAlloc)              \
-  X(cuMemFree)               \
-  X(cuMemcpyHtoDAsync)       \
-  X(cuMemcpyDtoHAsync)       \
-  X(cuMemcpyDtoDAsync)       \
-  X(cuMemsetD8Async)         \
-  X(cuStreamCreate)          \
-  X(cuStreamDestroy)         \
-  X(cuStreamSynchronize)     \
-  X(cuEventCreate)           \
-  X(cuEventDestroy)          \
-  X(cuEventRecord)           \
-  X(cuEventSynchronize)      \
-  X(cuEventElapsedTime)      \
-  X(cuModuleLoadData)        \
-  X(cuModuleUnload)          \
-  X(cuModuleGetFunction)     \
-  X(cuFuncSetAttribute)      \
+  X(cuCtxGetCurrent)          \
+  X(cuCtxSetCurrent)          \
+  X(cuCtxSynchronize)         \
+  X(cuMemGetInfo)             \
+  X(cuMemAlloc)               \
+  X(cuMemFree)                \
+  X(cuMemcpyHtoDAsync)        \
+  X(cuMemcpyDtoHAsync)        \
+  X(cuMemcpyDtoDAsync)        \
+  X(cuMemsetD8Async)          \
+  X(cuStreamCreate)           \
+  X(cuStreamDestroy)          \
+  X(cuStreamSynchronize)      \
+  X(cuEventCreate)            \
+  X(cuEventDestroy)           \
+  X(cuEventRecord)            \
+  X(cuEventSynchronize)       \
+  X(cuEventElapsedTime)       \
+  X(cuModuleLoadData)         \
+  X(cuModuleUnload)           \
+  X(cuModuleGetFunction)      \
+  X(cuFuncSetAttribute)       \
   X(cuLaunchKernel)
 
 struct Api {
@@ -110,20 +116,20 @@ std::string error_text(const Api& api, CUresult r) {
   return s;
 }
 
-void resolve(const DynamicLibrary& lib, Api& api) {
-#define FLOW_X(fn)                                                                         \
-  {                                                                                        \
-    void* p = lib.find_symbol(FLOW_CU_STR(fn));                                            \
-    if (!p) {                                                                              \
-      const char* alt = fallback_symbol(FLOW_CU_STR(fn));                                  \
-      if (alt) p = lib.find_symbol(alt);                                                   \
-    }                                                                                      \
-    if (!p)                                                                                \
-      throw std::runtime_error(std::string("the CUDA driver ") + lib.path() + " has no " + \
-                               FLOW_CU_STR(fn) + " (the driver is older than flow needs)"); \
-    api.fn = reinterpret_cast<decltype(api.fn)>(p);                                        \
+void resolve(const DynamicLibrary& lib, Api& api){
+#define FLOW_X(fn)                                                                                           \
+  {                                                                                                          \
+    void* p = lib.find_symbol(FLOW_CU_STR(fn));                                                              \
+    if (!p) {                                                                                                \
+      const char* alt = fallback_symbol(FLOW_CU_STR(fn));                                                    \
+      if (alt) p = lib.find_symbol(alt);                                                                     \
+    }                                                                                                        \
+    if (!p)                                                                                                  \
+      throw std::runtime_error(std::string("the CUDA driver ") + lib.path() + " has no " + FLOW_CU_STR(fn) + \
+                               " (the driver is older than flow needs)");                                    \
+    api.fn = reinterpret_cast<decltype(api.fn)>(p);                                                          \
   }
-  FLOW_CU_FUNCTIONS(FLOW_X)
+    FLOW_CU_FUNCTIONS(FLOW_X)
 #undef FLOW_X
 }
 
@@ -134,8 +140,8 @@ DriverState* init_state() {
     resolve(lib, s->api);
     const CUresult r = s->api.cuInit(0);
     if (r != CUDA_SUCCESS) {
-      s->reason = "the CUDA driver (" + lib.path() + ") failed to initialize: cuInit(0) returned " +
-                  error_text(s->api, r);
+      s->reason =
+          "the CUDA driver (" + lib.path() + ") failed to initialize: cuInit(0) returned " + error_text(s->api, r);
       return s;
     }
     s->api.cuDriverGetVersion(&s->version);
@@ -164,23 +170,23 @@ const Api& api() {
 }
 
 [[noreturn]] void fail(CUresult r, const std::string& call, const char* file, int line) {
-  throw CudaError("flow: CUDA error in " + call + " at " + file + ":" + std::to_string(line) + ": " +
-                      error_text(state().api, r),
-                  static_cast<int>(r));
+  throw CudaError(
+      "flow: CUDA error in " + call + " at " + file + ":" + std::to_string(line) + ": " + error_text(state().api, r),
+      static_cast<int>(r));
 }
 
-#define FLOW_CU_CHECK(expr, call)                            \
-  do {                                                       \
-    const CUresult flow_cu_r_ = (expr);                      \
+#define FLOW_CU_CHECK(expr, call)                                               \
+  do {                                                                          \
+    const CUresult flow_cu_r_ = (expr);                                         \
     if (flow_cu_r_ != CUDA_SUCCESS) fail(flow_cu_r_, call, __FILE__, __LINE__); \
   } while (0)
 
 void check_device_index(int device) {
   const int n = state().count;
   if (device < 0 || device >= n)
-    throw CudaError("flow: CUDA device index " + std::to_string(device) + " is out of range (" + std::to_string(n) +
-                        " device(s))",
-                    static_cast<int>(CUDA_ERROR_INVALID_DEVICE));
+    throw CudaError(
+        "flow: CUDA device index " + std::to_string(device) + " is out of range (" + std::to_string(n) + " device(s))",
+        static_cast<int>(CUDA_ERROR_INVALID_DEVICE));
 }
 
 // Primary contexts, retained on first use and kept for the process.
@@ -195,12 +201,15 @@ CUcontext primary_context(int device) {
   CUdevice dev = 0;
   FLOW_CU_CHECK(a.cuDeviceGet(&dev, device), "cuDeviceGet(" + std::to_string(device) + ")");
   CUcontext ctx = nullptr;
-  FLOW_CU_CHECK(a.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain(device " + std::to_string(device) + ")");
+  FLOW_CU_CHECK(a.cuDevicePrimaryCtxRetain(&ctx, dev),
+                "cuDevicePrimaryCtxRetain(device " + std::to_string(device) + ")");
   contexts->emplace(device, ctx);
   return ctx;
 }
 
-CUdeviceptr dptr(const void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); }
+CUdeviceptr dptr(const void* p) {
+  return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
+}
 
 bool sync_after_launch() {
   static const bool on = [] {
@@ -212,9 +221,15 @@ bool sync_after_launch() {
 
 }  // namespace
 
-bool cuda_available() { return state().ok; }
-std::string unavailable_reason() { return state().ok ? std::string() : state().reason; }
-int device_count() { return state().ok ? state().count : 0; }
+bool cuda_available() {
+  return state().ok;
+}
+std::string unavailable_reason() {
+  return state().ok ? std::string() : state().reason;
+}
+int device_count() {
+  return state().ok ? state().count : 0;
+}
 
 int driver_version() {
   require_cuda();
@@ -228,7 +243,9 @@ void set_device(int device) {
   tl_device = device;
 }
 
-void ensure_context() { ensure_context(tl_device); }
+void ensure_context() {
+  ensure_context(tl_device);
+}
 
 void ensure_context(int device) {
   const Api& a = api();
@@ -365,12 +382,13 @@ void launch(Function f, const std::array<unsigned, 3>& grid, const std::array<un
   const Api& a = api();
   ensure_context();
   if (shared_bytes > 48 * 1024) {
-    FLOW_CU_CHECK(a.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(shared_bytes)),
-                  "cuFuncSetAttribute(" + what + ", max dynamic shared = " + std::to_string(shared_bytes) + ")");
+    FLOW_CU_CHECK(
+        a.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(shared_bytes)),
+        "cuFuncSetAttribute(" + what + ", max dynamic shared = " + std::to_string(shared_bytes) + ")");
   }
   auto shape = [&] {
-    return what + " grid (" + std::to_string(grid[0]) + ", " + std::to_string(grid[1]) + ", " + std::to_string(grid[2]) +
-           ") block (" + std::to_string(block[0]) + ", " + std::to_string(block[1]) + ", " +
+    return what + " grid (" + std::to_string(grid[0]) + ", " + std::to_string(grid[1]) + ", " +
+           std::to_string(grid[2]) + ") block (" + std::to_string(block[0]) + ", " + std::to_string(block[1]) + ", " +
            std::to_string(block[2]) + ") shared " + std::to_string(shared_bytes);
   };
   const CUresult r = a.cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_bytes, stream,
@@ -378,7 +396,8 @@ void launch(Function f, const std::array<unsigned, 3>& grid, const std::array<un
   if (r != CUDA_SUCCESS) fail(r, "cuLaunchKernel(" + shape() + ")", __FILE__, __LINE__);
   if (sync_after_launch()) {
     const CUresult s = a.cuStreamSynchronize(stream);
-    if (s != CUDA_SUCCESS) fail(s, "cuStreamSynchronize after cuLaunchKernel(" + shape() + ") [FLOW_CUDA_SYNC]", __FILE__, __LINE__);
+    if (s != CUDA_SUCCESS)
+      fail(s, "cuStreamSynchronize after cuLaunchKernel(" + shape() + ") [FLOW_CUDA_SYNC]", __FILE__, __LINE__);
   }
 }
 
@@ -433,7 +452,8 @@ void memcpy_dtod(void* dst, const void* src, size_t bytes, Stream stream) {
 void memset_d8(void* dst, unsigned char value, size_t bytes, Stream stream) {
   const Api& a = api();
   ensure_context();
-  FLOW_CU_CHECK(a.cuMemsetD8Async(dptr(dst), value, bytes, stream), "cuMemsetD8Async(" + std::to_string(bytes) + " bytes)");
+  FLOW_CU_CHECK(a.cuMemsetD8Async(dptr(dst), value, bytes, stream),
+                "cuMemsetD8Async(" + std::to_string(bytes) + " bytes)");
 }
 
 Stream stream_create_non_blocking() {
@@ -496,48 +516,105 @@ namespace {
 const char* kNoHeaders = "this build of flow has no CUDA driver support (cuda.h was not found at configure time)";
 }
 
-bool cuda_available() { return false; }
-std::string unavailable_reason() { return kNoHeaders; }
-int device_count() { return 0; }
-int driver_version() { require_cuda(); return 0; }
-void set_device(int) { require_cuda(); }
-void ensure_context() { require_cuda(); }
-void ensure_context(int) { require_cuda(); }
+bool cuda_available() {
+  return false;
+}
+std::string unavailable_reason() {
+  return kNoHeaders;
+}
+int device_count() {
+  return 0;
+}
+int driver_version() {
+  require_cuda();
+  return 0;
+}
+void set_device(int) {
+  require_cuda();
+}
+void ensure_context() {
+  require_cuda();
+}
+void ensure_context(int) {
+  require_cuda();
+}
 const DeviceProps& device_props(int) {
   require_cuda();
   throw std::logic_error("unreachable");
 }
-void synchronize_device() { require_cuda(); }
-std::pair<size_t, size_t> memory_info() { require_cuda(); return {0, 0}; }
+void synchronize_device() {
+  require_cuda();
+}
+std::pair<size_t, size_t> memory_info() {
+  require_cuda();
+  return {0, 0};
+}
 struct CudaModule::Impl {};
-CudaModule::CudaModule(const std::string&, const std::string&, int) { require_cuda(); }
+CudaModule::CudaModule(const std::string&, const std::string&, int) {
+  require_cuda();
+}
 CudaModule::~CudaModule() = default;
-Function CudaModule::function(const std::string&) const { require_cuda(); return nullptr; }
+Function CudaModule::function(const std::string&) const {
+  require_cuda();
+  return nullptr;
+}
 std::shared_ptr<const CudaModule> CudaModule::get(const std::string&, const std::string&) {
   require_cuda();
   return nullptr;
 }
-size_t CudaModule::cached_modules() { return 0; }
+size_t CudaModule::cached_modules() {
+  return 0;
+}
 void launch(Function, const std::array<unsigned, 3>&, const std::array<unsigned, 3>&, unsigned, Stream, void**,
             const std::string&) {
   require_cuda();
 }
-std::vector<std::string> driver_symbol_names() { return {}; }
+std::vector<std::string> driver_symbol_names() {
+  return {};
+}
 namespace driver {
-void* mem_alloc(size_t) { require_cuda(); return nullptr; }
-void mem_free(void*) { require_cuda(); }
-void memcpy_htod(void*, const void*, size_t, Stream) { require_cuda(); }
-void memcpy_dtoh(void*, const void*, size_t, Stream) { require_cuda(); }
-void memcpy_dtod(void*, const void*, size_t, Stream) { require_cuda(); }
-void memset_d8(void*, unsigned char, size_t, Stream) { require_cuda(); }
-Stream stream_create_non_blocking() { require_cuda(); return nullptr; }
+void* mem_alloc(size_t) {
+  require_cuda();
+  return nullptr;
+}
+void mem_free(void*) {
+  require_cuda();
+}
+void memcpy_htod(void*, const void*, size_t, Stream) {
+  require_cuda();
+}
+void memcpy_dtoh(void*, const void*, size_t, Stream) {
+  require_cuda();
+}
+void memcpy_dtod(void*, const void*, size_t, Stream) {
+  require_cuda();
+}
+void memset_d8(void*, unsigned char, size_t, Stream) {
+  require_cuda();
+}
+Stream stream_create_non_blocking() {
+  require_cuda();
+  return nullptr;
+}
 void stream_destroy(Stream) noexcept {}
-void stream_synchronize(Stream) { require_cuda(); }
-Event event_create() { require_cuda(); return nullptr; }
+void stream_synchronize(Stream) {
+  require_cuda();
+}
+Event event_create() {
+  require_cuda();
+  return nullptr;
+}
 void event_destroy(Event) noexcept {}
-void event_record(Event, Stream) { require_cuda(); }
-void event_synchronize(Event) { require_cuda(); }
-float event_elapsed_ms(Event, Event) { require_cuda(); return 0; }
+void event_record(Event, Stream) {
+  require_cuda();
+}
+void event_synchronize(Event) {
+  require_cuda();
+}
+float event_elapsed_ms(Event, Event) {
+  require_cuda();
+  return 0;
+}
 }  // namespace driver
 
 #endif  // FLOW_HAVE_CUDA_HEADERS

@@ -58,15 +58,15 @@ int driver_version();
 
 struct DeviceProps {
   int index = 0;
-  std::string name;                   // "NVIDIA H200"
-  int major = 0, minor = 0;           // compute capability
-  std::string arch;                   // "sm_90": what NVRTC compiles for
-  int sm_count = 0;                   // multiprocessors
+  std::string name;          // "NVIDIA H200"
+  int major = 0, minor = 0;  // compute capability
+  std::string arch;          // "sm_90": what NVRTC compiles for
+  int sm_count = 0;          // multiprocessors
   int max_threads_per_block = 0;
   int warp_size = 0;
-  int64_t shared_per_block = 0;       // default limit (48 KiB)
-  int64_t shared_per_block_optin = 0; // with cuFuncSetAttribute (227 KiB on sm_90)
-  int64_t total_memory = 0;           // bytes
+  int64_t shared_per_block = 0;        // default limit (48 KiB)
+  int64_t shared_per_block_optin = 0;  // with cuFuncSetAttribute (227 KiB on sm_90)
+  int64_t total_memory = 0;            // bytes
 };
 // Properties of device `device` (cached). Throws CudaError if CUDA is unavailable or the index is
 // out of range.

@@ -31,11 +31,17 @@ Stream current_stream() {
   return it != tl_streams.end() ? it->second : default_stream(device);
 }
 
-void synchronize() { driver::stream_synchronize(current_stream()); }
+void synchronize() {
+  driver::stream_synchronize(current_stream());
+}
 
-CudaStream::CudaStream() : device_(current_device()) { stream_ = driver::stream_create_non_blocking(); }
+CudaStream::CudaStream() : device_(current_device()) {
+  stream_ = driver::stream_create_non_blocking();
+}
 
-CudaStream::~CudaStream() { driver::stream_destroy(stream_); }
+CudaStream::~CudaStream() {
+  driver::stream_destroy(stream_);
+}
 
 void CudaStream::synchronize() const {
   DeviceGuard guard(device_);
@@ -72,14 +78,18 @@ EventTimer::~EventTimer() {
   driver::event_destroy(stop_);
 }
 
-void EventTimer::start() { start(current_stream()); }
+void EventTimer::start() {
+  start(current_stream());
+}
 void EventTimer::start(Stream s) {
   driver::event_record(start_, s);
   started_ = true;
   stopped_ = false;
 }
 
-void EventTimer::stop() { stop(current_stream()); }
+void EventTimer::stop() {
+  stop(current_stream());
+}
 void EventTimer::stop(Stream s) {
   if (!started_) throw std::logic_error("flow: EventTimer::stop() before start()");
   driver::event_record(stop_, s);

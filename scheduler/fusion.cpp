@@ -60,6 +60,7 @@ class Fuser {
     Shape domain;
     std::vector<int64_t> reduce_dims;
     bool alive = true;
+    bool has_injective = false;
   };
 
   // The group computing `v`; a view's value belongs to the group computing what it aliases.
@@ -164,6 +165,7 @@ class Fuser {
     const Shape& in = g_.value(n.inputs[0]).type.shape;
     if (w.kind == GroupKind::Opaque) return "producer is an opaque op";
     if (w.domain != in) return "reduction input " + dsl::shape_str(in) + " is not the group domain " + dsl::shape_str(w.domain);
+    if (w.has_injective) return "producer kernel holds an injective op";
     if (w.kind == GroupKind::Reduction && w.reduce_dims != dims) return "different reduction axes";
     if (creates_cycle(gi, n)) return "would create a cycle between kernels";
     if (count_buffers_if_merged(gi, n) > opt_.max_buffers) return "kernel argument cap";
@@ -200,12 +202,21 @@ class Fuser {
     const dsl::OpDef& def = dsl::lookup_op(n.op);
     // Views are not kernels: consumers read the aliased buffer through the view's strides.
     if (def.pattern == OpPattern::View) return;
+    // An injective op reads its inputs from memory at remapped indices: it starts a pointwise
+    // kernel (its producers stay separate) that its elementwise consumers can join.
+    if (def.pattern == OpPattern::Injective && opt_.enable) {
+      for (int pg : producer_groups(n)) reject(pg, n.id, "injective op reads its inputs from memory");
+      const int gi = new_group(n, GroupKind::Pointwise, g_.value(n.outputs[0]).type.shape, {});
+      groups_[gi].has_injective = true;
+      return;
+    }
     if (!opt_.enable || (def.pattern != OpPattern::Elementwise && def.pattern != OpPattern::Reduction)) {
       const Shape dom = n.outputs.empty() ? Shape{} : g_.value(n.outputs[0]).type.shape;
       if (def.pattern == OpPattern::Reduction) {
         new_group(n, GroupKind::Reduction, g_.value(n.inputs[0]).type.shape, dsl::attr_ints(n.attrs, "dims", n.op));
-      } else if (def.pattern == OpPattern::Elementwise) {
-        new_group(n, GroupKind::Pointwise, dom, {});
+      } else if (def.pattern == OpPattern::Elementwise || def.pattern == OpPattern::Injective) {
+        const int gi = new_group(n, GroupKind::Pointwise, dom, {});
+        groups_[gi].has_injective = def.pattern == OpPattern::Injective;
       } else {
         new_group(n, GroupKind::Opaque, dom, {});
       }
@@ -237,7 +248,9 @@ class Fuser {
         const Work& b = groups_[pg];
         const bool same_domain = a.domain == b.domain &&
                                  (b.kind == GroupKind::Pointwise || a.reduce_dims == b.reduce_dims);
-        if (same_domain && !depends_on(pg, target) && !depends_on(target, pg)) {
+        if (a.has_injective || b.has_injective) {
+          reject(pg, n.id, "kernels with injective ops are not merged");
+        } else if (same_domain && !depends_on(pg, target) && !depends_on(target, pg)) {
           absorb(target, pg);
         } else {
           reject(pg, n.id, "producer groups disagree on the iteration domain");
@@ -305,6 +318,7 @@ class Fuser {
       grp.nodes = w.nodes;
       grp.domain = w.domain;
       grp.reduce_dims = w.reduce_dims;
+      grp.has_injective = w.has_injective;
       std::set<int> produced;
       for (int n : grp.nodes)
         for (int o : g_.node(n).outputs) produced.insert(o);

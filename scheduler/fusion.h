@@ -28,6 +28,7 @@ struct FusionGroup {
   std::vector<int> outputs;          // values used outside the group (graph outputs, other groups)
   dsl::Shape domain;                 // iteration domain (reduction: the shape before reducing)
   std::vector<int64_t> reduce_dims;  // Reduction groups: sorted dims of `domain` reduced
+  bool has_injective = false;        // holds an injective op (cat, pad, gather, ...): dims kept as is
 };
 
 struct RejectedMerge {

@@ -1,6 +1,9 @@
 #include "scheduler/kernel_instance.h"
 
 #include <algorithm>
+#include <set>
+
+#include "dsl/op_table.h"
 #include <stdexcept>
 
 namespace flow::sched {
@@ -77,7 +80,12 @@ KernelInstance specialize(const dsl::Graph& g, const FusionGroup& grp, const Gro
     int value;
     bool is_output;
     std::vector<int64_t> st;
+    std::vector<int64_t> own;  // actual strides, for inputs of injective ops
   };
+  std::set<int> indexed;  // values read by injective ops
+  for (int n : grp.nodes)
+    if (dsl::lookup_op(g.node(n).op).pattern == dsl::OpPattern::Injective)
+      for (int in : g.node(n).inputs) indexed.insert(in);
   std::vector<Raw> raws;
   auto add = [&](int v, bool out) {
     const auto& val = g.value(v);
@@ -90,7 +98,7 @@ KernelInstance specialize(const dsl::Graph& g, const FusionGroup& grp, const Gro
     if (st.size() != val.type.shape.size())
       throw std::invalid_argument("layout of %" + std::to_string(v) + " has rank " + std::to_string(st.size()) +
                                   ", expected " + std::to_string(val.type.shape.size()));
-    raws.push_back({v, out, domain_strides(grp, val.type.shape, st)});
+    raws.push_back({v, out, domain_strides(grp, val.type.shape, st), indexed.count(v) ? st : std::vector<int64_t>{}});
   };
   for (int v : grp.inputs) add(v, false);
   for (int v : grp.outputs) add(v, true);
@@ -106,10 +114,11 @@ KernelInstance specialize(const dsl::Graph& g, const FusionGroup& grp, const Gro
     for (size_t d = 0; d < grp.domain.size(); ++d) {
       const bool red = std::binary_search(grp.reduce_dims.begin(), grp.reduce_dims.end(), static_cast<int64_t>(d));
       if (red != (pass == 1)) continue;
-      if (grp.domain[d] == 1) continue;
+      // Injective ops index the domain dims themselves: keep every dim as it is.
+      if (grp.domain[d] == 1 && !grp.has_injective) continue;
       Dim dim{grp.domain[d], red, {}};
       for (const auto& r : raws) dim.st.push_back(r.st[d]);
-      if (!dims.empty() && dims.back().reduced == red) {
+      if (!dims.empty() && dims.back().reduced == red && !grp.has_injective) {
         Dim& prev = dims.back();
         bool mergeable = true;
         for (size_t b = 0; b < raws.size(); ++b) mergeable = mergeable && prev.st[b] == dim.st[b] * dim.size;
@@ -134,8 +143,9 @@ KernelInstance specialize(const dsl::Graph& g, const FusionGroup& grp, const Gro
     kb.is_output = raws[b].is_output;
     kb.dtype = g.value(kb.value).type.dtype;
     kb.name = (kb.is_output ? "out" : "in") + std::to_string(b);
+    kb.own_strides = raws[b].own;
     for (const auto& d : dims) {
-      const int64_t s = d.size == 1 ? 0 : d.st[b];
+      const int64_t s = d.size == 1 && !grp.has_injective ? 0 : d.st[b];
       kb.strides.push_back(s);
       kb.classes.push_back(s == 0 ? StrideClass::Zero : s == 1 ? StrideClass::One : StrideClass::Dynamic);
     }

@@ -23,6 +23,9 @@ struct KernelBuffer {
   bool is_output = false;
   std::vector<int64_t> strides;  // per coalesced dim: kept dims, then reduced dims
   std::vector<StrideClass> classes;
+  // Inputs of injective ops are read at computed indices of their own dims: their actual strides
+  // (kernel parameters). Empty for other buffers.
+  std::vector<int64_t> own_strides;
 };
 
 // Element strides of each group input and output as passed at run time (contiguous if absent).

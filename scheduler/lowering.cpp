@@ -55,6 +55,8 @@ KernelSignature::KernelSignature(const KernelInstance& ki) : ki_(ki) {
   for (const auto& b : ki.buffers)
     for (size_t d = 0; d < b.classes.size(); ++d)
       if (b.classes[d] == StrideClass::Dynamic) add_int("s_" + b.name + "_" + std::to_string(d), b.strides[d]);
+  for (const auto& b : ki.buffers)
+    for (size_t d = 0; d < b.own_strides.size(); ++d) add_int("o_" + b.name + "_" + std::to_string(d), b.own_strides[d]);
   for (int v : ki.scalar_constants) {
     const auto& val = ki.graph->value(v);
     const std::string name = "c" + std::to_string(v);
@@ -96,6 +98,10 @@ Expr KernelSignature::stride(const KernelBuffer& b, size_t d) const {
     case StrideClass::Dynamic: return vars_.at("s_" + b.name + "_" + std::to_string(d));
   }
   return make_int(0);
+}
+
+Expr KernelSignature::own_stride(const KernelBuffer& b, size_t d) const {
+  return vars_.at("o_" + b.name + "_" + std::to_string(d));
 }
 
 Expr KernelSignature::constant(int value) const { return vars_.at("c" + std::to_string(value)); }
@@ -140,6 +146,28 @@ Expr GroupValues::round_to_storage(Expr e, DType storage) {
 Expr GroupValues::compute_node(int node) {
   const Node& n = ki_.graph->node(node);
   const OpDef& def = lookup_op(n.op);
+  if (def.pattern == OpPattern::Injective && def.injective) {
+    // Output indices are the domain indices (injective groups keep every dim of the domain).
+    const size_t rank = ki_.graph->value(n.outputs.at(0)).type.shape.size();
+    std::vector<Expr> out_idx(kept_idx.begin(), kept_idx.begin() + static_cast<std::ptrdiff_t>(rank));
+    const InputLoader loader = [&](int k, const std::vector<Expr>& idx) {
+      const int v = n.inputs.at(k);
+      const KernelBuffer* b = ki_.buffer_for(v);
+      if (!b || b->own_strides.size() != idx.size())
+        throw std::logic_error("injective op '" + n.op + "' input %" + std::to_string(v) + " is not an indexed buffer");
+      Expr flat;
+      for (size_t d = 0; d < idx.size(); ++d) {
+        const Expr t = idx[d] * sig_.own_stride(*b, d);
+        flat = flat.defined() ? flat + t : t;
+      }
+      return cast(compute_dtype(b->dtype), load(b->dtype, b->name, flat.defined() ? flat : make_int(0)));
+    };
+    const DType out = ki_.graph->value(n.outputs.at(0)).type.dtype;
+    Expr e = def.injective(out_idx, loader, make_op_context(*ki_.graph, n));
+    if (e.type() != compute_dtype(out))
+      throw std::logic_error("op '" + n.op + "' computed " + dtype_name(e.type()) + ", expected " + dtype_name(compute_dtype(out)));
+    return round_to_storage(std::move(e), out);
+  }
   if (def.pattern != OpPattern::Elementwise || !def.compute)
     throw std::logic_error("op '" + n.op + "' has no elementwise definition");
   const OpContext ctx = make_op_context(*ki_.graph, n);

@@ -52,6 +52,8 @@ class KernelSignature {
   // Stride of buffer b along coalesced dim d (kept dims first): 0, 1 or a parameter.
   dsl::Expr stride(const KernelBuffer& b, size_t d) const;
   dsl::Expr constant(int value) const;  // a non-inlined constant's parameter
+  // Actual stride of buffer b along its own dim d (inputs of injective ops).
+  dsl::Expr own_stride(const KernelBuffer& b, size_t d) const;
 
  private:
   const KernelInstance& ki_;

@@ -16,6 +16,7 @@ void register_elementwise_ops();
 void register_reduction_ops();
 void register_composite_ops();
 void register_view_ops();
+void register_injective_ops();
 void register_builtin(OpDef def);
 
 // torch's scalar type names used in its messages: "Bool", "Int", "Long", "Half", "BFloat16",

@@ -35,7 +35,9 @@ using runtime::DeviceType;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
 
 dsl::Graph chain_graph(int64_t n) {
   dsl::Graph g;

@@ -1,0 +1,111 @@
+// Note: a thin wrapper over oneDNN (CPU) for the library ops: batched matmul, linear (matmul
+// with a transposed-weight view, which is oneDNN's inner product without the weight reorder an
+// inner_product primitive wants on every call), 2-D convolution and transposed convolution, each
+// with a chain of post-ops. Plain types only (float pointers, dims, element strides): runtime/
+// knows nothing of the IR.
+//
+// Primitives are expensive to create, so they are cached in a process-wide, thread-safe LRU map
+// keyed by a canonical string of (kind, dims, strides, op parameters, post-op signature); post-op
+// *data* (the second operand of a binary post-op) is bound at execution, so one primitive serves
+// every call with the same signature. The cache holds FLOW_ONEDNN_CACHE_CAPACITY (default 512)
+// entries.
+//
+// Execution: one CPU engine for the process; each calling thread has its own stream and its own
+// scratchpad (primitives use scratchpad_mode::user), so the same cached primitive may run on
+// several threads at once. oneDNN parallelizes with its own OpenMP threads (the Debian build is
+// OpenMP); flow's pool is idle while a primitive runs, so the two never run at once. When
+// FLOW_NUM_THREADS is set (and OMP_NUM_THREADS is not), each calling thread's OpenMP team size is set
+// to it, so oneDNN uses no more cores than flow does.
+//
+// A post-op chain oneDNN refuses for a shape (an unsupported broadcast of a binary operand, say)
+// is not an error: the primitive runs without post-ops and the chain is applied after it by a
+// plain loop over dst (correct, slower; counted in stats().fallback_epilogues).
+//
+// Without oneDNN (FLOW_HAVE_ONEDNN undefined) available() is false and every call throws
+// std::runtime_error naming oneDNN.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace flow::runtime::onednn {
+
+bool available();
+std::string version();  // "2.6.3", or "" without oneDNN
+
+// A float32 tensor: data, dims and element strides (same rank). Dims of size 1 may have any stride.
+struct TensorArg {
+  const float* data = nullptr;
+  std::vector<int64_t> dims;
+  std::vector<int64_t> strides;  // empty: contiguous (row-major)
+};
+// The output: written, never read (except by a Sum post-op, which reads its previous contents).
+struct OutArg {
+  float* data = nullptr;
+  std::vector<int64_t> dims;
+  std::vector<int64_t> strides;  // empty: contiguous
+};
+
+enum class Eltwise { Relu, GeluErf, GeluTanh, Swish, Logistic, Tanh, Clip, Hardswish, Linear };
+enum class Binary { Add, Sub, Mul, Div };
+const char* eltwise_name(Eltwise e);
+const char* binary_name(Binary b);
+
+struct PostOp {
+  enum class Kind { Eltwise, Binary, Sum };
+  Kind kind = Kind::Eltwise;
+  // Eltwise: dst = f(dst; alpha, beta) with oneDNN's meaning of alpha/beta: Relu alpha = negative
+  // slope; Swish alpha = 1 (silu); Clip: min alpha, max beta; Linear: alpha * x + beta.
+  Eltwise eltwise = Eltwise::Relu;
+  float alpha = 0, beta = 0;
+  // Binary: dst = dst (op) src1, src1 broadcast to dst (its dims equal dst's or are 1, same rank).
+  Binary binary = Binary::Add;
+  TensorArg src1;
+  // Sum: dst = scale * (previous dst contents) + dst.
+  float scale = 1;
+
+  static PostOp eltwise_op(Eltwise e, float alpha = 0, float beta = 0);
+  static PostOp binary_op(Binary b, TensorArg src1);
+  static PostOp sum_op(float scale = 1);
+};
+
+// dst[..., M, N] = a[..., M, K] @ b[..., K, N] (+ bias) then post-ops. All four have the rank of
+// dst; batch dims of a, b and bias are dst's or 1 (broadcast). bias: nullptr or dims [1.., 1, N]
+// (or broadcastable the same way). K == 0 gives zeros (then bias and post-ops).
+void matmul(const TensorArg& a, const TensorArg& b, const TensorArg* bias, const OutArg& dst,
+            const std::vector<PostOp>& post);
+
+// dst[M, N] = x[M, K] @ w[N, K]^T + bias[N], then post-ops (dst, x 2-D; bias nullptr or 1-D).
+void linear(const TensorArg& x, const TensorArg& w, const TensorArg* bias, const OutArg& dst,
+            const std::vector<PostOp>& post);
+
+struct ConvParams {
+  int64_t stride[2] = {1, 1};
+  int64_t dilation[2] = {1, 1};  // torch's meaning (1 = dense); oneDNN's is this minus 1
+  int64_t pad_begin[2] = {0, 0};
+  int64_t pad_end[2] = {0, 0};
+  int64_t groups = 1;
+  bool transposed = false;  // deconvolution; weights are then [IC, OC/groups, KH, KW] (torch)
+};
+
+// NCHW convolution: src [N, C, H, W] (plain strides: NCHW-dense or NHWC-dense), weights
+// [OC, C/groups, KH, KW] (any plain strides; reordered to oneDNN's choice), bias nullptr or [OC],
+// dst [N, OC, OH, OW] contiguous. Transposed: see ConvParams.
+void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights, const TensorArg* bias,
+            const OutArg& dst, const std::vector<PostOp>& post);
+
+// Applies a post-op chain to dst by plain loops (the fallback path; exposed for tests).
+void apply_post_ops(const OutArg& dst, const std::vector<PostOp>& post, const float* prev_dst);
+
+struct Stats {
+  uint64_t cache_hits = 0;
+  uint64_t cache_misses = 0;
+  uint64_t cache_size = 0;
+  uint64_t fallback_epilogues = 0;  // post-op chains applied by loops after the primitive
+  uint64_t executions = 0;
+};
+Stats stats();
+void clear_primitive_cache();
+
+}  // namespace flow::runtime::onednn

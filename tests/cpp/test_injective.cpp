@@ -1,0 +1,214 @@
+// Injective ops (cat, pad, index_select, gather, embedding) through the whole pipeline, against
+// direct C++ computation and the graph interpreter; max pooling as pad + as_strided + amax.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "dsl/graph_interpreter.h"
+#include "dsl/interpreter.h"
+#include "jit/compile.h"
+#include "jit/cuda/cuda_compile.h"
+#include "jit/layouts.h"
+#include "test_util.h"
+
+using namespace flow;
+using dsl::DType;
+
+namespace {
+
+jit::Tensor random_f32(const dsl::Shape& s, std::mt19937_64& rng) {
+  jit::Tensor t = jit::Tensor::empty(s, DType::Float32);
+  std::normal_distribution<float> d;
+  for (int64_t i = 0; i < t.numel(); ++i) static_cast<float*>(t.data())[i] = d(rng);
+  return t;
+}
+
+jit::Tensor random_index(const dsl::Shape& s, int64_t n, std::mt19937_64& rng) {
+  jit::Tensor t = jit::Tensor::empty(s, DType::Int64);
+  std::uniform_int_distribution<int64_t> d(0, n - 1);
+  for (int64_t i = 0; i < t.numel(); ++i) static_cast<int64_t*>(t.data())[i] = d(rng);
+  return t;
+}
+
+dsl::HostTensor to_host(const jit::Tensor& t) {
+  dsl::HostTensor h{{t.sizes, t.dtype}, {}};
+  for (int64_t i = 0; i < t.numel(); ++i)
+    h.data.push_back(t.dtype == DType::Int64 ? double(static_cast<const int64_t*>(t.data())[i])
+                                             : double(static_cast<const float*>(t.data())[i]));
+  return h;
+}
+
+std::vector<float> gather_f32(const jit::Tensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  std::vector<int64_t> idx(t.sizes.size(), 0);
+  for (size_t k = 0; k < out.size(); ++k) {
+    int64_t off = 0;
+    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * t.strides[d];
+    out[k] = static_cast<const float*>(t.data())[off];
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < t.sizes[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+// Runs `g` through jit (CPU), and its GPU schedules through the loop interpreter (and NVRTC), and
+// compares both with the graph interpreter.
+void check_graph(const dsl::Graph& g, const std::vector<jit::Tensor>& ins, const std::vector<std::vector<int64_t>>& strides,
+                 int expected_kernels) {
+  std::vector<dsl::HostTensor> host;
+  for (const auto& t : ins) {
+    jit::Tensor c = t;
+    if (!t.is_contiguous()) {
+      // Reference data in logical (row-major) order.
+      dsl::HostTensor h{{t.sizes, t.dtype}, {}};
+      for (float v : gather_f32(t)) h.data.push_back(v);
+      host.push_back(h);
+      continue;
+    }
+    host.push_back(to_host(c));
+  }
+  const auto ref = dsl::interpret_graph(g, host);
+#ifdef FLOW_HAS_LLVM
+  auto exe = jit::compile(g, strides, {});
+  if (expected_kernels >= 0) {
+    EXPECT_EQ(exe->num_kernels(), expected_kernels) << exe->explain(false);
+  }
+  const auto outs = exe->run(ins);
+  for (size_t o = 0; o < outs.size(); ++o) {
+    const auto got = gather_f32(outs[o]);
+    ASSERT_EQ(got.size(), ref[o].data.size());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], ref[o].data[i], 1e-5 * (1 + std::fabs(ref[o].data[i]))) << i;
+  }
+#endif
+  // GPU schedules, interpreted.
+  const dsl::Graph mg = jit::materialize_unviewable(g, strides);
+  const auto plan = sched::fuse(mg);
+  const auto lay = jit::compute_layouts(mg, strides);
+  sched::GroupLayouts gl;
+  for (size_t v = 0; v < mg.values().size(); ++v) gl[static_cast<int>(v)] = lay.layout[v].strides;
+  std::vector<jit::Tensor> slots(mg.values().size());
+  for (size_t i = 0; i < ins.size(); ++i) slots[mg.inputs()[i]] = ins[i];
+  auto bind = [&](int v) {
+    if (!lay.is_view[v]) return slots[v];
+    jit::Tensor t = slots[lay.root[v]];
+    t.sizes = lay.layout[v].sizes;
+    t.strides = lay.layout[v].strides;
+    t.offset += lay.layout[v].offset;
+    return t;
+  };
+  for (const auto& grp : plan.groups) {
+    const auto ki = sched::specialize(mg, grp, gl, true);
+    for (int v : grp.outputs) slots[v] = jit::Tensor::empty(mg.value(v).type.shape, mg.value(v).type.dtype);
+    const auto& s = sched::scheduler_for(ki, dsl::Target::CUDA);
+    const auto sk = s.schedule(ki, s.heuristics(ki, dsl::Target::CUDA), dsl::Target::CUDA);
+    std::vector<dsl::ArgValue> av;
+    for (const auto& a : sk.args) {
+      dsl::ArgValue x;
+      if (a.kind == sched::KernelArg::Kind::Buffer) x.ptr = bind(a.value).data();
+      else if (a.kind == sched::KernelArg::Kind::Int) x.i64 = a.i;
+      else x.f64 = a.f;
+      av.push_back(x);
+    }
+    dsl::interpret(sk.func, av);
+    EXPECT_NO_THROW(jit::cuda::cuda_compile(sk.func, "sm_90")) << sk.func.name;
+  }
+  for (size_t o = 0; o < ref.size(); ++o) {
+    const auto got = gather_f32(bind(mg.outputs()[o]));
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], ref[o].data[i], 1e-5 * (1 + std::fabs(ref[o].data[i]))) << "gpu " << i;
+  }
+}
+
+}  // namespace
+
+TEST(Injective, CatWithConsumerIsOneKernel) {
+  auto rng = test::rng(21);
+  dsl::Graph g;
+  const int a = g.add_input({{3, 4, 5}, DType::Float32});
+  const int b = g.add_input({{3, 1, 5}, DType::Float32});
+  const int c = g.add_input({{3, 7, 5}, DType::Float32});
+  const int cat = g.add("cat", {a, b, c}, {{"dim", int64_t{1}}});
+  g.mark_output(g.add("relu", {cat}));
+  check_graph(g, {random_f32({3, 4, 5}, rng), random_f32({3, 1, 5}, rng), random_f32({3, 7, 5}, rng)}, {}, 1);
+}
+
+TEST(Injective, CatOfTransposedInput) {
+  auto rng = test::rng(22);
+  jit::Tensor base = random_f32({6, 4}, rng);
+  jit::Tensor t = base;  // logical [4, 6], strides [1, 4]
+  t.sizes = {4, 6};
+  t.strides = {1, 4};
+  dsl::Graph g;
+  const int a = g.add_input({{4, 6}, DType::Float32});
+  const int b = g.add_input({{4, 2}, DType::Float32});
+  g.mark_output(g.add("cat", {a, b}, {{"dim", int64_t{-1}}}));
+  check_graph(g, {t, random_f32({4, 2}, rng)}, {{1, 4}, {}}, 1);
+}
+
+TEST(Injective, MaxPoolAsPadViewAndAmax) {
+  auto rng = test::rng(23);
+  const int64_t N = 2, C = 3, H = 9, W = 8;
+  dsl::Graph g;
+  const int x = g.add_input({{N, C, H, W}, DType::Float32});
+  const int p = g.add("pad", {x}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"value", -INFINITY}});
+  const int64_t Hp = H + 2, Wp = W + 2, OH = (Hp - 3) / 2 + 1, OW = (Wp - 3) / 2 + 1;
+  const int win = g.add("as_strided", {p},
+                        {{"size", std::vector<int64_t>{N, C, OH, OW, 3, 3}},
+                         {"stride", std::vector<int64_t>{C * Hp * Wp, Hp * Wp, 2 * Wp, 2, Wp, 1}}});
+  g.mark_output(g.add("amax", {win}, {{"dims", std::vector<int64_t>{4, 5}}, {"keepdim", false}}));
+  const auto xt = random_f32({N, C, H, W}, rng);
+  check_graph(g, {xt}, {}, 2);
+#ifdef FLOW_HAS_LLVM
+  // And against a direct max pool.
+  auto out = jit::compile(g, {}, {})->run({xt}).at(0);
+  const float* xv = static_cast<const float*>(xt.data());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          float m = -INFINITY;
+          for (int64_t kh = 0; kh < 3; ++kh)
+            for (int64_t kw = 0; kw < 3; ++kw) {
+              const int64_t h = oh * 2 - 1 + kh, w = ow * 2 - 1 + kw;
+              if (h >= 0 && h < H && w >= 0 && w < W) m = std::max(m, xv[((n * C + c) * H + h) * W + w]);
+            }
+          ASSERT_EQ(static_cast<const float*>(out.data())[((n * C + c) * OH + oh) * OW + ow], m);
+        }
+#endif
+}
+
+TEST(Injective, IndexSelectGatherEmbedding) {
+  auto rng = test::rng(24);
+  {
+    dsl::Graph g;
+    const int x = g.add_input({{5, 7}, DType::Float32});
+    const int i = g.add_input({{4}, DType::Int64});
+    g.mark_output(g.add("index_select", {x, i}, {{"dim", int64_t{0}}}));
+    check_graph(g, {random_f32({5, 7}, rng), random_index({4}, 5, rng)}, {}, 1);
+  }
+  {
+    dsl::Graph g;
+    const int x = g.add_input({{5, 7}, DType::Float32});
+    const int i = g.add_input({{5, 3}, DType::Int64});
+    g.mark_output(g.add("exp", {g.add("gather", {x, i}, {{"dim", int64_t{1}}})}));
+    check_graph(g, {random_f32({5, 7}, rng), random_index({5, 3}, 7, rng)}, {}, 1);
+  }
+  {
+    dsl::Graph g;
+    const int ids = g.add_input({{2, 6}, DType::Int64});
+    const int w = g.add_input({{11, 8}, DType::Float32});
+    g.mark_output(g.add("embedding", {ids, w}));
+    check_graph(g, {random_index({2, 6}, 11, rng), random_f32({11, 8}, rng)}, {}, 1);
+  }
+}
+
+TEST(Injective, BadArgumentsRaise) {
+  dsl::Graph g;
+  const int a = g.add_input({{3, 4}, DType::Float32});
+  const int b = g.add_input({{2, 5}, DType::Float32});
+  EXPECT_THROW(g.add("cat", {a, b}, {{"dim", int64_t{0}}}), dsl::OpError);
+  EXPECT_THROW(g.add("index_select", {a, b}, {{"dim", int64_t{0}}}), dsl::OpError);
+  EXPECT_THROW(g.add("pad", {a}, {{"pads", std::vector<int64_t>{1}}}), dsl::OpError);
+}
