@@ -55,6 +55,18 @@ const char* intrinsic_name(Intrinsic f) {
       return "ceil";
     case Intrinsic::IsNan:
       return "is_nan";
+    case Intrinsic::Sin:
+      return "sin";
+    case Intrinsic::Cos:
+      return "cos";
+    case Intrinsic::Log1p:
+      return "log1p";
+    case Intrinsic::Expm1:
+      return "expm1";
+    case Intrinsic::Trunc:
+      return "trunc";
+    case Intrinsic::Round:
+      return "round";
   }
   return "<invalid intrinsic>";
 }

@@ -146,9 +146,11 @@ struct Load : ExprNode {
 };
 
 // Pure math functions. Arguments and result share one floating type (Float32 or Float64), except
-// Abs/Neg/Floor/Ceil which also take integers.
+// Abs/Neg/Floor/Ceil which also take integers. Round rounds half to even (rint / nearbyint in the
+// default rounding mode); Trunc rounds toward zero.
 #define FLOW_FOR_EACH_INTRINSIC(X) \
-  X(Neg) X(Abs) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Tanh) X(Erf) X(Pow) X(Floor) X(Ceil) X(IsNan)
+  X(Neg) X(Abs) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Tanh) X(Erf) X(Pow) X(Floor) X(Ceil) X(IsNan) X(Sin) X(Cos) \
+      X(Log1p) X(Expm1) X(Trunc) X(Round)
 enum class Intrinsic : uint8_t {
 #define FLOW_X(name) name,
   FLOW_FOR_EACH_INTRINSIC(FLOW_X)

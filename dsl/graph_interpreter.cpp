@@ -11,7 +11,9 @@
 #include <stdexcept>
 
 #include "dsl/interpreter.h"
+#include "dsl/library_reference.h"
 #include "dsl/op_table.h"
+#include "dsl/reduction_reference.h"
 
 namespace flow::dsl {
 
@@ -268,12 +270,17 @@ std::vector<HostTensor> interpret_graph(const Graph& g, const std::vector<HostTe
     }
     if (def.pattern == OpPattern::Elementwise && def.compute) {
       env[n.outputs.at(0)] = run_elementwise(g, n, def, in, opt);
+    } else if (def.pattern == OpPattern::Reduction && def.reduce && (def.reduce->arg || def.reduce->scan)) {
+      std::vector<HostTensor> outs = run_arg_or_scan(g, n, def, *in.at(0), opt.float64_math);
+      for (size_t k = 0; k < outs.size(); ++k) env[n.outputs.at(k)] = std::move(outs[k]);
     } else if (def.pattern == OpPattern::Reduction && def.reduce) {
       env[n.outputs.at(0)] = run_reduction(g, n, def, *in.at(0), opt);
     } else if (def.pattern == OpPattern::Injective && def.injective) {
       env[n.outputs.at(0)] = run_injective(g, n, def, in, opt);
     } else if (def.pattern == OpPattern::View && def.view) {
       env[n.outputs.at(0)] = run_view(g, n, def, *in.at(0));
+    } else if (def.pattern == OpPattern::OutEWiseFusable && has_library_reference(n.op)) {
+      env[n.outputs.at(0)] = run_library_reference(g, n, in, opt.float64_math);
     } else {
       throw std::runtime_error(std::string("interpret_graph: cannot interpret op '") + n.op + "' (" +
                                op_pattern_name(def.pattern) + ")");

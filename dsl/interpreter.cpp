@@ -385,6 +385,24 @@ Scalar call_intrinsic(const Call* op, const std::vector<Scalar>& args, const Int
       break;
     case Intrinsic::IsNan:
       break;  // handled above
+    case Intrinsic::Sin:
+      r = std::sin(x);
+      break;
+    case Intrinsic::Cos:
+      r = std::cos(x);
+      break;
+    case Intrinsic::Log1p:
+      r = std::log1p(x);
+      break;
+    case Intrinsic::Expm1:
+      r = std::expm1(x);
+      break;
+    case Intrinsic::Trunc:
+      r = std::trunc(x);
+      break;
+    case Intrinsic::Round:
+      r = std::nearbyint(x);  // default rounding mode: half to even
+      break;
   }
   return float_scalar(t, round_float(t, r, opt));
 }
@@ -883,11 +901,21 @@ class Executor {
       check_scratch_index(op->buffer, b, 0);
       slots.push_back(&(*b.scratch)[0]);
     }
-    const ExprKind k = op->op == ReduceOp::Sum   ? ExprKind::Add
-                       : op->op == ReduceOp::Max ? ExprKind::Max
-                                                 : ExprKind::Min;
+    const ExprKind k = op->op == ReduceOp::Sum    ? ExprKind::Add
+                       : op->op == ReduceOp::Max  ? ExprKind::Max
+                       : op->op == ReduceOp::Prod ? ExprKind::Mul
+                                                  : ExprKind::Min;
     Scalar acc = *slots[0];
-    for (size_t t = 1; t < slots.size(); ++t) acc = arith(k, op->dtype, acc, *slots[t], opt_);
+    for (size_t t = 1; t < slots.size(); ++t) {
+      // Bool: sum is or, prod is and.
+      if (op->dtype == DType::Bool && k == ExprKind::Add) {
+        acc = int_scalar(DType::Bool, acc.i != 0 || slots[t]->i != 0);
+      } else if (op->dtype == DType::Bool && k == ExprKind::Mul) {
+        acc = int_scalar(DType::Bool, acc.i != 0 && slots[t]->i != 0);
+      } else {
+        acc = arith(k, op->dtype, acc, *slots[t], opt_);
+      }
+    }
     for (Scalar* s : slots) *s = acc;
   }
 

@@ -37,6 +37,10 @@ void register_builtin_ops() {
     register_composite_ops();
     register_view_ops();
     register_injective_ops();
+    register_library_ops();
+    register_elementwise_more_ops();
+    register_reduction_more_ops();
+    register_norm_ops();
   });
 }
 

@@ -78,6 +78,14 @@ struct ReduceSpec {
   //   out = cast<out>(fold(reduce_combine, reduce_identity, cast<acc>(cast<out>(x_i))) [/ count for mean])
   // (the inner cast is the "dtype" attr of sum/mean: the input is converted first, as in torch).
   std::function<DType(DType out)> acc_dtype;
+  // Value-and-index reductions (max/min along a dim with indices, argmax/argmin): `op` is Max or
+  // Min, the accumulator is a (value, int64 index) pair, the first occurrence wins ties and a NaN
+  // wins over numbers (torch). The node's outputs are (values, indices) or, for argmax/argmin,
+  // (indices) only; the index counts the reduced elements in row-major order.
+  bool arg = false;
+  // Scans (cumsum/cumprod along attr "dims" = [dim]): the output has the input's shape, element j
+  // of a row being fold(op) over elements 0..j; an own kernel (see scheduler/scan).
+  bool scan = false;
 };
 
 struct OpDef {

@@ -340,7 +340,7 @@ class Reader {
       case StmtKind::Barrier:
         return snode<Barrier>();
       case StmtKind::BlockReduce: {
-        const auto op = static_cast<ReduceOp>(enum_u8(3, "reduce op"));
+        const auto op = static_cast<ReduceOp>(enum_u8(4, "reduce op"));
         std::string buf = str();
         return snode<BlockReduce>(op, buf, dtype());
       }

@@ -50,6 +50,8 @@ const char* reduce_op_name(ReduceOp op) {
       return "max";
     case ReduceOp::Min:
       return "min";
+    case ReduceOp::Prod:
+      return "prod";
   }
   return "<invalid reduce op>";
 }
@@ -154,6 +156,8 @@ Expr reduce_identity(ReduceOp op, DType t) {
   switch (op) {
     case ReduceOp::Sum:
       return make_zero(t);
+    case ReduceOp::Prod:
+      return make_one(t);
     case ReduceOp::Max:
     case ReduceOp::Min: {
       const bool lowest = op == ReduceOp::Max;
@@ -181,6 +185,9 @@ Expr reduce_combine(ReduceOp op, Expr a, Expr b) {
     case ReduceOp::Sum:
       if (a.type() == DType::Bool && b.type() == DType::Bool) return a || b;
       return a + b;
+    case ReduceOp::Prod:
+      if (a.type() == DType::Bool && b.type() == DType::Bool) return a && b;
+      return a * b;
     case ReduceOp::Max:
     case ReduceOp::Min: {
       const bool is_max = op == ReduceOp::Max;

@@ -127,9 +127,9 @@ struct Barrier : StmtNode {  // __syncthreads()
   Barrier() : StmtNode(kKind) {}
 };
 
-enum class ReduceOp : uint8_t { Sum, Max, Min };
+enum class ReduceOp : uint8_t { Sum, Max, Min, Prod };
 const char* reduce_op_name(ReduceOp op);
-Expr reduce_identity(ReduceOp op, DType t);    // 0, -inf / lowest, +inf / highest
+Expr reduce_identity(ReduceOp op, DType t);    // 0, -inf / lowest, +inf / highest, 1
 Expr reduce_combine(ReduceOp op, Expr a, Expr b);  // NaN-propagating for Max/Min, as torch
 
 struct BlockReduce : StmtNode {

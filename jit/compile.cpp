@@ -15,6 +15,7 @@
 #include "jit/backend.h"
 #include "jit/kernel_cache.h"
 #include "jit/layouts.h"
+#include "jit/library_ops.h"
 #include "jit/log.h"
 
 namespace flow::jit {
@@ -141,6 +142,7 @@ std::shared_ptr<Executable> compile(const Graph& g, const std::vector<std::vecto
   exe->layouts_ = compute_layouts(exe->graph_, input_strides);
   sched::FusionOptions fo;
   fo.enable = opt.fuse;
+  fo.target = opt.target;
   exe->plan_ = sched::fuse(exe->graph_, fo);
   if (log_enabled("fusion")) log_line("fusion", "\n" + exe->plan_.to_string(exe->graph_));
 
@@ -151,6 +153,10 @@ std::shared_ptr<Executable> compile(const Graph& g, const std::vector<std::vecto
   exe->instances_.reserve(exe->plan_.groups.size());
   for (size_t gi = 0; gi < exe->plan_.groups.size(); ++gi) {
     const auto& grp = exe->plan_.groups[gi];
+    if (grp.kind == sched::GroupKind::Library) {  // no kernel: a library call (jit/library_ops.h)
+      exe->library_steps_.push_back(make_library_step(exe->graph_, grp, static_cast<int>(gi), opt.target));
+      continue;
+    }
     if (grp.kind == sched::GroupKind::Opaque)
       throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
                          "op '" + exe->graph_.node(grp.nodes[0]).op + "' has no code generator yet");
@@ -165,7 +171,10 @@ std::shared_ptr<Executable> compile(const Graph& g, const std::vector<std::vecto
   return exe;
 }
 
-std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) const {
+std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) const { return run(inputs, {}); }
+
+std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs,
+                                    const std::vector<std::pair<int, double>>& constants) const {
   if (opt_.target != dsl::Target::CPU)
     throw std::runtime_error("running CUDA executables needs a GPU runtime (not available in this build)");
   const Graph& g = graph_;
@@ -198,18 +207,51 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) const {
     slots[v].offset = root->offset + l.offset;
     bound[v] = &slots[v];
   };
-  for (size_t k = 0; k < kernels_.size(); ++k) {
-    const auto& grp = plan_.groups[kernel_group_[k]];
+  auto bind_group = [&](const sched::FusionGroup& grp) {
     for (int v : grp.inputs) bind_view(v);
     for (int v : grp.outputs) {
       if (bound[v]) continue;
       slots[v] = Tensor::empty(g.value(v).type.shape, g.value(v).type.dtype);
       bound[v] = &slots[v];
     }
+  };
+  // Library groups run in plan order between the kernels (run_library_group, jit/library_ops.h).
+  size_t next_library = 0;
+  auto run_library_before = [&](int group) {
+    for (; next_library < library_steps_.size() && library_steps_[next_library].group < group; ++next_library) {
+      const LibraryStep& step = library_steps_[next_library];
+      for (const auto& e : step.epilogue)
+        for (const auto& c : constants)
+          if (e.scalar >= 0 && e.scalar == c.first)
+            throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
+                               "a library post-op built from a constant cannot take a new constant value");
+      bind_group(plan_.groups[step.group]);
+      run_library_group(g, step, bound);
+    }
+  };
+  for (size_t k = 0; k < kernels_.size(); ++k) {
+    run_library_before(kernel_group_[k]);
+    const auto& grp = plan_.groups[kernel_group_[k]];
+    bind_group(grp);
     bool empty = false;
     for (int64_t s : instances_[k].kept) empty = empty || s == 0;
-    if (!empty) launch_cpu(*kernels_[k], kernel_args_[k], bound);
+    if (empty) continue;
+    if (constants.empty()) {
+      launch_cpu(*kernels_[k], kernel_args_[k], bound);
+      continue;
+    }
+    std::vector<sched::KernelArg> args = kernel_args_[k];
+    for (auto& a : args) {
+      if (a.kind == sched::KernelArg::Kind::Buffer || a.value < 0) continue;
+      for (const auto& [v, x] : constants)
+        if (v == a.value) {
+          a.f = x;
+          a.i = static_cast<int64_t>(x);
+        }
+    }
+    launch_cpu(*kernels_[k], args, bound);
   }
+  run_library_before(static_cast<int>(plan_.groups.size()));
   std::vector<Tensor> outs;
   for (int v : g.outputs()) {
     bind_view(v);
@@ -228,8 +270,10 @@ std::string Executable::explain(bool with_source) const {
   std::ostringstream os;
   os << "== graph ==\n" << graph_.to_string() << "\n";
   os << "== fusion: " << plan_.groups.size() << " group(s) ==\n" << plan_.to_string(graph_) << "\n";
-  os << "== kernels: " << kernels_.size() << " generated, 0 library calls (" << dsl::target_name(opt_.target)
-     << ") ==\n";
+  os << "== kernels: " << kernels_.size() << " generated, " << library_steps_.size() << " library calls ("
+     << dsl::target_name(opt_.target) << ") ==\n";
+  for (const LibraryStep& step : library_steps_)
+    os << "group " << step.group << ": library call: " << step.describe() << "\n";
   for (size_t k = 0; k < kernels_.size(); ++k) {
     const auto& ck = *kernels_[k];
     const auto& sk = ck.scheduled;

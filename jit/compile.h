@@ -10,6 +10,7 @@
 #include "dsl/graph.h"
 #include "dsl/stmt.h"
 #include "jit/layouts.h"
+#include "jit/library_ops.h"
 #include "jit/tensor.h"
 #include "scheduler/fusion.h"
 #include "scheduler/kernel_instance.h"
@@ -48,11 +49,18 @@ class Executable {
   // Runs the graph: inputs in graph-input order (any strides matching those compiled for);
   // returns the outputs in graph-output order (new contiguous tensors, or input aliases).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  // The same, with new values for the graph's constants passed as kernel parameters (compiled with
+  // inline_constants=false): `constants` maps each constant value id to its new value. Eager mode
+  // reuses one Executable per signature this way.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<std::pair<int, double>>& constants) const;
 
   const dsl::Graph& graph() const { return graph_; }
   const sched::FusionPlan& plan() const { return plan_; }
   const std::vector<std::shared_ptr<const CompiledKernel>>& kernels() const { return kernels_; }
   int num_kernels() const { return static_cast<int>(kernels_.size()); }
+  // Library calls (conv, GEMM through oneDNN), in plan order; they are not kernels.
+  const std::vector<LibraryStep>& library_steps() const { return library_steps_; }
+  int num_library_calls() const { return static_cast<int>(library_steps_.size()); }
   int num_compiled() const;  // kernels this compile produced (not from the cache)
   // Graph, fusion groups, rejected merges, kernels with Params and cache status, loop nests and
   // (with_source) the generated CUDA C++ of each kernel for `cuda_arch`.
@@ -69,6 +77,7 @@ class Executable {
   std::vector<std::shared_ptr<const CompiledKernel>> kernels_;
   std::vector<std::vector<sched::KernelArg>> kernel_args_;  // launch arguments of each kernel
   std::vector<int> kernel_group_;  // group index of each kernel
+  std::vector<LibraryStep> library_steps_;  // Library groups (jit/library_ops.h), ascending group
 };
 
 // Compiles `g` for inputs with the given element strides (one vector per graph input; empty

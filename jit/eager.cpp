@@ -1,12 +1,105 @@
 #include "jit/eager.h"
 
+#include <mutex>
+#include <type_traits>
+#include <unordered_map>
+
 #include "jit/backend.h"
 #include "jit/compile.h"
 #include "dsl/op_table.h"
 
 namespace flow::jit {
 
+namespace {
+
+// Executables by signature (op, attrs, argument dtypes/shapes/strides, scalar kinds): a repeated
+// eager call skips graph building, fusion, scheduling and the kernel lookup. Scalars are kernel
+// parameters, so their values are not part of the signature.
+struct EagerPlan {
+  std::shared_ptr<Executable> exe;
+  std::vector<int> constant_ids;  // graph value of each scalar argument, in argument order
+};
+
+class EagerPlanCache {
+ public:
+  static constexpr size_t kCapacity = 4096;
+
+  std::shared_ptr<const EagerPlan> find(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    return it == map_.end() ? nullptr : it->second;
+  }
+  void insert(const std::string& key, std::shared_ptr<const EagerPlan> plan) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map_.size() >= kCapacity) map_.clear();  // simple bound; signatures repeat in practice
+    map_[key] = std::move(plan);
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<const EagerPlan>> map_;
+};
+
+EagerPlanCache& plan_cache() {
+  static EagerPlanCache cache;
+  return cache;
+}
+
+void put_i64(std::string& key, int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); }
+
+std::string signature(const std::string& op, const std::vector<EagerArg>& args, const dsl::Attrs& attrs) {
+  std::string key = op;
+  key.push_back('\0');
+  for (const auto& a : args) {
+    if (const auto* t = std::get_if<Tensor>(&a)) {
+      key.push_back('T');
+      key.push_back(static_cast<char>(t->dtype));
+      put_i64(key, static_cast<int64_t>(t->sizes.size()));
+      for (int64_t s : t->sizes) put_i64(key, s);
+      for (size_t d = 0; d < t->sizes.size(); ++d) put_i64(key, t->sizes[d] == 1 ? 0 : t->strides[d]);
+    } else {
+      key.push_back('S');
+      key.push_back(static_cast<char>(std::get<ScalarArg>(a).dtype));
+    }
+  }
+  for (const auto& [k, v] : attrs) {
+    key += k;
+    key.push_back('=');
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            key += x;
+          } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+            for (int64_t i : x) put_i64(key, i);
+          } else {
+            const double d = static_cast<double>(x);
+            key.append(reinterpret_cast<const char*>(&d), sizeof d);
+          }
+        },
+        v);
+    key.push_back(';');
+  }
+  return key;
+}
+
+}  // namespace
+
 std::vector<Tensor> eager_op(const std::string& op, const std::vector<EagerArg>& args, const dsl::Attrs& attrs) {
+  const std::string key = signature(op, args, attrs);
+  if (auto plan = plan_cache().find(key)) {
+    std::vector<Tensor> tensors;
+    std::vector<std::pair<int, double>> constants;
+    size_t c = 0;
+    for (const auto& a : args) {
+      if (const auto* t = std::get_if<Tensor>(&a)) {
+        tensors.push_back(*t);
+      } else {
+        constants.emplace_back(plan->constant_ids[c++], std::get<ScalarArg>(a).value);
+      }
+    }
+    return plan->exe->run(tensors, constants);
+  }
   dsl::Graph g;
   std::vector<int> ids;
   std::vector<Tensor> tensors;
@@ -24,7 +117,12 @@ std::vector<Tensor> eager_op(const std::string& op, const std::vector<EagerArg>&
   for (int v : g.add_op(op, ids, attrs)) g.mark_output(v);
   CompileOptions opt;
   opt.inline_constants = false;  // scalars are kernel parameters: one kernel for every value
-  return compile(g, strides, opt)->run(tensors);
+  auto plan = std::make_shared<EagerPlan>();
+  plan->exe = compile(g, strides, opt);
+  for (size_t i = 0; i < args.size(); ++i)
+    if (std::holds_alternative<ScalarArg>(args[i])) plan->constant_ids.push_back(ids[i]);
+  plan_cache().insert(key, plan);
+  return plan->exe->run(tensors);
 }
 
 Tensor eager_view(const std::string& op, const Tensor& src, const dsl::Attrs& attrs) {

@@ -48,7 +48,7 @@ struct OutArg {
 };
 
 enum class Eltwise { Relu, GeluErf, GeluTanh, Swish, Logistic, Tanh, Clip, Hardswish, Linear };
-enum class Binary { Add, Sub, Mul, Div };
+enum class Binary { Add, Sub, Mul, Div, Max, Min };
 const char* eltwise_name(Eltwise e);
 const char* binary_name(Binary b);
 

@@ -19,6 +19,7 @@ const char* group_kind_name(GroupKind k) {
     case GroupKind::Pointwise: return "pointwise";
     case GroupKind::Reduction: return "reduction";
     case GroupKind::Opaque: return "opaque";
+    case GroupKind::Library: return "library";
   }
   return "?";
 }
@@ -61,6 +62,7 @@ class Fuser {
     std::vector<int64_t> reduce_dims;
     bool alive = true;
     bool has_injective = false;
+    std::vector<EpilogueStep> epilogue = {};  // Library groups
   };
 
   // The group computing `v`; a view's value belongs to the group computing what it aliases.
@@ -132,10 +134,22 @@ class Fuser {
   }
 
   // Elementwise node `n` joining group `gi`: empty string if allowed, else the reason.
+  static bool is_scan(const dsl::Node& n) {
+    const dsl::OpDef& def = dsl::lookup_op(n.op);
+    return def.reduce && def.reduce->scan;
+  }
+  bool has_scan(int gi) const {
+    for (int m : groups_[gi].nodes)
+      if (is_scan(g_.node(m))) return true;
+    return false;
+  }
+
   std::string elementwise_fits(int gi, const dsl::Node& n) const {
+    if (has_scan(gi)) return "a scan kernel takes no consumers";
     const Work& w = groups_[gi];
     const Shape& out = g_.value(n.outputs[0]).type.shape;
     if (w.kind == GroupKind::Opaque) return "producer is an opaque op";
+    if (w.kind == GroupKind::Library) return library_fits(gi, n, nullptr);
     if (w.kind == GroupKind::Pointwise) {
       if (out != w.domain) return "shape mismatch: group " + dsl::shape_str(w.domain) + " vs " + dsl::shape_str(out);
     } else {
@@ -160,10 +174,36 @@ class Fuser {
     return "";
   }
 
+  // Elementwise node `n` extending the epilogue of library group `gi` (rule (a) here; rules (b), (c)
+  // in match_epilogue): it reads the chain's final value, which nothing else reads, and its other
+  // operands come from outside the group without a cycle. On success `steps` (if given) receives
+  // the post-ops `n` becomes.
+  std::string library_fits(int gi, const dsl::Node& n, std::vector<EpilogueStep>* steps) const {
+    const Work& w = groups_[gi];
+    const dsl::Node& lib = g_.node(w.nodes.front());
+    const int chain = g_.node(w.nodes.back()).outputs.at(0);
+    bool reads_chain = false;
+    for (int in : n.inputs) reads_chain = reads_chain || in == chain;
+    if (!reads_chain) return "does not read the final value of the library call's epilogue";
+    for (int in : n.inputs)
+      if (in != chain && group_of_value(in) == gi) return "reads the library group's output through a view";
+    if (g_.consumers(chain).size() != 1) return "library output has other consumers";
+    for (int o : g_.outputs())
+      if (o == chain) return "library output is a graph output";
+    std::string why;
+    std::vector<EpilogueStep> s = match_epilogue(g_, lib, chain, n, opt_.target, why);
+    if (s.empty()) return why;
+    if (creates_cycle(gi, n)) return "would create a cycle between kernels";
+    if (steps) *steps = std::move(s);
+    return "";
+  }
+
   std::string reduction_fits(int gi, const dsl::Node& n, const std::vector<int64_t>& dims) const {
+    if (has_scan(gi)) return "a scan kernel takes no consumers";
     const Work& w = groups_[gi];
     const Shape& in = g_.value(n.inputs[0]).type.shape;
     if (w.kind == GroupKind::Opaque) return "producer is an opaque op";
+    if (w.kind == GroupKind::Library) return "producer is a library call";
     if (w.domain != in) return "reduction input " + dsl::shape_str(in) + " is not the group domain " + dsl::shape_str(w.domain);
     if (w.has_injective) return "producer kernel holds an injective op";
     if (w.kind == GroupKind::Reduction && w.reduce_dims != dims) return "different reduction axes";
@@ -202,12 +242,24 @@ class Fuser {
     const dsl::OpDef& def = dsl::lookup_op(n.op);
     // Views are not kernels: consumers read the aliased buffer through the view's strides.
     if (def.pattern == OpPattern::View) return;
+    // A library op (conv, GEMM) reads its operands from memory: it starts a Library group, which
+    // its elementwise consumers may join as post-ops.
+    if (def.pattern == OpPattern::OutEWiseFusable) {
+      new_group(n, GroupKind::Library, n.outputs.empty() ? Shape{} : g_.value(n.outputs[0]).type.shape, {});
+      return;
+    }
     // An injective op reads its inputs from memory at remapped indices: it starts a pointwise
     // kernel (its producers stay separate) that its elementwise consumers can join.
     if (def.pattern == OpPattern::Injective && opt_.enable) {
       for (int pg : producer_groups(n)) reject(pg, n.id, "injective op reads its inputs from memory");
       const int gi = new_group(n, GroupKind::Pointwise, g_.value(n.outputs[0]).type.shape, {});
       groups_[gi].has_injective = true;
+      return;
+    }
+    // A scan (cumsum, cumprod) is a kernel of its own: producers and consumers stay separate.
+    if (is_scan(n) && opt_.enable) {
+      for (int pg : producer_groups(n)) reject(pg, n.id, "a scan kernel takes no producers");
+      new_group(n, GroupKind::Reduction, g_.value(n.inputs[0]).type.shape, dsl::attr_ints(n.attrs, "dims", n.op));
       return;
     }
     if (!opt_.enable || (def.pattern != OpPattern::Elementwise && def.pattern != OpPattern::Reduction)) {
@@ -236,6 +288,18 @@ class Fuser {
       }
       if (fits.empty()) {
         new_group(n, GroupKind::Pointwise, g_.value(n.outputs[0]).type.shape, {});
+        return;
+      }
+      // A library group that takes `n` as a post-op wins; the other producers stay separate.
+      for (int pg : fits) {
+        if (groups_[pg].kind != GroupKind::Library) continue;
+        std::vector<EpilogueStep> steps;
+        library_fits(pg, n, &steps);
+        for (int other : fits)
+          if (other != pg) reject(other, n.id, "consumer joined a library call's epilogue");
+        groups_[pg].epilogue.insert(groups_[pg].epilogue.end(), steps.begin(), steps.end());
+        groups_[pg].nodes.push_back(n.id);
+        node_group_[n.id] = pg;
         return;
       }
       // Prefer a reduction group as the target: a pointwise group of the same domain joins it.
@@ -319,6 +383,7 @@ class Fuser {
       grp.domain = w.domain;
       grp.reduce_dims = w.reduce_dims;
       grp.has_injective = w.has_injective;
+      grp.epilogue = w.epilogue;
       std::set<int> produced;
       for (int n : grp.nodes)
         for (int o : g_.node(n).outputs) produced.insert(o);
@@ -355,6 +420,11 @@ std::string FusionPlan::to_string(const Graph& g) const {
     if (grp.kind == GroupKind::Reduction) os << ", reduce dims " << dsl::shape_str(grp.reduce_dims);
     os << "):";
     for (int n : grp.nodes) os << " " << g.node(n).op << "#" << n;
+    if (grp.kind == GroupKind::Library && !grp.epilogue.empty()) {
+      os << "  post-ops [";
+      for (size_t k = 0; k < grp.epilogue.size(); ++k) os << (k ? ", " : "") << post_op_alg_name(grp.epilogue[k].alg);
+      os << "]";
+    }
     os << "\n    inputs:";
     for (int v : grp.inputs) os << " %" << v;
     os << "  outputs:";

@@ -14,10 +14,12 @@
 #include <vector>
 
 #include "dsl/graph.h"
+#include "dsl/stmt.h"
+#include "scheduler/library_patterns.h"
 
 namespace flow::sched {
 
-enum class GroupKind { Pointwise, Reduction, Opaque };
+enum class GroupKind { Pointwise, Reduction, Opaque, Library };
 const char* group_kind_name(GroupKind k);
 
 struct FusionGroup {
@@ -28,6 +30,10 @@ struct FusionGroup {
   std::vector<int> outputs;          // values used outside the group (graph outputs, other groups)
   dsl::Shape domain;                 // iteration domain (reduction: the shape before reducing)
   std::vector<int64_t> reduce_dims;  // Reduction groups: sorted dims of `domain` reduced
+  // Library groups: nodes[0] is the library op (conv2d, matmul, ...), the rest its elementwise
+  // epilogue chain, each node consuming the previous one's output; `epilogue` is that chain as
+  // post-ops (scheduler/library_patterns.h). Library groups have no generated kernel.
+  std::vector<EpilogueStep> epilogue;
   bool has_injective = false;        // holds an injective op (cat, pad, gather, ...): dims kept as is
 };
 
@@ -46,6 +52,7 @@ struct FusionPlan {
 struct FusionOptions {
   bool enable = true;      // false: one group per node (eager mode, debugging)
   int max_buffers = 64;    // kernel argument cap (NVRTC parameter space and launch limits)
+  dsl::Target target = dsl::Target::CPU;  // which library epilogues exist (library_patterns.h)
 };
 
 FusionPlan fuse(const dsl::Graph& g, const FusionOptions& opt = {});

@@ -61,6 +61,7 @@ KernelSignature::KernelSignature(const KernelInstance& ki) : ki_(ki) {
     const auto& val = ki.graph->value(v);
     const std::string name = "c" + std::to_string(v);
     KernelArg a;
+    a.value = v;
     if (is_floating(val.type.dtype)) {
       params_.push_back({name, ParamKind::Scalar, DType::Float64, false});
       a.kind = KernelArg::Kind::Float;

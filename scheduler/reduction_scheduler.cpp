@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "dsl/op_table.h"
+#include "scheduler/arg_scan_lowering.h"
 #include "scheduler/lowering.h"
 #include "scheduler/scheduler.h"
 
@@ -64,6 +65,10 @@ class ReductionScheduler final : public Scheduler {
     sk.func.target = t;
     sk.func.params = sig.params();
     sk.args = sig.args();
+    if (is_scan_group(ki)) {  // cumsum/cumprod: scheduler/arg_scan_lowering.cpp
+      sk.func.body = lower_scan(ki, sig, *p, t, sk.func);
+      return sk;
+    }
     sk.func.body = t == Target::CPU ? lower_cpu(ki, sig, *p) : lower_gpu(ki, sig, *p, sk.func);
     return sk;
   }
@@ -148,6 +153,10 @@ class ReductionScheduler final : public Scheduler {
     };
 
     auto reduce_loop = [&](int n, const ReductionInfo& info, StmtList& scope) {
+      if (lookup_op(g.node(n).op).reduce->arg) {  // value-and-index: scheduler/arg_scan_lowering.cpp
+        emit_arg_reduction_cpu(ki, sig, gv, n, W, kept_idx, row_loops, scope);
+        return;
+      }
       const int in = g.node(n).inputs[0];
       const int out = g.node(n).outputs[0];
       const std::string acc = "acc" + std::to_string(out);
@@ -251,6 +260,10 @@ class ReductionScheduler final : public Scheduler {
     };
 
     auto reduce_loop = [&](int n, const ReductionInfo& info, StmtList& scope) {
+      if (lookup_op(g.node(n).op).reduce->arg) {  // value-and-index: scheduler/arg_scan_lowering.cpp
+        emit_arg_reduction_gpu(ki, sig, gv, n, T, strided, scope);
+        return;
+      }
       const int in = g.node(n).inputs[0];
       const int out = g.node(n).outputs[0];
       const std::string acc = "acc" + std::to_string(out);

@@ -16,7 +16,7 @@ namespace flow::sched {
 // fixed at specialization time (a size, a stride, a constant).
 struct KernelArg {
   enum class Kind : uint8_t { Buffer, Int, Float } kind = Kind::Int;
-  int value = -1;  // Buffer: the graph value
+  int value = -1;  // Buffer: the graph value; a scalar from a graph constant: that constant
   int64_t i = 0;
   double f = 0;
 };

@@ -30,7 +30,9 @@ remaining() { echo $(( BUDGET - $(elapsed) )); }
 # record NAME STATUS RC SECONDS NOTE
 record() {
   printf '%-18s %-8s rc=%-4s %4ss  %s\n' "$1" "$2" "$3" "$4" "$5" | tee -a "$SUMMARY"
-  local note=${5//\\/\\\\}
+  local note
+  note=$(printf '%s' "$5" | tr '\000-\037' ' ')
+  note=${note//\\/\\\\}
   note=${note//\"/\\\"}
   STEPS_JSON+=("{\"step\": \"$1\", \"status\": \"$2\", \"rc\": $3, \"seconds\": $4, \"note\": \"$note\"}")
   if [ "$2" = "FAIL" ] || [ "$2" = "TIMEOUT" ]; then FAILED=1; fi
@@ -107,11 +109,14 @@ grep -q "GoogleTest not found" "$OUT"/configure*.log 2>/dev/null || have_gtest=1
 export FLOW_CACHE_DIR="$BUILD/kernel-cache"
 if [ -f "$BUILD/CMakeCache.txt" ]; then
   if [ $have_gtest -eq 1 ]; then
-    step build-cuda-test 240 cmake --build "$BUILD" -j "$JOBS" --target test_cuda_runtime
+    PYTHONPATH="$root/.deps${PYTHONPATH:+:$PYTHONPATH}" step build-cuda-test 240 \
+      cmake --build "$BUILD" -j "$JOBS" --target test_cuda_runtime
   fi
   keep_going=(-k)
   grep -q "CMAKE_GENERATOR:INTERNAL=Ninja" "$BUILD/CMakeCache.txt" && keep_going=(-k 0)
-  step build 240 cmake --build "$BUILD" -j "$JOBS" -- "${keep_going[@]}"
+  # PYTHONPATH: a build may re-run the configure step (new files), which looks for pybind11 again.
+  PYTHONPATH="$root/.deps${PYTHONPATH:+:$PYTHONPATH}" step build 240 \
+    cmake --build "$BUILD" -j "$JOBS" -- "${keep_going[@]}"
 fi
 
 # ---- C++ tests ----------------------------------------------------------------------------------

@@ -17,6 +17,10 @@ void register_reduction_ops();
 void register_composite_ops();
 void register_view_ops();
 void register_injective_ops();
+void register_library_ops();
+void register_elementwise_more_ops();  // dsl/ops/elementwise_more.cpp
+void register_reduction_more_ops();    // dsl/ops/reduction_more.cpp
+void register_norm_ops();              // dsl/ops/norms.cpp
 void register_builtin(OpDef def);
 
 // torch's scalar type names used in its messages: "Bool", "Int", "Long", "Half", "BFloat16",

@@ -399,6 +399,18 @@ Printed Printer::call(const Call* op) {
       return fp ? fn("ceilf", "ceil") : print(op->args[0]);
     case Intrinsic::IsNan:
       return fp ? fn("isnan", "isnan") : Printed{"false", kPrecAtom};
+    case Intrinsic::Sin:
+      return fn("sinf", "sin");
+    case Intrinsic::Cos:
+      return fn("cosf", "cos");
+    case Intrinsic::Log1p:
+      return fn("log1pf", "log1p");
+    case Intrinsic::Expm1:
+      return fn("expm1f", "expm1");
+    case Intrinsic::Trunc:
+      return fp ? fn("truncf", "trunc") : print(op->args[0]);
+    case Intrinsic::Round:
+      return fp ? fn("rintf", "rint") : print(op->args[0]);
   }
   fail("invalid intrinsic");
 }
@@ -602,10 +614,13 @@ void Printer::print_block_reduce(const BlockReduce* op) {
   if (t != op->dtype) fail("block_reduce dtype differs from buffer '" + op->buffer + "'");
   if (is_param_buffer(op->buffer))
     fail("block_reduce on global buffer '" + op->buffer + "' (needs a Local allocation)");
-  const char* fn = op->op == ReduceOp::Sum ? "sum" : op->op == ReduceOp::Max ? "max" : "min";
+  const char* fn = op->op == ReduceOp::Sum    ? "sum"
+                   : op->op == ReduceOp::Max  ? "max"
+                   : op->op == ReduceOp::Prod ? "prod"
+                                              : "min";
   const std::string slot = c_name(op->buffer) + "[0]";
-  if (t == DType::Bool) {  // or / or / and: max, max, min over {0, 1}
-    fn = op->op == ReduceOp::Min ? "min" : "max";
+  if (t == DType::Bool) {  // sum, max: or; min, prod: and (max / min over {0, 1})
+    fn = op->op == ReduceOp::Min || op->op == ReduceOp::Prod ? "min" : "max";
     line(slot + " = flow::block_reduce_" + fn + "<int32_t>(static_cast<int32_t>(" + slot + "), " +
          reduce_scratch_name(DType::Int32) + ") != 0;");
     return;

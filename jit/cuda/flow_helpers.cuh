@@ -192,6 +192,12 @@ struct MinOp {
     return min(a, b);
   }
 };
+struct ProdOp {
+  template <class T>
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return a * b;
+  }
+};
 
 // Combines v over the `count` (1..32) lowest lanes of a warp; the result is in lane 0 (and in every
 // lane when count is 32). `mask` holds exactly those lanes.
@@ -250,6 +256,10 @@ __device__ __forceinline__ T block_reduce_max(T v, T* smem) {
 template <class T>
 __device__ __forceinline__ T block_reduce_min(T v, T* smem) {
   return block_reduce(v, smem, MinOp());
+}
+template <class T>
+__device__ __forceinline__ T block_reduce_prod(T v, T* smem) {
+  return block_reduce(v, smem, ProdOp());
 }
 
 }  // namespace flow

@@ -1076,6 +1076,42 @@ Value* Codegen::emit_call(const dsl::Call* op) {
     case dsl::Intrinsic::IsNan:
       if (fl) return b_.CreateFCmpUNO(x, x);
       return b_.CreateICmpNE(x, x);  // integers are never NaN (folds to false)
+    case dsl::Intrinsic::Sin:
+      // llvm.sin/llvm.cos: the loop vectorizer widens them and the backend calls libm's sinf/sin per
+      // lane (there is no inline vector polynomial for them yet).
+      need_float();
+      return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sin, x);
+    case dsl::Intrinsic::Cos:
+      need_float();
+      return b_.CreateUnaryIntrinsic(llvm::Intrinsic::cos, x);
+    case dsl::Intrinsic::Log1p: {
+      // Goldberg's log1p(x) = x * log(u) / (u - 1), u = 1 + x (exact to a few ulp given an accurate
+      // log), branch-free over the vectorizable log: u == 1 gives x (and keeps -0), u = inf gives inf.
+      need_float();
+      Value* one = llvm::ConstantFP::get(x->getType(), 1.0);
+      Value* u = b_.CreateFAdd(one, x);
+      Value* lg = f32 ? log_f32(b_, u) : b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, u);
+      Value* r = b_.CreateFMul(lg, b_.CreateFDiv(x, b_.CreateFSub(u, one)));
+      r = b_.CreateSelect(b_.CreateFCmpOEQ(u, llvm::ConstantFP::getInfinity(x->getType())), u, r);
+      return b_.CreateSelect(b_.CreateFCmpOEQ(u, one), x, r);
+    }
+    case dsl::Intrinsic::Expm1: {
+      // Kahan's expm1(x) = (u - 1) * x / log(u), u = exp(x); u == 1 gives x, u - 1 == -1 gives -1,
+      // u = inf gives inf.
+      need_float();
+      Value* one = llvm::ConstantFP::get(x->getType(), 1.0);
+      Value* u = f32 ? exp_f32(b_, x) : b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x);
+      Value* um1 = b_.CreateFSub(u, one);
+      Value* lg = f32 ? log_f32(b_, u) : b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, u);
+      Value* r = b_.CreateFDiv(b_.CreateFMul(um1, x), lg);
+      r = b_.CreateSelect(b_.CreateFCmpOEQ(u, llvm::ConstantFP::getInfinity(x->getType())), u, r);
+      r = b_.CreateSelect(b_.CreateFCmpOEQ(um1, llvm::ConstantFP::get(x->getType(), -1.0)), um1, r);
+      return b_.CreateSelect(b_.CreateFCmpOEQ(u, one), x, r);
+    }
+    case dsl::Intrinsic::Trunc:
+      return fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::trunc, x) : x;
+    case dsl::Intrinsic::Round:
+      return fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, x) : x;
   }
   fail("invalid intrinsic");
 }

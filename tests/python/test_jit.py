@@ -39,6 +39,13 @@ def test_chain_jit_eager_torch_one_kernel(dtype, gen):
         assert f.num_kernels == 1, f.explain(with_source=False)
 
 
+def test_unfused_chain_has_one_kernel_per_op(gen):
+    f = flow.jit(chain, fuse=False)
+    x, a, b = (make((100,), torch.float32, gen) for _ in range(3))
+    assert_same(f(to_flow(x), to_flow(a), to_flow(b)), torch_chain(x, a, b), rtol=4e-6)
+    assert f.num_kernels == 6, f.explain(with_source=False)
+
+
 def test_chain_launches_one_kernel_per_call(gen):
     f = flow.jit(chain)
     x, a, b = (to_flow(make((4096,), torch.float32, gen)) for _ in range(3))

@@ -1,0 +1,157 @@
+// Note: see library_reference.h. Shapes are normalized first (1-D matmul operands become a row or
+// column matrix, an unbatched conv input gets N = 1, a 1-D linear weight is one output row), so the
+// loops are written once; the output's element order is unchanged by dropping those size-1 dims.
+#include "dsl/library_reference.h"
+
+#include <stdexcept>
+
+#include "dsl/op_table.h"
+
+namespace flow::dsl {
+
+namespace {
+
+// Row-major strides of `in` seen from `out` (right-aligned; broadcast dims 0).
+std::vector<int64_t> bstrides(const Shape& in, const Shape& out) {
+  std::vector<int64_t> st(out.size(), 0);
+  int64_t acc = 1;
+  for (size_t k = 0; k < in.size(); ++k) {
+    const size_t di = in.size() - 1 - k, d = out.size() - 1 - k;
+    st[d] = in[di] == 1 ? 0 : acc;
+    acc *= in[di];
+  }
+  return st;
+}
+
+int64_t offset_of(int64_t flat, const Shape& shape, const std::vector<int64_t>& st) {
+  int64_t off = 0;
+  for (size_t d = shape.size(); d-- > 0;) {
+    off += (flat % shape[d]) * st[d];
+    flat /= shape[d];
+  }
+  return off;
+}
+
+std::vector<double> matmul_ref(const HostTensor& a, const HostTensor& b) {
+  const Shape a2 = a.type.shape.size() == 1 ? Shape{1, a.type.shape[0]} : a.type.shape;
+  const Shape b2 = b.type.shape.size() == 1 ? Shape{b.type.shape[0], 1} : b.type.shape;
+  const Shape ba(a2.begin(), a2.end() - 2), bb(b2.begin(), b2.end() - 2);
+  const Shape batch = broadcast_shapes(ba, bb);
+  const int64_t m = a2[a2.size() - 2], k = a2.back(), n = b2.back();
+  const std::vector<int64_t> sa = bstrides(ba, batch), sb = bstrides(bb, batch);
+  const int64_t nb = numel(batch);
+  std::vector<double> out(static_cast<size_t>(nb * m * n), 0.0);
+  for (int64_t bi = 0; bi < nb; ++bi) {
+    const double* pa = a.data.data() + offset_of(bi, batch, sa) * m * k;
+    const double* pb = b.data.data() + offset_of(bi, batch, sb) * k * n;
+    double* po = out.data() + bi * m * n;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p) acc += pa[i * k + p] * pb[p * n + j];
+        po[i * n + j] = acc;
+      }
+  }
+  return out;
+}
+
+std::vector<double> linear_ref(const HostTensor& x, const HostTensor& w, const HostTensor* bias, const Shape& out) {
+  const int64_t in_f = x.type.shape.back();
+  const int64_t rows_all = numel(Shape(x.type.shape.begin(), x.type.shape.end() - 1));
+  const int64_t outs = w.type.shape.size() == 2 ? w.type.shape[0] : 1;
+  std::vector<double> r(static_cast<size_t>(rows_all * outs), 0.0);
+  for (int64_t i = 0; i < rows_all; ++i)
+    for (int64_t o = 0; o < outs; ++o) {
+      double acc = 0;
+      for (int64_t p = 0; p < in_f; ++p) acc += x.data[i * in_f + p] * w.data[o * in_f + p];
+      r[i * outs + o] = acc;
+    }
+  if (bias) {
+    const std::vector<int64_t> st = bstrides(bias->type.shape, out);
+    for (int64_t e = 0; e < static_cast<int64_t>(r.size()); ++e) r[e] += bias->data[offset_of(e, out, st)];
+  }
+  return r;
+}
+
+std::vector<double> conv_ref(const Node& n, bool transposed, const HostTensor& x, const HostTensor& w,
+                             const HostTensor* bias, const Shape& out_shape) {
+  const Shape xs = x.type.shape.size() == 4 ? x.type.shape : Shape{1, x.type.shape[0], x.type.shape[1], x.type.shape[2]};
+  const Shape os = out_shape.size() == 4 ? out_shape : Shape{1, out_shape[0], out_shape[1], out_shape[2]};
+  const std::vector<int64_t> stride = attr_ints(n.attrs, "stride", n.op), pad = attr_ints(n.attrs, "padding", n.op),
+                             dil = attr_ints(n.attrs, "dilation", n.op);
+  const int64_t groups = attr_int(n.attrs, "groups", n.op);
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  const int64_t OC = os[1], OH = os[2], OW = os[3];
+  const int64_t KH = w.type.shape[2], KW = w.type.shape[3];
+  const int64_t icg = C / groups, ocg = OC / groups;
+  std::vector<double> out(static_cast<size_t>(numel(os)), 0.0);
+  auto X = [&](int64_t b, int64_t c, int64_t h, int64_t ww) { return x.data[((b * C + c) * H + h) * W + ww]; };
+  auto O = [&](int64_t b, int64_t c, int64_t h, int64_t ww) -> double& {
+    return out[static_cast<size_t>(((b * OC + c) * OH + h) * OW + ww)];
+  };
+  for (int64_t b = 0; b < N; ++b)
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t oc = 0; oc < ocg; ++oc)
+        for (int64_t ic = 0; ic < icg; ++ic)
+          for (int64_t kh = 0; kh < KH; ++kh)
+            for (int64_t kw = 0; kw < KW; ++kw) {
+              if (!transposed) {  // w [OC, IC/G, KH, KW]
+                const double wv = w.data[(((g * ocg + oc) * icg + ic) * KH + kh) * KW + kw];
+                for (int64_t oh = 0; oh < OH; ++oh) {
+                  const int64_t ih = oh * stride[0] - pad[0] + kh * dil[0];
+                  if (ih < 0 || ih >= H) continue;
+                  for (int64_t ow = 0; ow < OW; ++ow) {
+                    const int64_t iw = ow * stride[1] - pad[1] + kw * dil[1];
+                    if (iw < 0 || iw >= W) continue;
+                    O(b, g * ocg + oc, oh, ow) += wv * X(b, g * icg + ic, ih, iw);
+                  }
+                }
+              } else {  // w [IC, OC/G, KH, KW]: every input pixel scatters into the output
+                const double wv = w.data[(((g * icg + ic) * ocg + oc) * KH + kh) * KW + kw];
+                for (int64_t ih = 0; ih < H; ++ih) {
+                  const int64_t oh = ih * stride[0] - pad[0] + kh * dil[0];
+                  if (oh < 0 || oh >= OH) continue;
+                  for (int64_t iw = 0; iw < W; ++iw) {
+                    const int64_t ow = iw * stride[1] - pad[1] + kw * dil[1];
+                    if (ow < 0 || ow >= OW) continue;
+                    O(b, g * ocg + oc, oh, ow) += wv * X(b, g * icg + ic, ih, iw);
+                  }
+                }
+              }
+            }
+  if (bias) {
+    for (int64_t b = 0; b < N; ++b)
+      for (int64_t c = 0; c < OC; ++c)
+        for (int64_t h = 0; h < OH; ++h)
+          for (int64_t ww = 0; ww < OW; ++ww) O(b, c, h, ww) += bias->data[c];
+  }
+  return out;
+}
+
+}  // namespace
+
+bool has_library_reference(const std::string& op) {
+  return op == "matmul" || op == "linear" || op == "conv2d" || op == "conv_transpose2d";
+}
+
+HostTensor run_library_reference(const Graph& g, const Node& n, const std::vector<const HostTensor*>& in,
+                                 bool float64_math) {
+  const TensorType out_t = g.value(n.outputs.at(0)).type;
+  const HostTensor* bias = in.size() > 2 ? in[2] : nullptr;
+  HostTensor out{out_t, {}};
+  if (n.op == "matmul") {
+    out.data = matmul_ref(*in.at(0), *in.at(1));
+  } else if (n.op == "linear") {
+    out.data = linear_ref(*in.at(0), *in.at(1), bias, out_t.shape);
+  } else if (n.op == "conv2d" || n.op == "conv_transpose2d") {
+    out.data = conv_ref(n, n.op == "conv_transpose2d", *in.at(0), *in.at(1), bias, out_t.shape);
+  } else {
+    throw std::logic_error("run_library_reference: '" + n.op + "' is not a library op");
+  }
+  if (static_cast<int64_t>(out.data.size()) != numel(out_t.shape))
+    throw std::logic_error("run_library_reference: " + n.op + " produced a wrong number of elements");
+  for (double& v : out.data) v = round_to_dtype(out_t.dtype, v, float64_math);
+  return out;
+}
+
+}  // namespace flow::dsl

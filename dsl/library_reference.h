@@ -1,0 +1,21 @@
+// Note: reference implementations of the library ops (matmul, linear, conv2d, conv_transpose2d)
+// for the graph interpreter: naive loops accumulating in double, the result rounded to the output
+// dtype like every other interpreted op (kept in double with float64_math). They are the oracle of
+// the oneDNN path, and the CPU executor's float64 path (oneDNN has no f64 matmul/conv) calls them too.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "dsl/graph.h"
+#include "dsl/graph_interpreter.h"
+
+namespace flow::dsl {
+
+// True for ops this file implements.
+bool has_library_reference(const std::string& op);
+
+// Runs library node `n` of `g` on its inputs (contiguous row-major, in node-input order).
+HostTensor run_library_reference(const Graph& g, const Node& n, const std::vector<const HostTensor*>& in,
+                                 bool float64_math);
+
+}  // namespace flow::dsl

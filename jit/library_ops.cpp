@@ -1,0 +1,396 @@
+// Note: see library_ops.h. Every op is normalized to oneDNN's view of it before the call: matmul
+// and linear to a batched matmul of rank >= 2 (a 1-D operand becomes a row or column matrix; the
+// weight of linear is w^T by strides), conv to rank 4 (an unbatched input gets N = 1). The output
+// tensor is contiguous, so inserting those size-1 dims does not move any element; binary post-op
+// operands are broadcast against the flow output shape first, then get the same size-1 dims.
+#include "jit/library_ops.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "dsl/library_reference.h"
+#include "dsl/op_table.h"
+#include "jit/eager.h"
+#include "runtime/onednn.h"
+
+namespace flow::jit {
+
+namespace onednn = runtime::onednn;
+using dsl::Shape;
+
+std::string LibraryStep::describe() const {
+  std::string s = op + " (" + library + ")";
+  if (!epilogue.empty()) {
+    s += " + post-ops [";
+    for (size_t k = 0; k < epilogue.size(); ++k) s += (k ? ", " : "") + std::string(sched::post_op_alg_name(epilogue[k].alg));
+    s += "]";
+  }
+  return s;
+}
+
+LibraryStep make_library_step(const dsl::Graph& g, const sched::FusionGroup& grp, int group_index,
+                              dsl::Target target) {
+  const dsl::Node& lib = g.node(grp.nodes.at(0));
+  LibraryStep st;
+  st.group = group_index;
+  st.node = lib.id;
+  st.op = lib.op;
+  st.attrs = lib.attrs;
+  st.operands = lib.inputs;
+  st.output = g.node(grp.nodes.back()).outputs.at(0);
+  st.epilogue = grp.epilogue;
+  const sched::LibraryPattern* pat = sched::find_library_pattern(lib.op, target);
+  if (!pat) {
+    throw dsl::OpError(dsl::OpError::Kind::NotImplemented, "op '" + lib.op + "' has no library implementation on " +
+                                                               dsl::target_name(target) + " yet");
+  }
+  const dsl::DType dt = g.value(lib.outputs.at(0)).type.dtype;
+  if (dt == dsl::DType::Float64) {
+    st.library = "reference";
+    if (!st.epilogue.empty()) throw std::logic_error("library group: a float64 " + lib.op + " has post-ops");
+  } else {
+    st.library = pat->library;
+    if (!onednn::available()) {
+      throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
+                         lib.op + " on the CPU needs oneDNN (libdnnl), which this build of flow was compiled without");
+    }
+  }
+  return st;
+}
+
+namespace {
+
+struct Arg {  // dims/strides of a float32 operand as passed to oneDNN
+  const float* data = nullptr;
+  std::vector<int64_t> dims, strides;
+  onednn::TensorArg tensor() const { return {data, dims, strides}; }
+};
+
+// Size-1 dims get the stride a dense layout would give them (oneDNN checks plain strides).
+void tidy_unit_strides(Arg& a) {
+  for (size_t d = a.dims.size(); d-- > 0;) {
+    if (a.dims[d] != 1) continue;
+    a.strides[d] = d + 1 < a.dims.size() ? a.strides[d + 1] * std::max<int64_t>(a.dims[d + 1], 1) : 1;
+  }
+}
+
+Arg arg_of(const Tensor& t) {
+  Arg a;
+  a.data = static_cast<const float*>(t.data());
+  a.dims = t.sizes;
+  a.strides = t.strides;
+  return a;
+}
+
+void insert_unit(Arg& a, size_t pos) {
+  a.dims.insert(a.dims.begin() + static_cast<std::ptrdiff_t>(pos), 1);
+  a.strides.insert(a.strides.begin() + static_cast<std::ptrdiff_t>(pos), 0);
+}
+
+bool has_zero_stride(const Arg& a) {
+  for (size_t d = 0; d < a.dims.size(); ++d)
+    if (a.dims[d] > 1 && a.strides[d] == 0) return true;
+  return false;
+}
+
+// Keeps the contiguous copies made for one call alive until it returns.
+struct Copies {
+  std::vector<Tensor> held;
+  const Tensor& contiguous(const Tensor& t) {
+    held.push_back(eager_contiguous(t, t.dtype));
+    return held.back();
+  }
+};
+
+// A matmul operand of rank >= 2 (after normalization): its batch dims may broadcast (stride 0 ->
+// size 1); its matrix dims need a unit stride in one of them and no zero stride.
+bool matmul_operand_ok(Arg& a) {
+  const size_t r = a.dims.size();
+  for (size_t d = 0; d + 2 < r; ++d)
+    if (a.dims[d] > 1 && a.strides[d] == 0) a.dims[d] = 1;
+  for (size_t d = r - 2; d < r; ++d)
+    if (a.dims[d] > 1 && a.strides[d] <= 0) return false;
+  const bool row = a.dims[r - 1] == 1 || a.strides[r - 1] == 1;
+  const bool col = a.dims[r - 2] == 1 || a.strides[r - 2] == 1;
+  return row || col;
+}
+
+// A binary post-op operand: broadcast right-aligned against the flow output shape `out` (stride-0
+// dims become size 1), then the normalization's unit dims inserted at `unit_pos` (ascending
+// positions in the normalized rank).
+Arg post_operand(const Tensor& t, const Shape& out, const std::vector<size_t>& unit_pos) {
+  Arg a;
+  a.data = static_cast<const float*>(t.data());
+  a.dims.assign(out.size(), 1);
+  a.strides.assign(out.size(), 0);
+  const size_t off = out.size() - t.sizes.size();
+  for (size_t d = 0; d < t.sizes.size(); ++d) {
+    if (t.sizes[d] == 1 || t.strides[d] == 0) continue;
+    a.dims[off + d] = t.sizes[d];
+    a.strides[off + d] = t.strides[d];
+  }
+  for (size_t p : unit_pos) insert_unit(a, p);
+  tidy_unit_strides(a);
+  return a;
+}
+
+onednn::Eltwise eltwise_of(sched::PostOpAlg a) {
+  switch (a) {
+    case sched::PostOpAlg::Relu: return onednn::Eltwise::Relu;
+    case sched::PostOpAlg::GeluErf: return onednn::Eltwise::GeluErf;
+    case sched::PostOpAlg::GeluTanh: return onednn::Eltwise::GeluTanh;
+    case sched::PostOpAlg::Swish: return onednn::Eltwise::Swish;
+    case sched::PostOpAlg::Logistic: return onednn::Eltwise::Logistic;
+    case sched::PostOpAlg::Tanh: return onednn::Eltwise::Tanh;
+    case sched::PostOpAlg::Clip: return onednn::Eltwise::Clip;
+    case sched::PostOpAlg::Hardswish: return onednn::Eltwise::Hardswish;
+    case sched::PostOpAlg::Linear: return onednn::Eltwise::Linear;
+    default: break;
+  }
+  throw std::logic_error("library epilogue: not an eltwise post-op");
+}
+
+onednn::Binary binary_of(sched::PostOpAlg a) {
+  switch (a) {
+    case sched::PostOpAlg::Add: return onednn::Binary::Add;
+    case sched::PostOpAlg::Sub: return onednn::Binary::Sub;
+    case sched::PostOpAlg::Mul: return onednn::Binary::Mul;
+    case sched::PostOpAlg::Div: return onednn::Binary::Div;
+    default: break;
+  }
+  throw std::logic_error("library epilogue: not a binary post-op");
+}
+
+std::vector<onednn::PostOp> post_ops(const LibraryStep& step, const std::vector<const Tensor*>& values,
+                                     const Shape& out, const std::vector<size_t>& unit_pos, Copies& copies) {
+  std::vector<onednn::PostOp> post;
+  for (const sched::EpilogueStep& e : step.epilogue) {
+    if (!sched::is_binary_alg(e.alg)) {
+      post.push_back(onednn::PostOp::eltwise_op(eltwise_of(e.alg), static_cast<float>(e.alpha),
+                                                static_cast<float>(e.beta)));
+      continue;
+    }
+    const Tensor* t = values.at(e.operand);
+    if (!t) throw std::logic_error("library epilogue: operand %" + std::to_string(e.operand) + " is not bound");
+    if (t->dtype != dsl::DType::Float32) t = &copies.contiguous(*t);
+    post.push_back(onednn::PostOp::binary_op(binary_of(e.alg), post_operand(*t, out, unit_pos).tensor()));
+  }
+  return post;
+}
+
+const Tensor& operand(const std::vector<const Tensor*>& values, int v) {
+  const Tensor* t = values.at(v);
+  if (!t) throw std::logic_error("library call: operand %" + std::to_string(v) + " is not bound");
+  return *t;
+}
+
+// ---- float64: reference loops --------------------------------------------------------------------
+
+dsl::HostTensor host_of(const Tensor& t) {
+  dsl::HostTensor h{{t.sizes, t.dtype}, {}};
+  const int64_t n = t.numel();
+  h.data.resize(static_cast<size_t>(n));
+  const double* p = static_cast<const double*>(t.data());
+  std::vector<int64_t> idx(t.sizes.size(), 0);
+  for (int64_t e = 0; e < n; ++e) {
+    int64_t off = 0;
+    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * t.strides[d];
+    h.data[static_cast<size_t>(e)] = p[off];
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < t.sizes[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return h;
+}
+
+void run_reference(const dsl::Graph& g, const LibraryStep& step, const std::vector<const Tensor*>& values,
+                   const Tensor& out) {
+  std::vector<dsl::HostTensor> hosts;
+  for (int v : step.operands) {
+    const Tensor& t = operand(values, v);
+    if (t.dtype != dsl::DType::Float64) throw std::logic_error("library call: float64 op with a non-float64 operand");
+    hosts.push_back(host_of(t));
+  }
+  std::vector<const dsl::HostTensor*> ptrs;
+  for (const auto& h : hosts) ptrs.push_back(&h);
+  const dsl::HostTensor r = dsl::run_library_reference(g, g.node(step.node), ptrs, /*float64_math=*/true);
+  std::copy(r.data.begin(), r.data.end(), static_cast<double*>(out.data()));
+}
+
+// ---- float32: oneDNN ---------------------------------------------------------------------------
+
+void run_matmul(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out,
+                Copies& copies) {
+  const Tensor* ta = &operand(values, step.operands[0]);
+  const Tensor* tb = &operand(values, step.operands[1]);
+  const bool a1 = ta->dim() == 1, b1 = tb->dim() == 1;
+  // Normalized: a [..., M, K], b [..., K, N], dst [batch..., M, N], all of rank R.
+  auto normalize = [&](const Tensor& t, bool is_a) {
+    Arg x = arg_of(t);
+    if (t.dim() == 1) insert_unit(x, is_a ? 0 : 1);
+    return x;
+  };
+  Arg a = normalize(*ta, true), b = normalize(*tb, false);
+  if (!matmul_operand_ok(a)) a = normalize(*(ta = &copies.contiguous(*ta)), true);
+  if (!matmul_operand_ok(b)) b = normalize(*(tb = &copies.contiguous(*tb)), false);
+  const size_t rank = std::max(a.dims.size(), b.dims.size());
+  while (a.dims.size() < rank) insert_unit(a, 0);
+  while (b.dims.size() < rank) insert_unit(b, 0);
+  tidy_unit_strides(a);
+  tidy_unit_strides(b);
+  // Where the flow output shape lacks the normalized dims (a 1-D operand drops M or N).
+  std::vector<size_t> unit_pos;
+  if (a1) unit_pos.push_back(rank - 2);
+  if (b1) unit_pos.push_back(rank - 1);
+  Shape dst_dims;
+  for (size_t d = 0; d + 2 < rank; ++d) dst_dims.push_back(std::max(a.dims[d], b.dims[d]));
+  dst_dims.push_back(a.dims[rank - 2]);
+  dst_dims.push_back(b.dims[rank - 1]);
+  const std::vector<onednn::PostOp> post = post_ops(step, values, out.sizes, unit_pos, copies);
+  onednn::matmul(a.tensor(), b.tensor(), nullptr, {static_cast<float*>(out.data()), dst_dims, {}}, post);
+}
+
+void run_linear(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out,
+                Copies& copies) {
+  const Tensor* tx = &operand(values, step.operands[0]);
+  const Tensor* tw = &operand(values, step.operands[1]);
+  const bool x1 = tx->dim() == 1, w1 = tw->dim() == 1;
+  auto norm_x = [&](const Tensor& t) {
+    Arg x = arg_of(t);
+    if (x1) insert_unit(x, 0);
+    return x;
+  };
+  auto norm_w = [&](const Tensor& t) {  // w^T: [K, N] by strides
+    Arg w = arg_of(t);
+    if (w1) insert_unit(w, 0);
+    std::swap(w.dims[0], w.dims[1]);
+    std::swap(w.strides[0], w.strides[1]);
+    return w;
+  };
+  Arg x = norm_x(*tx), w = norm_w(*tw);
+  if (!matmul_operand_ok(x)) x = norm_x(*(tx = &copies.contiguous(*tx)));
+  if (!matmul_operand_ok(w)) w = norm_w(*(tw = &copies.contiguous(*tw)));
+  const size_t rank = x.dims.size();
+  while (w.dims.size() < rank) insert_unit(w, 0);
+  tidy_unit_strides(x);
+  tidy_unit_strides(w);
+  std::vector<size_t> unit_pos;
+  if (x1) unit_pos.push_back(rank - 2);
+  if (w1) unit_pos.push_back(rank - 1);
+  Shape dst_dims(x.dims.begin(), x.dims.end() - 1);
+  dst_dims.push_back(w.dims[rank - 1]);
+  std::vector<onednn::PostOp> post = post_ops(step, values, out.sizes, unit_pos, copies);
+  // The bias: oneDNN's own bias when it is [N]; otherwise a binary add ahead of the epilogue.
+  Arg bias;
+  bool native_bias = false;
+  if (step.operands.size() > 2) {
+    const Tensor& tb = operand(values, step.operands[2]);
+    const int64_t n = dst_dims.back();
+    if (tb.dim() == 1 && tb.sizes[0] == n && n > 0 && (n == 1 || tb.strides[0] > 0)) {
+      bias = arg_of(tb);
+      bias.dims.assign(rank, 1);
+      bias.dims.back() = n;
+      bias.strides.assign(rank, 0);
+      bias.strides.back() = tb.strides[0];
+      tidy_unit_strides(bias);
+      native_bias = true;
+    } else {
+      post.insert(post.begin(),
+                  onednn::PostOp::binary_op(onednn::Binary::Add, post_operand(tb, out.sizes, unit_pos).tensor()));
+    }
+  }
+  const onednn::TensorArg bias_arg = bias.tensor();
+  onednn::matmul(x.tensor(), w.tensor(), native_bias ? &bias_arg : nullptr,
+                 {static_cast<float*>(out.data()), dst_dims, {}}, post);
+}
+
+bool conv_src_ok(const Arg& a) {  // NCHW-dense or NHWC-dense
+  const auto& d = a.dims;
+  const auto& s = a.strides;
+  auto eq = [&](size_t i, int64_t v) { return d[i] == 1 || s[i] == v; };
+  const bool nchw = eq(3, 1) && eq(2, d[3]) && eq(1, d[2] * d[3]) && eq(0, d[1] * d[2] * d[3]);
+  const bool nhwc = eq(1, 1) && eq(3, d[1]) && eq(2, d[1] * d[3]) && eq(0, d[1] * d[2] * d[3]);
+  return nchw || nhwc;
+}
+
+void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out,
+              Copies& copies) {
+  const bool transposed = step.op == "conv_transpose2d";
+  const Tensor* tx = &operand(values, step.operands[0]);
+  const Tensor* tw = &operand(values, step.operands[1]);
+  const bool unbatched = tx->dim() == 3;
+  auto norm_x = [&](const Tensor& t) {
+    Arg x = arg_of(t);
+    if (unbatched) insert_unit(x, 0);
+    tidy_unit_strides(x);
+    return x;
+  };
+  Arg x = norm_x(*tx);
+  if (!conv_src_ok(x)) x = norm_x(*(tx = &copies.contiguous(*tx)));
+  Arg w = arg_of(*tw);
+  if (has_zero_stride(w)) w = arg_of(*(tw = &copies.contiguous(*tw)));
+  tidy_unit_strides(w);
+  const std::string& op = step.op;
+  const std::vector<int64_t> stride = dsl::attr_ints(step.attrs, "stride", op), pad = dsl::attr_ints(step.attrs, "padding", op),
+                             dil = dsl::attr_ints(step.attrs, "dilation", op);
+  onednn::ConvParams p;
+  p.transposed = transposed;
+  p.groups = dsl::attr_int(step.attrs, "groups", op);
+  std::vector<int64_t> pad_end = pad;
+  if (const dsl::AttrValue* pe = dsl::attr_find(step.attrs, "padding_end")) pad_end = std::get<std::vector<int64_t>>(*pe);
+  Shape dst_dims = out.sizes;
+  if (unbatched) dst_dims.insert(dst_dims.begin(), 1);
+  for (int d = 0; d < 2; ++d) {
+    p.stride[d] = stride[d];
+    p.dilation[d] = dil[d];
+    p.pad_begin[d] = pad[d];
+    if (!transposed) {
+      p.pad_end[d] = pad_end[d];  // oneDNN's output size rule is torch's (floor division)
+    } else {
+      // Deconvolution: OH = (IH - 1) * s + (K - 1) * d + 1 - pad_begin - pad_end.
+      const int64_t k = dil[d] * (w.dims[2 + d] - 1) + 1;
+      p.pad_end[d] = (x.dims[2 + d] - 1) * stride[d] + k - pad[d] - dst_dims[2 + d];
+    }
+  }
+  Arg bias;
+  bool has_bias = false;
+  if (step.operands.size() > 2) {
+    const Tensor* tb = &operand(values, step.operands[2]);
+    if (has_zero_stride(arg_of(*tb))) tb = &copies.contiguous(*tb);
+    bias = arg_of(*tb);
+    tidy_unit_strides(bias);
+    has_bias = true;
+  }
+  std::vector<size_t> unit_pos;
+  if (unbatched) unit_pos.push_back(0);
+  const std::vector<onednn::PostOp> post = post_ops(step, values, out.sizes, unit_pos, copies);
+  const onednn::TensorArg bias_arg = bias.tensor();
+  onednn::conv2d(p, x.tensor(), w.tensor(), has_bias ? &bias_arg : nullptr,
+                 {static_cast<float*>(out.data()), dst_dims, {}}, post);
+}
+
+}  // namespace
+
+void run_library_group(const dsl::Graph& g, const LibraryStep& step, const std::vector<const Tensor*>& values) {
+  const Tensor* out = values.at(step.output);
+  if (!out) return;  // nothing reads the result
+  if (!out->is_contiguous()) throw std::logic_error("library call: output tensor is not contiguous");
+  if (out->numel() == 0) return;
+  if (step.library == "reference") return run_reference(g, step, values, *out);
+  for (int v : step.operands)
+    if (operand(values, v).dtype != dsl::DType::Float32)
+      throw std::logic_error("library call: " + step.op + " with a non-float32 operand");
+  Copies copies;
+  if (step.op == "matmul") {
+    run_matmul(step, values, *out, copies);
+  } else if (step.op == "linear") {
+    run_linear(step, values, *out, copies);
+  } else if (step.op == "conv2d" || step.op == "conv_transpose2d") {
+    run_conv(step, values, *out, copies);
+  } else {
+    throw std::logic_error("run_library_group: unknown library op '" + step.op + "'");
+  }
+}
+
+}  // namespace flow::jit

@@ -1,0 +1,47 @@
+// Note: the executor side of library groups (conv2d, conv_transpose2d, matmul, linear with their
+// fused epilogues). A Library group has no generated kernel: compile() records a LibraryStep
+// (which op, its attrs, operands, output and epilogue post-ops) and Executable::run() calls
+// run_library_group with the bound tensors, which calls oneDNN through runtime/onednn.h.
+//
+// Operand layouts: a strided operand is passed to oneDNN with its strides where oneDNN takes them
+// (matmul/linear operands whose last two dims have a unit stride in one of them; conv input
+// NCHW- or NHWC-dense; conv weights, biases and binary post-op operands in any positive strides;
+// an expanded (stride 0) batch or broadcast dim becomes a size-1 dim, which oneDNN broadcasts).
+// Anything else is first copied to a contiguous tensor (jit::eager_contiguous).
+//
+// float64 library ops run the reference loops of dsl/library_reference.h (oneDNN has no f64
+// matmul/conv on the CPU); the fuser gives them no epilogue (post-ops are float32 only).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "dsl/graph.h"
+#include "dsl/stmt.h"
+#include "jit/tensor.h"
+#include "scheduler/fusion.h"
+
+namespace flow::jit {
+
+struct LibraryStep {
+  int group = -1;  // index into the plan's groups
+  int node = -1;   // the library node
+  std::string op;
+  dsl::Attrs attrs;
+  std::vector<int> operands;  // the library node's inputs
+  int output = -1;            // the value written: the last node of the epilogue chain
+  std::vector<sched::EpilogueStep> epilogue;
+  std::string library;  // "oneDNN" or "reference" (float64)
+  // "conv2d (oneDNN) + post-ops [add, relu]"
+  std::string describe() const;
+};
+
+// Builds the step of Library group `grp` (index `group_index`) for `target`. Throws
+// dsl::OpError(NotImplemented) when the target has no library for the op or oneDNN is missing.
+LibraryStep make_library_step(const dsl::Graph& g, const sched::FusionGroup& grp, int group_index,
+                              dsl::Target target);
+
+// Runs one library step: reads operands from `values` (indexed by graph value id; views already
+// bound) and writes values[step.output], a contiguous tensor of the output's shape and dtype.
+void run_library_group(const dsl::Graph& g, const LibraryStep& step, const std::vector<const Tensor*>& values);
+
+}  // namespace flow::jit

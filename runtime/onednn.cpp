@@ -1,0 +1,705 @@
+// Note: see onednn.h. Every public call builds a canonical key string, looks the primitive up in
+// the LRU cache (creating it on a miss, outside the lock: two threads may both create the same
+// primitive, and the second insert simply wins), then executes it with this thread's stream and
+// scratchpad. Weights of a convolution are described with format_tag::any, and a reorder from the
+// caller's plain layout into oneDNN's choice is part of the cached entry (run on every call: the
+// weights are graph inputs, not constants, so they may change between calls).
+#include "runtime/onednn.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "runtime/buffer.h"
+#include "runtime/thread_pool.h"
+
+#ifdef FLOW_HAVE_ONEDNN
+#include <dlfcn.h>
+
+#include <dnnl.hpp>
+#endif
+
+namespace flow::runtime::onednn {
+
+const char* eltwise_name(Eltwise e) {
+  switch (e) {
+    case Eltwise::Relu: return "relu";
+    case Eltwise::GeluErf: return "gelu_erf";
+    case Eltwise::GeluTanh: return "gelu_tanh";
+    case Eltwise::Swish: return "swish";
+    case Eltwise::Logistic: return "logistic";
+    case Eltwise::Tanh: return "tanh";
+    case Eltwise::Clip: return "clip";
+    case Eltwise::Hardswish: return "hardswish";
+    case Eltwise::Linear: return "linear";
+  }
+  return "?";
+}
+
+const char* binary_name(Binary b) {
+  switch (b) {
+    case Binary::Add: return "add";
+    case Binary::Sub: return "sub";
+    case Binary::Mul: return "mul";
+    case Binary::Div: return "div";
+    case Binary::Max: return "max";
+    case Binary::Min: return "min";
+  }
+  return "?";
+}
+
+PostOp PostOp::eltwise_op(Eltwise e, float alpha, float beta) {
+  PostOp p;
+  p.kind = Kind::Eltwise;
+  p.eltwise = e;
+  p.alpha = alpha;
+  p.beta = beta;
+  return p;
+}
+
+PostOp PostOp::binary_op(Binary b, TensorArg src1) {
+  PostOp p;
+  p.kind = Kind::Binary;
+  p.binary = b;
+  p.src1 = std::move(src1);
+  return p;
+}
+
+PostOp PostOp::sum_op(float scale) {
+  PostOp p;
+  p.kind = Kind::Sum;
+  p.scale = scale;
+  return p;
+}
+
+namespace {
+
+std::vector<int64_t> dense_strides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> st(dims.size(), 1);
+  int64_t acc = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= std::max<int64_t>(dims[i], 1);
+  }
+  return st;
+}
+
+std::vector<int64_t> strides_of(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
+  if (strides.empty()) return dense_strides(dims);
+  if (strides.size() != dims.size()) throw std::invalid_argument("onednn: strides and dims differ in rank");
+  return strides;
+}
+
+int64_t product(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+float eltwise_ref(Eltwise e, float x, float alpha, float beta) {
+  switch (e) {
+    case Eltwise::Relu: return x > 0 ? x : alpha * x;
+    case Eltwise::GeluErf: return 0.5f * x * (1.f + std::erf(x * static_cast<float>(M_SQRT1_2)));
+    case Eltwise::GeluTanh: {
+      const float k = static_cast<float>(M_SQRT2 * M_2_SQRTPI * 0.5);
+      return 0.5f * x * (1.f + std::tanh(k * (x + 0.044715f * x * x * x)));
+    }
+    case Eltwise::Swish: return x / (1.f + std::exp(-alpha * x));
+    case Eltwise::Logistic: return 1.f / (1.f + std::exp(-x));
+    case Eltwise::Tanh: return std::tanh(x);
+    case Eltwise::Clip: return std::isnan(x) ? x : std::min(beta, std::max(alpha, x));
+    case Eltwise::Hardswish: return x * std::min(std::max(x + 3.f, 0.f), 6.f) / 6.f;
+    case Eltwise::Linear: return alpha * x + beta;
+  }
+  return x;
+}
+
+float binary_ref(Binary b, float x, float y) {
+  switch (b) {
+    case Binary::Add: return x + y;
+    case Binary::Sub: return x - y;
+    case Binary::Mul: return x * y;
+    case Binary::Div: return x / y;
+    case Binary::Max: return std::isnan(x) ? x : std::max(x, y);
+    case Binary::Min: return std::isnan(x) ? x : std::min(x, y);
+  }
+  return x;
+}
+
+}  // namespace
+
+void apply_post_ops(const OutArg& dst, const std::vector<PostOp>& post, const float* prev_dst) {
+  if (post.empty()) return;
+  const size_t rank = dst.dims.size();
+  const std::vector<int64_t> dst_st = strides_of(dst.dims, dst.strides);
+  // Element strides of every binary operand as seen from dst (broadcast dims: 0).
+  std::vector<std::vector<int64_t>> src_st(post.size());
+  for (size_t k = 0; k < post.size(); ++k) {
+    if (post[k].kind != PostOp::Kind::Binary) continue;
+    const TensorArg& s = post[k].src1;
+    if (s.dims.size() != rank) throw std::invalid_argument("onednn: binary post-op operand rank differs from dst");
+    const std::vector<int64_t> st = strides_of(s.dims, s.strides);
+    src_st[k].resize(rank);
+    for (size_t d = 0; d < rank; ++d) {
+      if (s.dims[d] != dst.dims[d] && s.dims[d] != 1)
+        throw std::invalid_argument("onednn: binary post-op operand does not broadcast to dst");
+      src_st[k][d] = s.dims[d] == 1 ? 0 : st[d];
+    }
+  }
+  const int64_t total = product(dst.dims);
+  parallel_for(total, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> idx(rank, 0);
+    int64_t rem = begin;
+    for (size_t d = rank; d-- > 0;) {
+      idx[d] = dst.dims[d] ? rem % dst.dims[d] : 0;
+      rem = dst.dims[d] ? rem / dst.dims[d] : 0;
+    }
+    for (int64_t e = begin; e < end; ++e) {
+      int64_t off = 0;
+      for (size_t d = 0; d < rank; ++d) off += idx[d] * dst_st[d];
+      float v = dst.data[off];
+      for (size_t k = 0; k < post.size(); ++k) {
+        const PostOp& p = post[k];
+        switch (p.kind) {
+          case PostOp::Kind::Eltwise: v = eltwise_ref(p.eltwise, v, p.alpha, p.beta); break;
+          case PostOp::Kind::Sum: v += p.scale * (prev_dst ? prev_dst[off] : 0.f); break;
+          case PostOp::Kind::Binary: {
+            int64_t so = 0;
+            for (size_t d = 0; d < rank; ++d) so += idx[d] * src_st[k][d];
+            v = binary_ref(p.binary, v, p.src1.data[so]);
+            break;
+          }
+        }
+      }
+      dst.data[off] = v;
+      for (size_t d = rank; d-- > 0;) {
+        if (++idx[d] < dst.dims[d]) break;
+        idx[d] = 0;
+      }
+    }
+  });
+}
+
+#ifndef FLOW_HAVE_ONEDNN
+
+namespace {
+[[noreturn]] void unavailable(const char* what) {
+  throw std::runtime_error(std::string("flow: ") + what +
+                           " needs oneDNN (libdnnl), which this build of flow was compiled without");
+}
+}  // namespace
+
+bool available() { return false; }
+std::string version() { return ""; }
+void matmul(const TensorArg&, const TensorArg&, const TensorArg*, const OutArg&, const std::vector<PostOp>&) {
+  unavailable("matmul");
+}
+void linear(const TensorArg&, const TensorArg&, const TensorArg*, const OutArg&, const std::vector<PostOp>&) {
+  unavailable("linear");
+}
+void conv2d(const ConvParams&, const TensorArg&, const TensorArg&, const TensorArg*, const OutArg&,
+            const std::vector<PostOp>&) {
+  unavailable("conv2d");
+}
+Stats stats() { return {}; }
+void clear_primitive_cache() {}
+
+#else  // FLOW_HAVE_ONEDNN
+
+namespace {
+
+using dnnl::memory;
+using Dims = memory::dims;
+using Tag = memory::format_tag;
+constexpr memory::data_type kF32 = memory::data_type::f32;
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// Once per calling thread: honour FLOW_NUM_THREADS for oneDNN's OpenMP team (see the header).
+void set_thread_count_once() {
+  thread_local bool done = false;
+  if (done) return;
+  done = true;
+  if (!std::getenv("FLOW_NUM_THREADS") || std::getenv("OMP_NUM_THREADS")) return;
+  using SetFn = void (*)(int);
+  if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"))) fn(num_threads());
+}
+
+dnnl::stream& thread_stream() {
+  thread_local dnnl::stream s(engine());
+  return s;
+}
+
+// Per-thread growable 64-byte aligned scratch buffers (slot 0: the primitive's scratchpad, slot 1:
+// reordered weights, slot 2: saved dst for a fallback Sum).
+void* thread_scratch(int slot, size_t bytes) {
+  thread_local std::shared_ptr<Buffer> bufs[3];
+  std::shared_ptr<Buffer>& b = bufs[slot];
+  if (!b || b->size() < bytes) b = Buffer::allocate(std::max<size_t>(bytes, 64));
+  return b->data();
+}
+
+struct Entry {
+  dnnl::primitive prim;
+  memory::desc scratch_md;
+  bool fused_post_ops = true;  // false: run post-ops by loops after the primitive
+  bool reorder_weights = false;
+  dnnl::primitive weights_reorder;
+  memory::desc weights_user_md, weights_prim_md;
+};
+
+class Cache {
+ public:
+  std::shared_ptr<const Entry> get(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it == map_.end()) {
+      ++misses_;
+      return nullptr;
+    }
+    ++hits_;
+    lru_.splice(lru_.begin(), lru_, it->second.second);
+    return it->second.first;
+  }
+  void put(const std::string& key, std::shared_ptr<const Entry> e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it != map_.end()) {
+      it->second.first = std::move(e);
+      return;
+    }
+    lru_.push_front(key);
+    map_.emplace(key, std::make_pair(std::move(e), lru_.begin()));
+    while (map_.size() > capacity()) {
+      map_.erase(lru_.back());
+      lru_.pop_back();
+    }
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_.clear();
+    lru_.clear();
+  }
+  Stats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stats s;
+    s.cache_hits = hits_;
+    s.cache_misses = misses_;
+    s.cache_size = map_.size();
+    return s;
+  }
+
+ private:
+  static size_t capacity() {
+    static const size_t cap = [] {
+      const char* env = std::getenv("FLOW_ONEDNN_CACHE_CAPACITY");
+      const long v = env ? std::strtol(env, nullptr, 10) : 512;
+      return static_cast<size_t>(v > 0 ? v : 512);
+    }();
+    return cap;
+  }
+  std::mutex mu_;
+  std::list<std::string> lru_;  // most recent first
+  std::unordered_map<std::string, std::pair<std::shared_ptr<const Entry>, std::list<std::string>::iterator>> map_;
+  uint64_t hits_ = 0, misses_ = 0;
+};
+
+Cache& cache() {
+  static Cache c;
+  return c;
+}
+std::atomic<uint64_t> g_fallbacks{0}, g_executions{0};
+
+void key_dims(std::ostringstream& os, const char* name, const std::vector<int64_t>& dims,
+              const std::vector<int64_t>& strides) {
+  os << name << "[";
+  for (int64_t d : dims) os << d << ",";
+  os << "/";
+  for (int64_t s : strides) os << s << ",";
+  os << "]";
+}
+
+void key_post_ops(std::ostringstream& os, const std::vector<PostOp>& post) {
+  for (const PostOp& p : post) {
+    switch (p.kind) {
+      case PostOp::Kind::Eltwise:
+        os << "|e" << static_cast<int>(p.eltwise) << ":" << p.alpha << ":" << p.beta;
+        break;
+      case PostOp::Kind::Sum:
+        os << "|s" << p.scale;
+        break;
+      case PostOp::Kind::Binary:
+        os << "|b" << static_cast<int>(p.binary);
+        key_dims(os, "", p.src1.dims, strides_of(p.src1.dims, p.src1.strides));
+        break;
+    }
+  }
+}
+
+memory::desc md_of(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
+  return memory::desc(Dims(dims.begin(), dims.end()), kF32, Dims(strides.begin(), strides.end()));
+}
+
+dnnl::algorithm eltwise_alg(Eltwise e) {
+  switch (e) {
+    case Eltwise::Relu: return dnnl::algorithm::eltwise_relu;
+    case Eltwise::GeluErf: return dnnl::algorithm::eltwise_gelu_erf;
+    case Eltwise::GeluTanh: return dnnl::algorithm::eltwise_gelu_tanh;
+    case Eltwise::Swish: return dnnl::algorithm::eltwise_swish;
+    case Eltwise::Logistic: return dnnl::algorithm::eltwise_logistic;
+    case Eltwise::Tanh: return dnnl::algorithm::eltwise_tanh;
+    case Eltwise::Clip: return dnnl::algorithm::eltwise_clip;
+    case Eltwise::Hardswish: return dnnl::algorithm::eltwise_hardswish;
+    case Eltwise::Linear: return dnnl::algorithm::eltwise_linear;
+  }
+  return dnnl::algorithm::eltwise_linear;
+}
+
+dnnl::algorithm binary_alg(Binary b) {
+  switch (b) {
+    case Binary::Add: return dnnl::algorithm::binary_add;
+    case Binary::Sub: return dnnl::algorithm::binary_sub;
+    case Binary::Mul: return dnnl::algorithm::binary_mul;
+    case Binary::Div: return dnnl::algorithm::binary_div;
+    case Binary::Max: return dnnl::algorithm::binary_max;
+    case Binary::Min: return dnnl::algorithm::binary_min;
+  }
+  return dnnl::algorithm::binary_add;
+}
+
+dnnl::primitive_attr make_attr(const std::vector<PostOp>& post, bool with_post_ops) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (!with_post_ops || post.empty()) return attr;
+  dnnl::post_ops po;
+  for (const PostOp& p : post) {
+    switch (p.kind) {
+      case PostOp::Kind::Eltwise: po.append_eltwise(1.f, eltwise_alg(p.eltwise), p.alpha, p.beta); break;
+      case PostOp::Kind::Sum: po.append_sum(p.scale); break;
+      case PostOp::Kind::Binary:
+        po.append_binary(binary_alg(p.binary), md_of(p.src1.dims, strides_of(p.src1.dims, p.src1.strides)));
+        break;
+    }
+  }
+  attr.set_post_ops(po);
+  return attr;
+}
+
+// Creates a primitive descriptor with the post-ops fused, or (if oneDNN refuses that chain)
+// without them; throws a runtime_error naming `what` if neither works.
+template <class MakePd>
+auto make_pd(const std::string& what, const std::vector<PostOp>& post, bool& fused, MakePd&& make) {
+  fused = true;
+  try {
+    return make(make_attr(post, true));
+  } catch (const dnnl::error& e) {
+    if (post.empty()) throw std::runtime_error("flow: oneDNN " + what + ": " + e.what());
+  }
+  fused = false;
+  try {
+    return make(make_attr(post, false));
+  } catch (const dnnl::error& e) {
+    throw std::runtime_error("flow: oneDNN " + what + ": " + e.what());
+  }
+}
+
+// Runs a cached entry: weights reorder (if any), the primitive, then the fallback epilogue.
+void execute(const Entry& e, const OutArg& dst, const std::vector<PostOp>& post,
+             std::unordered_map<int, memory> args, const float* weights_user) {
+  set_thread_count_once();
+  dnnl::stream& s = thread_stream();
+  dnnl::engine& eng = engine();
+  const bool has_sum = std::any_of(post.begin(), post.end(), [](const PostOp& p) { return p.kind == PostOp::Kind::Sum; });
+  const float* prev = nullptr;
+  if (!e.fused_post_ops && has_sum) {  // the fallback Sum reads dst as it was before the primitive
+    const int64_t span = [&] {
+      const std::vector<int64_t> st = strides_of(dst.dims, dst.strides);
+      int64_t m = 0;
+      for (size_t d = 0; d < st.size(); ++d) m += (dst.dims[d] - 1) * st[d];
+      return m + 1;
+    }();
+    float* copy = static_cast<float*>(thread_scratch(2, static_cast<size_t>(span) * sizeof(float)));
+    std::memcpy(copy, dst.data, static_cast<size_t>(span) * sizeof(float));
+    prev = copy;
+  }
+  if (e.reorder_weights) {
+    memory user(e.weights_user_md, eng, const_cast<float*>(weights_user));
+    memory prim(e.weights_prim_md, eng, thread_scratch(1, e.weights_prim_md.get_size()));
+    e.weights_reorder.execute(s, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, prim}});
+    args[DNNL_ARG_WEIGHTS] = prim;
+  }
+  args[DNNL_ARG_SCRATCHPAD] = memory(e.scratch_md, eng, thread_scratch(0, e.scratch_md.get_size()));
+  if (e.fused_post_ops) {
+    for (size_t k = 0; k < post.size(); ++k) {
+      if (post[k].kind != PostOp::Kind::Binary) continue;
+      const TensorArg& a = post[k].src1;
+      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(k)) | DNNL_ARG_SRC_1] =
+          memory(md_of(a.dims, strides_of(a.dims, a.strides)), eng, const_cast<float*>(a.data));
+    }
+  }
+  e.prim.execute(s, args);
+  s.wait();
+  ++g_executions;
+  if (!e.fused_post_ops) {
+    ++g_fallbacks;
+    apply_post_ops(dst, post, prev);
+  }
+}
+
+memory mem(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, const void* data) {
+  return memory(md_of(dims, strides), engine(), const_cast<void*>(data));
+}
+
+// K == 0 (or an empty reduction over input channels): dst = 0 (+ bias), then the post-ops.
+void zero_then_post_ops(const OutArg& dst, const TensorArg* bias, const std::vector<PostOp>& post) {
+  const std::vector<int64_t> st = strides_of(dst.dims, dst.strides);
+  std::vector<PostOp> chain;
+  if (bias) chain.push_back(PostOp::binary_op(Binary::Add, *bias));
+  chain.insert(chain.end(), post.begin(), post.end());
+  OutArg d = dst;
+  d.strides = st;
+  // Zero every element through the post-op loop with a multiply by 0 first.
+  std::vector<PostOp> zero{PostOp::eltwise_op(Eltwise::Linear, 0.f, 0.f)};
+  apply_post_ops(d, zero, nullptr);
+  apply_post_ops(d, chain, nullptr);
+}
+
+// oneDNN 2.6 computes a chain holding two eltwise post-ops of the same algorithm with different
+// parameters wrongly (two eltwise_linear or two eltwise_clip: the second one's alpha/beta are
+// lost; found by the random chain test). So adjacent linears are merged into one, and a later
+// linear or clip whose parameters differ from the first one's is rewritten as binary mul/add
+// (max/min) post-ops with one-element operands held in `scalars` (capacity reserved up front,
+// so the pointers stay valid). Scalars are data, not part of the cached primitive.
+std::vector<PostOp> sanitize_chain(const std::vector<PostOp>& post, std::vector<float>& scalars) {
+  std::vector<PostOp> merged;
+  for (const PostOp& p : post) {
+    const bool lin = p.kind == PostOp::Kind::Eltwise && p.eltwise == Eltwise::Linear;
+    if (lin && !merged.empty() && merged.back().kind == PostOp::Kind::Eltwise && merged.back().eltwise == Eltwise::Linear) {
+      PostOp& q = merged.back();  // p(q(x)) = p.a * (q.a * x + q.b) + p.b
+      q.beta = p.alpha * q.beta + p.beta;
+      q.alpha = p.alpha * q.alpha;
+      continue;
+    }
+    merged.push_back(p);
+  }
+  scalars.clear();
+  scalars.reserve(2 * merged.size());
+  std::vector<PostOp> out;
+  std::vector<const PostOp*> first(16, nullptr);  // first eltwise of each algorithm
+  auto scalar_op = [&](Binary b, float v) {
+    scalars.push_back(v);
+    out.push_back(PostOp::binary_op(b, TensorArg{&scalars.back(), {}, {}}));
+  };
+  for (const PostOp& p : merged) {
+    if (p.kind != PostOp::Kind::Eltwise) {
+      out.push_back(p);
+      continue;
+    }
+    const PostOp*& f = first[static_cast<size_t>(p.eltwise)];
+    if (!f || (f->alpha == p.alpha && f->beta == p.beta)) {
+      if (!f) f = &p;
+      out.push_back(p);
+    } else if (p.eltwise == Eltwise::Linear) {
+      if (p.alpha != 1) scalar_op(Binary::Mul, p.alpha);
+      if (p.beta != 0) scalar_op(Binary::Add, p.beta);
+    } else if (p.eltwise == Eltwise::Clip) {
+      scalar_op(Binary::Max, p.alpha);
+      scalar_op(Binary::Min, p.beta);
+    } else {
+      out.push_back(p);  // no other parameterized eltwise is used with varying parameters
+    }
+  }
+  return out;
+}
+
+// One-element binary operands get the rank of dst (all dims 1).
+void fix_scalar_ranks(std::vector<PostOp>& post, size_t rank) {
+  for (PostOp& p : post)
+    if (p.kind == PostOp::Kind::Binary && p.src1.dims.empty()) {
+      p.src1.dims.assign(rank, 1);
+      p.src1.strides.assign(rank, 1);
+    }
+}
+
+void check_rank(const char* what, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
+  if (!strides.empty() && strides.size() != dims.size())
+    throw std::invalid_argument(std::string("onednn: ") + what + ": strides and dims differ in rank");
+}
+
+}  // namespace
+
+bool available() { return true; }
+
+std::string version() {
+  const dnnl_version_t* v = dnnl::version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+
+void matmul(const TensorArg& a, const TensorArg& b, const TensorArg* bias, const OutArg& dst,
+            const std::vector<PostOp>& post_in) {
+  std::vector<float> scalars;
+  std::vector<PostOp> post = sanitize_chain(post_in, scalars);
+  fix_scalar_ranks(post, dst.dims.size());
+  const size_t rank = dst.dims.size();
+  if (rank < 2 || a.dims.size() != rank || b.dims.size() != rank || (bias && bias->dims.size() != rank))
+    throw std::invalid_argument("onednn::matmul: operands must have the rank of dst (>= 2)");
+  check_rank("matmul a", a.dims, a.strides);
+  check_rank("matmul b", b.dims, b.strides);
+  if (product(dst.dims) == 0) return;
+  if (a.dims[rank - 1] == 0) return zero_then_post_ops(dst, bias, post);
+  const std::vector<int64_t> as = strides_of(a.dims, a.strides), bs = strides_of(b.dims, b.strides),
+                             ds = strides_of(dst.dims, dst.strides);
+  const std::vector<int64_t> biass = bias ? strides_of(bias->dims, bias->strides) : std::vector<int64_t>{};
+  std::ostringstream key;
+  key << "matmul";
+  key_dims(key, "a", a.dims, as);
+  key_dims(key, "b", b.dims, bs);
+  if (bias) key_dims(key, "bias", bias->dims, biass);
+  key_dims(key, "d", dst.dims, ds);
+  key_post_ops(key, post);
+  std::shared_ptr<const Entry> e = cache().get(key.str());
+  if (!e) {
+    auto fresh = std::make_shared<Entry>();
+    const memory::desc bias_md = bias ? md_of(bias->dims, biass) : memory::desc();
+    const auto pd = make_pd("matmul", post, fresh->fused_post_ops, [&](const dnnl::primitive_attr& attr) {
+      const dnnl::matmul::desc d(md_of(a.dims, as), md_of(b.dims, bs), bias_md, md_of(dst.dims, ds));
+      return dnnl::matmul::primitive_desc(d, attr, engine());
+    });
+    fresh->prim = dnnl::matmul(pd);
+    fresh->scratch_md = pd.scratchpad_desc();
+    cache().put(key.str(), fresh);
+    e = fresh;
+  }
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(a.dims, as, a.data)},
+                                       {DNNL_ARG_WEIGHTS, mem(b.dims, bs, b.data)},
+                                       {DNNL_ARG_DST, mem(dst.dims, ds, dst.data)}};
+  if (bias) args[DNNL_ARG_BIAS] = mem(bias->dims, biass, bias->data);
+  execute(*e, dst, post, std::move(args), nullptr);
+}
+
+void linear(const TensorArg& x, const TensorArg& w, const TensorArg* bias, const OutArg& dst,
+            const std::vector<PostOp>& post) {
+  if (x.dims.size() != 2 || w.dims.size() != 2 || dst.dims.size() != 2 || (bias && bias->dims.size() != 1))
+    throw std::invalid_argument("onednn::linear: x, w and dst must be 2-D and bias 1-D");
+  const std::vector<int64_t> ws = strides_of(w.dims, w.strides);
+  const TensorArg wt{w.data, {w.dims[1], w.dims[0]}, {ws[1], ws[0]}};  // w^T as a strided view
+  if (!bias) return matmul(x, wt, nullptr, dst, post);
+  const std::vector<int64_t> bs = strides_of(bias->dims, bias->strides);
+  const TensorArg b2{bias->data, {1, bias->dims[0]}, {bias->dims[0] * bs[0], bs[0]}};
+  matmul(x, wt, &b2, dst, post);
+}
+
+void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights, const TensorArg* bias,
+            const OutArg& dst, const std::vector<PostOp>& post_in) {
+  std::vector<float> scalars;
+  std::vector<PostOp> post = sanitize_chain(post_in, scalars);
+  fix_scalar_ranks(post, dst.dims.size());
+  if (src.dims.size() != 4 || weights.dims.size() != 4 || dst.dims.size() != 4 || (bias && bias->dims.size() != 1))
+    throw std::invalid_argument("onednn::conv2d: src, weights and dst must be 4-D and bias 1-D");
+  check_rank("conv2d src", src.dims, src.strides);
+  check_rank("conv2d weights", weights.dims, weights.strides);
+  if (product(dst.dims) == 0) return;
+  const int64_t g = p.groups;
+  const std::vector<int64_t> ss = strides_of(src.dims, src.strides), ds = strides_of(dst.dims, dst.strides);
+  const std::vector<int64_t> ws0 = strides_of(weights.dims, weights.strides);
+  // oneDNN's weights: [G,] OC/G, IC/G, KH, KW, described over the caller's torch layout by strides.
+  std::vector<int64_t> wd, wst;
+  const int64_t kh = weights.dims[2], kw = weights.dims[3];
+  if (!p.transposed) {  // torch [OC, IC/G, KH, KW]
+    const int64_t ocg = weights.dims[0] / g, icg = weights.dims[1];
+    if (icg == 0) return zero_then_post_ops(dst, bias, post);
+    wd = {ocg, icg, kh, kw};
+    wst = {ws0[0], ws0[1], ws0[2], ws0[3]};
+    if (g > 1) {
+      wd.insert(wd.begin(), g);
+      wst.insert(wst.begin(), ocg * ws0[0]);
+    }
+  } else {  // torch [IC, OC/G, KH, KW]
+    const int64_t icg = weights.dims[0] / g, ocg = weights.dims[1];
+    if (icg == 0) return zero_then_post_ops(dst, bias, post);
+    wd = {ocg, icg, kh, kw};
+    wst = {ws0[1], ws0[0], ws0[2], ws0[3]};
+    if (g > 1) {
+      wd.insert(wd.begin(), g);
+      wst.insert(wst.begin(), icg * ws0[0]);
+    }
+  }
+  const std::vector<int64_t> bs = bias ? strides_of(bias->dims, bias->strides) : std::vector<int64_t>{};
+  std::ostringstream key;
+  key << (p.transposed ? "deconv" : "conv") << " s" << p.stride[0] << "," << p.stride[1] << " d" << p.dilation[0]
+      << "," << p.dilation[1] << " p" << p.pad_begin[0] << "," << p.pad_begin[1] << "," << p.pad_end[0] << ","
+      << p.pad_end[1] << " g" << g;
+  key_dims(key, "src", src.dims, ss);
+  key_dims(key, "w", wd, wst);
+  if (bias) key_dims(key, "bias", bias->dims, bs);
+  key_dims(key, "d", dst.dims, ds);
+  key_post_ops(key, post);
+  std::shared_ptr<const Entry> e = cache().get(key.str());
+  if (!e) {
+    auto fresh = std::make_shared<Entry>();
+    const memory::desc src_md = md_of(src.dims, ss), dst_md = md_of(dst.dims, ds);
+    const memory::desc w_any(Dims(wd.begin(), wd.end()), kF32, Tag::any);
+    const memory::desc bias_md = bias ? md_of(bias->dims, bs) : memory::desc();
+    const Dims strides{p.stride[0], p.stride[1]}, dil{p.dilation[0] - 1, p.dilation[1] - 1},
+        pl{p.pad_begin[0], p.pad_begin[1]}, pr{p.pad_end[0], p.pad_end[1]};
+    memory::desc w_prim;
+    if (!p.transposed) {
+      const auto pd = make_pd("convolution", post, fresh->fused_post_ops, [&](const dnnl::primitive_attr& attr) {
+        const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                                dnnl::algorithm::convolution_auto, src_md, w_any, bias_md, dst_md,
+                                                strides, dil, pl, pr);
+        return dnnl::convolution_forward::primitive_desc(d, attr, engine());
+      });
+      fresh->prim = dnnl::convolution_forward(pd);
+      fresh->scratch_md = pd.scratchpad_desc();
+      w_prim = pd.weights_desc();
+    } else {
+      const auto pd = make_pd("deconvolution", post, fresh->fused_post_ops, [&](const dnnl::primitive_attr& attr) {
+        const dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                                  dnnl::algorithm::deconvolution_direct, src_md, w_any, bias_md,
+                                                  dst_md, strides, dil, pl, pr);
+        return dnnl::deconvolution_forward::primitive_desc(d, attr, engine());
+      });
+      fresh->prim = dnnl::deconvolution_forward(pd);
+      fresh->scratch_md = pd.scratchpad_desc();
+      w_prim = pd.weights_desc();
+    }
+    fresh->weights_user_md = md_of(wd, wst);
+    fresh->weights_prim_md = w_prim;
+    fresh->reorder_weights = !(w_prim == fresh->weights_user_md);
+    if (fresh->reorder_weights)
+      fresh->weights_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), fresh->weights_user_md, engine(),
+                                                                         w_prim));
+    cache().put(key.str(), fresh);
+    e = fresh;
+  }
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(src.dims, ss, src.data)},
+                                       {DNNL_ARG_DST, mem(dst.dims, ds, dst.data)}};
+  if (bias) args[DNNL_ARG_BIAS] = mem(bias->dims, bs, bias->data);
+  if (!e->reorder_weights) args[DNNL_ARG_WEIGHTS] = memory(e->weights_user_md, engine(), const_cast<float*>(weights.data));
+  execute(*e, dst, post, std::move(args), weights.data);
+}
+
+Stats stats() {
+  Stats s = cache().stats();
+  s.fallback_epilogues = g_fallbacks.load();
+  s.executions = g_executions.load();
+  return s;
+}
+
+void clear_primitive_cache() { cache().clear(); }
+
+#endif  // FLOW_HAVE_ONEDNN
+
+}  // namespace flow::runtime::onednn

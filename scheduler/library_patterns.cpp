@@ -1,0 +1,207 @@
+#include "scheduler/library_patterns.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+
+#include "dsl/op_table.h"
+
+namespace flow::sched {
+
+using dsl::Graph;
+using dsl::Node;
+
+const char* post_op_alg_name(PostOpAlg a) {
+  switch (a) {
+    case PostOpAlg::Relu: return "relu";
+    case PostOpAlg::GeluErf: return "gelu_erf";
+    case PostOpAlg::GeluTanh: return "gelu_tanh";
+    case PostOpAlg::Swish: return "swish";
+    case PostOpAlg::Logistic: return "logistic";
+    case PostOpAlg::Tanh: return "tanh";
+    case PostOpAlg::Clip: return "clip";
+    case PostOpAlg::Hardswish: return "hardswish";
+    case PostOpAlg::Linear: return "linear";
+    case PostOpAlg::Add: return "add";
+    case PostOpAlg::Sub: return "sub";
+    case PostOpAlg::Mul: return "mul";
+    case PostOpAlg::Div: return "div";
+  }
+  return "?";
+}
+
+bool is_binary_alg(PostOpAlg a) {
+  return a == PostOpAlg::Add || a == PostOpAlg::Sub || a == PostOpAlg::Mul || a == PostOpAlg::Div;
+}
+
+namespace {
+
+const std::vector<std::string> kOneDnnEpilogues = {"relu", "gelu", "silu", "sigmoid", "tanh", "clamp",
+                                                   "hardswish", "add", "sub", "mul", "div"};
+
+using Steps = std::vector<EpilogueStep>;
+// Translates node n (reading chain) into steps, or sets why.
+using Translate = std::function<Steps(const Graph& g, const Node& n, int chain, std::string& why)>;
+
+EpilogueStep step(const Node& n, PostOpAlg alg, double alpha = 0, double beta = 0, int operand = -1) {
+  EpilogueStep s;
+  s.node = n.id;
+  s.alg = alg;
+  s.alpha = alpha;
+  s.beta = beta;
+  s.operand = operand;
+  return s;
+}
+
+Translate unary(PostOpAlg alg, double alpha = 0, double beta = 0) {
+  return [=](const Graph&, const Node& n, int, std::string&) { return Steps{step(n, alg, alpha, beta)}; };
+}
+
+double bound_of(const dsl::AttrValue& v) {
+  if (const bool* b = std::get_if<bool>(&v)) return *b ? 1 : 0;
+  if (const int64_t* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
+  return std::get<double>(v);
+}
+
+// chain (op) c, or c (op) chain when !chain_first, as eltwise linear (alpha * x + beta).
+Steps scalar_steps(const Node& n, PostOpAlg alg, bool chain_first, double alpha, double c, std::string& why) {
+  switch (alg) {
+    case PostOpAlg::Add: return chain_first ? Steps{step(n, PostOpAlg::Linear, 1, alpha * c)}
+                                            : Steps{step(n, PostOpAlg::Linear, alpha, c)};
+    case PostOpAlg::Sub: return chain_first ? Steps{step(n, PostOpAlg::Linear, 1, -alpha * c)}
+                                            : Steps{step(n, PostOpAlg::Linear, -alpha, c)};
+    case PostOpAlg::Mul: return {step(n, PostOpAlg::Linear, c, 0)};
+    case PostOpAlg::Div:
+      if (!chain_first) return why = "division by the library output", Steps{};
+      return {step(n, PostOpAlg::Linear, 1.0 / c, 0)};
+    default: break;
+  }
+  return why = "unsupported binary epilogue", Steps{};
+}
+
+// add/sub/mul/div: a constant scalar becomes eltwise linear, a tensor a binary post-op.
+Translate binary(PostOpAlg alg) {
+  return [alg](const Graph& g, const Node& n, int chain, std::string& why) -> Steps {
+    if (n.inputs.size() != 2) return why = "not a binary op", Steps{};
+    if (n.inputs[0] == chain && n.inputs[1] == chain) return why = "epilogue reads the library output twice", Steps{};
+    const bool chain_first = n.inputs[0] == chain;
+    const int other = chain_first ? n.inputs[1] : n.inputs[0];
+    double alpha = 1;
+    if (const dsl::AttrValue* a = dsl::attr_find(n.attrs, "alpha")) alpha = bound_of(*a);
+    const dsl::Value& ov = g.value(other);
+    if (ov.kind == dsl::ValueKind::Constant) {  // a scalar: x op c (or c op x)
+      Steps s = scalar_steps(n, alg, chain_first, alpha, ov.scalar, why);
+      for (EpilogueStep& e : s) e.scalar = other;
+      return s;
+    }
+    if (ov.type.dtype != dsl::DType::Float32) return why = "binary operand is not float32", Steps{};
+    if (alpha != 1) return why = "alpha != 1 with a tensor operand", Steps{};
+    if (chain_first) return {step(n, alg, 0, 0, other)};
+    switch (alg) {
+      case PostOpAlg::Add:
+      case PostOpAlg::Mul: return {step(n, alg, 0, 0, other)};
+      case PostOpAlg::Sub: return {step(n, PostOpAlg::Sub, 0, 0, other), step(n, PostOpAlg::Linear, -1, 0)};
+      default: break;
+    }
+    return why = "division by the library output", Steps{};
+  };
+}
+
+const std::map<std::string, Translate>& epilogue_table() {
+  static const std::map<std::string, Translate> t = {
+      {"relu", unary(PostOpAlg::Relu)},
+      {"gelu",
+       [](const Graph&, const Node& n, int, std::string&) {
+         const dsl::AttrValue* a = dsl::attr_find(n.attrs, "approximate");
+         const bool tanh = a && std::get<std::string>(*a) == "tanh";
+         return Steps{step(n, tanh ? PostOpAlg::GeluTanh : PostOpAlg::GeluErf)};
+       }},
+      {"silu", unary(PostOpAlg::Swish, 1.0)},
+      {"sigmoid", unary(PostOpAlg::Logistic)},
+      {"tanh", unary(PostOpAlg::Tanh)},
+      {"hardswish", unary(PostOpAlg::Hardswish)},
+      {"clamp",
+       [](const Graph&, const Node& n, int, std::string&) {
+         const double inf = std::numeric_limits<double>::infinity();
+         const dsl::AttrValue* lo = dsl::attr_find(n.attrs, "min");
+         const dsl::AttrValue* hi = dsl::attr_find(n.attrs, "max");
+         return Steps{step(n, PostOpAlg::Clip, lo ? bound_of(*lo) : -inf, hi ? bound_of(*hi) : inf)};
+       }},
+      {"add", binary(PostOpAlg::Add)},
+      {"sub", binary(PostOpAlg::Sub)},
+      {"mul", binary(PostOpAlg::Mul)},
+      {"div", binary(PostOpAlg::Div)},
+  };
+  return t;
+}
+
+}  // namespace
+
+const std::vector<LibraryPattern>& library_patterns() {
+  static const std::vector<LibraryPattern> table = {
+      {"conv2d", dsl::Target::CPU, "oneDNN", kOneDnnEpilogues},
+      {"conv_transpose2d", dsl::Target::CPU, "oneDNN", kOneDnnEpilogues},
+      {"matmul", dsl::Target::CPU, "oneDNN", kOneDnnEpilogues},
+      {"linear", dsl::Target::CPU, "oneDNN", kOneDnnEpilogues},
+  };
+  return table;
+}
+
+const LibraryPattern* find_library_pattern(const std::string& op, dsl::Target target) {
+  for (const LibraryPattern& p : library_patterns())
+    if (p.op == op && p.target == target) return &p;
+  return nullptr;
+}
+
+std::vector<EpilogueStep> match_epilogue(const Graph& g, const Node& lib, int chain, const Node& n,
+                                         dsl::Target target, std::string& why) {
+  const LibraryPattern* pat = find_library_pattern(lib.op, target);
+  if (!pat) {
+    why = "no library epilogues for " + lib.op + " on " + dsl::target_name(target);
+    return {};
+  }
+  bool listed = false;
+  for (const std::string& op : pat->epilogue_ops) listed = listed || op == n.op;
+  const auto& table = epilogue_table();
+  const auto it = table.find(n.op);
+  if (!listed || it == table.end()) {
+    why = "'" + n.op + "' is not a " + pat->library + " post-op of " + lib.op;
+    return {};
+  }
+  const dsl::TensorType& lib_t = g.value(lib.outputs.at(0)).type;
+  const dsl::TensorType& out_t = g.value(n.outputs.at(0)).type;
+  if (lib_t.dtype != dsl::DType::Float32) {
+    why = "library output is " + std::string(dsl::dtype_name(lib_t.dtype)) + ", post-ops need float32";
+    return {};
+  }
+  if (out_t.dtype != dsl::DType::Float32) {
+    why = "epilogue output is " + std::string(dsl::dtype_name(out_t.dtype)) + ", not float32";
+    return {};
+  }
+  if (out_t.shape != lib_t.shape) {
+    why = "epilogue shape " + dsl::shape_str(out_t.shape) + " differs from the library output " +
+          dsl::shape_str(lib_t.shape);
+    return {};
+  }
+  for (int in : n.inputs) {
+    if (in == chain) continue;
+    const dsl::Value& v = g.value(in);
+    if (v.kind == dsl::ValueKind::Constant) continue;
+    // A tensor operand: it must broadcast to the output (right-aligned, dims equal or 1).
+    const dsl::Shape& s = v.type.shape;
+    bool ok = s.size() <= out_t.shape.size();
+    for (size_t i = 0; ok && i < s.size(); ++i) {
+      const int64_t d = s[s.size() - 1 - i];
+      ok = d == 1 || d == out_t.shape[out_t.shape.size() - 1 - i];
+    }
+    if (!ok) {
+      why = "operand " + dsl::shape_str(s) + " does not broadcast to the output " + dsl::shape_str(out_t.shape);
+      return {};
+    }
+  }
+  std::vector<EpilogueStep> steps = it->second(g, n, chain, why);
+  return steps;
+}
+
+}  // namespace flow::sched

@@ -1,0 +1,62 @@
+// Note: the library-offload patterns, in one table: for each library op (conv2d, matmul, ...) and
+// target, which library runs it and which elementwise consumers it absorbs as post-ops, and how
+// each absorbed op translates into a post-op. The fuser (scheduler/fusion.cpp) asks match_epilogue
+// whether a node may extend a library group's epilogue chain; the executor (jit/library_ops.h)
+// turns the resulting EpilogueSteps into oneDNN post-ops. Adding a fusable epilogue is one row of
+// the epilogue table in library_patterns.cpp.
+//
+// Table (CPU, oneDNN; conv2d, conv_transpose2d, matmul, linear, float32 only):
+//   relu -> eltwise relu          gelu -> gelu_erf / gelu_tanh (approximate="tanh")
+//   silu -> swish (alpha 1)       sigmoid -> logistic      tanh -> tanh
+//   clamp(min, max) -> clip       hardswish -> hardswish
+//   add/sub/mul/div with a tensor broadcasting to the output -> binary add/sub/mul/div
+//     (other - chain: binary sub then linear(-1); other / chain is refused; alpha != 1 refused)
+//   add/sub/mul/div with a constant scalar -> eltwise linear (alpha * x + beta)
+// CUDA: no library ops yet (no entry: the ops raise NotImplemented at compile time).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "dsl/graph.h"
+#include "dsl/stmt.h"
+
+namespace flow::sched {
+
+enum class PostOpAlg { Relu, GeluErf, GeluTanh, Swish, Logistic, Tanh, Clip, Hardswish, Linear, Add, Sub, Mul, Div };
+const char* post_op_alg_name(PostOpAlg a);
+bool is_binary_alg(PostOpAlg a);
+
+// One post-op of a library group's epilogue.
+struct EpilogueStep {
+  int node = -1;  // the graph node it implements (two steps may share one: other - chain)
+  PostOpAlg alg = PostOpAlg::Relu;
+  double alpha = 0, beta = 0;  // eltwise parameters (oneDNN's meaning; clip: min, max)
+  int operand = -1;            // binary: the graph value of the second operand
+  int scalar = -1;             // eltwise linear from a constant: that constant's value id
+  bool operator==(const EpilogueStep& o) const {
+    return node == o.node && alg == o.alg && alpha == o.alpha && beta == o.beta && operand == o.operand &&
+           scalar == o.scalar;
+  }
+};
+
+struct LibraryPattern {
+  std::string op;
+  dsl::Target target;
+  std::string library;                     // "oneDNN"
+  std::vector<std::string> epilogue_ops;  // elementwise ops absorbed as post-ops
+};
+
+// The whole table, and the row for (op, target) or nullptr.
+const std::vector<LibraryPattern>& library_patterns();
+const LibraryPattern* find_library_pattern(const std::string& op, dsl::Target target);
+
+// May elementwise node `n`, which reads `chain` (the current output of a library group whose
+// library node is `lib`), join that group's epilogue? Checks rules (b) and (c): the op is in the
+// table, its other operand is a constant scalar or a float32 tensor broadcasting to the output, and
+// its output has the library output's shape and float32 dtype. Returns the steps `n` becomes, or
+// an empty vector with `why` set to the named reason. Rule (a) (graph structure, cycles) is the
+// fuser's.
+std::vector<EpilogueStep> match_epilogue(const dsl::Graph& g, const dsl::Node& lib, int chain, const dsl::Node& n,
+                                         dsl::Target target, std::string& why);
+
+}  // namespace flow::sched

@@ -1,0 +1,701 @@
+// Library ops (matmul, linear, conv2d, conv_transpose2d) through oneDNN, checked against the
+// reference interpreter (naive loops in double) over random shapes, strided inputs and fused
+// epilogues; type inference and torch's error messages; the fusion rules of library groups.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "dsl/graph_interpreter.h"
+#include "dsl/op_table.h"
+#include "jit/compile.h"
+#include "jit/eager.h"
+#include "runtime/onednn.h"
+#include "scheduler/fusion.h"
+#include "test_util.h"
+
+using namespace flow;
+using dsl::DType;
+using dsl::Shape;
+
+namespace {
+
+using Attrs = dsl::Attrs;
+using I = std::vector<int64_t>;
+
+int64_t rnd(std::mt19937_64& rng, int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); }
+
+jit::Tensor random_tensor(const Shape& shape, std::mt19937_64& rng, DType dt = DType::Float32) {
+  jit::Tensor t = jit::Tensor::empty(shape, dt);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (dt == DType::Float64) {
+      static_cast<double*>(t.data())[i] = dist(rng);
+    } else {
+      static_cast<float*>(t.data())[i] = static_cast<float>(dist(rng));
+    }
+  }
+  return t;
+}
+
+// A logical tensor of `shape` stored permuted: storage has dims in `perm` order (a non-contiguous view).
+jit::Tensor permuted_tensor(const Shape& shape, const std::vector<size_t>& perm, std::mt19937_64& rng) {
+  Shape storage_shape;
+  for (size_t p : perm) storage_shape.push_back(shape[p]);
+  jit::Tensor base = random_tensor(storage_shape, rng);
+  jit::Tensor t = base;
+  t.sizes = shape;
+  t.strides.assign(shape.size(), 0);
+  for (size_t k = 0; k < perm.size(); ++k) t.strides[perm[k]] = base.strides[k];
+  return t;
+}
+
+// Every other element along the last dim of a [..., 2n] tensor: strides not 1.
+jit::Tensor strided_tensor(const Shape& shape, std::mt19937_64& rng) {
+  Shape big = shape;
+  big.back() *= 2;
+  jit::Tensor base = random_tensor(big, rng);
+  jit::Tensor t = base;
+  t.sizes = shape;
+  t.strides.back() = 2;
+  return t;
+}
+
+double get(const jit::Tensor& t, int64_t flat) {
+  int64_t off = 0;
+  for (size_t d = t.sizes.size(); d-- > 0;) {
+    off += (flat % t.sizes[d]) * t.strides[d];
+    flat /= t.sizes[d];
+  }
+  return t.dtype == DType::Float64 ? static_cast<const double*>(t.data())[off]
+                                   : static_cast<const float*>(t.data())[off];
+}
+
+dsl::HostTensor host_of(const jit::Tensor& t) {
+  dsl::HostTensor h{{t.sizes, t.dtype}, {}};
+  for (int64_t i = 0; i < t.numel(); ++i) h.data.push_back(get(t, i));
+  return h;
+}
+
+std::vector<std::vector<int64_t>> strides_of(const std::vector<jit::Tensor>& ts) {
+  std::vector<std::vector<int64_t>> s;
+  for (const auto& t : ts) s.push_back(t.strides);
+  return s;
+}
+
+// Compiles and runs `g`, compares every output with the reference interpreter (float64 math).
+std::shared_ptr<jit::Executable> check(const dsl::Graph& g, const std::vector<jit::Tensor>& inputs,
+                                       const std::string& what, double tol = 1e-4) {
+  auto exe = jit::compile(g, strides_of(inputs), {});
+  const auto outs = exe->run(inputs);
+  std::vector<dsl::HostTensor> hin;
+  for (const auto& t : inputs) hin.push_back(host_of(t));
+  const auto ref = dsl::interpret_graph(g, hin, /*float64_math=*/true);
+  EXPECT_EQ(outs.size(), ref.size());
+  for (size_t o = 0; o < outs.size() && o < ref.size(); ++o) {
+    EXPECT_EQ(outs[o].sizes, ref[o].type.shape) << what;
+    if (outs[o].sizes != ref[o].type.shape) continue;
+    double worst = 0;
+    int64_t at = -1;
+    for (int64_t i = 0; i < outs[o].numel(); ++i) {
+      const double r = ref[o].data[static_cast<size_t>(i)];
+      const double err = std::fabs(get(outs[o], i) - r) / (1.0 + std::fabs(r));
+      if (!(err <= worst)) {
+        worst = err;
+        at = i;
+      }
+    }
+    EXPECT_LE(worst, tol) << what << ": output " << o << " element " << at << " got "
+                          << (at >= 0 ? get(outs[o], at) : 0) << " want " << (at >= 0 ? ref[o].data[at] : 0) << "\n"
+                          << exe->explain(false);
+  }
+  return exe;
+}
+
+std::string op_error(const std::function<void()>& f, dsl::OpError::Kind* kind = nullptr) {
+  try {
+    f();
+  } catch (const dsl::OpError& e) {
+    if (kind) *kind = e.kind;
+    return e.what();
+  }
+  return "<no error>";
+}
+
+const sched::FusionGroup* library_group(const jit::Executable& exe) {
+  for (const auto& grp : exe.plan().groups)
+    if (grp.kind == sched::GroupKind::Library) return &grp;
+  return nullptr;
+}
+
+}  // namespace
+
+// ---- type inference and errors -------------------------------------------------------------------
+
+TEST(LibraryOps, MatmulShapes) {
+  auto shape_of = [](const Shape& a, const Shape& b) {
+    dsl::Graph g;
+    const int x = g.add_input({a, DType::Float32}), y = g.add_input({b, DType::Float32});
+    return g.value(g.add("matmul", {x, y})).type.shape;
+  };
+  EXPECT_EQ(shape_of({3}, {3}), Shape{});
+  EXPECT_EQ(shape_of({2, 3}, {3}), Shape{2});
+  EXPECT_EQ(shape_of({3}, {3, 5}), Shape{5});
+  EXPECT_EQ(shape_of({2, 3}, {3, 5}), (Shape{2, 5}));
+  EXPECT_EQ(shape_of({4, 1, 2, 3}, {6, 3, 5}), (Shape{4, 6, 2, 5}));
+  EXPECT_EQ(shape_of({7, 2, 3}, {3}), (Shape{7, 2}));
+  EXPECT_EQ(shape_of({3}, {7, 3, 5}), (Shape{7, 5}));
+}
+
+TEST(LibraryOps, MatmulErrorsReadLikeTorch) {
+  auto mm = [](const Shape& a, const Shape& b, DType ta = DType::Float32, DType tb = DType::Float32) {
+    return [=] {
+      dsl::Graph g;
+      const int x = g.add_input({a, ta}), y = g.add_input({b, tb});
+      g.add("matmul", {x, y});
+    };
+  };
+  EXPECT_EQ(op_error(mm({2, 3}, {4, 5})), "mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)");
+  EXPECT_EQ(op_error(mm({7, 2, 3}, {7, 4, 5})),
+            "Expected size for first two dimensions of batch2 tensor to be: [7, 3] but got: [7, 4].");
+  EXPECT_EQ(op_error(mm({7, 2, 3}, {6, 3, 5})),
+            "The size of tensor a (7) must match the size of tensor b (6) at non-singleton dimension 0");
+  EXPECT_EQ(op_error(mm({2, 3}, {4})), "size mismatch, got input (2), mat (2x3), vec (4)");
+  EXPECT_EQ(op_error(mm({3}, {4})),
+            "inconsistent tensor size, expected tensor [3] and src [4] to have the same number of elements, but got 3 "
+            "and 4 elements respectively");
+  EXPECT_EQ(op_error(mm({3}, {})), "both arguments to matmul need to be at least 1D, but they are 1D and 0D");
+  dsl::OpError::Kind kind{};
+  EXPECT_EQ(op_error(mm({2, 3}, {3, 4}, DType::Float32, DType::Float64), &kind),
+            "expected m1 and m2 to have the same dtype, but got: float != double");
+  EXPECT_EQ(kind, dsl::OpError::Kind::Value);  // torch raises RuntimeError
+  EXPECT_NE(op_error(mm({2, 3}, {3, 4}, DType::Int32, DType::Int32), &kind).find("not implemented for 'Int'"),
+            std::string::npos);
+  EXPECT_EQ(kind, dsl::OpError::Kind::NotImplemented);
+}
+
+TEST(LibraryOps, LinearShapesAndErrors) {
+  dsl::Graph g;
+  const int x = g.add_input({{6, 2, 3}, DType::Float32}), w = g.add_input({{4, 3}, DType::Float32});
+  const int b = g.add_input({{4}, DType::Float32}), w1 = g.add_input({{3}, DType::Float32});
+  EXPECT_EQ(g.value(g.add("linear", {x, w, b})).type.shape, (Shape{6, 2, 4}));
+  EXPECT_EQ(g.value(g.add("linear", {x, w1})).type.shape, (Shape{6, 2}));
+  const int w5 = g.add_input({{4, 5}, DType::Float32}), b5 = g.add_input({{5}, DType::Float32});
+  EXPECT_EQ(op_error([&] { g.add("linear", {x, w5}); }), "mat1 and mat2 shapes cannot be multiplied (12x3 and 5x4)");
+  EXPECT_EQ(op_error([&] { g.add("linear", {x, w, b5}); }),
+            "The expanded size of the tensor (4) must match the existing size (5) at non-singleton dimension 2.  "
+            "Target sizes: [6, 2, 4].  Tensor sizes: [5]");
+}
+
+TEST(LibraryOps, ConvShapesAttrsAndErrors) {
+  auto conv = [](const Shape& xs, const Shape& ws, const Attrs& a, bool bias = false, const Shape& bs = {}) {
+    dsl::Graph g;
+    std::vector<int> in{g.add_input({xs, DType::Float32}), g.add_input({ws, DType::Float32})};
+    if (bias) in.push_back(g.add_input({bs, DType::Float32}));
+    const int out = g.add("conv2d", in, a);
+    return std::make_pair(g.value(out).type.shape, g.node(g.value(out).producer).attrs);
+  };
+  EXPECT_EQ(conv({2, 3, 10, 10}, {8, 3, 3, 3}, {}).first, (Shape{2, 8, 8, 8}));
+  EXPECT_EQ(conv({2, 4, 11, 9}, {8, 2, 3, 3}, {{"stride", int64_t{2}}, {"padding", int64_t{1}}, {"groups", int64_t{2}}})
+                .first,
+            (Shape{2, 8, 6, 5}));
+  EXPECT_EQ(conv({3, 10, 10}, {8, 3, 3, 3}, {{"dilation", I{2, 1}}}).first, (Shape{8, 6, 8}));
+  const auto same = conv({1, 3, 9, 9}, {4, 3, 4, 3}, {{"padding", std::string("same")}});
+  EXPECT_EQ(same.first, (Shape{1, 4, 9, 9}));
+  EXPECT_EQ(std::get<I>(same.second.at("padding")), (I{1, 1}));
+  EXPECT_EQ(std::get<I>(same.second.at("padding_end")), (I{2, 1}));
+  EXPECT_EQ(std::get<I>(conv({1, 3, 9, 9}, {4, 3, 3, 3}, {{"stride", I{2}}}).second.at("stride")), (I{2, 2}));
+
+  auto err = [&](const Shape& xs, const Shape& ws, const Attrs& a, bool bias = false, const Shape& bs = {}) {
+    return op_error([&] { conv(xs, ws, a, bias, bs); });
+  };
+  EXPECT_EQ(err({2, 3, 8, 8}, {4, 2, 3, 3}, {}),
+            "Given groups=1, weight of size [4, 2, 3, 3], expected input[2, 3, 8, 8] to have 2 channels, but got 3 "
+            "channels instead");
+  EXPECT_EQ(err({2, 3, 8, 8}, {3, 1, 3, 3}, {{"groups", int64_t{2}}}),
+            "Given groups=2, expected weight to be divisible by 2 at dimension 0, but got weight of size [[3, 1, 3, "
+            "3]] instead");
+  EXPECT_EQ(err({2, 3, 8, 8}, {4, 3, 3, 3}, {}, true, {5}),
+            "Given weight of size [4, 3, 3, 3], expected bias to be 1-dimensional with 4 elements, but got bias of "
+            "size [5] instead");
+  EXPECT_EQ(err({2, 3, 8, 8}, {4, 3, 9, 9}, {}),
+            "Calculated padded input size per channel: (8 x 8). Kernel size: (9 x 9). Kernel size can't be greater "
+            "than actual input size");
+  EXPECT_EQ(err({2, 3}, {4, 3, 3, 3}, {}),
+            "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [2, 3]");
+  EXPECT_EQ(err({2, 3, 8, 8}, {4, 3, 3, 3}, {{"stride", int64_t{0}}}), "non-positive stride is not supported");
+  EXPECT_EQ(err({2, 3, 8, 8}, {4, 3, 3, 3}, {{"padding", int64_t{-1}}}), "negative padding is not supported");
+  EXPECT_EQ(err({2, 3, 8, 8}, {4, 3, 3, 3}, {{"stride", int64_t{2}}, {"padding", std::string("same")}}),
+            "padding='same' is not supported for strided convolutions");
+  EXPECT_EQ(err({2, 3, 8, 8}, {4, 3, 3, 3}, {{"padding", std::string("foo")}}), "Invalid padding string: 'foo'");
+  EXPECT_EQ(err({2, 3, 8, 8}, {4, 3, 3, 3}, {{"strid", int64_t{1}}}), "conv2d(): unexpected attribute 'strid'");
+
+  dsl::Graph g;
+  const int x = g.add_input({{2, 3, 8, 8}, DType::Float32}), w = g.add_input({{3, 4, 3, 3}, DType::Float32});
+  EXPECT_EQ(g.value(g.add("conv_transpose2d", {x, w}, {{"stride", int64_t{2}}, {"padding", int64_t{1}},
+                                                       {"output_padding", int64_t{1}}}))
+                .type.shape,
+            (Shape{2, 4, 16, 16}));
+  EXPECT_NE(op_error([&] { g.add("conv_transpose2d", {x, w}, {{"output_padding", int64_t{1}}}); })
+                .find("output padding must be smaller than either stride or dilation"),
+            std::string::npos);
+}
+
+// ---- numerics vs the reference interpreter ---------------------------------------------------------
+
+TEST(LibraryOps, MatmulRandomShapesMatchReference) {
+  auto rng = test::rng(11);
+  for (int iter = 0; iter < 30; ++iter) {
+    const int64_t m = rnd(rng, 1, 17), k = rnd(rng, 1, 40), n = rnd(rng, 1, 19);
+    const int kind = static_cast<int>(rnd(rng, 0, 5));
+    Shape as{m, k}, bs{k, n};
+    if (kind == 1) as = {k};                                   // vector @ matrix
+    if (kind == 2) bs = {k};                                   // matrix @ vector
+    if (kind == 3) as = {rnd(rng, 1, 3), m, k}, bs = {k, n};  // batch @ matrix
+    if (kind == 4) as = {3, 1, m, k}, bs = {2, k, n};          // broadcast batches
+    if (kind == 5) as = {2, m, k}, bs = {2, k, n};
+    dsl::Graph g;
+    const int a = g.add_input({as, DType::Float32}), b = g.add_input({bs, DType::Float32});
+    g.mark_output(g.add("matmul", {a, b}));
+    auto exe = check(g, {random_tensor(as, rng), random_tensor(bs, rng)}, "matmul " + dsl::shape_str(as) + " @ " +
+                                                                                 dsl::shape_str(bs));
+    EXPECT_EQ(exe->num_kernels(), 0);
+    EXPECT_EQ(exe->num_library_calls(), 1);
+  }
+}
+
+TEST(LibraryOps, MatmulStridedOperands) {
+  auto rng = test::rng(12);
+  const int64_t m = rnd(rng, 2, 13), k = rnd(rng, 2, 29), n = rnd(rng, 2, 11), bt = rnd(rng, 2, 4);
+  struct Case {
+    jit::Tensor a, b;
+    std::string what;
+  };
+  jit::Tensor expanded = random_tensor({1, k, n}, rng);  // a stride-0 batch dim
+  expanded.sizes = {bt, k, n};
+  expanded.strides = {0, n, 1};
+  std::vector<Case> cases = {
+      {permuted_tensor({m, k}, {1, 0}, rng), permuted_tensor({k, n}, {1, 0}, rng), "both transposed"},
+      {permuted_tensor({bt, m, k}, {1, 0, 2}, rng), random_tensor({bt, k, n}, rng), "permuted batch"},
+      {strided_tensor({bt, m, k}, rng), strided_tensor({k, n}, rng), "inner stride 2 (copied)"},
+      {random_tensor({bt, m, k}, rng), expanded, "expanded batch"},
+  };
+  for (const auto& c : cases) {
+    dsl::Graph g;
+    const int a = g.add_input({c.a.sizes, DType::Float32}), b = g.add_input({c.b.sizes, DType::Float32});
+    g.mark_output(g.add("matmul", {a, b}));
+    check(g, {c.a, c.b}, c.what);
+  }
+}
+
+TEST(LibraryOps, LinearMatchesReference) {
+  auto rng = test::rng(13);
+  for (int iter = 0; iter < 16; ++iter) {
+    const int64_t in = rnd(rng, 1, 33), out = rnd(rng, 1, 21);
+    Shape xs = {rnd(rng, 1, 9), in};
+    if (iter % 4 == 1) xs = {rnd(rng, 1, 3), rnd(rng, 1, 5), in};
+    if (iter % 4 == 2) xs = {in};
+    const bool bias = iter % 2 == 0;
+    const bool w_transposed = iter % 3 == 0;
+    dsl::Graph g;
+    std::vector<int> ins{g.add_input({xs, DType::Float32}), g.add_input({{out, in}, DType::Float32})};
+    std::vector<jit::Tensor> ts{random_tensor(xs, rng),
+                                w_transposed ? permuted_tensor({out, in}, {1, 0}, rng) : random_tensor({out, in}, rng)};
+    if (bias) {
+      ins.push_back(g.add_input({{out}, DType::Float32}));
+      ts.push_back(random_tensor({out}, rng));
+    }
+    g.mark_output(g.add("linear", ins));
+    check(g, ts, "linear x" + dsl::shape_str(xs) + " out " + std::to_string(out));
+  }
+}
+
+TEST(LibraryOps, Conv2dRandomConfigsMatchReference) {
+  auto rng = test::rng(14);
+  for (int iter = 0; iter < 40; ++iter) {
+    const int64_t groups = iter % 5 == 0 ? rnd(rng, 2, 3) : 1;
+    const int64_t icg = rnd(rng, 1, 5), ocg = rnd(rng, 1, 6);
+    const bool depthwise = iter % 7 == 3;
+    const int64_t g_ = depthwise ? rnd(rng, 2, 6) : groups;
+    const int64_t c = depthwise ? g_ : icg * g_, oc = depthwise ? g_ * rnd(rng, 1, 2) : ocg * g_;
+    const int64_t kh = iter % 3 == 0 ? 1 : rnd(rng, 1, 3) * 2 - 1 + (iter % 8 == 5 ? 1 : 0);
+    const int64_t kw = iter % 3 == 0 ? 1 : (iter % 4 == 1 ? kh + 1 : kh);
+    Attrs a{{"stride", I{rnd(rng, 1, 2), rnd(rng, 1, 2)}},
+            {"padding", I{rnd(rng, 0, 2), rnd(rng, 0, 2)}},
+            {"dilation", I{rnd(rng, 1, 2), rnd(rng, 1, 2)}},
+            {"groups", g_}};
+    if (iter % 6 == 4) a = {{"padding", std::string("same")}, {"dilation", I{rnd(rng, 1, 2), 1}}, {"groups", g_}};
+    const int64_t h = rnd(rng, 1, 10) + 2 * kh, w = rnd(rng, 1, 10) + 2 * kw, n = rnd(rng, 1, 3);
+    const bool unbatched = iter % 9 == 8;
+    const Shape xs = unbatched ? Shape{c, h, w} : Shape{n, c, h, w};
+    const Shape ws{oc, c / g_, kh, kw};
+    const bool bias = iter % 2 == 1;
+    // Input layouts: contiguous, channels-last, or a non-dense slice (copied first).
+    const int layout = static_cast<int>(iter % 3);
+    jit::Tensor x = layout == 1 && !unbatched ? permuted_tensor(xs, {0, 2, 3, 1}, rng)
+                    : layout == 2              ? strided_tensor(xs, rng)
+                                               : random_tensor(xs, rng);
+    dsl::Graph g;
+    std::vector<int> ins{g.add_input({xs, DType::Float32}), g.add_input({ws, DType::Float32})};
+    std::vector<jit::Tensor> ts{x, random_tensor(ws, rng)};
+    if (bias) {
+      ins.push_back(g.add_input({{oc}, DType::Float32}));
+      ts.push_back(random_tensor({oc}, rng));
+    }
+    g.mark_output(g.add("conv2d", ins, a));
+    std::string what = "conv2d x" + dsl::shape_str(xs) + " w" + dsl::shape_str(ws) + " layout " +
+                       std::to_string(layout) + " attrs";
+    for (const auto& [key, v] : g.node(0).attrs)
+      what += " " + key + "=" + (std::holds_alternative<I>(v) ? dsl::shape_str(std::get<I>(v)) : "g");
+    check(g, ts, what);
+  }
+}
+
+TEST(LibraryOps, ConvTranspose2dMatchesReference) {
+  auto rng = test::rng(15);
+  for (int iter = 0; iter < 16; ++iter) {
+    const int64_t groups = iter % 4 == 3 ? 2 : 1;
+    const int64_t c = groups * rnd(rng, 1, 4), ocg = rnd(rng, 1, 4), k = rnd(rng, 1, 3);
+    const int64_t stride = rnd(rng, 1, 3), dil = rnd(rng, 1, 2), pad = rnd(rng, 0, 1);
+    const int64_t out_pad = stride > 1 ? rnd(rng, 0, 1) : 0;
+    const Shape xs{rnd(rng, 1, 2), c, rnd(rng, 3, 8), rnd(rng, 3, 8)}, ws{c, ocg, k, k};
+    dsl::Graph g;
+    const int x = g.add_input({xs, DType::Float32}), w = g.add_input({ws, DType::Float32});
+    const int b = g.add_input({{ocg * groups}, DType::Float32});
+    std::vector<int> ins{x, w};
+    if (iter % 2 == 0) ins.push_back(b);
+    g.mark_output(g.add("conv_transpose2d", ins,
+                        {{"stride", stride}, {"padding", pad}, {"output_padding", out_pad}, {"dilation", dil},
+                         {"groups", groups}}));
+    std::vector<jit::Tensor> ts{random_tensor(xs, rng), random_tensor(ws, rng), random_tensor({ocg * groups}, rng)};
+    check(g, ts, "conv_transpose2d x" + dsl::shape_str(xs) + " w" + dsl::shape_str(ws) + " s" +
+                     std::to_string(stride) + " p" + std::to_string(pad) + " op" + std::to_string(out_pad) + " d" +
+                     std::to_string(dil) + " g" + std::to_string(groups));
+  }
+}
+
+TEST(LibraryOps, Float64RunsByReferenceLoops) {
+  auto rng = test::rng(16);
+  dsl::Graph g;
+  const int a = g.add_input({{3, 5, 7}, DType::Float64}), b = g.add_input({{7, 4}, DType::Float64});
+  g.mark_output(g.add("relu", {g.add("matmul", {a, b})}));
+  auto exe = check(g, {random_tensor({3, 5, 7}, rng, DType::Float64), random_tensor({7, 4}, rng, DType::Float64)},
+                   "float64 matmul", 1e-12);
+  ASSERT_EQ(exe->num_library_calls(), 1);
+  EXPECT_EQ(exe->library_steps()[0].library, "reference");
+  EXPECT_TRUE(exe->library_steps()[0].epilogue.empty());  // post-ops are float32 only
+}
+
+// ---- fused epilogues ------------------------------------------------------------------------------
+
+TEST(LibraryOps, ConvBiasResidualReluIsOneLibraryCall) {
+  auto rng = test::rng(17);
+  const int64_t n = 2, c = 5, oc = 6, h = 9, w = 7;
+  dsl::Graph g;
+  const int x = g.add_input({{n, c, h, w}, DType::Float32}), wt = g.add_input({{oc, c, 3, 3}, DType::Float32});
+  const int bias = g.add_input({{oc, 1, 1}, DType::Float32}), res = g.add_input({{n, oc, h, w}, DType::Float32});
+  const int y = g.add("conv2d", {x, wt}, {{"padding", int64_t{1}}});
+  g.mark_output(g.add("relu", {g.add("add", {res, g.add("add", {y, bias})})}));
+  auto exe = check(g,
+                   {random_tensor({n, c, h, w}, rng), random_tensor({oc, c, 3, 3}, rng), random_tensor({oc, 1, 1}, rng),
+                    random_tensor({n, oc, h, w}, rng)},
+                   "conv + bias + residual + relu");
+  EXPECT_EQ(exe->plan().groups.size(), 1u) << exe->explain(false);
+  EXPECT_EQ(exe->num_kernels(), 0);
+  const std::string ex = exe->explain(false);
+  EXPECT_NE(ex.find("library call: conv2d (oneDNN) + post-ops [add, add, relu]"), std::string::npos) << ex;
+  EXPECT_NE(ex.find("0 generated, 1 library calls"), std::string::npos) << ex;
+}
+
+TEST(LibraryOps, EpilogueChainsMatchReference) {
+  auto rng = test::rng(18);
+  struct Chain {
+    std::string name;
+    std::function<int(dsl::Graph&, int y, int other)> build;  // other: a tensor of the output's shape
+    size_t post_ops;
+  };
+  auto c = [](dsl::Graph& g, double v) { return g.add_constant(v, DType::Float64, true); };
+  const std::vector<Chain> chains = {
+      {"gelu", [](dsl::Graph& g, int y, int) { return g.add("gelu", {y}); }, 1},
+      {"gelu tanh", [](dsl::Graph& g, int y, int) { return g.add("gelu", {y}, {{"approximate", std::string("tanh")}}); }, 1},
+      {"silu * 0.5 + 1",
+       [&](dsl::Graph& g, int y, int) { return g.add("add", {g.add("mul", {g.add("silu", {y}), c(g, 0.5)}), c(g, 1.0)}); },
+       3},
+      {"sigmoid, tanh", [](dsl::Graph& g, int y, int) { return g.add("tanh", {g.add("sigmoid", {y})}); }, 2},
+      {"clamp(-0.5, 0.25)",
+       [](dsl::Graph& g, int y, int) { return g.add("clamp", {y}, {{"min", -0.5}, {"max", 0.25}}); }, 1},
+      {"clamp(min=0) (relu6 style max only)",
+       [](dsl::Graph& g, int y, int) { return g.add("clamp", {y}, {{"max", int64_t{6}}}); }, 1},
+      {"other - y (reversed sub)", [](dsl::Graph& g, int y, int o) { return g.add("sub", {o, y}); }, 2},
+      {"y * other / 4", [&](dsl::Graph& g, int y, int o) { return g.add("div", {g.add("mul", {y, o}), c(g, 4.0)}); }, 2},
+      {"2 - y", [&](dsl::Graph& g, int y, int) { return g.add("sub", {c(g, 2.0), y}); }, 1},
+      {"y / other", [](dsl::Graph& g, int y, int o) { return g.add("div", {y, o}); }, 1},
+  };
+  for (const auto& ch : chains) {
+    for (const std::string op : {"matmul", "linear", "conv2d"}) {
+      dsl::Graph g;
+      std::vector<jit::Tensor> ts;
+      int y = -1;
+      Shape out;
+      if (op == "conv2d") {
+        const int x = g.add_input({{2, 3, 6, 5}, DType::Float32}), w = g.add_input({{4, 3, 3, 3}, DType::Float32});
+        ts = {random_tensor({2, 3, 6, 5}, rng), random_tensor({4, 3, 3, 3}, rng)};
+        y = g.add("conv2d", {x, w}, {{"padding", int64_t{1}}});
+      } else if (op == "linear") {
+        const int x = g.add_input({{2, 3, 7}, DType::Float32}), w = g.add_input({{5, 7}, DType::Float32});
+        const int b = g.add_input({{5}, DType::Float32});
+        ts = {random_tensor({2, 3, 7}, rng), random_tensor({5, 7}, rng), random_tensor({5}, rng)};
+        y = g.add("linear", {x, w, b});
+      } else {
+        const int a = g.add_input({{3, 4, 7}, DType::Float32}), b = g.add_input({{7, 6}, DType::Float32});
+        ts = {random_tensor({3, 4, 7}, rng), random_tensor({7, 6}, rng)};
+        y = g.add("matmul", {a, b});
+      }
+      out = g.value(y).type.shape;
+      const int other = g.add_input({out, DType::Float32});
+      jit::Tensor ot = random_tensor(out, rng);
+      if (ch.name == "y / other")  // keep the divisor away from 0
+        for (int64_t i = 0; i < ot.numel(); ++i) static_cast<float*>(ot.data())[i] += 3.f;
+      ts.push_back(ot);
+      g.mark_output(ch.build(g, y, other));
+      auto exe = check(g, ts, op + " + " + ch.name);
+      EXPECT_EQ(exe->plan().groups.size(), 1u) << op << " + " << ch.name << "\n" << exe->explain(false);
+      const sched::FusionGroup* lg = library_group(*exe);
+      ASSERT_NE(lg, nullptr);
+      EXPECT_EQ(lg->epilogue.size(), ch.post_ops) << op << " + " << ch.name;
+    }
+  }
+}
+
+TEST(LibraryOps, BroadcastPostOpOperands) {
+  // Per-channel, per-row, scalar-tensor and odd broadcasts: oneDNN takes some as post-ops and the
+  // rest run through the fallback loop; the results must match either way.
+  auto rng = test::rng(19);
+  const Shape out{2, 4, 5, 3};
+  for (const Shape& os : {Shape{4, 1, 1}, Shape{1, 4, 1, 1}, Shape{3}, Shape{}, Shape{2, 1, 5, 1}, Shape{5, 3},
+                          Shape{2, 4, 5, 3}}) {
+    dsl::Graph g;
+    const int x = g.add_input({{2, 3, 5, 3}, DType::Float32}), w = g.add_input({{4, 3, 1, 1}, DType::Float32});
+    const int o = g.add_input({os, DType::Float32});
+    g.mark_output(g.add("mul", {g.add("conv2d", {x, w}), o}));
+    auto exe = check(g, {random_tensor({2, 3, 5, 3}, rng), random_tensor({4, 3, 1, 1}, rng), random_tensor(os, rng)},
+                     "conv * operand " + dsl::shape_str(os));
+    EXPECT_EQ(exe->plan().groups.size(), 1u) << dsl::shape_str(os);
+  }
+  // A non-contiguous residual (a channels-last view) as the binary operand.
+  dsl::Graph g;
+  const int x = g.add_input({{2, 3, 5, 3}, DType::Float32}), w = g.add_input({{4, 3, 1, 1}, DType::Float32});
+  const int r = g.add_input({out, DType::Float32});
+  g.mark_output(g.add("add", {g.add("conv2d", {x, w}), r}));
+  check(g, {random_tensor({2, 3, 5, 3}, rng), random_tensor({4, 3, 1, 1}, rng), permuted_tensor(out, {0, 2, 3, 1}, rng)},
+        "conv + channels-last residual");
+}
+
+TEST(LibraryOps, RejectedEpiloguesFallBackToKernels) {
+  auto rng = test::rng(20);
+  const auto x_t = random_tensor({3, 8}, rng), w_t = random_tensor({8, 5}, rng);
+  auto reason = [](const jit::Executable& exe) {
+    std::string all;
+    for (const auto& r : exe.plan().rejected) all += r.reason + ";";
+    return all;
+  };
+  {  // not in the table: exp becomes a generated kernel after the library call
+    dsl::Graph g;
+    const int a = g.add_input({{3, 8}, DType::Float32}), b = g.add_input({{8, 5}, DType::Float32});
+    g.mark_output(g.add("exp", {g.add("relu", {g.add("matmul", {a, b})})}));
+    auto exe = check(g, {x_t, w_t}, "matmul + relu + exp");
+    EXPECT_EQ(exe->num_library_calls(), 1);
+    EXPECT_EQ(exe->num_kernels(), 1);
+    EXPECT_NE(reason(*exe).find("'exp' is not a oneDNN post-op of matmul"), std::string::npos) << reason(*exe);
+    EXPECT_NE(exe->explain(false).find("1 generated, 1 library calls"), std::string::npos);
+  }
+  {  // the library output is also a graph output: it must be written, so no post-op
+    dsl::Graph g;
+    const int a = g.add_input({{3, 8}, DType::Float32}), b = g.add_input({{8, 5}, DType::Float32});
+    const int y = g.add("matmul", {a, b});
+    g.mark_output(y);
+    g.mark_output(g.add("relu", {y}));
+    auto exe = check(g, {x_t, w_t}, "matmul output and relu");
+    EXPECT_EQ(exe->plan().groups.size(), 2u);
+    EXPECT_NE(reason(*exe).find("library output is a graph output"), std::string::npos) << reason(*exe);
+  }
+  {  // two consumers of the library output
+    dsl::Graph g;
+    const int a = g.add_input({{3, 8}, DType::Float32}), b = g.add_input({{8, 5}, DType::Float32});
+    const int y = g.add("matmul", {a, b});
+    g.mark_output(g.add("mul", {g.add("relu", {y}), g.add("sigmoid", {y})}));
+    auto exe = check(g, {x_t, w_t}, "matmul with two consumers");
+    EXPECT_EQ(exe->num_library_calls(), 1);
+    EXPECT_NE(reason(*exe).find("library output has other consumers"), std::string::npos) << reason(*exe);
+  }
+  {  // the epilogue broadcasts the output to a larger shape
+    dsl::Graph g;
+    const int a = g.add_input({{3, 8}, DType::Float32}), b = g.add_input({{8, 5}, DType::Float32});
+    const int big = g.add_input({{2, 3, 5}, DType::Float32});
+    g.mark_output(g.add("add", {g.add("matmul", {a, b}), big}));
+    auto exe = check(g, {x_t, w_t, random_tensor({2, 3, 5}, rng)}, "matmul + broadcast to a larger shape");
+    EXPECT_EQ(exe->num_kernels(), 1);
+    EXPECT_NE(reason(*exe).find("differs from the library output"), std::string::npos) << reason(*exe);
+  }
+  {  // a float64 operand promotes the result: not a float32 post-op
+    dsl::Graph g;
+    const int a = g.add_input({{3, 8}, DType::Float32}), b = g.add_input({{8, 5}, DType::Float32});
+    const int d = g.add_input({{3, 5}, DType::Float64});
+    g.mark_output(g.add("add", {g.add("matmul", {a, b}), d}));
+    auto exe = check(g, {x_t, w_t, random_tensor({3, 5}, rng, DType::Float64)}, "matmul + float64");
+    EXPECT_EQ(exe->num_kernels(), 1);
+    EXPECT_NE(reason(*exe).find("not float32"), std::string::npos) << reason(*exe);
+  }
+  {  // a chain of two library calls: the second matmul reads the first's fused output
+    dsl::Graph g;
+    const int a = g.add_input({{3, 8}, DType::Float32}), b = g.add_input({{8, 5}, DType::Float32});
+    const int c2 = g.add_input({{5, 4}, DType::Float32});
+    const int h = g.add("relu", {g.add("matmul", {a, b})});
+    g.mark_output(g.add("tanh", {g.add("matmul", {h, c2})}));
+    auto exe = check(g, {x_t, w_t, random_tensor({5, 4}, rng)}, "two matmuls");
+    EXPECT_EQ(exe->num_library_calls(), 2);
+    EXPECT_EQ(exe->num_kernels(), 0);
+  }
+  {  // an elementwise producer stays a kernel before the call; relu of a view stays after it
+    dsl::Graph g;
+    const int a = g.add_input({{3, 8}, DType::Float32}), b = g.add_input({{8, 5}, DType::Float32});
+    const int y = g.add("matmul", {g.add("exp", {a}), b});
+    g.mark_output(g.add("relu", {g.add("reshape", {y}, {{"shape", I{15}}})}));
+    auto exe = check(g, {x_t, w_t}, "exp -> matmul -> reshape -> relu");
+    EXPECT_EQ(exe->num_library_calls(), 1);
+    EXPECT_EQ(exe->num_kernels(), 2);
+  }
+}
+
+TEST(LibraryOps, UnfusedPlanMatches) {
+  auto rng = test::rng(21);
+  dsl::Graph g;
+  const int x = g.add_input({{1, 2, 5, 5}, DType::Float32}), w = g.add_input({{3, 2, 3, 3}, DType::Float32});
+  g.mark_output(g.add("relu", {g.add("conv2d", {x, w})}));
+  jit::CompileOptions opt;
+  opt.fuse = false;
+  const std::vector<jit::Tensor> ts{random_tensor({1, 2, 5, 5}, rng), random_tensor({3, 2, 3, 3}, rng)};
+  auto exe = jit::compile(g, {}, opt);
+  EXPECT_EQ(exe->num_library_calls(), 1);
+  EXPECT_EQ(exe->num_kernels(), 1);
+  const auto out = exe->run(ts).at(0);
+  const auto ref = dsl::interpret_graph(g, {host_of(ts[0]), host_of(ts[1])}, true).at(0);
+  for (int64_t i = 0; i < out.numel(); ++i) ASSERT_NEAR(get(out, i), ref.data[i], 1e-4);
+}
+
+TEST(LibraryOps, EagerOpsAndPrimitiveCache) {
+  auto rng = test::rng(22);
+  const jit::Tensor x = random_tensor({2, 3, 7, 7}, rng), w = random_tensor({4, 3, 3, 3}, rng);
+  const auto before = runtime::onednn::stats();
+  for (int rep = 0; rep < 3; ++rep) {
+    const jit::Tensor y = jit::eager_op("conv2d", {x, w}, {{"stride", int64_t{2}}}).at(0);
+    ASSERT_EQ(y.sizes, (Shape{2, 4, 3, 3}));
+    const auto ref =
+        dsl::interpret_graph(
+            [&] {
+              dsl::Graph g;
+              g.mark_output(g.add("conv2d", {g.add_input({x.sizes, DType::Float32}), g.add_input({w.sizes, DType::Float32})},
+                                  {{"stride", int64_t{2}}}));
+              return g;
+            }(),
+            {host_of(x), host_of(w)}, true)
+            .at(0);
+    for (int64_t i = 0; i < y.numel(); ++i) ASSERT_NEAR(get(y, i), ref.data[i], 1e-4);
+  }
+  const auto after = runtime::onednn::stats();
+  EXPECT_GE(after.executions - before.executions, 3u);
+  EXPECT_GE(after.cache_hits - before.cache_hits, 2u);  // one primitive for the three calls
+  // Eager matmul with a transposed (non-contiguous) operand.
+  const jit::Tensor a = permuted_tensor({5, 6}, {1, 0}, rng), b = random_tensor({6, 2}, rng);
+  const jit::Tensor m = jit::eager_op("matmul", {a, b}, {}).at(0);
+  for (int64_t i = 0; i < 5; ++i)
+    for (int64_t j = 0; j < 2; ++j) {
+      double r = 0;
+      for (int64_t k = 0; k < 6; ++k) r += get(a, i * 6 + k) * get(b, k * 2 + j);
+      ASSERT_NEAR(get(m, i * 2 + j), r, 1e-4);
+    }
+}
+
+TEST(LibraryOps, FallbackPostOpLoopMatchesFormulas) {
+  // The runtime's post-op loop (used when oneDNN refuses a chain) against direct formulas.
+  namespace od = runtime::onednn;
+  std::vector<float> dst{-2.f, -0.5f, 0.f, 0.75f, 3.f, 8.f}, other{1.f, 2.f};
+  const std::vector<float> orig = dst;
+  od::apply_post_ops({dst.data(), {3, 2}, {}},
+                     {od::PostOp::eltwise_op(od::Eltwise::Hardswish), od::PostOp::binary_op(od::Binary::Mul, {other.data(), {1, 2}, {}}),
+                      od::PostOp::eltwise_op(od::Eltwise::Clip, -1.f, 5.f), od::PostOp::eltwise_op(od::Eltwise::Linear, 2.f, 1.f)},
+                     nullptr);
+  for (size_t i = 0; i < dst.size(); ++i) {
+    const float x = orig[i];
+    const float hs = x * std::min(std::max(x + 3.f, 0.f), 6.f) / 6.f;
+    const float want = 2.f * std::min(5.f, std::max(-1.f, hs * other[i % 2])) + 1.f;
+    EXPECT_NEAR(dst[i], want, 1e-6) << i;
+  }
+}
+
+TEST(LibraryOps, RandomPostOpChainsMatchTheLoop) {
+  // oneDNN's fused post-ops against the runtime's plain loop, over random chains on a matmul and a
+  // convolution (binary operands full, per-row/per-channel, and an odd broadcast).
+  namespace od = runtime::onednn;
+  auto rng = test::rng(23);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  auto fill = [&](std::vector<float>& v, float shift = 0) {
+    for (float& x : v) x = u(rng) + shift;
+  };
+  const int64_t M = 5, K = 7, N = 6;
+  std::vector<float> a(M * K), b(K * N), full(M * N), row(N);
+  fill(a), fill(b), fill(full), fill(row, 3.f);
+  const int64_t C = 3, OC = 4, H = 6, W = 5;
+  std::vector<float> x(2 * C * H * W), w(OC * C * 3 * 3), cfull(2 * OC * H * W), chan(OC), odd(2 * H);
+  fill(x), fill(w), fill(cfull), fill(chan, 3.f), fill(odd, 3.f);
+  for (int trial = 0; trial < 120; ++trial) {
+    const bool conv = trial % 2 == 1;
+    std::vector<od::PostOp> chain;
+    std::string desc;
+    const int len = static_cast<int>(rnd(rng, 1, 4));
+    for (int i = 0; i < len; ++i) {
+      const int k = static_cast<int>(rnd(rng, 0, 11));
+      if (k < 9) {
+        const auto e = static_cast<od::Eltwise>(k);
+        const float lo = -0.5f + 0.4f * u(rng), hi = 0.5f + 0.4f * u(rng);
+        const float al = e == od::Eltwise::Swish ? 1.f : e == od::Eltwise::Clip ? lo : e == od::Eltwise::Linear ? u(rng) : 0.f;
+        const float be = e == od::Eltwise::Clip ? hi : e == od::Eltwise::Linear ? u(rng) : 0.f;
+        chain.push_back(od::PostOp::eltwise_op(e, al, be));
+        desc += std::string(od::eltwise_name(e)) + " ";
+      } else if (k == 9) {
+        chain.push_back(od::PostOp::binary_op(od::Binary::Add, conv ? od::TensorArg{cfull.data(), {2, OC, H, W}, {}}
+                                                                   : od::TensorArg{full.data(), {M, N}, {}}));
+        desc += "add_full ";
+      } else if (k == 10) {
+        chain.push_back(od::PostOp::binary_op(od::Binary::Div, conv ? od::TensorArg{chan.data(), {1, OC, 1, 1}, {}}
+                                                                   : od::TensorArg{row.data(), {1, N}, {}}));
+        desc += "div_channel ";
+      } else {
+        chain.push_back(od::PostOp::binary_op(od::Binary::Sub, conv ? od::TensorArg{odd.data(), {2, 1, H, 1}, {}}
+                                                                   : od::TensorArg{row.data(), {1, N}, {}}));
+        desc += "sub_odd ";
+      }
+    }
+    std::vector<float> got, want;
+    if (!conv) {
+      got.resize(M * N);
+      want.assign(M * N, 0.f);
+      od::matmul({a.data(), {M, K}, {}}, {b.data(), {K, N}, {}}, nullptr, {got.data(), {M, N}, {}}, chain);
+      od::matmul({a.data(), {M, K}, {}}, {b.data(), {K, N}, {}}, nullptr, {want.data(), {M, N}, {}}, {});
+      od::apply_post_ops({want.data(), {M, N}, {}}, chain, nullptr);
+    } else {
+      od::ConvParams p;
+      p.pad_begin[0] = p.pad_begin[1] = p.pad_end[0] = p.pad_end[1] = 1;
+      got.resize(cfull.size());
+      want.resize(cfull.size());
+      od::conv2d(p, {x.data(), {2, C, H, W}, {}}, {w.data(), {OC, C, 3, 3}, {}}, nullptr, {got.data(), {2, OC, H, W}, {}},
+                 chain);
+      od::conv2d(p, {x.data(), {2, C, H, W}, {}}, {w.data(), {OC, C, 3, 3}, {}}, nullptr,
+                 {want.data(), {2, OC, H, W}, {}}, {});
+      od::apply_post_ops({want.data(), {2, OC, H, W}, {}}, chain, nullptr);
+    }
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << (conv ? "conv: " : "matmul: ") << desc << " at " << i;
+  }
+}
