@@ -75,7 +75,8 @@ std::vector<double> linear_ref(const HostTensor& x, const HostTensor& w, const H
 
 std::vector<double> conv_ref(const Node& n, bool transposed, const HostTensor& x, const HostTensor& w,
                              const HostTensor* bias, const Shape& out_shape) {
-  const Shape xs = x.type.shape.size() == 4 ? x.type.shape : Shape{1, x.type.shape[0], x.type.shape[1], x.type.shape[2]};
+  const Shape xs =
+      x.type.shape.size() == 4 ? x.type.shape : Shape{1, x.type.shape[0], x.type.shape[1], x.type.shape[2]};
   const Shape os = out_shape.size() == 4 ? out_shape : Shape{1, out_shape[0], out_shape[1], out_shape[2]};
   const std::vector<int64_t> stride = attr_ints(n.attrs, "stride", n.op), pad = attr_ints(n.attrs, "padding", n.op),
                              dil = attr_ints(n.attrs, "dilation", n.op);

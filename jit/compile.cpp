@@ -60,7 +60,9 @@ void dump_kernel(const Backend& backend, const sched::ScheduledKernel& sk, const
 uint64_t total_launches() { return launches().load(); }
 void reset_total_launches() { launches().store(0); }
 
-std::shared_ptr<const CompiledKernel> get_kernel(const sched::ScheduledKernel& sk, const CompileOptions& opt) {
+std::shared_ptr<const CompiledKernel> get_kernel(const sched::ScheduledKernel& sk, const CompileOptions& opt,
+                                                bool* compiled_now) {
+  if (compiled_now) *compiled_now = false;
   const Backend& backend = backend_for(opt.target);
   std::string canonical;
   dsl::serialize(sk.func, canonical);
@@ -89,6 +91,7 @@ std::shared_ptr<const CompiledKernel> get_kernel(const sched::ScheduledKernel& s
     fresh.binary = backend.compile(sk.func, opt);
     fresh.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     k->compile_seconds = fresh.compile_seconds;
+    if (compiled_now) *compiled_now = true;
     dump_kernel(backend, sk, k->key_hex);
     cache.record_compile(fresh.compile_seconds);
     cache.store(key, fresh);
@@ -128,11 +131,6 @@ void launch_cpu(const CompiledKernel& k, const std::vector<sched::KernelArg>& ar
 
 // ---- Executable --------------------------------------------------------------------------------
 
-int Executable::num_compiled() const {
-  int n = 0;
-  for (const auto& k : kernels_) n += k->cache_hit || k->compile_seconds == 0 ? 0 : 1;
-  return n;
-}
 
 std::shared_ptr<Executable> compile(const Graph& g, const std::vector<std::vector<int64_t>>& input_strides,
                                     const CompileOptions& opt) {
@@ -164,7 +162,10 @@ std::shared_ptr<Executable> compile(const Graph& g, const std::vector<std::vecto
     const sched::KernelInstance& ki = exe->instances_.back();
     const sched::Scheduler& s = sched::scheduler_for(ki, opt.target);
     const sched::ScheduledKernel sk = s.schedule(ki, s.heuristics(ki, opt.target), opt.target);
-    exe->kernels_.push_back(get_kernel(sk, opt));
+    bool compiled_now = false;
+    exe->kernels_.push_back(get_kernel(sk, opt, &compiled_now));
+    exe->num_compiled_ += compiled_now ? 1 : 0;
+    exe->kernel_compiled_.push_back(compiled_now);
     exe->kernel_args_.push_back(sk.args);
     exe->kernel_group_.push_back(static_cast<int>(gi));
   }
@@ -279,7 +280,7 @@ std::string Executable::explain(bool with_source) const {
     const auto& sk = ck.scheduled;
     os << "kernel " << k << ": " << sk.func.name << "  scheduler=" << sk.scheduler
        << "  params=" << sched::params_to_json(sk.params) << "\n  key=" << ck.key_hex
-       << (ck.cache_hit ? "  (cache hit)" : "  (compiled in " + std::to_string(ck.compile_seconds * 1e3) + " ms)")
+       << (kernel_compiled_[k] ? "  (compiled in " + std::to_string(ck.compile_seconds * 1e3) + " ms)" : "  (from cache)")
        << "\n  coalesced domain: kept " << dsl::shape_str(instances_[k].kept) << " reduced "
        << dsl::shape_str(instances_[k].reduced) << "\n";
     os << "-- loop nest --\n" << dsl::to_string(sk.func) << "\n";

@@ -37,7 +37,9 @@ struct CompiledKernel {
 };
 
 // Loads or compiles one scheduled kernel for a target (thread-safe; cached in memory by key).
-std::shared_ptr<const CompiledKernel> get_kernel(const sched::ScheduledKernel& sk, const CompileOptions& opt);
+// `compiled_now` (optional) is set when this call compiled the kernel (neither memory nor disk had it).
+std::shared_ptr<const CompiledKernel> get_kernel(const sched::ScheduledKernel& sk, const CompileOptions& opt,
+                                                bool* compiled_now = nullptr);
 // Runs a CPU kernel with the launch arguments of one specialization (a cached kernel serves many
 // shapes, so its own `scheduled.args` are those of whichever instance compiled it first): buffer
 // args from `values` (indexed by graph value id).
@@ -61,7 +63,7 @@ class Executable {
   // Library calls (conv, GEMM through oneDNN), in plan order; they are not kernels.
   const std::vector<LibraryStep>& library_steps() const { return library_steps_; }
   int num_library_calls() const { return static_cast<int>(library_steps_.size()); }
-  int num_compiled() const;  // kernels this compile produced (not from the cache)
+  int num_compiled() const { return num_compiled_; }  // kernels this compile produced (not cached)
   // Graph, fusion groups, rejected merges, kernels with Params and cache status, loop nests and
   // (with_source) the generated CUDA C++ of each kernel for `cuda_arch`.
   std::string explain(bool with_source = true) const;
@@ -77,6 +79,8 @@ class Executable {
   std::vector<std::shared_ptr<const CompiledKernel>> kernels_;
   std::vector<std::vector<sched::KernelArg>> kernel_args_;  // launch arguments of each kernel
   std::vector<int> kernel_group_;  // group index of each kernel
+  std::vector<bool> kernel_compiled_;  // whether this compile produced each kernel
+  int num_compiled_ = 0;
   std::vector<LibraryStep> library_steps_;  // Library groups (jit/library_ops.h), ascending group
 };
 

@@ -22,14 +22,14 @@ std::string LibraryStep::describe() const {
   std::string s = op + " (" + library + ")";
   if (!epilogue.empty()) {
     s += " + post-ops [";
-    for (size_t k = 0; k < epilogue.size(); ++k) s += (k ? ", " : "") + std::string(sched::post_op_alg_name(epilogue[k].alg));
+    for (size_t k = 0; k < epilogue.size(); ++k)
+      s += (k ? ", " : "") + std::string(sched::post_op_alg_name(epilogue[k].alg));
     s += "]";
   }
   return s;
 }
 
-LibraryStep make_library_step(const dsl::Graph& g, const sched::FusionGroup& grp, int group_index,
-                              dsl::Target target) {
+LibraryStep make_library_step(const dsl::Graph& g, const sched::FusionGroup& grp, int group_index, dsl::Target target) {
   const dsl::Node& lib = g.node(grp.nodes.at(0));
   LibraryStep st;
   st.group = group_index;
@@ -41,8 +41,8 @@ LibraryStep make_library_step(const dsl::Graph& g, const sched::FusionGroup& grp
   st.epilogue = grp.epilogue;
   const sched::LibraryPattern* pat = sched::find_library_pattern(lib.op, target);
   if (!pat) {
-    throw dsl::OpError(dsl::OpError::Kind::NotImplemented, "op '" + lib.op + "' has no library implementation on " +
-                                                               dsl::target_name(target) + " yet");
+    throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
+                       "op '" + lib.op + "' has no library implementation on " + dsl::target_name(target) + " yet");
   }
   const dsl::DType dt = g.value(lib.outputs.at(0)).type.dtype;
   if (dt == dsl::DType::Float64) {
@@ -136,27 +136,42 @@ Arg post_operand(const Tensor& t, const Shape& out, const std::vector<size_t>& u
 
 onednn::Eltwise eltwise_of(sched::PostOpAlg a) {
   switch (a) {
-    case sched::PostOpAlg::Relu: return onednn::Eltwise::Relu;
-    case sched::PostOpAlg::GeluErf: return onednn::Eltwise::GeluErf;
-    case sched::PostOpAlg::GeluTanh: return onednn::Eltwise::GeluTanh;
-    case sched::PostOpAlg::Swish: return onednn::Eltwise::Swish;
-    case sched::PostOpAlg::Logistic: return onednn::Eltwise::Logistic;
-    case sched::PostOpAlg::Tanh: return onednn::Eltwise::Tanh;
-    case sched::PostOpAlg::Clip: return onednn::Eltwise::Clip;
-    case sched::PostOpAlg::Hardswish: return onednn::Eltwise::Hardswish;
-    case sched::PostOpAlg::Linear: return onednn::Eltwise::Linear;
-    default: break;
+    case sched::PostOpAlg::Relu:
+      return onednn::Eltwise::Relu;
+    case sched::PostOpAlg::GeluErf:
+      return onednn::Eltwise::GeluErf;
+    case sched::PostOpAlg::GeluTanh:
+      return onednn::Eltwise::GeluTanh;
+    case sched::PostOpAlg::Swish:
+      return onednn::Eltwise::Swish;
+    case sched::PostOpAlg::Logistic:
+      return onednn::Eltwise::Logistic;
+    case sched::PostOpAlg::Tanh:
+      return onednn::Eltwise::Tanh;
+    case sched::PostOpAlg::Clip:
+      return onednn::Eltwise::Clip;
+    case sched::PostOpAlg::Hardswish:
+      return onednn::Eltwise::Hardswish;
+    case sched::PostOpAlg::Linear:
+      return onednn::Eltwise::Linear;
+    default:
+      break;
   }
   throw std::logic_error("library epilogue: not an eltwise post-op");
 }
 
 onednn::Binary binary_of(sched::PostOpAlg a) {
   switch (a) {
-    case sched::PostOpAlg::Add: return onednn::Binary::Add;
-    case sched::PostOpAlg::Sub: return onednn::Binary::Sub;
-    case sched::PostOpAlg::Mul: return onednn::Binary::Mul;
-    case sched::PostOpAlg::Div: return onednn::Binary::Div;
-    default: break;
+    case sched::PostOpAlg::Add:
+      return onednn::Binary::Add;
+    case sched::PostOpAlg::Sub:
+      return onednn::Binary::Sub;
+    case sched::PostOpAlg::Mul:
+      return onednn::Binary::Mul;
+    case sched::PostOpAlg::Div:
+      return onednn::Binary::Div;
+    default:
+      break;
   }
   throw std::logic_error("library epilogue: not a binary post-op");
 }
@@ -166,8 +181,8 @@ std::vector<onednn::PostOp> post_ops(const LibraryStep& step, const std::vector<
   std::vector<onednn::PostOp> post;
   for (const sched::EpilogueStep& e : step.epilogue) {
     if (!sched::is_binary_alg(e.alg)) {
-      post.push_back(onednn::PostOp::eltwise_op(eltwise_of(e.alg), static_cast<float>(e.alpha),
-                                                static_cast<float>(e.beta)));
+      post.push_back(
+          onednn::PostOp::eltwise_op(eltwise_of(e.alg), static_cast<float>(e.alpha), static_cast<float>(e.beta)));
       continue;
     }
     const Tensor* t = values.at(e.operand);
@@ -220,8 +235,7 @@ void run_reference(const dsl::Graph& g, const LibraryStep& step, const std::vect
 
 // ---- float32: oneDNN ---------------------------------------------------------------------------
 
-void run_matmul(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out,
-                Copies& copies) {
+void run_matmul(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out, Copies& copies) {
   const Tensor* ta = &operand(values, step.operands[0]);
   const Tensor* tb = &operand(values, step.operands[1]);
   const bool a1 = ta->dim() == 1, b1 = tb->dim() == 1;
@@ -251,8 +265,7 @@ void run_matmul(const LibraryStep& step, const std::vector<const Tensor*>& value
   onednn::matmul(a.tensor(), b.tensor(), nullptr, {static_cast<float*>(out.data()), dst_dims, {}}, post);
 }
 
-void run_linear(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out,
-                Copies& copies) {
+void run_linear(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out, Copies& copies) {
   const Tensor* tx = &operand(values, step.operands[0]);
   const Tensor* tw = &operand(values, step.operands[1]);
   const bool x1 = tx->dim() == 1, w1 = tw->dim() == 1;
@@ -314,8 +327,7 @@ bool conv_src_ok(const Arg& a) {  // NCHW-dense or NHWC-dense
   return nchw || nhwc;
 }
 
-void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out,
-              Copies& copies) {
+void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out, Copies& copies) {
   const bool transposed = step.op == "conv_transpose2d";
   const Tensor* tx = &operand(values, step.operands[0]);
   const Tensor* tw = &operand(values, step.operands[1]);
@@ -332,13 +344,15 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
   if (has_zero_stride(w)) w = arg_of(*(tw = &copies.contiguous(*tw)));
   tidy_unit_strides(w);
   const std::string& op = step.op;
-  const std::vector<int64_t> stride = dsl::attr_ints(step.attrs, "stride", op), pad = dsl::attr_ints(step.attrs, "padding", op),
+  const std::vector<int64_t> stride = dsl::attr_ints(step.attrs, "stride", op),
+                             pad = dsl::attr_ints(step.attrs, "padding", op),
                              dil = dsl::attr_ints(step.attrs, "dilation", op);
   onednn::ConvParams p;
   p.transposed = transposed;
   p.groups = dsl::attr_int(step.attrs, "groups", op);
   std::vector<int64_t> pad_end = pad;
-  if (const dsl::AttrValue* pe = dsl::attr_find(step.attrs, "padding_end")) pad_end = std::get<std::vector<int64_t>>(*pe);
+  if (const dsl::AttrValue* pe = dsl::attr_find(step.attrs, "padding_end"))
+    pad_end = std::get<std::vector<int64_t>>(*pe);
   Shape dst_dims = out.sizes;
   if (unbatched) dst_dims.insert(dst_dims.begin(), 1);
   for (int d = 0; d < 2; ++d) {

@@ -37,8 +37,7 @@ struct LibraryStep {
 
 // Builds the step of Library group `grp` (index `group_index`) for `target`. Throws
 // dsl::OpError(NotImplemented) when the target has no library for the op or oneDNN is missing.
-LibraryStep make_library_step(const dsl::Graph& g, const sched::FusionGroup& grp, int group_index,
-                              dsl::Target target);
+LibraryStep make_library_step(const dsl::Graph& g, const sched::FusionGroup& grp, int group_index, dsl::Target target);
 
 // Runs one library step: reads operands from `values` (indexed by graph value id; views already
 // bound) and writes values[step.output], a contiguous tensor of the output's shape and dtype.

@@ -31,27 +31,42 @@ namespace flow::runtime::onednn {
 
 const char* eltwise_name(Eltwise e) {
   switch (e) {
-    case Eltwise::Relu: return "relu";
-    case Eltwise::GeluErf: return "gelu_erf";
-    case Eltwise::GeluTanh: return "gelu_tanh";
-    case Eltwise::Swish: return "swish";
-    case Eltwise::Logistic: return "logistic";
-    case Eltwise::Tanh: return "tanh";
-    case Eltwise::Clip: return "clip";
-    case Eltwise::Hardswish: return "hardswish";
-    case Eltwise::Linear: return "linear";
+    case Eltwise::Relu:
+      return "relu";
+    case Eltwise::GeluErf:
+      return "gelu_erf";
+    case Eltwise::GeluTanh:
+      return "gelu_tanh";
+    case Eltwise::Swish:
+      return "swish";
+    case Eltwise::Logistic:
+      return "logistic";
+    case Eltwise::Tanh:
+      return "tanh";
+    case Eltwise::Clip:
+      return "clip";
+    case Eltwise::Hardswish:
+      return "hardswish";
+    case Eltwise::Linear:
+      return "linear";
   }
   return "?";
 }
 
 const char* binary_name(Binary b) {
   switch (b) {
-    case Binary::Add: return "add";
-    case Binary::Sub: return "sub";
-    case Binary::Mul: return "mul";
-    case Binary::Div: return "div";
-    case Binary::Max: return "max";
-    case Binary::Min: return "min";
+    case Binary::Add:
+      return "add";
+    case Binary::Sub:
+      return "sub";
+    case Binary::Mul:
+      return "mul";
+    case Binary::Div:
+      return "div";
+    case Binary::Max:
+      return "max";
+    case Binary::Min:
+      return "min";
   }
   return "?";
 }
@@ -106,30 +121,44 @@ int64_t product(const std::vector<int64_t>& dims) {
 
 float eltwise_ref(Eltwise e, float x, float alpha, float beta) {
   switch (e) {
-    case Eltwise::Relu: return x > 0 ? x : alpha * x;
-    case Eltwise::GeluErf: return 0.5f * x * (1.f + std::erf(x * static_cast<float>(M_SQRT1_2)));
+    case Eltwise::Relu:
+      return x > 0 ? x : alpha * x;
+    case Eltwise::GeluErf:
+      return 0.5f * x * (1.f + std::erf(x * static_cast<float>(M_SQRT1_2)));
     case Eltwise::GeluTanh: {
       const float k = static_cast<float>(M_SQRT2 * M_2_SQRTPI * 0.5);
       return 0.5f * x * (1.f + std::tanh(k * (x + 0.044715f * x * x * x)));
     }
-    case Eltwise::Swish: return x / (1.f + std::exp(-alpha * x));
-    case Eltwise::Logistic: return 1.f / (1.f + std::exp(-x));
-    case Eltwise::Tanh: return std::tanh(x);
-    case Eltwise::Clip: return std::isnan(x) ? x : std::min(beta, std::max(alpha, x));
-    case Eltwise::Hardswish: return x * std::min(std::max(x + 3.f, 0.f), 6.f) / 6.f;
-    case Eltwise::Linear: return alpha * x + beta;
+    case Eltwise::Swish:
+      return x / (1.f + std::exp(-alpha * x));
+    case Eltwise::Logistic:
+      return 1.f / (1.f + std::exp(-x));
+    case Eltwise::Tanh:
+      return std::tanh(x);
+    case Eltwise::Clip:
+      return std::isnan(x) ? x : std::min(beta, std::max(alpha, x));
+    case Eltwise::Hardswish:
+      return x * std::min(std::max(x + 3.f, 0.f), 6.f) / 6.f;
+    case Eltwise::Linear:
+      return alpha * x + beta;
   }
   return x;
 }
 
 float binary_ref(Binary b, float x, float y) {
   switch (b) {
-    case Binary::Add: return x + y;
-    case Binary::Sub: return x - y;
-    case Binary::Mul: return x * y;
-    case Binary::Div: return x / y;
-    case Binary::Max: return std::isnan(x) ? x : std::max(x, y);
-    case Binary::Min: return std::isnan(x) ? x : std::min(x, y);
+    case Binary::Add:
+      return x + y;
+    case Binary::Sub:
+      return x - y;
+    case Binary::Mul:
+      return x * y;
+    case Binary::Div:
+      return x / y;
+    case Binary::Max:
+      return std::isnan(x) ? x : std::max(x, y);
+    case Binary::Min:
+      return std::isnan(x) ? x : std::min(x, y);
   }
   return x;
 }
@@ -169,8 +198,12 @@ void apply_post_ops(const OutArg& dst, const std::vector<PostOp>& post, const fl
       for (size_t k = 0; k < post.size(); ++k) {
         const PostOp& p = post[k];
         switch (p.kind) {
-          case PostOp::Kind::Eltwise: v = eltwise_ref(p.eltwise, v, p.alpha, p.beta); break;
-          case PostOp::Kind::Sum: v += p.scale * (prev_dst ? prev_dst[off] : 0.f); break;
+          case PostOp::Kind::Eltwise:
+            v = eltwise_ref(p.eltwise, v, p.alpha, p.beta);
+            break;
+          case PostOp::Kind::Sum:
+            v += p.scale * (prev_dst ? prev_dst[off] : 0.f);
+            break;
           case PostOp::Kind::Binary: {
             int64_t so = 0;
             for (size_t d = 0; d < rank; ++d) so += idx[d] * src_st[k][d];
@@ -197,8 +230,12 @@ namespace {
 }
 }  // namespace
 
-bool available() { return false; }
-std::string version() { return ""; }
+bool available() {
+  return false;
+}
+std::string version() {
+  return "";
+}
 void matmul(const TensorArg&, const TensorArg&, const TensorArg*, const OutArg&, const std::vector<PostOp>&) {
   unavailable("matmul");
 }
@@ -209,7 +246,9 @@ void conv2d(const ConvParams&, const TensorArg&, const TensorArg&, const TensorA
             const std::vector<PostOp>&) {
   unavailable("conv2d");
 }
-Stats stats() { return {}; }
+Stats stats() {
+  return {};
+}
 void clear_primitive_cache() {}
 
 #else  // FLOW_HAVE_ONEDNN
@@ -353,27 +392,42 @@ memory::desc md_of(const std::vector<int64_t>& dims, const std::vector<int64_t>&
 
 dnnl::algorithm eltwise_alg(Eltwise e) {
   switch (e) {
-    case Eltwise::Relu: return dnnl::algorithm::eltwise_relu;
-    case Eltwise::GeluErf: return dnnl::algorithm::eltwise_gelu_erf;
-    case Eltwise::GeluTanh: return dnnl::algorithm::eltwise_gelu_tanh;
-    case Eltwise::Swish: return dnnl::algorithm::eltwise_swish;
-    case Eltwise::Logistic: return dnnl::algorithm::eltwise_logistic;
-    case Eltwise::Tanh: return dnnl::algorithm::eltwise_tanh;
-    case Eltwise::Clip: return dnnl::algorithm::eltwise_clip;
-    case Eltwise::Hardswish: return dnnl::algorithm::eltwise_hardswish;
-    case Eltwise::Linear: return dnnl::algorithm::eltwise_linear;
+    case Eltwise::Relu:
+      return dnnl::algorithm::eltwise_relu;
+    case Eltwise::GeluErf:
+      return dnnl::algorithm::eltwise_gelu_erf;
+    case Eltwise::GeluTanh:
+      return dnnl::algorithm::eltwise_gelu_tanh;
+    case Eltwise::Swish:
+      return dnnl::algorithm::eltwise_swish;
+    case Eltwise::Logistic:
+      return dnnl::algorithm::eltwise_logistic;
+    case Eltwise::Tanh:
+      return dnnl::algorithm::eltwise_tanh;
+    case Eltwise::Clip:
+      return dnnl::algorithm::eltwise_clip;
+    case Eltwise::Hardswish:
+      return dnnl::algorithm::eltwise_hardswish;
+    case Eltwise::Linear:
+      return dnnl::algorithm::eltwise_linear;
   }
   return dnnl::algorithm::eltwise_linear;
 }
 
 dnnl::algorithm binary_alg(Binary b) {
   switch (b) {
-    case Binary::Add: return dnnl::algorithm::binary_add;
-    case Binary::Sub: return dnnl::algorithm::binary_sub;
-    case Binary::Mul: return dnnl::algorithm::binary_mul;
-    case Binary::Div: return dnnl::algorithm::binary_div;
-    case Binary::Max: return dnnl::algorithm::binary_max;
-    case Binary::Min: return dnnl::algorithm::binary_min;
+    case Binary::Add:
+      return dnnl::algorithm::binary_add;
+    case Binary::Sub:
+      return dnnl::algorithm::binary_sub;
+    case Binary::Mul:
+      return dnnl::algorithm::binary_mul;
+    case Binary::Div:
+      return dnnl::algorithm::binary_div;
+    case Binary::Max:
+      return dnnl::algorithm::binary_max;
+    case Binary::Min:
+      return dnnl::algorithm::binary_min;
   }
   return dnnl::algorithm::binary_add;
 }
@@ -385,8 +439,12 @@ dnnl::primitive_attr make_attr(const std::vector<PostOp>& post, bool with_post_o
   dnnl::post_ops po;
   for (const PostOp& p : post) {
     switch (p.kind) {
-      case PostOp::Kind::Eltwise: po.append_eltwise(1.f, eltwise_alg(p.eltwise), p.alpha, p.beta); break;
-      case PostOp::Kind::Sum: po.append_sum(p.scale); break;
+      case PostOp::Kind::Eltwise:
+        po.append_eltwise(1.f, eltwise_alg(p.eltwise), p.alpha, p.beta);
+        break;
+      case PostOp::Kind::Sum:
+        po.append_sum(p.scale);
+        break;
       case PostOp::Kind::Binary:
         po.append_binary(binary_alg(p.binary), md_of(p.src1.dims, strides_of(p.src1.dims, p.src1.strides)));
         break;
@@ -415,12 +473,13 @@ auto make_pd(const std::string& what, const std::vector<PostOp>& post, bool& fus
 }
 
 // Runs a cached entry: weights reorder (if any), the primitive, then the fallback epilogue.
-void execute(const Entry& e, const OutArg& dst, const std::vector<PostOp>& post,
-             std::unordered_map<int, memory> args, const float* weights_user) {
+void execute(const Entry& e, const OutArg& dst, const std::vector<PostOp>& post, std::unordered_map<int, memory> args,
+             const float* weights_user) {
   set_thread_count_once();
   dnnl::stream& s = thread_stream();
   dnnl::engine& eng = engine();
-  const bool has_sum = std::any_of(post.begin(), post.end(), [](const PostOp& p) { return p.kind == PostOp::Kind::Sum; });
+  const bool has_sum =
+      std::any_of(post.begin(), post.end(), [](const PostOp& p) { return p.kind == PostOp::Kind::Sum; });
   const float* prev = nullptr;
   if (!e.fused_post_ops && has_sum) {  // the fallback Sum reads dst as it was before the primitive
     const int64_t span = [&] {
@@ -485,7 +544,8 @@ std::vector<PostOp> sanitize_chain(const std::vector<PostOp>& post, std::vector<
   std::vector<PostOp> merged;
   for (const PostOp& p : post) {
     const bool lin = p.kind == PostOp::Kind::Eltwise && p.eltwise == Eltwise::Linear;
-    if (lin && !merged.empty() && merged.back().kind == PostOp::Kind::Eltwise && merged.back().eltwise == Eltwise::Linear) {
+    if (lin && !merged.empty() && merged.back().kind == PostOp::Kind::Eltwise &&
+        merged.back().eltwise == Eltwise::Linear) {
       PostOp& q = merged.back();  // p(q(x)) = p.a * (q.a * x + q.b) + p.b
       q.beta = p.alpha * q.beta + p.beta;
       q.alpha = p.alpha * q.alpha;
@@ -539,7 +599,9 @@ void check_rank(const char* what, const std::vector<int64_t>& dims, const std::v
 
 }  // namespace
 
-bool available() { return true; }
+bool available() {
+  return true;
+}
 
 std::string version() {
   const dnnl_version_t* v = dnnl::version();
@@ -637,9 +699,9 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
   }
   const std::vector<int64_t> bs = bias ? strides_of(bias->dims, bias->strides) : std::vector<int64_t>{};
   std::ostringstream key;
-  key << (p.transposed ? "deconv" : "conv") << " s" << p.stride[0] << "," << p.stride[1] << " d" << p.dilation[0]
-      << "," << p.dilation[1] << " p" << p.pad_begin[0] << "," << p.pad_begin[1] << "," << p.pad_end[0] << ","
-      << p.pad_end[1] << " g" << g;
+  key << (p.transposed ? "deconv" : "conv") << " s" << p.stride[0] << "," << p.stride[1] << " d" << p.dilation[0] << ","
+      << p.dilation[1] << " p" << p.pad_begin[0] << "," << p.pad_begin[1] << "," << p.pad_end[0] << "," << p.pad_end[1]
+      << " g" << g;
   key_dims(key, "src", src.dims, ss);
   key_dims(key, "w", wd, wst);
   if (bias) key_dims(key, "bias", bias->dims, bs);
@@ -656,9 +718,8 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
     memory::desc w_prim;
     if (!p.transposed) {
       const auto pd = make_pd("convolution", post, fresh->fused_post_ops, [&](const dnnl::primitive_attr& attr) {
-        const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
-                                                dnnl::algorithm::convolution_auto, src_md, w_any, bias_md, dst_md,
-                                                strides, dil, pl, pr);
+        const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_auto,
+                                                src_md, w_any, bias_md, dst_md, strides, dil, pl, pr);
         return dnnl::convolution_forward::primitive_desc(d, attr, engine());
       });
       fresh->prim = dnnl::convolution_forward(pd);
@@ -667,8 +728,8 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
     } else {
       const auto pd = make_pd("deconvolution", post, fresh->fused_post_ops, [&](const dnnl::primitive_attr& attr) {
         const dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_inference,
-                                                  dnnl::algorithm::deconvolution_direct, src_md, w_any, bias_md,
-                                                  dst_md, strides, dil, pl, pr);
+                                                  dnnl::algorithm::deconvolution_direct, src_md, w_any, bias_md, dst_md,
+                                                  strides, dil, pl, pr);
         return dnnl::deconvolution_forward::primitive_desc(d, attr, engine());
       });
       fresh->prim = dnnl::deconvolution_forward(pd);
@@ -679,15 +740,16 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
     fresh->weights_prim_md = w_prim;
     fresh->reorder_weights = !(w_prim == fresh->weights_user_md);
     if (fresh->reorder_weights)
-      fresh->weights_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), fresh->weights_user_md, engine(),
-                                                                         w_prim));
+      fresh->weights_reorder =
+          dnnl::reorder(dnnl::reorder::primitive_desc(engine(), fresh->weights_user_md, engine(), w_prim));
     cache().put(key.str(), fresh);
     e = fresh;
   }
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(src.dims, ss, src.data)},
                                        {DNNL_ARG_DST, mem(dst.dims, ds, dst.data)}};
   if (bias) args[DNNL_ARG_BIAS] = mem(bias->dims, bs, bias->data);
-  if (!e->reorder_weights) args[DNNL_ARG_WEIGHTS] = memory(e->weights_user_md, engine(), const_cast<float*>(weights.data));
+  if (!e->reorder_weights)
+    args[DNNL_ARG_WEIGHTS] = memory(e->weights_user_md, engine(), const_cast<float*>(weights.data));
   execute(*e, dst, post, std::move(args), weights.data);
 }
 
@@ -698,7 +760,9 @@ Stats stats() {
   return s;
 }
 
-void clear_primitive_cache() { cache().clear(); }
+void clear_primitive_cache() {
+  cache().clear();
+}
 
 #endif  // FLOW_HAVE_ONEDNN
 

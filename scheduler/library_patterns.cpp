@@ -14,19 +14,32 @@ using dsl::Node;
 
 const char* post_op_alg_name(PostOpAlg a) {
   switch (a) {
-    case PostOpAlg::Relu: return "relu";
-    case PostOpAlg::GeluErf: return "gelu_erf";
-    case PostOpAlg::GeluTanh: return "gelu_tanh";
-    case PostOpAlg::Swish: return "swish";
-    case PostOpAlg::Logistic: return "logistic";
-    case PostOpAlg::Tanh: return "tanh";
-    case PostOpAlg::Clip: return "clip";
-    case PostOpAlg::Hardswish: return "hardswish";
-    case PostOpAlg::Linear: return "linear";
-    case PostOpAlg::Add: return "add";
-    case PostOpAlg::Sub: return "sub";
-    case PostOpAlg::Mul: return "mul";
-    case PostOpAlg::Div: return "div";
+    case PostOpAlg::Relu:
+      return "relu";
+    case PostOpAlg::GeluErf:
+      return "gelu_erf";
+    case PostOpAlg::GeluTanh:
+      return "gelu_tanh";
+    case PostOpAlg::Swish:
+      return "swish";
+    case PostOpAlg::Logistic:
+      return "logistic";
+    case PostOpAlg::Tanh:
+      return "tanh";
+    case PostOpAlg::Clip:
+      return "clip";
+    case PostOpAlg::Hardswish:
+      return "hardswish";
+    case PostOpAlg::Linear:
+      return "linear";
+    case PostOpAlg::Add:
+      return "add";
+    case PostOpAlg::Sub:
+      return "sub";
+    case PostOpAlg::Mul:
+      return "mul";
+    case PostOpAlg::Div:
+      return "div";
   }
   return "?";
 }
@@ -37,8 +50,8 @@ bool is_binary_alg(PostOpAlg a) {
 
 namespace {
 
-const std::vector<std::string> kOneDnnEpilogues = {"relu", "gelu", "silu", "sigmoid", "tanh", "clamp",
-                                                   "hardswish", "add", "sub", "mul", "div"};
+const std::vector<std::string> kOneDnnEpilogues = {"relu",      "gelu", "silu", "sigmoid", "tanh", "clamp",
+                                                   "hardswish", "add",  "sub",  "mul",     "div"};
 
 using Steps = std::vector<EpilogueStep>;
 // Translates node n (reading chain) into steps, or sets why.
@@ -67,15 +80,19 @@ double bound_of(const dsl::AttrValue& v) {
 // chain (op) c, or c (op) chain when !chain_first, as eltwise linear (alpha * x + beta).
 Steps scalar_steps(const Node& n, PostOpAlg alg, bool chain_first, double alpha, double c, std::string& why) {
   switch (alg) {
-    case PostOpAlg::Add: return chain_first ? Steps{step(n, PostOpAlg::Linear, 1, alpha * c)}
-                                            : Steps{step(n, PostOpAlg::Linear, alpha, c)};
-    case PostOpAlg::Sub: return chain_first ? Steps{step(n, PostOpAlg::Linear, 1, -alpha * c)}
-                                            : Steps{step(n, PostOpAlg::Linear, -alpha, c)};
-    case PostOpAlg::Mul: return {step(n, PostOpAlg::Linear, c, 0)};
+    case PostOpAlg::Add:
+      return chain_first ? Steps{step(n, PostOpAlg::Linear, 1, alpha * c)}
+                         : Steps{step(n, PostOpAlg::Linear, alpha, c)};
+    case PostOpAlg::Sub:
+      return chain_first ? Steps{step(n, PostOpAlg::Linear, 1, -alpha * c)}
+                         : Steps{step(n, PostOpAlg::Linear, -alpha, c)};
+    case PostOpAlg::Mul:
+      return {step(n, PostOpAlg::Linear, c, 0)};
     case PostOpAlg::Div:
       if (!chain_first) return why = "division by the library output", Steps{};
       return {step(n, PostOpAlg::Linear, 1.0 / c, 0)};
-    default: break;
+    default:
+      break;
   }
   return why = "unsupported binary epilogue", Steps{};
 }
@@ -100,9 +117,12 @@ Translate binary(PostOpAlg alg) {
     if (chain_first) return {step(n, alg, 0, 0, other)};
     switch (alg) {
       case PostOpAlg::Add:
-      case PostOpAlg::Mul: return {step(n, alg, 0, 0, other)};
-      case PostOpAlg::Sub: return {step(n, PostOpAlg::Sub, 0, 0, other), step(n, PostOpAlg::Linear, -1, 0)};
-      default: break;
+      case PostOpAlg::Mul:
+        return {step(n, alg, 0, 0, other)};
+      case PostOpAlg::Sub:
+        return {step(n, PostOpAlg::Sub, 0, 0, other), step(n, PostOpAlg::Linear, -1, 0)};
+      default:
+        break;
     }
     return why = "division by the library output", Steps{};
   };
@@ -154,8 +174,8 @@ const LibraryPattern* find_library_pattern(const std::string& op, dsl::Target ta
   return nullptr;
 }
 
-std::vector<EpilogueStep> match_epilogue(const Graph& g, const Node& lib, int chain, const Node& n,
-                                         dsl::Target target, std::string& why) {
+std::vector<EpilogueStep> match_epilogue(const Graph& g, const Node& lib, int chain, const Node& n, dsl::Target target,
+                                         std::string& why) {
   const LibraryPattern* pat = find_library_pattern(lib.op, target);
   if (!pat) {
     why = "no library epilogues for " + lib.op + " on " + dsl::target_name(target);

@@ -42,7 +42,7 @@ struct EpilogueStep {
 struct LibraryPattern {
   std::string op;
   dsl::Target target;
-  std::string library;                     // "oneDNN"
+  std::string library;                    // "oneDNN"
   std::vector<std::string> epilogue_ops;  // elementwise ops absorbed as post-ops
 };
 

@@ -14,6 +14,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
 OUT=${OUT:-$root/gpu_out}
+export OUT  # bench/gpu.py writes $OUT/gpu_bench.json
 mkdir -p "$OUT"
 BUDGET=${FLOW_GPU_BUDGET_S:-450}
 JOBS=${FLOW_GPU_JOBS:-$(nproc 2>/dev/null || echo 4)}
@@ -147,7 +148,7 @@ fi
 
 if [ -f "$root/bench/gpu.py" ]; then
   if [ "$python_module" = ON ]; then
-    PYTHONPATH="$root/python:$root/bench" FLOW_BENCH_OUT="$OUT" step bench-gpu 120 "$PY" "$root/bench/gpu.py"
+    PYTHONPATH="$root/python:$root/bench" step bench-gpu 120 "$PY" "$root/bench/gpu.py"
   else
     record bench-gpu SKIPPED 125 0 "the Python module was not built"
   fi

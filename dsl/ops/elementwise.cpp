@@ -79,6 +79,13 @@ std::vector<TensorType> binary_infer(const std::string& name, BinaryClass cls, c
     }
   }
   if (name == "pow" && t == DType::Bool) not_implemented_for("pow", t);
+  if (name == "pow" && !is_floating(t)) {
+    // torch checks a constant exponent up front (a tensor exponent is only checked on the CPU at
+    // run time, which generated kernels cannot do: they compute 1/x**|n| truncated instead).
+    const auto& e = g.value(in[1]);
+    if (e.kind == ValueKind::Constant && e.scalar < 0)
+      throw OpError(OpError::Kind::Value, "Integers to negative integer powers are not allowed.");
+  }
   if (cls == BinaryClass::Div && !is_floating(t)) t = DType::Float32;  // true division
   if (cls == BinaryClass::Compare) t = DType::Bool;
   return {TensorType{shape, t}};
@@ -310,7 +317,9 @@ void register_clamp_where_cast() {
   clamp.infer = [](const Graph& g, const std::vector<int>& in, const Attrs& a) {
     std::vector<bool> wrapped;
     const std::vector<TensorType> types = clamp_operand_types(g, in[0], a, wrapped);
-    return std::vector<TensorType>{TensorType{g.value(in[0]).type.shape, result_type(types, wrapped)}};
+    const DType t = result_type(types, wrapped);
+    if (t == DType::Bool) not_implemented_for(attr_find(a, "min") ? "clamp_min_scalar_cpu" : "clamp_max_scalar_cpu", t);
+    return std::vector<TensorType>{TensorType{g.value(in[0]).type.shape, t}};
   };
   clamp.compute = [](const std::vector<Expr>& in, const OpContext& ctx) {
     const DType ct = out_compute_type(ctx);

@@ -21,18 +21,27 @@ namespace {
 // c10's scalar type names as torch's matmul/conv messages print them ("float != double").
 const char* c10_name(DType t) {
   switch (t) {
-    case DType::Bool: return "bool";
-    case DType::Int32: return "int";
-    case DType::Int64: return "long int";
-    case DType::Float16: return "c10::Half";
-    case DType::BFloat16: return "c10::BFloat16";
-    case DType::Float32: return "float";
-    case DType::Float64: return "double";
+    case DType::Bool:
+      return "bool";
+    case DType::Int32:
+      return "int";
+    case DType::Int64:
+      return "long int";
+    case DType::Float16:
+      return "c10::Half";
+    case DType::BFloat16:
+      return "c10::BFloat16";
+    case DType::Float32:
+      return "float";
+    case DType::Float64:
+      return "double";
   }
   return "?";
 }
 
-[[noreturn]] void value_error(const std::string& msg) { throw OpError(OpError::Kind::Value, msg); }
+[[noreturn]] void value_error(const std::string& msg) {
+  throw OpError(OpError::Kind::Value, msg);
+}
 
 void check_supported_dtype(const std::string& op, DType t) {
   if (t != DType::Float32 && t != DType::Float64) {
@@ -47,7 +56,9 @@ std::string dims_x(const Shape& s) {  // "2x3"
   return out;
 }
 
-std::string torch_size(const Shape& s) { return shape_str(s); }  // "[2, 3]"
+std::string torch_size(const Shape& s) {
+  return shape_str(s);
+}  // "[2, 3]"
 
 // ---- matmul -----------------------------------------------------------------------------------
 
@@ -124,8 +135,8 @@ std::vector<TensorType> linear_infer(const Graph& g, const std::vector<int>& in)
   if (w.shape.size() == 2) out.push_back(w.shape[0]);
   if (in_features != w_in) {
     const int64_t rows = numel(Shape(x.shape.begin(), x.shape.end() - 1));
-    const std::string wt = w.shape.size() == 2 ? std::to_string(w_in) + "x" + std::to_string(w.shape[0])
-                                               : std::to_string(w_in) + "x1";
+    const std::string wt =
+        w.shape.size() == 2 ? std::to_string(w_in) + "x" + std::to_string(w.shape[0]) : std::to_string(w_in) + "x1";
     value_error("mat1 and mat2 shapes cannot be multiplied (" + std::to_string(rows) + "x" +
                 std::to_string(in_features) + " and " + wt + ")");
   }
@@ -139,10 +150,9 @@ std::vector<TensorType> linear_infer(const Graph& g, const std::vector<int>& in)
     for (size_t i = 0; ok && i < b.shape.size(); ++i) {
       const int64_t db = b.shape[b.shape.size() - 1 - i], dout = out[out.size() - 1 - i];
       if (db != dout && db != 1) {
-        value_error("The expanded size of the tensor (" + std::to_string(dout) +
-                    ") must match the existing size (" + std::to_string(db) + ") at non-singleton dimension " +
-                    std::to_string(out.size() - 1 - i) + ".  Target sizes: " + torch_size(out) +
-                    ".  Tensor sizes: " + torch_size(b.shape));
+        value_error("The expanded size of the tensor (" + std::to_string(dout) + ") must match the existing size (" +
+                    std::to_string(db) + ") at non-singleton dimension " + std::to_string(out.size() - 1 - i) +
+                    ".  Target sizes: " + torch_size(out) + ".  Tensor sizes: " + torch_size(b.shape));
       }
     }
     if (!ok) {
@@ -168,8 +178,10 @@ std::vector<int64_t> pair_attr(const Attrs& a, const std::string& key, const std
   if (const auto* xs = std::get_if<std::vector<int64_t>>(v)) {
     if (xs->size() == 1) return {(*xs)[0], (*xs)[0]};
     if (xs->size() == 2) return *xs;
-    value_error("expected " + key + " to be a single integer value or a list of 2 values to match the convolution "
-                "dimensions, but got " + key + "=" + shape_str(*xs));
+    value_error("expected " + key +
+                " to be a single integer value or a list of 2 values to match the convolution "
+                "dimensions, but got " +
+                key + "=" + shape_str(*xs));
   }
   throw OpError(OpError::Kind::Type, op + "(): attribute '" + key + "' must be an int or a list of ints");
 }
@@ -182,7 +194,8 @@ Attrs conv_canonicalize(const std::string& op, bool transposed, const Graph& g, 
     check_attrs(op, a, {"stride", "padding", "padding_end", "dilation", "groups"});
   }
   if (in.size() != 2 && in.size() != 3) {
-    throw OpError(OpError::Kind::Type, op + "() takes 2 or 3 input(s) but " + std::to_string(in.size()) + " were given");
+    throw OpError(OpError::Kind::Type,
+                  op + "() takes 2 or 3 input(s) but " + std::to_string(in.size()) + " were given");
   }
   const std::vector<int64_t> stride = pair_attr(a, "stride", op, 1);
   const std::vector<int64_t> dilation = pair_attr(a, "dilation", op, 1);
@@ -202,7 +215,8 @@ Attrs conv_canonicalize(const std::string& op, bool transposed, const Graph& g, 
     if (mode == "same") {
       if (stride[0] != 1 || stride[1] != 1) value_error("padding='same' is not supported for strided convolutions");
       const Shape& w = g.value(in[1]).type.shape;
-      if (w.size() != 4) value_error("weight should have 4 dimensions for conv2d, but got weight of size " + torch_size(w));
+      if (w.size() != 4)
+        value_error("weight should have 4 dimensions for conv2d, but got weight of size " + torch_size(w));
       for (int d = 0; d < 2; ++d) {  // torch: the left side gets total / 2
         const int64_t total = dilation[d] * (w[2 + d] - 1);
         pad[d] = total / 2;
@@ -244,8 +258,8 @@ std::vector<TensorType> conv_infer(const std::string& op, bool transposed, const
                                    const Attrs& a) {
   const TensorType x = g.value(in[0]).type, w = g.value(in[1]).type;
   if (x.shape.size() != 3 && x.shape.size() != 4) {
-    value_error("Expected 3D (unbatched) or 4D (batched) input to " + op + ", but got input of size: " +
-                torch_size(x.shape));
+    value_error("Expected 3D (unbatched) or 4D (batched) input to " + op +
+                ", but got input of size: " + torch_size(x.shape));
   }
   if (w.shape.size() != 4) {
     value_error("weight should have 4 dimensions for " + op + ", but got weight of size " + torch_size(w.shape));
@@ -286,8 +300,7 @@ std::vector<TensorType> conv_infer(const std::string& op, bool transposed, const
     const TensorType b = g.value(in[2]).type;
     if (b.shape.size() != 1 || b.shape[0] != out_channels) {
       value_error("Given weight of size " + torch_size(w.shape) + ", expected bias to be 1-dimensional with " +
-                  std::to_string(out_channels) + " elements, but got bias of size " + torch_size(b.shape) +
-                  " instead");
+                  std::to_string(out_channels) + " elements, but got bias of size " + torch_size(b.shape) + " instead");
     }
     if (b.dtype != x.dtype) {
       value_error(std::string("Input type (") + c10_name(x.dtype) + ") and bias type (" + c10_name(b.dtype) +
@@ -316,8 +329,8 @@ std::vector<TensorType> conv_infer(const std::string& op, bool transposed, const
     }
     if (out[2] <= 0 || out[3] <= 0) {
       value_error("Given input size per channel: (" + std::to_string(xs[2]) + " x " + std::to_string(xs[3]) +
-                  "). Calculated output size per channel: (" + std::to_string(out[2]) + " x " +
-                  std::to_string(out[3]) + "). Output size is too small");
+                  "). Calculated output size per channel: (" + std::to_string(out[2]) + " x " + std::to_string(out[3]) +
+                  "). Output size is too small");
     }
   }
   check_supported_dtype(op, x.dtype);

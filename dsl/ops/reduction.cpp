@@ -33,7 +33,7 @@ Attrs reduction_canonicalize(const std::string& op, bool has_dtype, const Graph&
   const std::vector<int64_t> dims = normalize_dims(given, ndim);
   if (op == "amax" || op == "amin") {
     if (given.empty() && numel(x.shape) == 0) {
-      throw OpError(OpError::Kind::Index, op + "(): Expected reduction dim to be specified for input.numel() == 0. "
+      throw OpError(OpError::Kind::Value, op + "(): Expected reduction dim to be specified for input.numel() == 0. "
                                                "Specify the reduction dim with the 'dim' argument.");
     }
     for (int64_t d : dims) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -194,6 +195,7 @@ inline std::vector<dsl::HostTensor> check_graph(const dsl::Graph& g, const std::
   if (runtime::cuda::cuda_available()) {
     // The same kernels on the device (NVRTC for its architecture), outputs copied back.
     static int launches = 0;
+    if (launches == 0) std::printf("[flow] also running the kernels on the CUDA device\n");
     auto bytes_of = [](const jit::Tensor& t) {
       return static_cast<size_t>(t.numel()) * static_cast<size_t>(dsl::dtype_size(t.dtype));
     };

@@ -24,7 +24,9 @@ namespace {
 using Attrs = dsl::Attrs;
 using I = std::vector<int64_t>;
 
-int64_t rnd(std::mt19937_64& rng, int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); }
+int64_t rnd(std::mt19937_64& rng, int64_t lo, int64_t hi) {
+  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+}
 
 jit::Tensor random_tensor(const Shape& shape, std::mt19937_64& rng, DType dt = DType::Float32) {
   jit::Tensor t = jit::Tensor::empty(shape, dt);
@@ -183,7 +185,9 @@ TEST(LibraryOps, LinearShapesAndErrors) {
   EXPECT_EQ(g.value(g.add("linear", {x, w1})).type.shape, (Shape{6, 2}));
   const int w5 = g.add_input({{4, 5}, DType::Float32}), b5 = g.add_input({{5}, DType::Float32});
   EXPECT_EQ(op_error([&] { g.add("linear", {x, w5}); }), "mat1 and mat2 shapes cannot be multiplied (12x3 and 5x4)");
-  EXPECT_EQ(op_error([&] { g.add("linear", {x, w, b5}); }),
+  EXPECT_EQ(op_error([&] {
+              g.add("linear", {x, w, b5});
+            }),
             "The expanded size of the tensor (4) must match the existing size (5) at non-singleton dimension 2.  "
             "Target sizes: [6, 2, 4].  Tensor sizes: [5]");
 }
@@ -233,12 +237,13 @@ TEST(LibraryOps, ConvShapesAttrsAndErrors) {
 
   dsl::Graph g;
   const int x = g.add_input({{2, 3, 8, 8}, DType::Float32}), w = g.add_input({{3, 4, 3, 3}, DType::Float32});
-  EXPECT_EQ(g.value(g.add("conv_transpose2d", {x, w}, {{"stride", int64_t{2}}, {"padding", int64_t{1}},
-                                                       {"output_padding", int64_t{1}}}))
+  EXPECT_EQ(g.value(g.add("conv_transpose2d", {x, w},
+                          {{"stride", int64_t{2}}, {"padding", int64_t{1}}, {"output_padding", int64_t{1}}}))
                 .type.shape,
             (Shape{2, 4, 16, 16}));
-  EXPECT_NE(op_error([&] { g.add("conv_transpose2d", {x, w}, {{"output_padding", int64_t{1}}}); })
-                .find("output padding must be smaller than either stride or dilation"),
+  EXPECT_NE(op_error([&] {
+              g.add("conv_transpose2d", {x, w}, {{"output_padding", int64_t{1}}});
+            }).find("output padding must be smaller than either stride or dilation"),
             std::string::npos);
 }
 
@@ -250,16 +255,16 @@ TEST(LibraryOps, MatmulRandomShapesMatchReference) {
     const int64_t m = rnd(rng, 1, 17), k = rnd(rng, 1, 40), n = rnd(rng, 1, 19);
     const int kind = static_cast<int>(rnd(rng, 0, 5));
     Shape as{m, k}, bs{k, n};
-    if (kind == 1) as = {k};                                   // vector @ matrix
-    if (kind == 2) bs = {k};                                   // matrix @ vector
+    if (kind == 1) as = {k};                                  // vector @ matrix
+    if (kind == 2) bs = {k};                                  // matrix @ vector
     if (kind == 3) as = {rnd(rng, 1, 3), m, k}, bs = {k, n};  // batch @ matrix
-    if (kind == 4) as = {3, 1, m, k}, bs = {2, k, n};          // broadcast batches
+    if (kind == 4) as = {3, 1, m, k}, bs = {2, k, n};         // broadcast batches
     if (kind == 5) as = {2, m, k}, bs = {2, k, n};
     dsl::Graph g;
     const int a = g.add_input({as, DType::Float32}), b = g.add_input({bs, DType::Float32});
     g.mark_output(g.add("matmul", {a, b}));
-    auto exe = check(g, {random_tensor(as, rng), random_tensor(bs, rng)}, "matmul " + dsl::shape_str(as) + " @ " +
-                                                                                 dsl::shape_str(bs));
+    auto exe = check(g, {random_tensor(as, rng), random_tensor(bs, rng)},
+                     "matmul " + dsl::shape_str(as) + " @ " + dsl::shape_str(bs));
     EXPECT_EQ(exe->num_kernels(), 0);
     EXPECT_EQ(exe->num_library_calls(), 1);
   }
@@ -334,8 +339,8 @@ TEST(LibraryOps, Conv2dRandomConfigsMatchReference) {
     // Input layouts: contiguous, channels-last, or a non-dense slice (copied first).
     const int layout = static_cast<int>(iter % 3);
     jit::Tensor x = layout == 1 && !unbatched ? permuted_tensor(xs, {0, 2, 3, 1}, rng)
-                    : layout == 2              ? strided_tensor(xs, rng)
-                                               : random_tensor(xs, rng);
+                    : layout == 2             ? strided_tensor(xs, rng)
+                                              : random_tensor(xs, rng);
     dsl::Graph g;
     std::vector<int> ins{g.add_input({xs, DType::Float32}), g.add_input({ws, DType::Float32})};
     std::vector<jit::Tensor> ts{x, random_tensor(ws, rng)};
@@ -344,8 +349,8 @@ TEST(LibraryOps, Conv2dRandomConfigsMatchReference) {
       ts.push_back(random_tensor({oc}, rng));
     }
     g.mark_output(g.add("conv2d", ins, a));
-    std::string what = "conv2d x" + dsl::shape_str(xs) + " w" + dsl::shape_str(ws) + " layout " +
-                       std::to_string(layout) + " attrs";
+    std::string what =
+        "conv2d x" + dsl::shape_str(xs) + " w" + dsl::shape_str(ws) + " layout " + std::to_string(layout) + " attrs";
     for (const auto& [key, v] : g.node(0).attrs)
       what += " " + key + "=" + (std::holds_alternative<I>(v) ? dsl::shape_str(std::get<I>(v)) : "g");
     check(g, ts, what);
@@ -365,13 +370,14 @@ TEST(LibraryOps, ConvTranspose2dMatchesReference) {
     const int b = g.add_input({{ocg * groups}, DType::Float32});
     std::vector<int> ins{x, w};
     if (iter % 2 == 0) ins.push_back(b);
-    g.mark_output(g.add("conv_transpose2d", ins,
-                        {{"stride", stride}, {"padding", pad}, {"output_padding", out_pad}, {"dilation", dil},
-                         {"groups", groups}}));
+    g.mark_output(g.add(
+        "conv_transpose2d", ins,
+        {{"stride", stride}, {"padding", pad}, {"output_padding", out_pad}, {"dilation", dil}, {"groups", groups}}));
     std::vector<jit::Tensor> ts{random_tensor(xs, rng), random_tensor(ws, rng), random_tensor({ocg * groups}, rng)};
-    check(g, ts, "conv_transpose2d x" + dsl::shape_str(xs) + " w" + dsl::shape_str(ws) + " s" +
-                     std::to_string(stride) + " p" + std::to_string(pad) + " op" + std::to_string(out_pad) + " d" +
-                     std::to_string(dil) + " g" + std::to_string(groups));
+    check(g, ts,
+          "conv_transpose2d x" + dsl::shape_str(xs) + " w" + dsl::shape_str(ws) + " s" + std::to_string(stride) + " p" +
+              std::to_string(pad) + " op" + std::to_string(out_pad) + " d" + std::to_string(dil) + " g" +
+              std::to_string(groups));
   }
 }
 
@@ -418,19 +424,47 @@ TEST(LibraryOps, EpilogueChainsMatchReference) {
   auto c = [](dsl::Graph& g, double v) { return g.add_constant(v, DType::Float64, true); };
   const std::vector<Chain> chains = {
       {"gelu", [](dsl::Graph& g, int y, int) { return g.add("gelu", {y}); }, 1},
-      {"gelu tanh", [](dsl::Graph& g, int y, int) { return g.add("gelu", {y}, {{"approximate", std::string("tanh")}}); }, 1},
+      {"gelu tanh",
+       [](dsl::Graph& g, int y, int) {
+         return g.add("gelu", {y}, {{"approximate", std::string("tanh")}});
+       },
+       1},
       {"silu * 0.5 + 1",
-       [&](dsl::Graph& g, int y, int) { return g.add("add", {g.add("mul", {g.add("silu", {y}), c(g, 0.5)}), c(g, 1.0)}); },
+       [&](dsl::Graph& g, int y, int) {
+         return g.add("add", {g.add("mul", {g.add("silu", {y}), c(g, 0.5)}), c(g, 1.0)});
+       },
        3},
       {"sigmoid, tanh", [](dsl::Graph& g, int y, int) { return g.add("tanh", {g.add("sigmoid", {y})}); }, 2},
       {"clamp(-0.5, 0.25)",
-       [](dsl::Graph& g, int y, int) { return g.add("clamp", {y}, {{"min", -0.5}, {"max", 0.25}}); }, 1},
+       [](dsl::Graph& g, int y, int) {
+         return g.add("clamp", {y}, {{"min", -0.5}, {"max", 0.25}});
+       },
+       1},
       {"clamp(min=0) (relu6 style max only)",
-       [](dsl::Graph& g, int y, int) { return g.add("clamp", {y}, {{"max", int64_t{6}}}); }, 1},
-      {"other - y (reversed sub)", [](dsl::Graph& g, int y, int o) { return g.add("sub", {o, y}); }, 2},
-      {"y * other / 4", [&](dsl::Graph& g, int y, int o) { return g.add("div", {g.add("mul", {y, o}), c(g, 4.0)}); }, 2},
-      {"2 - y", [&](dsl::Graph& g, int y, int) { return g.add("sub", {c(g, 2.0), y}); }, 1},
-      {"y / other", [](dsl::Graph& g, int y, int o) { return g.add("div", {y, o}); }, 1},
+       [](dsl::Graph& g, int y, int) {
+         return g.add("clamp", {y}, {{"max", int64_t{6}}});
+       },
+       1},
+      {"other - y (reversed sub)",
+       [](dsl::Graph& g, int y, int o) {
+         return g.add("sub", {o, y});
+       },
+       2},
+      {"y * other / 4",
+       [&](dsl::Graph& g, int y, int o) {
+         return g.add("div", {g.add("mul", {y, o}), c(g, 4.0)});
+       },
+       2},
+      {"2 - y",
+       [&](dsl::Graph& g, int y, int) {
+         return g.add("sub", {c(g, 2.0), y});
+       },
+       1},
+      {"y / other",
+       [](dsl::Graph& g, int y, int o) {
+         return g.add("div", {y, o});
+       },
+       1},
   };
   for (const auto& ch : chains) {
     for (const std::string op : {"matmul", "linear", "conv2d"}) {
@@ -473,8 +507,8 @@ TEST(LibraryOps, BroadcastPostOpOperands) {
   // rest run through the fallback loop; the results must match either way.
   auto rng = test::rng(19);
   const Shape out{2, 4, 5, 3};
-  for (const Shape& os : {Shape{4, 1, 1}, Shape{1, 4, 1, 1}, Shape{3}, Shape{}, Shape{2, 1, 5, 1}, Shape{5, 3},
-                          Shape{2, 4, 5, 3}}) {
+  for (const Shape& os :
+       {Shape{4, 1, 1}, Shape{1, 4, 1, 1}, Shape{3}, Shape{}, Shape{2, 1, 5, 1}, Shape{5, 3}, Shape{2, 4, 5, 3}}) {
     dsl::Graph g;
     const int x = g.add_input({{2, 3, 5, 3}, DType::Float32}), w = g.add_input({{4, 3, 1, 1}, DType::Float32});
     const int o = g.add_input({os, DType::Float32});
@@ -488,7 +522,8 @@ TEST(LibraryOps, BroadcastPostOpOperands) {
   const int x = g.add_input({{2, 3, 5, 3}, DType::Float32}), w = g.add_input({{4, 3, 1, 1}, DType::Float32});
   const int r = g.add_input({out, DType::Float32});
   g.mark_output(g.add("add", {g.add("conv2d", {x, w}), r}));
-  check(g, {random_tensor({2, 3, 5, 3}, rng), random_tensor({4, 3, 1, 1}, rng), permuted_tensor(out, {0, 2, 3, 1}, rng)},
+  check(g,
+        {random_tensor({2, 3, 5, 3}, rng), random_tensor({4, 3, 1, 1}, rng), permuted_tensor(out, {0, 2, 3, 1}, rng)},
         "conv + channels-last residual");
 }
 
@@ -595,7 +630,8 @@ TEST(LibraryOps, EagerOpsAndPrimitiveCache) {
         dsl::interpret_graph(
             [&] {
               dsl::Graph g;
-              g.mark_output(g.add("conv2d", {g.add_input({x.sizes, DType::Float32}), g.add_input({w.sizes, DType::Float32})},
+              g.mark_output(g.add("conv2d",
+                                  {g.add_input({x.sizes, DType::Float32}), g.add_input({w.sizes, DType::Float32})},
                                   {{"stride", int64_t{2}}}));
               return g;
             }(),
@@ -622,10 +658,12 @@ TEST(LibraryOps, FallbackPostOpLoopMatchesFormulas) {
   namespace od = runtime::onednn;
   std::vector<float> dst{-2.f, -0.5f, 0.f, 0.75f, 3.f, 8.f}, other{1.f, 2.f};
   const std::vector<float> orig = dst;
-  od::apply_post_ops({dst.data(), {3, 2}, {}},
-                     {od::PostOp::eltwise_op(od::Eltwise::Hardswish), od::PostOp::binary_op(od::Binary::Mul, {other.data(), {1, 2}, {}}),
-                      od::PostOp::eltwise_op(od::Eltwise::Clip, -1.f, 5.f), od::PostOp::eltwise_op(od::Eltwise::Linear, 2.f, 1.f)},
-                     nullptr);
+  od::apply_post_ops(
+      {dst.data(), {3, 2}, {}},
+      {od::PostOp::eltwise_op(od::Eltwise::Hardswish),
+       od::PostOp::binary_op(od::Binary::Mul, {other.data(), {1, 2}, {}}),
+       od::PostOp::eltwise_op(od::Eltwise::Clip, -1.f, 5.f), od::PostOp::eltwise_op(od::Eltwise::Linear, 2.f, 1.f)},
+      nullptr);
   for (size_t i = 0; i < dst.size(); ++i) {
     const float x = orig[i];
     const float hs = x * std::min(std::max(x + 3.f, 0.f), 6.f) / 6.f;
@@ -659,21 +697,24 @@ TEST(LibraryOps, RandomPostOpChainsMatchTheLoop) {
       if (k < 9) {
         const auto e = static_cast<od::Eltwise>(k);
         const float lo = -0.5f + 0.4f * u(rng), hi = 0.5f + 0.4f * u(rng);
-        const float al = e == od::Eltwise::Swish ? 1.f : e == od::Eltwise::Clip ? lo : e == od::Eltwise::Linear ? u(rng) : 0.f;
+        const float al = e == od::Eltwise::Swish    ? 1.f
+                         : e == od::Eltwise::Clip   ? lo
+                         : e == od::Eltwise::Linear ? u(rng)
+                                                    : 0.f;
         const float be = e == od::Eltwise::Clip ? hi : e == od::Eltwise::Linear ? u(rng) : 0.f;
         chain.push_back(od::PostOp::eltwise_op(e, al, be));
         desc += std::string(od::eltwise_name(e)) + " ";
       } else if (k == 9) {
         chain.push_back(od::PostOp::binary_op(od::Binary::Add, conv ? od::TensorArg{cfull.data(), {2, OC, H, W}, {}}
-                                                                   : od::TensorArg{full.data(), {M, N}, {}}));
+                                                                    : od::TensorArg{full.data(), {M, N}, {}}));
         desc += "add_full ";
       } else if (k == 10) {
         chain.push_back(od::PostOp::binary_op(od::Binary::Div, conv ? od::TensorArg{chan.data(), {1, OC, 1, 1}, {}}
-                                                                   : od::TensorArg{row.data(), {1, N}, {}}));
+                                                                    : od::TensorArg{row.data(), {1, N}, {}}));
         desc += "div_channel ";
       } else {
         chain.push_back(od::PostOp::binary_op(od::Binary::Sub, conv ? od::TensorArg{odd.data(), {2, 1, H, 1}, {}}
-                                                                   : od::TensorArg{row.data(), {1, N}, {}}));
+                                                                    : od::TensorArg{row.data(), {1, N}, {}}));
         desc += "sub_odd ";
       }
     }
@@ -689,13 +730,14 @@ TEST(LibraryOps, RandomPostOpChainsMatchTheLoop) {
       p.pad_begin[0] = p.pad_begin[1] = p.pad_end[0] = p.pad_end[1] = 1;
       got.resize(cfull.size());
       want.resize(cfull.size());
-      od::conv2d(p, {x.data(), {2, C, H, W}, {}}, {w.data(), {OC, C, 3, 3}, {}}, nullptr, {got.data(), {2, OC, H, W}, {}},
-                 chain);
+      od::conv2d(p, {x.data(), {2, C, H, W}, {}}, {w.data(), {OC, C, 3, 3}, {}}, nullptr,
+                 {got.data(), {2, OC, H, W}, {}}, chain);
       od::conv2d(p, {x.data(), {2, C, H, W}, {}}, {w.data(), {OC, C, 3, 3}, {}}, nullptr,
                  {want.data(), {2, OC, H, W}, {}}, {});
       od::apply_post_ops({want.data(), {2, OC, H, W}, {}}, chain, nullptr);
     }
     for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << (conv ? "conv: " : "matmul: ") << desc << " at " << i;
+      ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i])))
+          << (conv ? "conv: " : "matmul: ") << desc << " at " << i;
   }
 }

@@ -1,0 +1,126 @@
+"""GPU benchmark (not a test), run by tools/gpu_check.sh on a machine with a CUDA GPU.
+
+In one run: the 6-op pointwise chain at 2^28 float32 elements against the device copy bandwidth
+measured in the same run; softmax and layer norm (rows of 4096) against torch eager and
+torch.compile. Times use CUDA events (torch's) around many launches; results print as a table and
+go to JSON ($OUT/gpu_bench.json when OUT is set).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+import flow  # noqa: E402
+import torch  # noqa: E402
+
+
+def cuda_time(fn, repeats: int = 20, warmup: int = 3) -> float:
+    """Median seconds per call, timed with CUDA events after a synchronize."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    flow.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        flow.cuda.synchronize()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def main() -> None:
+    if not flow.cuda.is_available():
+        print("bench/gpu.py: no CUDA device; nothing to measure")
+        return
+    dev = torch.cuda.get_device_name()
+    n = 1 << 28
+    rows, cols = (1 << 24) // 4096, 4096
+    results = {"date": datetime.date.today().isoformat(), "device": dev, "workloads": []}
+
+    # Copy bandwidth (torch's device-to-device copy of n floats).
+    src = torch.randn(n, device="cuda")
+    dst = torch.empty_like(src)
+    t_copy = cuda_time(lambda: dst.copy_(src))
+    bw = 2 * n * 4 / t_copy
+    print(f"device: {dev}; copy bandwidth {bw / 1e9:.0f} GB/s")
+
+    def chain(m):
+        return lambda x, a, b: m.relu(x * a + b) * m.sigmoid(x) + 1.0
+
+    xs = [torch.randn(n, device="cuda") for _ in range(3)]
+    fx = [flow.tensor(t.cpu().numpy()).cuda() for t in xs]
+    f_jit = flow.jit(chain(flow))
+    out = f_jit(*fx)
+    ref = chain(torch)(*xs)
+    err = float((torch.as_tensor(out.cpu().numpy()) - ref.cpu()).abs().max())
+    t_flow = cuda_time(lambda: f_jit(*fx))
+    t_torch = cuda_time(lambda: chain(torch)(*xs))
+    t_comp = None
+    try:
+        comp = torch.compile(chain(torch))
+        comp(*xs)
+        t_comp = cuda_time(lambda: comp(*xs))
+    except Exception as e:  # torch.compile may be unavailable on the host
+        print("torch.compile failed:", e)
+    floor = 4 * n * 4 / bw
+    row = {"name": "chain 2^28", "flow_jit_s": t_flow, "torch_eager_s": t_torch, "torch_compile_s": t_comp,
+           "floor_s": floor, "fraction_of_copy_bw": floor / t_flow, "max_err": err}
+    results["workloads"].append(row)
+
+    def softmax(m):
+        return lambda x: m.softmax(x, dim=-1)
+
+    def layernorm(m):
+        def f(x, w, b):
+            mu = x.mean(-1, keepdim=True)
+            d = x - mu
+            return d * m.rsqrt((d * d).mean(-1, keepdim=True) + 1e-5) * w + b
+        return f
+
+    x2 = torch.randn(rows, cols, device="cuda")
+    w2 = torch.randn(cols, device="cuda")
+    b2 = torch.randn(cols, device="cuda")
+    for name, make, args in (("softmax 4096", softmax, (x2,)), ("layer norm 4096", layernorm, (x2, w2, b2))):
+        fargs = [flow.tensor(a.cpu().numpy()).cuda() for a in args]
+        fj = flow.jit(make(flow))
+        got = fj(*fargs)
+        ref = make(torch)(*args)
+        err = float((torch.as_tensor(got.cpu().numpy()) - ref.cpu()).abs().max())
+        tf = cuda_time(lambda: fj(*fargs))
+        tt = cuda_time(lambda: make(torch)(*args))
+        tc = None
+        try:
+            c = torch.compile(make(torch))
+            c(*args)
+            tc = cuda_time(lambda: c(*args))
+        except Exception as e:
+            print("torch.compile failed:", e)
+        nbytes = 2 * rows * cols * 4
+        results["workloads"].append({"name": name, "flow_jit_s": tf, "torch_eager_s": tt, "torch_compile_s": tc,
+                                     "floor_s": nbytes / bw, "max_err": err})
+
+    print(f"\n{'workload':18} {'flow jit ms':>12} {'torch ms':>10} {'compile ms':>11} {'floor ms':>9} "
+          f"{'eager/flow':>11} {'compile/flow':>13} {'max err':>9}")
+    for r in results["workloads"]:
+        tc = r["torch_compile_s"]
+        print(f"{r['name']:18} {r['flow_jit_s'] * 1e3:12.3f} {r['torch_eager_s'] * 1e3:10.3f} "
+              f"{(tc or float('nan')) * 1e3:11.3f} {r['floor_s'] * 1e3:9.3f} "
+              f"{r['torch_eager_s'] / r['flow_jit_s']:11.2f} {(tc or float('nan')) / r['flow_jit_s']:13.2f} {r['max_err']:9.1e}")
+    out_dir = os.environ.get("OUT", "gpu_out")
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "gpu_bench.json"), "w") as f:
+        json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
