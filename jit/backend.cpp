@@ -1,6 +1,6 @@
 // Note: the two backends. The CPU backend exists only in builds with LLVM (FLOW_HAS_LLVM); the
-// CUDA backend compiles with NVRTC (loaded with dlopen) and, in this build, stops there: kernels
-// are compiled and checked, and launching them belongs to the CUDA runtime.
+// CUDA backend compiles with NVRTC (loaded with dlopen) to a cubin, which jit/cuda_launch.cpp
+// loads through the driver API when the kernel first runs on a device.
 #include "jit/backend.h"
 
 #include <stdexcept>
@@ -43,7 +43,8 @@ class NvrtcBackend final : public Backend {
   std::string compile(const dsl::LoweredFunc& f, const CompileOptions& opt) const override {
     return cuda::cuda_compile(f, opt.cuda_arch).cubin;
   }
-  void load(CompiledKernel& k, const std::string&, const CompileOptions&) const override {
+  void load(CompiledKernel& k, const std::string& binary, const CompileOptions&) const override {
+    k.cubin = binary;  // loaded into a module on first launch, per device (jit/cuda_launch.cpp)
     k.cuda_source = cuda::print_cuda(k.scheduled.func);
   }
   std::string source(const dsl::LoweredFunc& f) const override { return cuda::print_cuda(f); }

@@ -14,7 +14,9 @@
 #include "dsl/serialize.h"
 #include "jit/backend.h"
 #include "jit/kernel_cache.h"
+#include "jit/cuda_launch.h"
 #include "jit/layouts.h"
+#include "runtime/cuda_driver.h"
 #include "jit/library_ops.h"
 #include "jit/log.h"
 
@@ -56,6 +58,11 @@ void dump_kernel(const Backend& backend, const sched::ScheduledKernel& sk, const
 }
 
 }  // namespace
+
+std::string default_cuda_arch() {
+  if (runtime::cuda::cuda_available()) return runtime::cuda::device_props(runtime::cuda::current_device()).arch;
+  return "sm_90";
+}
 
 uint64_t total_launches() { return launches().load(); }
 void reset_total_launches() { launches().store(0); }
@@ -176,8 +183,8 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) const { r
 
 std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs,
                                     const std::vector<std::pair<int, double>>& constants) const {
-  if (opt_.target != dsl::Target::CPU)
-    throw std::runtime_error("running CUDA executables needs a GPU runtime (not available in this build)");
+  const bool gpu = opt_.target == dsl::Target::CUDA;
+  const auto dev = gpu ? runtime::DeviceType::CUDA : runtime::DeviceType::CPU;
   const Graph& g = graph_;
   if (inputs.size() != g.inputs().size())
     throw std::invalid_argument("expected " + std::to_string(g.inputs().size()) + " inputs, got " +
@@ -188,6 +195,9 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs,
     const auto& want = g.value(g.inputs()[i]).type;
     if (inputs[i].sizes != want.shape || inputs[i].dtype != want.dtype)
       throw std::invalid_argument("input " + std::to_string(i) + " does not match the compiled signature " + want.str());
+    if (inputs[i].device() != dev)
+      throw std::invalid_argument("input " + std::to_string(i) + " is on " + runtime::device_type_name(inputs[i].device()) +
+                                  ", the executable was compiled for " + runtime::device_type_name(dev));
     const auto& st = layouts_.layout[g.inputs()[i]].strides;
     for (size_t d = 0; d < st.size(); ++d)
       if (inputs[i].sizes[d] > 1 && inputs[i].strides[d] != st[d])
@@ -212,7 +222,7 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs,
     for (int v : grp.inputs) bind_view(v);
     for (int v : grp.outputs) {
       if (bound[v]) continue;
-      slots[v] = Tensor::empty(g.value(v).type.shape, g.value(v).type.dtype);
+      slots[v] = Tensor::empty(g.value(v).type.shape, g.value(v).type.dtype, dev);
       bound[v] = &slots[v];
     }
   };
@@ -237,8 +247,16 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs,
     bool empty = false;
     for (int64_t s : instances_[k].kept) empty = empty || s == 0;
     if (empty) continue;
+    auto launch = [&](const std::vector<sched::KernelArg>& args) {
+      if (gpu) {
+        launch_cuda(*kernels_[k], args, bound);
+        ++launches();
+      } else {
+        launch_cpu(*kernels_[k], args, bound);
+      }
+    };
     if (constants.empty()) {
-      launch_cpu(*kernels_[k], kernel_args_[k], bound);
+      launch(kernel_args_[k]);
       continue;
     }
     std::vector<sched::KernelArg> args = kernel_args_[k];
@@ -250,7 +268,7 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs,
           a.i = static_cast<int64_t>(x);
         }
     }
-    launch_cpu(*kernels_[k], args, bound);
+    launch(args);
   }
   run_library_before(static_cast<int>(plan_.groups.size()));
   std::vector<Tensor> outs;

@@ -20,7 +20,8 @@ namespace flow::jit {
 
 struct CompileOptions {
   dsl::Target target = dsl::Target::CPU;
-  std::string cuda_arch = "sm_90";  // CUDA target: the architecture NVRTC compiles for
+  std::string cuda_arch = "sm_90";  // CUDA target: the architecture NVRTC compiles for (the
+                                    // current device's when a GPU is present: see default_cuda_arch)
   bool fuse = true;                 // false: one kernel per op
   bool inline_constants = true;     // false: scalar constants become kernel parameters (eager)
 };
@@ -32,9 +33,13 @@ struct CompiledKernel {
   bool cache_hit = false;      // found in the memory or disk cache (no compile)
   double compile_seconds = 0;  // 0 on a hit
   void* entry = nullptr;       // CPU: the function pointer
+  std::string cubin;           // CUDA target: the cubin (loaded once per device by jit/cuda_launch.h)
   std::string cuda_source;     // CUDA target
   std::string ptx;
 };
+
+// The architecture of the current CUDA device ("sm_90"), or "sm_90" without a GPU.
+std::string default_cuda_arch();
 
 // Loads or compiles one scheduled kernel for a target (thread-safe; cached in memory by key).
 // `compiled_now` (optional) is set when this call compiled the kernel (neither memory nor disk had it).

@@ -53,6 +53,7 @@ std::string signature(const std::string& op, const std::vector<EagerArg>& args, 
   for (const auto& a : args) {
     if (const auto* t = std::get_if<Tensor>(&a)) {
       key.push_back('T');
+      key.push_back(static_cast<char>(t->device()));
       key.push_back(static_cast<char>(t->dtype));
       put_i64(key, static_cast<int64_t>(t->sizes.size()));
       for (int64_t s : t->sizes) put_i64(key, s);
@@ -117,6 +118,16 @@ std::vector<Tensor> eager_op(const std::string& op, const std::vector<EagerArg>&
   for (int v : g.add_op(op, ids, attrs)) g.mark_output(v);
   CompileOptions opt;
   opt.inline_constants = false;  // scalars are kernel parameters: one kernel for every value
+  // The op runs where its tensors are; mixing devices is an error, as in torch.
+  for (const auto& t : tensors) {
+    if (t.device() != tensors.front().device())
+      throw dsl::OpError(dsl::OpError::Kind::Value,
+                         "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!");
+  }
+  if (!tensors.empty() && tensors.front().device() == runtime::DeviceType::CUDA) {
+    opt.target = dsl::Target::CUDA;
+    opt.cuda_arch = default_cuda_arch();
+  }
   auto plan = std::make_shared<EagerPlan>();
   plan->exe = compile(g, strides, opt);
   for (size_t i = 0; i < args.size(); ++i)

@@ -16,6 +16,7 @@
 namespace flow::jit {
 
 namespace onednn = runtime::onednn;
+using dsl::numel;
 using dsl::Shape;
 
 std::string LibraryStep::describe() const {
@@ -235,6 +236,80 @@ void run_reference(const dsl::Graph& g, const LibraryStep& step, const std::vect
 
 // ---- float32: oneDNN ---------------------------------------------------------------------------
 
+// Dims [0, last] of (dims, strides) as one dense run: its stride-collapsed size and inner stride, or
+// false. Size-1 dims are skipped.
+bool dense_run(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, size_t last, int64_t& size,
+               int64_t& stride) {
+  size = 1;
+  stride = strides[last];
+  int64_t expected = 0;
+  bool first = true;
+  for (size_t d = last + 1; d-- > 0;) {
+    if (dims[d] == 1) continue;
+    if (first) {
+      stride = strides[d];
+      expected = strides[d] * dims[d];
+      first = false;
+    } else {
+      if (strides[d] != expected) return false;
+      expected *= dims[d];
+    }
+    size *= dims[d];
+  }
+  return true;
+}
+
+// When b (the weights) broadcasts over every batch dim, the batch dims and M collapse into the
+// rows of one 2-D GEMM (a linear layer over [batch, seq, features]): oneDNN then runs one large
+// GEMM instead of one per batch element. Applies only when a, dst, the bias and every binary
+// post-op operand collapse the same way; otherwise leaves everything as is.
+void collapse_batch_rows(Arg& a, Arg& b, Shape& dst, Arg* bias, std::vector<onednn::PostOp>& post) {
+  const size_t r = dst.size();
+  if (r < 3) return;
+  for (size_t d = 0; d + 2 < r; ++d)
+    if (b.dims[d] != 1) return;
+  int64_t rows = 0, a_stride = 0;
+  if (!dense_run(a.dims, a.strides, r - 2, rows, a_stride)) return;
+  if (rows != numel(Shape(dst.begin(), dst.end() - 1))) return;
+  if (bias)
+    for (size_t d = 0; d + 1 < r; ++d)
+      if (bias->dims[d] != 1) return;
+  std::vector<std::pair<int64_t, int64_t>> operand_rows;  // (size, stride) of each binary operand
+  for (const onednn::PostOp& p : post) {
+    if (p.kind != onednn::PostOp::Kind::Binary) continue;
+    const auto& od = p.src1.dims;
+    bool all_one = true, all_full = true;
+    for (size_t d = 0; d + 1 < r; ++d) {
+      all_one = all_one && od[d] == 1;
+      all_full = all_full && od[d] == dst[d];
+    }
+    int64_t size = 1, stride = 1;
+    if (all_one) {
+      stride = p.src1.strides[r - 1] * od[r - 1];
+    } else if (!all_full || !dense_run(od, p.src1.strides, r - 2, size, stride)) {
+      return;
+    }
+    operand_rows.emplace_back(size, stride);
+  }
+  a.dims = {rows, a.dims[r - 1]};
+  a.strides = {rows == 1 ? a.strides[r - 1] * a.dims[1] : a_stride, a.strides[r - 1]};
+  b.dims = {b.dims[r - 2], b.dims[r - 1]};
+  b.strides = {b.strides[r - 2], b.strides[r - 1]};
+  if (bias) {
+    bias->dims = {1, bias->dims[r - 1]};
+    bias->strides = {bias->strides[r - 1] * bias->dims[1], bias->strides[r - 1]};
+  }
+  size_t k = 0;
+  for (onednn::PostOp& p : post) {
+    if (p.kind != onednn::PostOp::Kind::Binary) continue;
+    const int64_t n = p.src1.dims[r - 1], sn = p.src1.strides[r - 1];
+    const auto [size, stride] = operand_rows[k++];
+    p.src1.dims = {size, n};
+    p.src1.strides = {size == 1 ? sn * std::max<int64_t>(n, 1) : stride, sn};
+  }
+  dst = {rows, dst[r - 1]};
+}
+
 void run_matmul(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out, Copies& copies) {
   const Tensor* ta = &operand(values, step.operands[0]);
   const Tensor* tb = &operand(values, step.operands[1]);
@@ -261,7 +336,8 @@ void run_matmul(const LibraryStep& step, const std::vector<const Tensor*>& value
   for (size_t d = 0; d + 2 < rank; ++d) dst_dims.push_back(std::max(a.dims[d], b.dims[d]));
   dst_dims.push_back(a.dims[rank - 2]);
   dst_dims.push_back(b.dims[rank - 1]);
-  const std::vector<onednn::PostOp> post = post_ops(step, values, out.sizes, unit_pos, copies);
+  std::vector<onednn::PostOp> post = post_ops(step, values, out.sizes, unit_pos, copies);
+  collapse_batch_rows(a, b, dst_dims, nullptr, post);
   onednn::matmul(a.tensor(), b.tensor(), nullptr, {static_cast<float*>(out.data()), dst_dims, {}}, post);
 }
 
@@ -313,6 +389,7 @@ void run_linear(const LibraryStep& step, const std::vector<const Tensor*>& value
                   onednn::PostOp::binary_op(onednn::Binary::Add, post_operand(tb, out.sizes, unit_pos).tensor()));
     }
   }
+  collapse_batch_rows(x, w, dst_dims, native_bias ? &bias : nullptr, post);
   const onednn::TensorArg bias_arg = bias.tensor();
   onednn::matmul(x.tensor(), w.tensor(), native_bias ? &bias_arg : nullptr,
                  {static_cast<float*>(out.data()), dst_dims, {}}, post);

@@ -12,12 +12,12 @@ std::vector<int64_t> contiguous_strides_of(const dsl::Shape& sizes) {
   return st;
 }
 
-Tensor Tensor::empty(const dsl::Shape& sizes, dsl::DType dtype) {
+Tensor Tensor::empty(const dsl::Shape& sizes, dsl::DType dtype, runtime::DeviceType device) {
   Tensor t;
   t.sizes = sizes;
   t.strides = contiguous_strides_of(sizes);
   t.dtype = dtype;
-  t.storage = runtime::Buffer::allocate(static_cast<size_t>(dsl::numel(sizes)) * dsl::dtype_size(dtype));
+  t.storage = runtime::Buffer::allocate(static_cast<size_t>(dsl::numel(sizes)) * dsl::dtype_size(dtype), device);
   return t;
 }
 

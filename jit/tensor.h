@@ -19,7 +19,9 @@ struct Tensor {
   dsl::DType dtype = dsl::DType::Float32;
 
   // A new contiguous tensor with uninitialized contents.
-  static Tensor empty(const dsl::Shape& sizes, dsl::DType dtype);
+  static Tensor empty(const dsl::Shape& sizes, dsl::DType dtype,
+                      runtime::DeviceType device = runtime::DeviceType::CPU);
+  runtime::DeviceType device() const { return storage ? storage->device() : runtime::DeviceType::CPU; }
   int64_t numel() const { return dsl::numel(sizes); }
   bool is_contiguous() const;
   void* data() const;  // storage data + offset * element size
@@ -27,5 +29,8 @@ struct Tensor {
 };
 
 std::vector<int64_t> contiguous_strides_of(const dsl::Shape& sizes);
+
+// A contiguous copy of `t` on `device` (same dtype); `t` itself when already there and contiguous.
+Tensor to_device(const Tensor& t, runtime::DeviceType device);
 
 }  // namespace flow::jit

@@ -10,6 +10,8 @@
 #include <sstream>
 
 #include "bind_common.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/cuda_stream.h"
 #include "dsl/op_table.h"
 #include "jit/compile.h"
 #include "jit/eager.h"
@@ -164,6 +166,16 @@ void bind_jit(py::module_& m) {
       py::arg("fuse") = true, "Compiles a graph for inputs with the given element strides ([] = contiguous)");
 
   m.def("cache_stats", &cache_stats, "The process-wide kernel cache counters");
+  // CUDA runtime (dlopen'ed driver: these work, and say no, on machines without a GPU).
+  m.def("cuda_is_available", [] { return runtime::cuda::cuda_available(); });
+  m.def("cuda_unavailable_reason", [] { return runtime::cuda::unavailable_reason(); });
+  m.def("cuda_device_count", [] { return runtime::cuda::device_count(); });
+  m.def("cuda_device_name", [](int i) { return runtime::cuda::device_props(i).name; }, py::arg("device") = 0);
+  m.def("cuda_synchronize", [] {
+    py::gil_scoped_release release;
+    if (runtime::cuda::cuda_available()) runtime::cuda::synchronize();
+  });
+  m.def("default_cuda_arch", &jit::default_cuda_arch);
   m.def("reset_cache_stats", [] { jit::global_kernel_cache().reset_stats(); });
   m.def(
       "clear_memory_cache", [] { jit::global_kernel_cache().clear_memory(); },

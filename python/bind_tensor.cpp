@@ -14,6 +14,8 @@
 #include "bind_common.h"
 #include "jit/eager.h"
 #include "jit/tensor.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/cuda_stream.h"
 
 namespace flow::python {
 
@@ -89,6 +91,9 @@ void check_has_storage(const Tensor& t) {
 // A numpy array viewing `t`'s elements (shares memory; keeps the storage alive).
 py::array numpy_view(const Tensor& t) {
   check_has_storage(t);
+  if (t.device() != runtime::DeviceType::CPU)
+    throw py::type_error(
+        "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.");
   const ssize_t item = dsl::dtype_size(t.dtype);
   std::vector<ssize_t> shape(t.sizes.begin(), t.sizes.end());
   std::vector<ssize_t> strides;
@@ -200,6 +205,20 @@ void bind_tensor(py::module_& m) {
             return jit::eager_contiguous(t, to);
           },
           py::arg("dtype") = py::none(), "A new contiguous copy (optionally converted to `dtype`)")
+      .def_property_readonly("device",
+                             [](const Tensor& t) { return std::string(runtime::device_type_name(t.device())); })
+      .def(
+          "to_device",
+          [](const Tensor& t, const std::string& device) {
+            check_has_storage(t);
+            const auto dev = device == "cuda" ? runtime::DeviceType::CUDA : runtime::DeviceType::CPU;
+            if (device != "cuda" && device != "cpu") throw py::value_error("unknown device '" + device + "'");
+            if (dev == runtime::DeviceType::CUDA && !runtime::cuda::cuda_available())
+              throw std::runtime_error("flow: no CUDA device is available (" + runtime::cuda::unavailable_reason() + ")");
+            py::gil_scoped_release release;
+            return jit::to_device(t, dev);
+          },
+          py::arg("device"), "A contiguous copy on `device` ('cpu' or 'cuda'); itself when already there")
       .def("__repr__", &tensor_repr);
 }
 

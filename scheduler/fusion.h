@@ -8,6 +8,8 @@
 //     persistent-row kernel;
 //   - a reduction absorbs the pointwise group producing its input (same domain) or joins a
 //     reduction group over the same rows.
+//   - a library op (conv, GEMM: OutEWiseFusable) starts a Library group; its elementwise consumers
+//     join it as a post-op chain when scheduler/library_patterns.h says the library takes them.
 // Every refused merge is recorded with a named reason; explain() prints them.
 #pragma once
 #include <string>

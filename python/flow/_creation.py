@@ -19,6 +19,13 @@ __all__ = ["tensor", "as_tensor", "from_numpy", "zeros", "ones", "full", "empty"
 _rng = np.random.default_rng()
 
 
+
+def _place(t, device):
+    """Moves a freshly created (CPU) tensor to `device` when one is asked for."""
+    if device is None or str(device).split(":")[0] == "cpu":
+        return t
+    return t.cuda()
+
 def manual_seed(seed):
     """Seeds flow's random creation ops (rand, randn, randint)."""
     global _rng
@@ -86,7 +93,7 @@ def _unwrap_scalar(t):
     return t.tolist()
 
 
-def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+def _tensor_cpu(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """flow.tensor(data, dtype=None): a new tensor copying `data`."""
     dtype = D.to_dtype(dtype) if dtype is not None else None
     if isinstance(data, Tensor):
@@ -102,7 +109,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
     return _from_array(arr, dtype or D.promote_numpy_default(arr.dtype))
 
 
-def as_tensor(data, dtype=None, device=None):
+def _as_tensor_cpu(data, dtype=None, device=None):
     """flow.as_tensor: a flow tensor from a flow tensor (returned as is when the dtype matches), a
     numpy array, a torch tensor or Python data."""
     if isinstance(data, Tensor):
@@ -132,11 +139,11 @@ def _shape(size, fn):
     return shape
 
 
-def empty(*size, dtype=None, device=None, requires_grad=False, out=None):
+def _empty_cpu(*size, dtype=None, device=None, requires_grad=False, out=None):
     return Tensor._wrap(_C.Tensor.empty(_shape(size, "empty"), _creation_dtype(dtype).name))
 
 
-def full(size, fill_value, *, dtype=None, device=None, requires_grad=False, out=None):
+def _full_cpu(size, fill_value, *, dtype=None, device=None, requires_grad=False, out=None):
     if dtype is None:
         dtype = (D.bool_ if isinstance(fill_value, (builtins.bool, np.bool_))
                  else D.int64 if isinstance(fill_value, numbers.Integral) else D.float32)
@@ -145,31 +152,31 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False, out=
     return t
 
 
-def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
+def _zeros_cpu(*size, dtype=None, device=None, requires_grad=False, out=None):
     return full(_shape(size, "zeros"), 0, dtype=_creation_dtype(dtype))
 
 
-def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
+def _ones_cpu(*size, dtype=None, device=None, requires_grad=False, out=None):
     return full(_shape(size, "ones"), 1, dtype=_creation_dtype(dtype))
 
 
-def empty_like(input, *, dtype=None, device=None):
+def _empty_like_cpu(input, *, dtype=None, device=None):
     return empty(list(input.shape), dtype=dtype or input.dtype)
 
 
-def zeros_like(input, *, dtype=None, device=None):
+def _zeros_like_cpu(input, *, dtype=None, device=None):
     return zeros(list(input.shape), dtype=dtype or input.dtype)
 
 
-def ones_like(input, *, dtype=None, device=None):
+def _ones_like_cpu(input, *, dtype=None, device=None):
     return ones(list(input.shape), dtype=dtype or input.dtype)
 
 
-def full_like(input, fill_value, *, dtype=None, device=None):
+def _full_like_cpu(input, fill_value, *, dtype=None, device=None):
     return full(list(input.shape), fill_value, dtype=dtype or input.dtype)
 
 
-def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False, out=None):
+def _arange_cpu(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False, out=None):
     if end is None:
         start, end = 0, start
     if step == 0:
@@ -180,23 +187,109 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     return _from_array(arr, dt)
 
 
-def rand(*size, dtype=None, device=None, generator=None, requires_grad=False):
+def _rand_cpu(*size, dtype=None, device=None, generator=None, requires_grad=False):
     dt = _creation_dtype(dtype)
     if not dt.is_floating_point:
         raise RuntimeError(f'"check_uniform_bounds" not implemented for \'{dt._torch_short}\'')
     return _from_array(_rng.random(_shape(size, "rand")), dt)
 
 
-def randn(*size, dtype=None, device=None, generator=None, requires_grad=False):
+def _randn_cpu(*size, dtype=None, device=None, generator=None, requires_grad=False):
     dt = _creation_dtype(dtype)
     if not dt.is_floating_point:
         raise RuntimeError(f'"normal_kernel_cpu" not implemented for \'{dt._torch_short}\'')
     return _from_array(_rng.standard_normal(_shape(size, "randn")), dt)
 
 
-def randint(low, high=None, size=None, *, dtype=None, device=None, generator=None):
+def _randint_cpu(low, high=None, size=None, *, dtype=None, device=None, generator=None):
     if size is None:
         raise TypeError("randint(): missing required argument 'size'")
     if high is None:
         low, high = 0, low
     return _from_array(_rng.integers(low, high, size=_shape((size,), "randint")), _creation_dtype(dtype, D.int64))
+
+
+def tensor(*args, device=None, **kwargs):
+    return _place(_tensor_cpu(*args, **kwargs), device)
+
+
+tensor.__doc__ = _tensor_cpu.__doc__
+
+
+def as_tensor(*args, device=None, **kwargs):
+    return _place(_as_tensor_cpu(*args, **kwargs), device)
+
+
+as_tensor.__doc__ = _as_tensor_cpu.__doc__
+
+
+def empty(*args, device=None, **kwargs):
+    return _place(_empty_cpu(*args, **kwargs), device)
+
+
+empty.__doc__ = _empty_cpu.__doc__
+
+
+def full(*args, device=None, **kwargs):
+    return _place(_full_cpu(*args, **kwargs), device)
+
+
+full.__doc__ = _full_cpu.__doc__
+
+
+def zeros(*args, device=None, **kwargs):
+    return _place(_zeros_cpu(*args, **kwargs), device)
+
+
+zeros.__doc__ = _zeros_cpu.__doc__
+
+
+def ones(*args, device=None, **kwargs):
+    return _place(_ones_cpu(*args, **kwargs), device)
+
+
+ones.__doc__ = _ones_cpu.__doc__
+
+
+def arange(*args, device=None, **kwargs):
+    return _place(_arange_cpu(*args, **kwargs), device)
+
+
+arange.__doc__ = _arange_cpu.__doc__
+
+
+def rand(*args, device=None, **kwargs):
+    return _place(_rand_cpu(*args, **kwargs), device)
+
+
+rand.__doc__ = _rand_cpu.__doc__
+
+
+def randn(*args, device=None, **kwargs):
+    return _place(_randn_cpu(*args, **kwargs), device)
+
+
+randn.__doc__ = _randn_cpu.__doc__
+
+
+def randint(*args, device=None, **kwargs):
+    return _place(_randint_cpu(*args, **kwargs), device)
+
+
+randint.__doc__ = _randint_cpu.__doc__
+
+
+def empty_like(input, *args, device=None, **kwargs):
+    return _place(_empty_like_cpu(input, *args, **kwargs), device if device is not None else getattr(input, "device", None))
+
+
+def zeros_like(input, *args, device=None, **kwargs):
+    return _place(_zeros_like_cpu(input, *args, **kwargs), device if device is not None else getattr(input, "device", None))
+
+
+def ones_like(input, *args, device=None, **kwargs):
+    return _place(_ones_like_cpu(input, *args, **kwargs), device if device is not None else getattr(input, "device", None))
+
+
+def full_like(input, *args, device=None, **kwargs):
+    return _place(_full_like_cpu(input, *args, **kwargs), device if device is not None else getattr(input, "device", None))

@@ -35,6 +35,7 @@ class TraceContext:
         self.bindings = []  # per graph input: ("arg", flat index) or ("capture", Tensor)
         self._captured = {}  # id(Tensor) -> value id (the Tensor is held in bindings)
         self.active = True
+        self.device = None  # the device the traced inputs live on (None: cpu)
 
     def __enter__(self):
         _stack().append(self)

@@ -151,3 +151,4 @@ def f32_to_bf16_bits(a):
 
 def bf16_bits_to_f32(bits):
     return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+CUDA = device("cuda")

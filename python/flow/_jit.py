@@ -78,7 +78,7 @@ def _leaf_key(x):
     if isinstance(x, Tensor):
         if x._c is None:
             raise TraceError("flow.jit: a traced tensor was passed to a jitted function outside its trace")
-        return ("T", tuple(x._c.shape), x._c.dtype, _layout_key(x._c))
+        return ("T", tuple(x._c.shape), x._c.dtype, _layout_key(x._c), x._c.device)
     try:
         hash(x)
         return ("V", type(x), x)
@@ -201,6 +201,7 @@ class JitFunction:
 
     def _trace_and_compile(self, flat, spec):
         ctx = TraceContext()
+        ctx.device = next((x.device for x in flat if isinstance(x, Tensor) and x._c is not None and x.is_cuda), None)
         self.num_traces += 1
         with ctx:
             traced = []
@@ -236,8 +237,13 @@ class JitFunction:
                     for kind, x in ctx.bindings]
         exe = None
         if marked:
-            strides = [list((flat[x] if kind == "arg" else x)._c.strides) for kind, x in ctx.bindings]
-            exe = _C.compile(ctx.graph, strides, self._target, self._cuda_arch, self._fuse)
+            bound = [(flat[x] if kind == "arg" else x)._c for kind, x in ctx.bindings]
+            strides = [list(c.strides) for c in bound]
+            # Tensors on a GPU compile for it (the device's own architecture); else the given target.
+            on_gpu = any(c.device == "cuda" for c in bound)
+            target = "cuda" if on_gpu else self._target
+            arch = _C.default_cuda_arch() if on_gpu else self._cuda_arch
+            exe = _C.compile(ctx.graph, strides, target, arch, self._fuse)
         return _Variant(ctx.graph, exe, bindings, out_spec, out_leaves, self._module)
 
     # ---- introspection ------------------------------------------------------------------------

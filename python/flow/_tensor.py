@@ -110,11 +110,13 @@ class Tensor:
 
     @property
     def device(self):
-        return D.CPU
+        if self._c is None:
+            return self._ctx.device if getattr(self._ctx, "device", None) is not None else D.CPU
+        return D.CUDA if self._c.device == "cuda" else D.CPU
 
     @property
     def is_cuda(self):
-        return False
+        return self.device.type == "cuda"
 
     @property
     def requires_grad(self):
@@ -173,7 +175,12 @@ class Tensor:
         return self
 
     def cpu(self):
-        return self
+        self._need_data("Tensor.cpu()")
+        return self if self._c.device == "cpu" else Tensor._wrap(self._c.to_device("cpu"))
+
+    def cuda(self, device=None, non_blocking=False):
+        self._need_data("Tensor.cuda()")
+        return self if self._c.device == "cuda" else Tensor._wrap(self._c.to_device("cuda"))
 
     def requires_grad_(self, requires_grad=True):
         return self
@@ -514,7 +521,7 @@ class Tensor:
 
     def to(self, *args, **kwargs):
         dtype = kwargs.pop("dtype", None)
-        kwargs.pop("device", None)
+        device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
         kwargs.pop("copy", None)
         if kwargs:
@@ -523,12 +530,15 @@ class Tensor:
             if isinstance(a, Tensor):
                 dtype = a.dtype
             elif isinstance(a, (str, D.device)) and str(a).split(":")[0] in ("cpu", "cuda"):
-                if str(a).startswith("cuda"):
-                    raise RuntimeError("flow: CUDA tensors are not supported yet (only the CUDA compile target)")
+                device = a
             else:
                 dtype = a
+        out = self
+        if device is not None:
+            out = out.cuda() if str(device).startswith("cuda") else out.cpu()
         if dtype is None:
-            return self
+            return out
+        self = out
         dtype = D.to_dtype(dtype)
         if dtype is self.dtype:
             return self

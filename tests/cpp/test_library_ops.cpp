@@ -133,6 +133,14 @@ const sched::FusionGroup* library_group(const jit::Executable& exe) {
 
 }  // namespace
 
+// Tests that execute float32 library ops need oneDNN; those with generated kernels need LLVM.
+#ifdef FLOW_HAS_LLVM
+#define REQUIRE_BACKENDS() \
+  if (!runtime::onednn::available()) GTEST_SKIP() << "built without oneDNN"
+#else
+#define REQUIRE_BACKENDS() GTEST_SKIP() << "built without LLVM"
+#endif
+
 // ---- type inference and errors -------------------------------------------------------------------
 
 TEST(LibraryOps, MatmulShapes) {
@@ -250,6 +258,7 @@ TEST(LibraryOps, ConvShapesAttrsAndErrors) {
 // ---- numerics vs the reference interpreter ---------------------------------------------------------
 
 TEST(LibraryOps, MatmulRandomShapesMatchReference) {
+  REQUIRE_BACKENDS();
   auto rng = test::rng(11);
   for (int iter = 0; iter < 30; ++iter) {
     const int64_t m = rnd(rng, 1, 17), k = rnd(rng, 1, 40), n = rnd(rng, 1, 19);
@@ -271,6 +280,7 @@ TEST(LibraryOps, MatmulRandomShapesMatchReference) {
 }
 
 TEST(LibraryOps, MatmulStridedOperands) {
+  REQUIRE_BACKENDS();
   auto rng = test::rng(12);
   const int64_t m = rnd(rng, 2, 13), k = rnd(rng, 2, 29), n = rnd(rng, 2, 11), bt = rnd(rng, 2, 4);
   struct Case {
@@ -295,6 +305,7 @@ TEST(LibraryOps, MatmulStridedOperands) {
 }
 
 TEST(LibraryOps, LinearMatchesReference) {
+  REQUIRE_BACKENDS();
   auto rng = test::rng(13);
   for (int iter = 0; iter < 16; ++iter) {
     const int64_t in = rnd(rng, 1, 33), out = rnd(rng, 1, 21);
@@ -317,6 +328,7 @@ TEST(LibraryOps, LinearMatchesReference) {
 }
 
 TEST(LibraryOps, Conv2dRandomConfigsMatchReference) {
+  REQUIRE_BACKENDS();
   auto rng = test::rng(14);
   for (int iter = 0; iter < 40; ++iter) {
     const int64_t groups = iter % 5 == 0 ? rnd(rng, 2, 3) : 1;
@@ -358,6 +370,7 @@ TEST(LibraryOps, Conv2dRandomConfigsMatchReference) {
 }
 
 TEST(LibraryOps, ConvTranspose2dMatchesReference) {
+  REQUIRE_BACKENDS();
   auto rng = test::rng(15);
   for (int iter = 0; iter < 16; ++iter) {
     const int64_t groups = iter % 4 == 3 ? 2 : 1;
@@ -382,6 +395,7 @@ TEST(LibraryOps, ConvTranspose2dMatchesReference) {
 }
 
 TEST(LibraryOps, Float64RunsByReferenceLoops) {
+  REQUIRE_BACKENDS();
   auto rng = test::rng(16);
   dsl::Graph g;
   const int a = g.add_input({{3, 5, 7}, DType::Float64}), b = g.add_input({{7, 4}, DType::Float64});
@@ -396,6 +410,7 @@ TEST(LibraryOps, Float64RunsByReferenceLoops) {
 // ---- fused epilogues ------------------------------------------------------------------------------
 
 TEST(LibraryOps, ConvBiasResidualReluIsOneLibraryCall) {
+  REQUIRE_BACKENDS();
   auto rng = test::rng(17);
   const int64_t n = 2, c = 5, oc = 6, h = 9, w = 7;
   dsl::Graph g;
@@ -415,6 +430,7 @@ TEST(LibraryOps, ConvBiasResidualReluIsOneLibraryCall) {
 }
 
 TEST(LibraryOps, EpilogueChainsMatchReference) {
+  REQUIRE_BACKENDS();
   auto rng = test::rng(18);
   struct Chain {
     std::string name;
@@ -503,6 +519,7 @@ TEST(LibraryOps, EpilogueChainsMatchReference) {
 }
 
 TEST(LibraryOps, BroadcastPostOpOperands) {
+  REQUIRE_BACKENDS();
   // Per-channel, per-row, scalar-tensor and odd broadcasts: oneDNN takes some as post-ops and the
   // rest run through the fallback loop; the results must match either way.
   auto rng = test::rng(19);
@@ -528,6 +545,7 @@ TEST(LibraryOps, BroadcastPostOpOperands) {
 }
 
 TEST(LibraryOps, RejectedEpiloguesFallBackToKernels) {
+  REQUIRE_BACKENDS();
   auto rng = test::rng(20);
   const auto x_t = random_tensor({3, 8}, rng), w_t = random_tensor({8, 5}, rng);
   auto reason = [](const jit::Executable& exe) {
@@ -604,6 +622,7 @@ TEST(LibraryOps, RejectedEpiloguesFallBackToKernels) {
 }
 
 TEST(LibraryOps, UnfusedPlanMatches) {
+  REQUIRE_BACKENDS();
   auto rng = test::rng(21);
   dsl::Graph g;
   const int x = g.add_input({{1, 2, 5, 5}, DType::Float32}), w = g.add_input({{3, 2, 3, 3}, DType::Float32});
@@ -620,6 +639,7 @@ TEST(LibraryOps, UnfusedPlanMatches) {
 }
 
 TEST(LibraryOps, EagerOpsAndPrimitiveCache) {
+  REQUIRE_BACKENDS();
   auto rng = test::rng(22);
   const jit::Tensor x = random_tensor({2, 3, 7, 7}, rng), w = random_tensor({4, 3, 3, 3}, rng);
   const auto before = runtime::onednn::stats();
@@ -673,6 +693,7 @@ TEST(LibraryOps, FallbackPostOpLoopMatchesFormulas) {
 }
 
 TEST(LibraryOps, RandomPostOpChainsMatchTheLoop) {
+  REQUIRE_BACKENDS();
   // oneDNN's fused post-ops against the runtime's plain loop, over random chains on a matmul and a
   // convolution (binary operands full, per-row/per-channel, and an odd broadcast).
   namespace od = runtime::onednn;
@@ -740,4 +761,46 @@ TEST(LibraryOps, RandomPostOpChainsMatchTheLoop) {
       ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i])))
           << (conv ? "conv: " : "matmul: ") << desc << " at " << i;
   }
+}
+
+TEST(LibraryOps, SumPostOpAccumulatesIntoDst) {
+  REQUIRE_BACKENDS();
+  namespace od = runtime::onednn;
+  auto rng = test::rng(24);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  const int64_t M = 4, K = 9, N = 5;
+  std::vector<float> a(M * K), b(K * N), dst(M * N), prod(M * N);
+  for (float& x : a) x = u(rng);
+  for (float& x : b) x = u(rng);
+  for (float& x : dst) x = u(rng);
+  const std::vector<float> residual = dst;
+  od::matmul({a.data(), {M, K}, {}}, {b.data(), {K, N}, {}}, nullptr, {prod.data(), {M, N}, {}}, {});
+  od::matmul({a.data(), {M, K}, {}}, {b.data(), {K, N}, {}}, nullptr, {dst.data(), {M, N}, {}},
+             {od::PostOp::sum_op(0.5f), od::PostOp::eltwise_op(od::Eltwise::Relu)});
+  for (size_t i = 0; i < dst.size(); ++i) EXPECT_NEAR(dst[i], std::max(0.f, prod[i] + 0.5f * residual[i]), 1e-5) << i;
+}
+
+TEST(LibraryOps, SharedWeightsBatchCollapseKeepsBroadcasts) {
+  REQUIRE_BACKENDS();
+  // x[3, 4, 7] @ w[7, 6] runs as one [12, 7] GEMM when every operand collapses; operands that
+  // broadcast over only some of the rows keep the batched form. Both must match.
+  auto rng = test::rng(25);
+  for (const Shape& os : {Shape{6}, Shape{4, 6}, Shape{3, 1, 6}, Shape{3, 4, 1}, Shape{3, 4, 6}, Shape{1, 1, 1}}) {
+    for (bool permuted : {false, true}) {
+      dsl::Graph g;
+      const int a = g.add_input({{3, 4, 7}, DType::Float32}), b = g.add_input({{7, 6}, DType::Float32});
+      const int o = g.add_input({os, DType::Float32});
+      g.mark_output(g.add("sub", {g.add("matmul", {a, b}), o}));
+      const jit::Tensor at = permuted ? permuted_tensor({3, 4, 7}, {1, 0, 2}, rng) : random_tensor({3, 4, 7}, rng);
+      auto exe = check(g, {at, random_tensor({7, 6}, rng), random_tensor(os, rng)},
+                       "matmul - " + dsl::shape_str(os) + (permuted ? " (permuted x)" : ""));
+      EXPECT_EQ(exe->plan().groups.size(), 1u);
+    }
+  }
+  dsl::Graph g;  // linear with a [seq, out]-shaped bias (binary post-op) over a 3-D input
+  const int x = g.add_input({{2, 5, 7}, DType::Float32}), w = g.add_input({{3, 7}, DType::Float32});
+  const int b = g.add_input({{5, 3}, DType::Float32});
+  g.mark_output(g.add("linear", {x, w, b}));
+  check(g, {random_tensor({2, 5, 7}, rng), random_tensor({3, 7}, rng), random_tensor({5, 3}, rng)},
+        "linear with a [5, 3] bias");
 }

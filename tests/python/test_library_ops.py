@@ -11,6 +11,23 @@ from conftest import to_flow, to_torch
 _C = flow._C
 
 
+
+def _has_onednn():
+    one = flow.tensor([[1.0]])._c
+    try:
+        _C.eager("matmul", [one, one], {})
+    except NotImplementedError:
+        return False
+    return True
+
+
+pytestmark = [
+    pytest.mark.skipif(not _has_onednn(), reason="flow built without oneDNN"),
+    # torch warns that it pads a copy for padding="same" with an even kernel; not our concern here.
+    pytest.mark.filterwarnings("ignore:Using padding='same'"),
+]
+
+
 def eager(op, args, attrs=None):
     out = _C.eager(op, [a._c if isinstance(a, flow.Tensor) else a for a in args], attrs or {})
     assert len(out) == 1
