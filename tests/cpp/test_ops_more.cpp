@@ -31,7 +31,10 @@ dsl::HostTensor host(const Shape& s, DType t, std::vector<double> d) {
 
 dsl::HostTensor random_host(std::mt19937_64& rng, const Shape& s, DType t = DType::Float32, double lo = -3,
                             double hi = 3, const std::vector<double>& specials = {}) {
-  return host(s, t, test::random_values(rng, s, t, lo, hi, specials));
+  // Values rounded to the dtype, so formulas evaluated in double see what the kernels see.
+  dsl::HostTensor h = host(s, t, test::random_values(rng, s, t, lo, hi, specials));
+  for (double& v : h.data) v = dsl::round_to_dtype(t, v);
+  return h;
 }
 
 // Flat input indices of each output element (keepdim=false order) of a reduction over `dims`, each
