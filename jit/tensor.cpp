@@ -1,5 +1,10 @@
 #include "jit/tensor.h"
 
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/cuda_copy.h"
+
 namespace flow::jit {
 
 std::vector<int64_t> contiguous_strides_of(const dsl::Shape& sizes) {
@@ -17,7 +22,21 @@ Tensor Tensor::empty(const dsl::Shape& sizes, dsl::DType dtype, runtime::DeviceT
   t.sizes = sizes;
   t.strides = contiguous_strides_of(sizes);
   t.dtype = dtype;
-  t.storage = runtime::Buffer::allocate(static_cast<size_t>(dsl::numel(sizes)) * dsl::dtype_size(dtype), device);
+  const size_t bytes = static_cast<size_t>(dsl::numel(sizes)) * dsl::dtype_size(dtype);
+  t.storage = runtime::Buffer::allocate(bytes, device);
+  // FLOW_POISON_OUTPUTS=1 (tests): fresh tensors start as all-ones bytes (NaN for floats, -1 for
+  // ints), so a kernel that leaves an element unwritten fails its comparison.
+  static const bool poison = [] {
+    const char* e = std::getenv("FLOW_POISON_OUTPUTS");
+    return e && *e && *e != '0';
+  }();
+  if (poison && bytes > 0) {
+    if (device == runtime::DeviceType::CPU) {
+      std::memset(t.storage->data(), 0xFF, bytes);
+    } else {
+      runtime::cuda::memset_device(t.storage->data(), 0xFF, bytes);
+    }
+  }
   return t;
 }
 

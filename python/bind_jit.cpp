@@ -113,6 +113,15 @@ void bind_jit(py::module_& m) {
       },
       py::arg("op"), py::arg("args"), py::arg("attrs") = py::dict(),
       "Runs one op eagerly; Python bool/int/float arguments are scalars (wrapped numbers)");
+  m.def(
+      "view",
+      [](const std::string& op, const Tensor& t, const py::dict& attrs) {
+        const dsl::Attrs a = attrs_from_dict(attrs);
+        py::gil_scoped_release release;
+        return jit::eager_view(op, t, a);
+      },
+      py::arg("op"), py::arg("tensor"), py::arg("attrs") = py::dict(),
+      "Runs a view op eagerly: a zero-copy alias of `tensor` (reshape of an unviewable layout copies)");
 
   py::class_<PyExecutable>(m, "Executable", "A compiled graph (flow::jit::Executable)")
       .def("run", &PyExecutable::run, py::arg("inputs"), "Runs the graph on inputs in graph-input order")

@@ -17,6 +17,11 @@ import flow
 SEED = int(os.environ.get("FLOW_TEST_SEED", random.SystemRandom().randrange(2**31)))
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (run by tools/gpu_check.sh)")
+    config.addinivalue_line("markers", "slow: a long test (still part of make test)")
+
+
 def pytest_report_header(config):
     return f"flow test seed: {SEED} (replay with FLOW_TEST_SEED={SEED})"
 
