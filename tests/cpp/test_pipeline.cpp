@@ -152,6 +152,11 @@ TEST(Pipeline, GpuSchedulesInterpretCorrectlyAndCompile) {
       ASSERT_NEAR(f32(o_gpu)[i], f32(o_cpu)[i], 1e-6f + 1e-5f * std::fabs(f32(o_cpu)[i])) << sk.func.name << " i=" << i;
     const auto compiled = jit::cuda::cuda_compile(sk.func, "sm_90");
     EXPECT_NE(compiled.ptx.find(".entry"), std::string::npos);
+    if (plan.groups[0].kind == sched::GroupKind::Pointwise) {
+      // The scheduled contiguous float32 chain moves 16 bytes per load and store.
+      EXPECT_NE(compiled.ptx.find(".v4.f32"), std::string::npos) << compiled.ptx;
+      EXPECT_NE(compiled.ptx.find("st.global.v4.f32"), std::string::npos) << compiled.ptx;
+    }
     EXPECT_FALSE(compiled.cubin.empty());
     EXPECT_EQ(compiled.ptx.find("ld.local"), std::string::npos) << compiled.ptx;
   }
