@@ -12,10 +12,10 @@ namespace flow::jit {
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual const char* name() const = 0;          // "llvm" or "nvrtc"
-  virtual std::string host_target() const = 0;   // CPU name + features (CUDA: unused)
-  virtual std::string compiler_id() const = 0;   // compiler version: part of the cache key
-  virtual std::string flags() const = 0;         // codegen flags: part of the cache key
+  virtual const char* name() const = 0;         // "llvm" or "nvrtc"
+  virtual std::string host_target() const = 0;  // CPU name + features (CUDA: unused)
+  virtual std::string compiler_id() const = 0;  // compiler version: part of the cache key
+  virtual std::string flags() const = 0;        // codegen flags: part of the cache key
   virtual std::string compile(const dsl::LoweredFunc& f, const CompileOptions& opt) const = 0;
   virtual void load(CompiledKernel& k, const std::string& binary, const CompileOptions& opt) const = 0;
   virtual std::string source(const dsl::LoweredFunc& f) const = 0;

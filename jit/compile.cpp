@@ -13,12 +13,12 @@
 #include "dsl/ir_visitor.h"
 #include "dsl/serialize.h"
 #include "jit/backend.h"
-#include "jit/kernel_cache.h"
 #include "jit/cuda_launch.h"
+#include "jit/kernel_cache.h"
 #include "jit/layouts.h"
-#include "runtime/cuda_driver.h"
 #include "jit/library_ops.h"
 #include "jit/log.h"
+#include "runtime/cuda_driver.h"
 
 namespace flow::jit {
 
@@ -64,11 +64,15 @@ std::string default_cuda_arch() {
   return "sm_90";
 }
 
-uint64_t total_launches() { return launches().load(); }
-void reset_total_launches() { launches().store(0); }
+uint64_t total_launches() {
+  return launches().load();
+}
+void reset_total_launches() {
+  launches().store(0);
+}
 
 std::shared_ptr<const CompiledKernel> get_kernel(const sched::ScheduledKernel& sk, const CompileOptions& opt,
-                                                bool* compiled_now) {
+                                                 bool* compiled_now) {
   if (compiled_now) *compiled_now = false;
   const Backend& backend = backend_for(opt.target);
   std::string canonical;
@@ -104,8 +108,8 @@ std::shared_ptr<const CompiledKernel> get_kernel(const sched::ScheduledKernel& s
     cache.store(key, fresh);
     if (log_enabled("codegen")) {
       std::ostringstream os;
-      os << "compiled " << sk.func.name << " (" << sk.scheduler << ", " << params_json << ") for "
-         << backend.name() << "/" << target << " in " << fresh.compile_seconds * 1e3 << " ms, key " << k->key_hex;
+      os << "compiled " << sk.func.name << " (" << sk.scheduler << ", " << params_json << ") for " << backend.name()
+         << "/" << target << " in " << fresh.compile_seconds * 1e3 << " ms, key " << k->key_hex;
       log_line("codegen", os.str());
     }
     entry = std::move(fresh);
@@ -124,12 +128,18 @@ void launch_cpu(const CompiledKernel& k, const std::vector<sched::KernelArg>& ar
     switch (args[i].kind) {
       case sched::KernelArg::Kind::Buffer: {
         const Tensor* t = values.at(args[i].value);
-        if (!t) throw std::logic_error("kernel " + k.scheduled.func.name + ": value %" + std::to_string(args[i].value) + " is not bound");
+        if (!t)
+          throw std::logic_error("kernel " + k.scheduled.func.name + ": value %" + std::to_string(args[i].value) +
+                                 " is not bound");
         av[i].ptr = t->data();
         break;
       }
-      case sched::KernelArg::Kind::Int: av[i].i64 = args[i].i; break;
-      case sched::KernelArg::Kind::Float: av[i].f64 = args[i].f; break;
+      case sched::KernelArg::Kind::Int:
+        av[i].i64 = args[i].i;
+        break;
+      case sched::KernelArg::Kind::Float:
+        av[i].f64 = args[i].f;
+        break;
     }
   }
   reinterpret_cast<void (*)(const dsl::ArgValue*)>(k.entry)(av.data());
@@ -137,7 +147,6 @@ void launch_cpu(const CompiledKernel& k, const std::vector<sched::KernelArg>& ar
 }
 
 // ---- Executable --------------------------------------------------------------------------------
-
 
 std::shared_ptr<Executable> compile(const Graph& g, const std::vector<std::vector<int64_t>>& input_strides,
                                     const CompileOptions& opt) {
@@ -153,7 +162,8 @@ std::shared_ptr<Executable> compile(const Graph& g, const std::vector<std::vecto
 
   // Each kernel reads its inputs with their layouts (views included); it writes contiguously.
   sched::GroupLayouts layouts;
-  for (size_t v = 0; v < exe->graph_.values().size(); ++v) layouts[static_cast<int>(v)] = exe->layouts_.layout[v].strides;
+  for (size_t v = 0; v < exe->graph_.values().size(); ++v)
+    layouts[static_cast<int>(v)] = exe->layouts_.layout[v].strides;
 
   exe->instances_.reserve(exe->plan_.groups.size());
   for (size_t gi = 0; gi < exe->plan_.groups.size(); ++gi) {
@@ -179,7 +189,9 @@ std::shared_ptr<Executable> compile(const Graph& g, const std::vector<std::vecto
   return exe;
 }
 
-std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) const { return run(inputs, {}); }
+std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) const {
+  return run(inputs, {});
+}
 
 std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs,
                                     const std::vector<std::pair<int, double>>& constants) const {
@@ -194,10 +206,12 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs,
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto& want = g.value(g.inputs()[i]).type;
     if (inputs[i].sizes != want.shape || inputs[i].dtype != want.dtype)
-      throw std::invalid_argument("input " + std::to_string(i) + " does not match the compiled signature " + want.str());
+      throw std::invalid_argument("input " + std::to_string(i) + " does not match the compiled signature " +
+                                  want.str());
     if (inputs[i].device() != dev)
-      throw std::invalid_argument("input " + std::to_string(i) + " is on " + runtime::device_type_name(inputs[i].device()) +
-                                  ", the executable was compiled for " + runtime::device_type_name(dev));
+      throw std::invalid_argument("input " + std::to_string(i) + " is on " +
+                                  runtime::device_type_name(inputs[i].device()) + ", the executable was compiled for " +
+                                  runtime::device_type_name(dev));
     const auto& st = layouts_.layout[g.inputs()[i]].strides;
     for (size_t d = 0; d < st.size(); ++d)
       if (inputs[i].sizes[d] > 1 && inputs[i].strides[d] != st[d])
@@ -276,7 +290,8 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs,
     bind_view(v);
     if (!bound[v]) {
       const auto& val = g.value(v);
-      if (val.kind != dsl::ValueKind::Constant) throw std::logic_error("graph output %" + std::to_string(v) + " was not computed");
+      if (val.kind != dsl::ValueKind::Constant)
+        throw std::logic_error("graph output %" + std::to_string(v) + " was not computed");
       // A constant output: materialize it with a one-element fill.
       throw dsl::OpError(dsl::OpError::Kind::NotImplemented, "returning a constant from a compiled function");
     }
@@ -298,7 +313,8 @@ std::string Executable::explain(bool with_source) const {
     const auto& sk = ck.scheduled;
     os << "kernel " << k << ": " << sk.func.name << "  scheduler=" << sk.scheduler
        << "  params=" << sched::params_to_json(sk.params) << "\n  key=" << ck.key_hex
-       << (kernel_compiled_[k] ? "  (compiled in " + std::to_string(ck.compile_seconds * 1e3) + " ms)" : "  (from cache)")
+       << (kernel_compiled_[k] ? "  (compiled in " + std::to_string(ck.compile_seconds * 1e3) + " ms)"
+                               : "  (from cache)")
        << "\n  coalesced domain: kept " << dsl::shape_str(instances_[k].kept) << " reduced "
        << dsl::shape_str(instances_[k].reduced) << "\n";
     os << "-- loop nest --\n" << dsl::to_string(sk.func) << "\n";

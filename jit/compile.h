@@ -44,7 +44,7 @@ std::string default_cuda_arch();
 // Loads or compiles one scheduled kernel for a target (thread-safe; cached in memory by key).
 // `compiled_now` (optional) is set when this call compiled the kernel (neither memory nor disk had it).
 std::shared_ptr<const CompiledKernel> get_kernel(const sched::ScheduledKernel& sk, const CompileOptions& opt,
-                                                bool* compiled_now = nullptr);
+                                                 bool* compiled_now = nullptr);
 // Runs a CPU kernel with the launch arguments of one specialization (a cached kernel serves many
 // shapes, so its own `scheduled.args` are those of whichever instance compiled it first): buffer
 // args from `values` (indexed by graph value id).
@@ -59,7 +59,8 @@ class Executable {
   // The same, with new values for the graph's constants passed as kernel parameters (compiled with
   // inline_constants=false): `constants` maps each constant value id to its new value. Eager mode
   // reuses one Executable per signature this way.
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<std::pair<int, double>>& constants) const;
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs,
+                          const std::vector<std::pair<int, double>>& constants) const;
 
   const dsl::Graph& graph() const { return graph_; }
   const sched::FusionPlan& plan() const { return plan_; }
@@ -83,8 +84,8 @@ class Executable {
   std::vector<sched::KernelInstance> instances_;
   std::vector<std::shared_ptr<const CompiledKernel>> kernels_;
   std::vector<std::vector<sched::KernelArg>> kernel_args_;  // launch arguments of each kernel
-  std::vector<int> kernel_group_;  // group index of each kernel
-  std::vector<bool> kernel_compiled_;  // whether this compile produced each kernel
+  std::vector<int> kernel_group_;                           // group index of each kernel
+  std::vector<bool> kernel_compiled_;                       // whether this compile produced each kernel
   int num_compiled_ = 0;
   std::vector<LibraryStep> library_steps_;  // Library groups (jit/library_ops.h), ascending group
 };

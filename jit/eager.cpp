@@ -4,9 +4,9 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "dsl/op_table.h"
 #include "jit/backend.h"
 #include "jit/compile.h"
-#include "dsl/op_table.h"
 
 namespace flow::jit {
 
@@ -45,7 +45,9 @@ EagerPlanCache& plan_cache() {
   return cache;
 }
 
-void put_i64(std::string& key, int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); }
+void put_i64(std::string& key, int64_t v) {
+  key.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
 
 std::string signature(const std::string& op, const std::vector<EagerArg>& args, const dsl::Attrs& attrs) {
   std::string key = op;
@@ -121,8 +123,9 @@ std::vector<Tensor> eager_op(const std::string& op, const std::vector<EagerArg>&
   // The op runs where its tensors are; mixing devices is an error, as in torch.
   for (const auto& t : tensors) {
     if (t.device() != tensors.front().device())
-      throw dsl::OpError(dsl::OpError::Kind::Value,
-                         "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!");
+      throw dsl::OpError(
+          dsl::OpError::Kind::Value,
+          "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!");
   }
   if (!tensors.empty() && tensors.front().device() == runtime::DeviceType::CUDA) {
     opt.target = dsl::Target::CUDA;
@@ -164,7 +167,11 @@ Tensor eager_contiguous(const Tensor& src, dsl::DType dtype) {
   return eager_op("cast", {src}, {{"dtype", std::string(dsl::dtype_name(dtype))}}).at(0);
 }
 
-LaunchCounters launch_counters() { return {total_launches()}; }
-void reset_launch_counters() { reset_total_launches(); }
+LaunchCounters launch_counters() {
+  return {total_launches()};
+}
+void reset_launch_counters() {
+  reset_total_launches();
+}
 
 }  // namespace flow::jit

@@ -63,7 +63,7 @@ Graph materialize_unviewable(const Graph& g, const std::vector<std::vector<int64
     for (size_t k = 0; k < outs.size(); ++k) {
       map[n.outputs[k]] = outs[k];
       lay[outs[k]] = def.pattern == dsl::OpPattern::View ? *def.view(lay[ins[0]], n.attrs)
-                                                          : dsl::contiguous_layout(out.value(outs[k]).type.shape);
+                                                         : dsl::contiguous_layout(out.value(outs[k]).type.shape);
     }
   }
   for (int o : g.outputs()) out.mark_output(map[o]);

@@ -13,8 +13,8 @@
 namespace flow::jit {
 
 struct ValueLayouts {
-  std::vector<int> root;                // the value whose storage `v` lives in (itself for non-views)
-  std::vector<dsl::Layout> layout;      // relative to the root's own offset
+  std::vector<int> root;            // the value whose storage `v` lives in (itself for non-views)
+  std::vector<dsl::Layout> layout;  // relative to the root's own offset
   std::vector<bool> is_view;
 };
 

@@ -19,8 +19,7 @@ struct Tensor {
   dsl::DType dtype = dsl::DType::Float32;
 
   // A new contiguous tensor with uninitialized contents.
-  static Tensor empty(const dsl::Shape& sizes, dsl::DType dtype,
-                      runtime::DeviceType device = runtime::DeviceType::CPU);
+  static Tensor empty(const dsl::Shape& sizes, dsl::DType dtype, runtime::DeviceType device = runtime::DeviceType::CPU);
   runtime::DeviceType device() const { return storage ? storage->device() : runtime::DeviceType::CPU; }
   int64_t numel() const { return dsl::numel(sizes); }
   bool is_contiguous() const;

@@ -72,20 +72,6 @@ void bind_outputs(const Graph& g, int node, GroupValues& gv, StmtList& scope, co
   gv.bind_row(n.outputs.back(), var(name, DType::Int64));
 }
 
-void unravel_rows(const KernelSignature& sig, size_t K, Expr rem, StmtList& body, std::vector<Expr>& idx) {
-  idx.assign(K, Expr());
-  for (size_t d = K; d-- > 0;) {
-    const std::string name = "i" + std::to_string(d);
-    if (d == 0) {
-      body.let(name, rem);
-    } else {
-      body.let(name, rem % sig.kept_size(d));
-      body.let("iq" + std::to_string(d), rem / sig.kept_size(d));
-      rem = var("iq" + std::to_string(d));
-    }
-    idx[d] = var(name);
-  }
-}
 
 }  // namespace
 
@@ -187,8 +173,7 @@ Stmt lower_scan(const KernelInstance& ki, const KernelSignature& sig, const Redu
 
   GroupValues gv(ki, sig);
   StmtList line;
-  std::vector<Expr> kept_idx;
-  unravel_rows(sig, K, var("row"), line, kept_idx);
+  const std::vector<Expr> kept_idx = unravel(line, var("row"), kept_sizes(sig, K), "i");
   line.allocate("acc", acc, 1, MemoryScope::Local);
   line.add(make_store("acc", make_int(0), reduce_identity(spec.op, acc)));
   StmtList body;

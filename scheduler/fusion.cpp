@@ -16,10 +16,14 @@ using dsl::Shape;
 
 const char* group_kind_name(GroupKind k) {
   switch (k) {
-    case GroupKind::Pointwise: return "pointwise";
-    case GroupKind::Reduction: return "reduction";
-    case GroupKind::Opaque: return "opaque";
-    case GroupKind::Library: return "library";
+    case GroupKind::Pointwise:
+      return "pointwise";
+    case GroupKind::Reduction:
+      return "reduction";
+    case GroupKind::Opaque:
+      return "opaque";
+    case GroupKind::Library:
+      return "library";
   }
   return "?";
 }
@@ -204,7 +208,8 @@ class Fuser {
     const Shape& in = g_.value(n.inputs[0]).type.shape;
     if (w.kind == GroupKind::Opaque) return "producer is an opaque op";
     if (w.kind == GroupKind::Library) return "producer is a library call";
-    if (w.domain != in) return "reduction input " + dsl::shape_str(in) + " is not the group domain " + dsl::shape_str(w.domain);
+    if (w.domain != in)
+      return "reduction input " + dsl::shape_str(in) + " is not the group domain " + dsl::shape_str(w.domain);
     if (w.has_injective) return "producer kernel holds an injective op";
     if (w.kind == GroupKind::Reduction && w.reduce_dims != dims) return "different reduction axes";
     if (creates_cycle(gi, n)) return "would create a cycle between kernels";
@@ -310,8 +315,8 @@ class Fuser {
         if (pg == target) continue;
         const Work& a = groups_[target];
         const Work& b = groups_[pg];
-        const bool same_domain = a.domain == b.domain &&
-                                 (b.kind == GroupKind::Pointwise || a.reduce_dims == b.reduce_dims);
+        const bool same_domain =
+            a.domain == b.domain && (b.kind == GroupKind::Pointwise || a.reduce_dims == b.reduce_dims);
         if (a.has_injective || b.has_injective) {
           reject(pg, n.id, "kernels with injective ops are not merged");
         } else if (same_domain && !depends_on(pg, target) && !depends_on(target, pg)) {
@@ -411,7 +416,9 @@ class Fuser {
 
 }  // namespace
 
-FusionPlan fuse(const Graph& g, const FusionOptions& opt) { return Fuser(g, opt).run(); }
+FusionPlan fuse(const Graph& g, const FusionOptions& opt) {
+  return Fuser(g, opt).run();
+}
 
 std::string FusionPlan::to_string(const Graph& g) const {
   std::ostringstream os;

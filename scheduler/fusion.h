@@ -36,7 +36,7 @@ struct FusionGroup {
   // epilogue chain, each node consuming the previous one's output; `epilogue` is that chain as
   // post-ops (scheduler/library_patterns.h). Library groups have no generated kernel.
   std::vector<EpilogueStep> epilogue;
-  bool has_injective = false;        // holds an injective op (cat, pad, gather, ...): dims kept as is
+  bool has_injective = false;  // holds an injective op (cat, pad, gather, ...): dims kept as is
 };
 
 struct RejectedMerge {
@@ -52,8 +52,8 @@ struct FusionPlan {
 };
 
 struct FusionOptions {
-  bool enable = true;      // false: one group per node (eager mode, debugging)
-  int max_buffers = 64;    // kernel argument cap (NVRTC parameter space and launch limits)
+  bool enable = true;                     // false: one group per node (eager mode, debugging)
+  int max_buffers = 64;                   // kernel argument cap (NVRTC parameter space and launch limits)
   dsl::Target target = dsl::Target::CPU;  // which library epilogues exist (library_patterns.h)
 };
 

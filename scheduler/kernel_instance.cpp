@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <set>
+#include <stdexcept>
 
 #include "dsl/op_table.h"
-#include <stdexcept>
 
 namespace flow::sched {
 
@@ -133,7 +133,8 @@ KernelInstance specialize(const dsl::Graph& g, const FusionGroup& grp, const Gro
   }
   bool has_kept = false, has_red = false;
   for (const auto& d : dims) (d.reduced ? has_red : has_kept) = true;
-  if (!has_kept && grp.kind != GroupKind::Reduction) dims.insert(dims.begin(), Dim{1, false, std::vector<int64_t>(raws.size(), 0)});
+  if (!has_kept && grp.kind != GroupKind::Reduction)
+    dims.insert(dims.begin(), Dim{1, false, std::vector<int64_t>(raws.size(), 0)});
   if (!has_red && grp.kind == GroupKind::Reduction) dims.push_back(Dim{1, true, std::vector<int64_t>(raws.size(), 0)});
 
   for (const auto& d : dims) (d.reduced ? ki.reduced : ki.kept).push_back(d.size);

@@ -34,14 +34,14 @@ using GroupLayouts = std::map<int, std::vector<int64_t>>;
 struct KernelInstance {
   const dsl::Graph* graph = nullptr;
   const FusionGroup* group = nullptr;
-  std::vector<int64_t> kept;     // coalesced kept sizes (at least one dim for pointwise)
-  std::vector<int64_t> reduced;  // coalesced reduced sizes (reduction groups)
+  std::vector<int64_t> kept;          // coalesced kept sizes (at least one dim for pointwise)
+  std::vector<int64_t> reduced;       // coalesced reduced sizes (reduction groups)
   std::vector<KernelBuffer> buffers;  // group inputs (non-constant) then outputs
   std::vector<int> scalar_constants;  // constant values passed as scalar params (not inlined)
   bool inline_constants = true;
 
-  int64_t rows() const;     // product of kept sizes
-  int64_t row_size() const; // product of reduced sizes
+  int64_t rows() const;      // product of kept sizes
+  int64_t row_size() const;  // product of reduced sizes
   const KernelBuffer* buffer_for(int value) const;
 };
 

@@ -56,7 +56,8 @@ KernelSignature::KernelSignature(const KernelInstance& ki) : ki_(ki) {
     for (size_t d = 0; d < b.classes.size(); ++d)
       if (b.classes[d] == StrideClass::Dynamic) add_int("s_" + b.name + "_" + std::to_string(d), b.strides[d]);
   for (const auto& b : ki.buffers)
-    for (size_t d = 0; d < b.own_strides.size(); ++d) add_int("o_" + b.name + "_" + std::to_string(d), b.own_strides[d]);
+    for (size_t d = 0; d < b.own_strides.size(); ++d)
+      add_int("o_" + b.name + "_" + std::to_string(d), b.own_strides[d]);
   for (int v : ki.scalar_constants) {
     const auto& val = ki.graph->value(v);
     const std::string name = "c" + std::to_string(v);
@@ -77,8 +78,12 @@ KernelSignature::KernelSignature(const KernelInstance& ki) : ki_(ki) {
   }
 }
 
-Expr KernelSignature::kept_size(size_t d) const { return vars_.at("k" + std::to_string(d)); }
-Expr KernelSignature::reduced_size(size_t d) const { return vars_.at("r" + std::to_string(d)); }
+Expr KernelSignature::kept_size(size_t d) const {
+  return vars_.at("k" + std::to_string(d));
+}
+Expr KernelSignature::reduced_size(size_t d) const {
+  return vars_.at("r" + std::to_string(d));
+}
 
 Expr KernelSignature::kept_total() const {
   Expr n = make_int(1);
@@ -94,9 +99,12 @@ Expr KernelSignature::reduced_total() const {
 
 Expr KernelSignature::stride(const KernelBuffer& b, size_t d) const {
   switch (b.classes[d]) {
-    case StrideClass::Zero: return make_int(0);
-    case StrideClass::One: return make_int(1);
-    case StrideClass::Dynamic: return vars_.at("s_" + b.name + "_" + std::to_string(d));
+    case StrideClass::Zero:
+      return make_int(0);
+    case StrideClass::One:
+      return make_int(1);
+    case StrideClass::Dynamic:
+      return vars_.at("s_" + b.name + "_" + std::to_string(d));
   }
   return make_int(0);
 }
@@ -105,7 +113,9 @@ Expr KernelSignature::own_stride(const KernelBuffer& b, size_t d) const {
   return vars_.at("o_" + b.name + "_" + std::to_string(d));
 }
 
-Expr KernelSignature::constant(int value) const { return vars_.at("c" + std::to_string(value)); }
+Expr KernelSignature::constant(int value) const {
+  return vars_.at("c" + std::to_string(value));
+}
 
 // ---- GroupValues -------------------------------------------------------------------------------
 
@@ -166,7 +176,8 @@ Expr GroupValues::compute_node(int node) {
     const DType out = ki_.graph->value(n.outputs.at(0)).type.dtype;
     Expr e = def.injective(out_idx, loader, make_op_context(*ki_.graph, n));
     if (e.type() != compute_dtype(out))
-      throw std::logic_error("op '" + n.op + "' computed " + dtype_name(e.type()) + ", expected " + dtype_name(compute_dtype(out)));
+      throw std::logic_error("op '" + n.op + "' computed " + dtype_name(e.type()) + ", expected " +
+                             dtype_name(compute_dtype(out)));
     return round_to_storage(std::move(e), out);
   }
   if (def.pattern != OpPattern::Elementwise || !def.compute)
@@ -202,7 +213,8 @@ Expr GroupValues::value(int v) {
     body_values_[v] = e;
     return e;
   }
-  if (val.kind != ValueKind::OpResult) throw std::logic_error("value %" + std::to_string(v) + " has no source in kernel");
+  if (val.kind != ValueKind::OpResult)
+    throw std::logic_error("value %" + std::to_string(v) + " has no source in kernel");
   if (!body_) throw std::logic_error("value %" + std::to_string(v) + " requested outside a loop body");
   e = compute_node(val.producer);
   const std::string name = "v" + std::to_string(v);
@@ -231,6 +243,36 @@ std::string kernel_name(const KernelInstance& ki, const char* kind) {
     name += "_" + op;
   }
   return name;
+}
+
+std::vector<Expr> unravel(StmtList& body, Expr linear, const std::vector<Expr>& sizes, const std::string& prefix) {
+  std::vector<Expr> idx(sizes.size());
+  Expr rem = std::move(linear);
+  for (size_t d = sizes.size(); d-- > 0;) {
+    const std::string name = prefix + std::to_string(d);
+    if (d == 0) {
+      body.let(name, rem);
+    } else {
+      const std::string q = prefix + "q" + std::to_string(d);
+      body.let(name, rem % sizes[d]);
+      body.let(q, rem / sizes[d]);
+      rem = var(q);
+    }
+    idx[d] = var(name);
+  }
+  return idx;
+}
+
+std::vector<Expr> kept_sizes(const KernelSignature& sig, size_t count) {
+  std::vector<Expr> s;
+  for (size_t d = 0; d < count; ++d) s.push_back(sig.kept_size(d));
+  return s;
+}
+
+std::vector<Expr> reduced_sizes(const KernelSignature& sig, size_t count) {
+  std::vector<Expr> s;
+  for (size_t d = 0; d < count; ++d) s.push_back(sig.reduced_size(d));
+  return s;
 }
 
 }  // namespace flow::sched

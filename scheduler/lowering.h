@@ -19,9 +19,16 @@ namespace flow::sched {
 // A flat list of statements and scope openers (Let, Allocate) folded into a nested Stmt.
 class StmtList {
  public:
-  void add(dsl::Stmt s) { items_.push_back({Item::Kind::Stmt, std::move(s), "", dsl::Expr(), dsl::DType::Int64, 0, dsl::MemoryScope::Local}); }
-  void let(const std::string& name, dsl::Expr value) { items_.push_back({Item::Kind::Let, dsl::Stmt(), name, std::move(value), dsl::DType::Int64, 0, dsl::MemoryScope::Local}); }
-  void allocate(const std::string& name, dsl::DType t, int64_t size, dsl::MemoryScope scope) { items_.push_back({Item::Kind::Alloc, dsl::Stmt(), name, dsl::Expr(), t, size, scope}); }
+  void add(dsl::Stmt s) {
+    items_.push_back({Item::Kind::Stmt, std::move(s), "", dsl::Expr(), dsl::DType::Int64, 0, dsl::MemoryScope::Local});
+  }
+  void let(const std::string& name, dsl::Expr value) {
+    items_.push_back(
+        {Item::Kind::Let, dsl::Stmt(), name, std::move(value), dsl::DType::Int64, 0, dsl::MemoryScope::Local});
+  }
+  void allocate(const std::string& name, dsl::DType t, int64_t size, dsl::MemoryScope scope) {
+    items_.push_back({Item::Kind::Alloc, dsl::Stmt(), name, dsl::Expr(), t, size, scope});
+  }
   void append(const StmtList& o) { items_.insert(items_.end(), o.items_.begin(), o.items_.end()); }
   dsl::Stmt build() const;
 
@@ -93,5 +100,13 @@ class GroupValues {
 };
 
 std::string kernel_name(const KernelInstance& ki, const char* kind);
+
+// Binds the digits of `linear` in the mixed radix `sizes` (outermost first) as Lets
+// <prefix><d> (quotients <prefix>q<d>) in `body`; returns the index variables, outermost first.
+std::vector<dsl::Expr> unravel(StmtList& body, dsl::Expr linear, const std::vector<dsl::Expr>& sizes,
+                               const std::string& prefix);
+// The kept (or reduced) sizes of the signature, in order.
+std::vector<dsl::Expr> kept_sizes(const KernelSignature& sig, size_t count);
+std::vector<dsl::Expr> reduced_sizes(const KernelSignature& sig, size_t count);
 
 }  // namespace flow::sched

@@ -38,7 +38,8 @@ PointwiseParams PointwiseParams::from_json(const std::string& json) {
   p.cpu_vector_width = static_cast<int>(json_get_int(json, "cpu_vector_width", p.cpu_vector_width));
   p.cpu_unroll = static_cast<int>(json_get_int(json, "cpu_unroll", p.cpu_unroll));
   p.gpu_threads = static_cast<int>(json_get_int(json, "gpu_threads", p.gpu_threads));
-  p.gpu_elements_per_thread = static_cast<int>(json_get_int(json, "gpu_elements_per_thread", p.gpu_elements_per_thread));
+  p.gpu_elements_per_thread =
+      static_cast<int>(json_get_int(json, "gpu_elements_per_thread", p.gpu_elements_per_thread));
   p.gpu_vector_width = static_cast<int>(json_get_int(json, "gpu_vector_width", p.gpu_vector_width));
   return p;
 }

@@ -23,39 +23,18 @@ void emit_outputs(const KernelInstance& ki, GroupValues& gv, StmtList& body) {
     if (b.is_output) body.add(make_store(b.name, gv.index(b), gv.stored_value(b.value)));
 }
 
-// Sets the kept indices from a linear row index over all but the innermost kept dim.
-void unravel(const KernelSignature& sig, Expr linear, size_t ndims, StmtList& body, std::vector<Expr>& idx,
-             const std::string& prefix) {
-  idx.assign(ndims, Expr());
-  Expr rem = std::move(linear);
-  for (size_t d = ndims; d-- > 0;) {
-    const std::string name = prefix + std::to_string(d);
-    if (d == 0) {
-      body.let(name, rem);
-    } else {
-      body.let(name, rem % sig.kept_size(d));
-      const std::string q = prefix + "q" + std::to_string(d);
-      body.let(q, rem / sig.kept_size(d));
-      rem = var(q);
-    }
-    idx[d] = var(name);
-  }
-}
-
 class PointwiseScheduler final : public Scheduler {
  public:
   const char* name() const override { return "pointwise"; }
 
-  bool can_schedule(const KernelInstance& ki, Target) const override {
-    return ki.group->kind == GroupKind::Pointwise;
-  }
+  bool can_schedule(const KernelInstance& ki, Target) const override { return ki.group->kind == GroupKind::Pointwise; }
 
   Params heuristics(const KernelInstance& ki, Target t) const override {
     PointwiseParams p;
     int widest = 1;
     for (const auto& b : ki.buffers) widest = std::max(widest, dtype_size(b.dtype));
     p.cpu_vector_width = std::max(4, 32 / std::max(4, widest));  // one 256-bit register of 32-bit lanes
-    p.gpu_vector_width = std::max(1, 16 / widest);                 // 16-byte accesses
+    p.gpu_vector_width = std::max(1, 16 / widest);               // 16-byte accesses
     p.gpu_elements_per_thread = std::max(4, p.gpu_vector_width);
     (void)t;
     return p;
@@ -92,7 +71,7 @@ class PointwiseScheduler final : public Scheduler {
     StmtList task;
     task.let("ti", var("t") % var("ntile"));
     std::vector<Expr> outer_idx;
-    if (K > 1) unravel(sig, var("t") / var("ntile"), K - 1, task, outer_idx, "i");
+    if (K > 1) outer_idx = unravel(task, var("t") / var("ntile"), kept_sizes(sig, K - 1), "i");
     task.let("j0", var("ti") * make_int(tile));
     task.let("jn", min(inner - var("j0"), make_int(tile)));
 
@@ -107,11 +86,11 @@ class PointwiseScheduler final : public Scheduler {
     // SIMD steps: for c: for u unrolled: for l vectorized.
     const Expr offset = var("c") * make_int(step) + var("u") * make_int(W);
     Stmt lanes = make_for("l", make_int(0), make_int(W), ForKind::Vectorized, body_at(offset + var("l")));
-    Stmt unrolled = U > 1 ? make_for("u", make_int(0), make_int(U), ForKind::Unrolled, lanes)
-                          : make_let("u", make_int(0), lanes);
+    Stmt unrolled =
+        U > 1 ? make_for("u", make_int(0), make_int(U), ForKind::Unrolled, lanes) : make_let("u", make_int(0), lanes);
     task.add(make_for("c", make_int(0), var("jn") / make_int(step), ForKind::Serial, unrolled));
-    task.add(make_for("j", var("jn") / make_int(step) * make_int(step), var("jn") - var("jn") / make_int(step) * make_int(step),
-                      ForKind::Serial, body_at(var("j"))));
+    task.add(make_for("j", var("jn") / make_int(step) * make_int(step),
+                      var("jn") - var("jn") / make_int(step) * make_int(step), ForKind::Serial, body_at(var("j"))));
     StmtList top;
     top.let("ntile", ntile);
     top.add(make_for("t", make_int(0), outer * var("ntile"), ForKind::Parallel, task.build()));
@@ -143,24 +122,8 @@ class PointwiseScheduler final : public Scheduler {
     GroupValues gv(ki, sig);
     auto body_at_linear = [&](Expr linear) {
       StmtList body;
-      if (ki.kept.size() == 1) {
-        gv.kept_idx = {linear};
-      } else {
-        // Unravel the linear element index over every kept dim.
-        gv.kept_idx.assign(ki.kept.size(), Expr());
-        Expr rem = linear;
-        for (size_t d = ki.kept.size(); d-- > 0;) {
-          const std::string name = "i" + std::to_string(d);
-          if (d == 0) {
-            body.let(name, rem);
-          } else {
-            body.let(name, rem % sig.kept_size(d));
-            body.let("iq" + std::to_string(d), rem / sig.kept_size(d));
-            rem = var("iq" + std::to_string(d));
-          }
-          gv.kept_idx[d] = var(name);
-        }
-      }
+      gv.kept_idx = ki.kept.size() == 1 ? std::vector<Expr>{linear}
+                                        : unravel(body, linear, kept_sizes(sig, ki.kept.size()), "i");
       gv.begin_body(&body);
       emit_outputs(ki, gv, body);
       return body.build();
@@ -171,7 +134,8 @@ class PointwiseScheduler final : public Scheduler {
     thread.let("base", (var("bx") * make_int(T * U) + var("u") * make_int(T) + var("tx")) * make_int(V));
     Stmt step;
     if (V > 1) {
-      const Stmt full = make_for("v", make_int(0), make_int(V), ForKind::Vectorized, body_at_linear(var("base") + var("v")));
+      const Stmt full =
+          make_for("v", make_int(0), make_int(V), ForKind::Vectorized, body_at_linear(var("base") + var("v")));
       const Stmt tail = make_for("v", make_int(0), make_int(V), ForKind::Unrolled,
                                  make_if(var("base") + var("v") < total, body_at_linear(var("base") + var("v"))));
       thread.add(make_if(var("base") + make_int(V) <= total, full, tail));
@@ -179,8 +143,8 @@ class PointwiseScheduler final : public Scheduler {
       thread.add(make_if(var("base") < total, body_at_linear(var("base"))));
     }
     step = thread.build();
-    Stmt per_thread = U > 1 ? make_for("u", make_int(0), make_int(U), ForKind::Unrolled, step)
-                            : make_let("u", make_int(0), step);
+    Stmt per_thread =
+        U > 1 ? make_for("u", make_int(0), make_int(U), ForKind::Unrolled, step) : make_let("u", make_int(0), step);
     Stmt threads = make_for("tx", make_int(0), make_int(T), ForKind::GPUThread, per_thread, 0);
     return make_for("bx", make_int(0), f.grid[0], ForKind::GPUBlock, threads, 0);
   }

@@ -33,15 +33,15 @@ ReductionInfo reduction_info(const Graph& g, int node) {
   return {def.reduce->op, def.reduce->mean, def.reduce->acc_dtype ? def.reduce->acc_dtype(out) : compute_dtype(out)};
 }
 
-bool is_reduction_node(const Graph& g, int node) { return lookup_op(g.node(node).op).pattern == OpPattern::Reduction; }
+bool is_reduction_node(const Graph& g, int node) {
+  return lookup_op(g.node(node).op).pattern == OpPattern::Reduction;
+}
 
 class ReductionScheduler final : public Scheduler {
  public:
   const char* name() const override { return "reduction"; }
 
-  bool can_schedule(const KernelInstance& ki, Target) const override {
-    return ki.group->kind == GroupKind::Reduction;
-  }
+  bool can_schedule(const KernelInstance& ki, Target) const override { return ki.group->kind == GroupKind::Reduction; }
 
   Params heuristics(const KernelInstance& ki, Target) const override {
     ReductionParams p;
@@ -113,23 +113,7 @@ class ReductionScheduler final : public Scheduler {
     const int64_t W = std::max(1, p.cpu_vector_width);
     GroupValues gv(ki, sig);
     StmtList row;
-    std::vector<Expr> kept_idx;
-    {
-      // Unravel the row index over the kept dims.
-      Expr rem = var("row");
-      kept_idx.assign(K, Expr());
-      for (size_t d = K; d-- > 0;) {
-        const std::string name = "i" + std::to_string(d);
-        if (d == 0) {
-          row.let(name, rem);
-        } else {
-          row.let(name, rem % sig.kept_size(d));
-          row.let("iq" + std::to_string(d), rem / sig.kept_size(d));
-          rem = var("iq" + std::to_string(d));
-        }
-        kept_idx[d] = var(name);
-      }
-    }
+    const std::vector<Expr> kept_idx = unravel(row, var("row"), kept_sizes(sig, K), "i");
     gv.kept_idx = kept_idx;
 
     // Loops over the reduced dims; the innermost is split into SIMD steps of W lanes plus a tail.
@@ -172,9 +156,10 @@ class ReductionScheduler final : public Scheduler {
         body.add(make_store(acc, lane, reduce_combine(info.op, load(info.acc, acc, lane), x)));
         return body.build();
       }));
-      scope.add(make_for("l", make_int(1), make_int(W - 1), ForKind::Unrolled,
-                         make_store(acc, make_int(0),
-                                    reduce_combine(info.op, load(info.acc, acc, make_int(0)), load(info.acc, acc, var("l"))))));
+      scope.add(make_for(
+          "l", make_int(1), make_int(W - 1), ForKind::Unrolled,
+          make_store(acc, make_int(0),
+                     reduce_combine(info.op, load(info.acc, acc, make_int(0)), load(info.acc, acc, var("l"))))));
       const Expr result = finish_reduction(info, load(info.acc, acc, make_int(0)), sig, g.value(out).type.dtype);
       const std::string name = "v" + std::to_string(out);
       scope.let(name, result);
@@ -193,7 +178,8 @@ class ReductionScheduler final : public Scheduler {
         gv.kept_idx = kept_idx;
         gv.begin_body(&body);
         for (const auto& b : ki.buffers)
-          if (b.is_output && !gv.is_row_value(b.value)) body.add(make_store(b.name, gv.index(b), gv.stored_value(b.value)));
+          if (b.is_output && !gv.is_row_value(b.value))
+            body.add(make_store(b.name, gv.index(b), gv.stored_value(b.value)));
         return body.build();
       }));
     };
@@ -217,38 +203,12 @@ class ReductionScheduler final : public Scheduler {
 
     GroupValues gv(ki, sig);
     StmtList row;
-    std::vector<Expr> kept_idx(K);
-    {
-      Expr rem = var("row");
-      for (size_t d = K; d-- > 0;) {
-        const std::string name = "i" + std::to_string(d);
-        if (d == 0) {
-          row.let(name, rem);
-        } else {
-          row.let(name, rem % sig.kept_size(d));
-          row.let("iq" + std::to_string(d), rem / sig.kept_size(d));
-          rem = var("iq" + std::to_string(d));
-        }
-        kept_idx[d] = var(name);
-      }
-    }
+    const std::vector<Expr> kept_idx = unravel(row, var("row"), kept_sizes(sig, K), "i");
     const Expr total = sig.reduced_total();
     // Thread-strided loop over the row: element j = c * T + tx, unravelled over the reduced dims.
     auto strided = [&](const std::function<void(StmtList&)>& body_fn) {
       StmtList body;
-      Expr rem = var("j");
-      std::vector<Expr> red(R);
-      for (size_t d = R; d-- > 0;) {
-        const std::string name = "rj" + std::to_string(d);
-        if (d == 0) {
-          body.let(name, rem);
-        } else {
-          body.let(name, rem % sig.reduced_size(d));
-          body.let("rq" + std::to_string(d), rem / sig.reduced_size(d));
-          rem = var("rq" + std::to_string(d));
-        }
-        red[d] = var(name);
-      }
+      const std::vector<Expr> red = unravel(body, var("j"), reduced_sizes(sig, R), "rj");
       gv.kept_idx = kept_idx;
       gv.red_idx = red;
       gv.begin_body(&body);
@@ -291,7 +251,8 @@ class ReductionScheduler final : public Scheduler {
     auto full_pass = [&](StmtList& scope) {
       scope.add(strided([&](StmtList& body) {
         for (const auto& b : ki.buffers)
-          if (b.is_output && !gv.is_row_value(b.value)) body.add(make_store(b.name, gv.index(b), gv.stored_value(b.value)));
+          if (b.is_output && !gv.is_row_value(b.value))
+            body.add(make_store(b.name, gv.index(b), gv.stored_value(b.value)));
       }));
     };
 

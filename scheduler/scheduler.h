@@ -25,7 +25,7 @@ struct ScheduledKernel {
   dsl::LoweredFunc func;
   std::vector<KernelArg> args;  // one per func.params, same order
   Params params;
-  std::string scheduler;        // "pointwise" or "reduction"
+  std::string scheduler;  // "pointwise" or "reduction"
 };
 
 class Scheduler {

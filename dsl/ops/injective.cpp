@@ -42,19 +42,22 @@ void register_injective_ops() {
         if (in.empty()) throw OpError(OpError::Kind::Value, "torch.cat(): expected a non-empty list of Tensors");
         const auto types = value_types(g, in);
         const int64_t rank = static_cast<int64_t>(types[0].shape.size());
-        if (rank == 0) throw OpError(OpError::Kind::Value, "zero-dimensional tensor (at position 0) cannot be concatenated");
+        if (rank == 0)
+          throw OpError(OpError::Kind::Value, "zero-dimensional tensor (at position 0) cannot be concatenated");
         const int64_t dim = normalize_dim(attr_int(a, "dim", "cat"), rank);
         Shape out = types[0].shape;
         out[dim] = 0;
         DType dt = types[0].dtype;
         for (size_t k = 0; k < types.size(); ++k) {
           if (static_cast<int64_t>(types[k].shape.size()) != rank)
-            throw OpError(OpError::Kind::Value, "Tensors must have same number of dimensions: got " + std::to_string(rank) +
-                                                    " and " + std::to_string(types[k].shape.size()));
+            throw OpError(OpError::Kind::Value, "Tensors must have same number of dimensions: got " +
+                                                    std::to_string(rank) + " and " +
+                                                    std::to_string(types[k].shape.size()));
           for (int64_t d = 0; d < rank; ++d)
             if (d != dim && types[k].shape[d] != types[0].shape[d])
-              throw OpError(OpError::Kind::Value, "Sizes of tensors must match except in dimension " + std::to_string(dim) +
-                                                      ". Expected size " + std::to_string(types[0].shape[d]) + " but got size " +
+              throw OpError(OpError::Kind::Value, "Sizes of tensors must match except in dimension " +
+                                                      std::to_string(dim) + ". Expected size " +
+                                                      std::to_string(types[0].shape[d]) + " but got size " +
                                                       std::to_string(types[k].shape[d]) + " for tensor number " +
                                                       std::to_string(k) + " in the list.");
           out[dim] += types[k].shape[dim];
@@ -126,7 +129,8 @@ void register_injective_ops() {
         const TensorType& ix = g.value(in.at(1)).type;
         if (ix.dtype != DType::Int64 && ix.dtype != DType::Int32)
           throw OpError(OpError::Kind::Value, "index_select(): Expected dtype int32/int64 for index");
-        if (ix.shape.size() > 1) throw OpError(OpError::Kind::Index, "index_select(): Index is supposed to be a vector");
+        if (ix.shape.size() > 1)
+          throw OpError(OpError::Kind::Index, "index_select(): Index is supposed to be a vector");
         const int64_t dim = normalize_dim(attr_int(a, "dim", "index_select"), static_cast<int64_t>(t.shape.size()));
         if (!t.shape.empty()) t.shape[dim] = ix.shape.empty() ? 1 : ix.shape[0];
         return std::vector<TensorType>{t};
@@ -169,7 +173,11 @@ void register_injective_ops() {
         const TensorType& ix = g.value(in.at(0)).type;
         const TensorType& w = g.value(in.at(1)).type;
         if (ix.dtype != DType::Int64 && ix.dtype != DType::Int32)
-          throw OpError(OpError::Kind::Type, "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got " + std::string(torch_dtype_name(ix.dtype)) + " instead (while checking arguments for embedding)");
+          throw OpError(OpError::Kind::Type,
+                        "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, "
+                        "Int; but got " +
+                            std::string(torch_dtype_name(ix.dtype)) +
+                            " instead (while checking arguments for embedding)");
         if (w.shape.size() != 2) throw OpError(OpError::Kind::Value, "'weight' must be 2-D");
         Shape out = ix.shape;
         out.push_back(w.shape[1]);

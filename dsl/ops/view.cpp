@@ -38,7 +38,8 @@ Shape infer_reshape(const std::string& op, const Shape& in, std::vector<int64_t>
     }
   }
   auto invalid = [&] {
-    return OpError(OpError::Kind::Value, "shape '" + shape_str(shape) + "' is invalid for input of size " + std::to_string(n));
+    return OpError(OpError::Kind::Value,
+                   "shape '" + shape_str(shape) + "' is invalid for input of size " + std::to_string(n));
   };
   if (infer_at >= 0) {
     if (known == 0 || n % known != 0) throw invalid();
@@ -103,7 +104,9 @@ void register_view_ops() {
   for (const char* name : {"reshape", "view"}) {
     add_view(
         name, 1,
-        [](const std::string& op, const Shape& in, const Attrs& a) { return infer_reshape(op, in, attr_ints(a, "shape", op)); },
+        [](const std::string& op, const Shape& in, const Attrs& a) {
+          return infer_reshape(op, in, attr_ints(a, "shape", op));
+        },
         [name](const Layout& in, const Attrs& a) -> std::optional<Layout> {
           const Shape shape = infer_reshape(name, in.sizes, attr_ints(a, "shape", name));
           auto st = compute_view_strides(in, shape);
@@ -118,7 +121,10 @@ void register_view_ops() {
       [](const std::string& op, const Shape& in, const Attrs& a) {
         const auto dims = attr_ints(a, "dims", op);
         if (dims.size() != in.size())
-          throw OpError(OpError::Kind::Value, "permute(sparse_coo): number of dimensions in the tensor input does not match the length of the desired ordering of dimensions i.e. input.dim() = " + std::to_string(in.size()) + " is not equal to len(dims) = " + std::to_string(dims.size()));
+          throw OpError(OpError::Kind::Value,
+                        "permute(sparse_coo): number of dimensions in the tensor input does not match the length of "
+                        "the desired ordering of dimensions i.e. input.dim() = " +
+                            std::to_string(in.size()) + " is not equal to len(dims) = " + std::to_string(dims.size()));
         std::vector<bool> seen(in.size(), false);
         Shape out;
         for (int64_t d : dims) {
@@ -153,7 +159,10 @@ void register_view_ops() {
     for (size_t i = 0; i < shape.size(); ++i) {
       const int64_t want = shape[i];
       if (i < off) {
-        if (want < 0) throw OpError(OpError::Kind::Value, "The expanded size of the tensor (-1) isn't allowed in a leading, non-existing dimension " + std::to_string(i));
+        if (want < 0)
+          throw OpError(OpError::Kind::Value,
+                        "The expanded size of the tensor (-1) isn't allowed in a leading, non-existing dimension " +
+                            std::to_string(i));
         out[i] = want;
         continue;
       }
@@ -163,10 +172,10 @@ void register_view_ops() {
       } else if (have == 1) {
         out[i] = want;
       } else {
-        throw OpError(OpError::Kind::Value, "The expanded size of the tensor (" + std::to_string(want) +
-                                                ") must match the existing size (" + std::to_string(have) +
-                                                ") at non-singleton dimension " + std::to_string(i) +
-                                                ".  Target sizes: " + shape_str(shape) + ".  Tensor sizes: " + shape_str(in));
+        throw OpError(OpError::Kind::Value,
+                      "The expanded size of the tensor (" + std::to_string(want) + ") must match the existing size (" +
+                          std::to_string(have) + ") at non-singleton dimension " + std::to_string(i) +
+                          ".  Target sizes: " + shape_str(shape) + ".  Tensor sizes: " + shape_str(in));
       }
     }
     return out;

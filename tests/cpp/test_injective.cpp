@@ -56,8 +56,8 @@ std::vector<float> gather_f32(const jit::Tensor& t) {
 
 // Runs `g` through jit (CPU), and its GPU schedules through the loop interpreter (and NVRTC), and
 // compares both with the graph interpreter.
-void check_graph(const dsl::Graph& g, const std::vector<jit::Tensor>& ins, const std::vector<std::vector<int64_t>>& strides,
-                 int expected_kernels) {
+void check_graph(const dsl::Graph& g, const std::vector<jit::Tensor>& ins,
+                 const std::vector<std::vector<int64_t>>& strides, int expected_kernels) {
   std::vector<dsl::HostTensor> host;
   for (const auto& t : ins) {
     jit::Tensor c = t;
@@ -80,7 +80,8 @@ void check_graph(const dsl::Graph& g, const std::vector<jit::Tensor>& ins, const
   for (size_t o = 0; o < outs.size(); ++o) {
     const auto got = gather_f32(outs[o]);
     ASSERT_EQ(got.size(), ref[o].data.size());
-    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], ref[o].data[i], 1e-5 * (1 + std::fabs(ref[o].data[i]))) << i;
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], ref[o].data[i], 1e-5 * (1 + std::fabs(ref[o].data[i]))) << i;
   }
 #endif
   // GPU schedules, interpreted.
@@ -107,9 +108,12 @@ void check_graph(const dsl::Graph& g, const std::vector<jit::Tensor>& ins, const
     std::vector<dsl::ArgValue> av;
     for (const auto& a : sk.args) {
       dsl::ArgValue x;
-      if (a.kind == sched::KernelArg::Kind::Buffer) x.ptr = bind(a.value).data();
-      else if (a.kind == sched::KernelArg::Kind::Int) x.i64 = a.i;
-      else x.f64 = a.f;
+      if (a.kind == sched::KernelArg::Kind::Buffer)
+        x.ptr = bind(a.value).data();
+      else if (a.kind == sched::KernelArg::Kind::Int)
+        x.i64 = a.i;
+      else
+        x.f64 = a.f;
       av.push_back(x);
     }
     dsl::interpret(sk.func, av);
@@ -117,7 +121,8 @@ void check_graph(const dsl::Graph& g, const std::vector<jit::Tensor>& ins, const
   }
   for (size_t o = 0; o < ref.size(); ++o) {
     const auto got = gather_f32(bind(mg.outputs()[o]));
-    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], ref[o].data[i], 1e-5 * (1 + std::fabs(ref[o].data[i]))) << "gpu " << i;
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], ref[o].data[i], 1e-5 * (1 + std::fabs(ref[o].data[i]))) << "gpu " << i;
   }
 }
 

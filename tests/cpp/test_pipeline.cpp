@@ -25,7 +25,9 @@ jit::Tensor random_tensor(const dsl::Shape& shape, std::mt19937_64& rng, float l
   return t;
 }
 
-const float* f32(const jit::Tensor& t) { return static_cast<const float*>(t.data()); }
+const float* f32(const jit::Tensor& t) {
+  return static_cast<const float*>(t.data());
+}
 
 dsl::Graph chain_graph(int64_t n, int* x, int* a, int* b) {
   dsl::Graph g;

@@ -4,15 +4,15 @@
 // replay with FLOW_TEST_SEED).
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "dsl/graph_interpreter.h"
 #include "dsl/interpreter.h"
 #include "jit/compile.h"
-#include "jit/layouts.h"
 #include "jit/cuda/cuda_compile.h"
+#include "jit/layouts.h"
 #include "scheduler/fusion.h"
 #include "test_util.h"
 
@@ -114,7 +114,8 @@ RandomGraph make_graph(std::mt19937_64& rng) {
         } else {
           std::vector<int64_t> shape(s.begin(), s.end());
           shape.insert(shape.begin(), 3);
-          out = r.g.add("expand", {r.g.add("reshape", {in}, {{"shape", std::vector<int64_t>(shape.begin() + 1, shape.end())}})},
+          out = r.g.add("expand",
+                        {r.g.add("reshape", {in}, {{"shape", std::vector<int64_t>(shape.begin() + 1, shape.end())}})},
                         {{"shape", shape}});
           r.description += "expand ";
         }
@@ -185,8 +186,8 @@ TEST(RandomGraphs, LlvmMatchesGraphInterpreter) {
     ASSERT_EQ(outs.size(), ref.size());
     for (size_t o = 0; o < outs.size(); ++o)
       expect_close(ref[o], gather(outs[o]).data(),
-                   "trial " + std::to_string(trial) + " [" + r.description + "] output " + std::to_string(o) +
-                       "\n" + exe->plan().to_string(exe->graph()));
+                   "trial " + std::to_string(trial) + " [" + r.description + "] output " + std::to_string(o) + "\n" +
+                       exe->plan().to_string(exe->graph()));
   }
 }
 #endif
@@ -223,9 +224,12 @@ TEST(RandomGraphs, GpuSchedulesInterpretedMatchAndCompile) {
       std::vector<dsl::ArgValue> av;
       for (const auto& a : sk.args) {
         dsl::ArgValue x;
-        if (a.kind == sched::KernelArg::Kind::Buffer) x.ptr = bind(a.value).data();
-        else if (a.kind == sched::KernelArg::Kind::Int) x.i64 = a.i;
-        else x.f64 = a.f;
+        if (a.kind == sched::KernelArg::Kind::Buffer)
+          x.ptr = bind(a.value).data();
+        else if (a.kind == sched::KernelArg::Kind::Int)
+          x.i64 = a.i;
+        else
+          x.f64 = a.f;
         av.push_back(x);
       }
       bool empty = false;
@@ -236,7 +240,7 @@ TEST(RandomGraphs, GpuSchedulesInterpretedMatchAndCompile) {
     }
     for (size_t o = 0; o < ref.size(); ++o)
       expect_close(ref[o], gather(bind(r.g.outputs()[o])).data(),
-                   "trial " + std::to_string(trial) + " [" + r.description + "] output " + std::to_string(o) +
-                       "\n" + plan.to_string(r.g));
+                   "trial " + std::to_string(trial) + " [" + r.description + "] output " + std::to_string(o) + "\n" +
+                       plan.to_string(r.g));
   }
 }
