@@ -15,6 +15,7 @@
 
 #include "jit/compile.h"
 #include "jit/cuda_launch.h"
+#include "jit/eager.h"
 #include "runtime/buffer.h"
 #include "runtime/cuda_allocator.h"
 #include "runtime/cuda_copy.h"
@@ -498,4 +499,46 @@ TEST(CudaLaunch, WrongArchitectureOrBadImageIsAClearError) {
     EXPECT_TRUE(contains(e.what(), "cuModuleLoadData")) << e.what();
     EXPECT_TRUE(contains(e.what(), "CUDA_ERROR_")) << e.what();
   }
+}
+
+// The whole pipeline on the device: jit::compile for the CUDA target (NVRTC, kernel cache), an
+// Executable run on CUDA tensors, and eager ops on CUDA tensors, against the CPU formula.
+TEST(CudaExecutable, CompiledGraphAndEagerOpsRunOnTheDevice) {
+  FLOW_REQUIRE_GPU();
+  auto rng = flow::test::rng(77);
+  const int64_t n = 100003;
+  flow::dsl::Graph g;
+  const int x = g.add_input({{n}, flow::dsl::DType::Float32});
+  const int a = g.add_input({{n}, flow::dsl::DType::Float32});
+  const int r = g.add("relu", {g.add("mul", {x, a})});
+  g.mark_output(g.add("add", {r, g.add_constant(1.0, flow::dsl::DType::Float64, true)}));
+  flow::jit::CompileOptions opt;
+  opt.target = flow::dsl::Target::CUDA;
+  opt.cuda_arch = flow::jit::default_cuda_arch();
+  auto exe = flow::jit::compile(g, {}, opt);
+  ASSERT_EQ(exe->num_kernels(), 1);
+  std::vector<flow::jit::Tensor> host;
+  std::uniform_real_distribution<float> d(-2, 2);
+  for (int k = 0; k < 2; ++k) {
+    host.push_back(flow::jit::Tensor::empty({n}, flow::dsl::DType::Float32));
+    for (int64_t i = 0; i < n; ++i) static_cast<float*>(host.back().data())[i] = d(rng);
+  }
+  std::vector<flow::jit::Tensor> dev;
+  for (const auto& h : host) dev.push_back(flow::jit::to_device(h, flow::runtime::DeviceType::CUDA));
+  const auto out = flow::jit::to_device(exe->run(dev).at(0), flow::runtime::DeviceType::CPU);
+  for (int64_t i = 0; i < n; ++i) {
+    const float xv = static_cast<float*>(host[0].data())[i], av = static_cast<float*>(host[1].data())[i];
+    ASSERT_FLOAT_EQ(static_cast<const float*>(out.data())[i], std::max(0.f, xv * av) + 1.f) << i;
+  }
+  // Eager on the device: an op, a softmax (reduction kernel), and a transposed view.
+  const auto e = flow::jit::to_device(flow::jit::eager_op("mul", {dev[0], dev[1]}, {}).at(0), flow::runtime::DeviceType::CPU);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_FLOAT_EQ(static_cast<const float*>(e.data())[i],
+                    static_cast<float*>(host[0].data())[i] * static_cast<float*>(host[1].data())[i]);
+  const auto row = flow::jit::eager_view("reshape", dev[0], {{"shape", std::vector<int64_t>{1, n}}});
+  const auto sm = flow::jit::to_device(flow::jit::eager_op("softmax", {row}, {{"dim", int64_t{-1}}}).at(0),
+                                       flow::runtime::DeviceType::CPU);
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) total += static_cast<const float*>(sm.data())[i];
+  EXPECT_NEAR(total, 1.0, 1e-4);
 }
