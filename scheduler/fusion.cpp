@@ -164,6 +164,14 @@ class Fuser {
       const bool full = out == w.domain;
       if (!full && !is_row_shape(probe, out))
         return "shape mismatch: reduction domain " + dsl::shape_str(w.domain) + " vs " + dsl::shape_str(out);
+      if (!full && out == reduced_shape(probe) && out != keepdim_shape(probe)) {
+        // A keepdim=False row value has fewer dims than the domain: an operand read from memory
+        // broadcasts against it (right-aligned), which the domain's indexing cannot express.
+        for (int in : n.inputs)
+          if (fusible_group_of_value(in) != gi && g_.value(in).kind != dsl::ValueKind::Constant &&
+              g_.value(in).type.shape != out)
+            return "operand " + dsl::shape_str(g_.value(in).type.shape) + " broadcasts against a reduced value";
+      }
       if (full && reduced_shape(probe) != keepdim_shape(probe)) {
         // A reduced (keepdim=false) value broadcasts against the full domain by right alignment,
         // not per row: only keepdim row values may feed full-domain work in one kernel.

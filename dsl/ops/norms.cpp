@@ -48,10 +48,6 @@ int reshape(Graph& g, int v, const Shape& shape) {
   return g.add("reshape", {v}, {{"shape", shape}});
 }
 
-int expand(Graph& g, int v, const Shape& shape) {
-  if (g.value(v).type.shape == shape) return v;
-  return g.add("expand", {v}, {{"shape", shape}});
-}
 
 int scalar(Graph& g, double v) {
   return g.add_constant(v, DType::Float64, /*wrapped_number=*/true);
@@ -275,12 +271,16 @@ std::vector<int> batch_norm_decompose(Graph& g, const std::vector<int>& in, cons
   Shape pshape(nd - 1, 1);  // [C, 1, ..., 1]: broadcasts against x from dim 1
   pshape[0] = C;
   auto param = [&](int v) { return v >= 0 ? reshape(g, v, pshape) : -1; };
-  if (!training) {
-    // Every per-channel operand expanded to x's shape, so each op is full-domain (one kernel).
-    auto full = [&](int v) { return v >= 0 ? expand(g, reshape(g, v, pshape), xt.shape) : -1; };
-    const int d = g.add("sub", {xf, full(rm)});
-    const int rstd = g.add("rsqrt", {g.add("add", {full(rv), scalar(g, eps)})});
-    const int y = apply_affine(g, g.add("mul", {d, rstd}), full(af.weight), full(af.bias));
+  if (!training && rm >= 0) {
+    // Folded like torch's CPU kernel: per-channel scale = w / sqrt(var + eps) and shift =
+    // b - mean * scale are computed at [C, 1, ...] (a C-element kernel), then y = x * scale + shift
+    // is two elementwise ops on x, which fuse into a preceding convolution as per-channel post-ops.
+    const int var = cast_to(g, param(rv), ct);
+    int scale = g.add("rsqrt", {g.add("add", {var, scalar(g, eps)})});
+    if (af.weight >= 0) scale = g.add("mul", {scale, cast_to(g, param(af.weight), ct)});
+    int shift = g.add("neg", {g.add("mul", {cast_to(g, param(rm), ct), scale})});
+    if (af.bias >= 0) shift = g.add("add", {shift, cast_to(g, param(af.bias), ct)});
+    const int y = g.add("add", {g.add("mul", {xf, scale}), shift});
     return {cast_to(g, y, xt.dtype)};
   }
   const int64_t count = numel(xt.shape) / std::max<int64_t>(C, 1);

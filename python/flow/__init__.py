@@ -9,6 +9,7 @@ once per signature, traced ops are recorded into the graph.
 from . import _C
 from ._creation import (arange, as_tensor, empty, empty_like, from_numpy, full, full_like, is_tensor,  # noqa: F401
                         manual_seed, ones, ones_like, rand, randint, randn, tensor, zeros, zeros_like)
+from ._creation import eye, linspace, rand_like, randint_like, randn_like, scalar_tensor  # noqa: F401
 from ._dtype import Size, device  # noqa: F401
 from ._dtype import bfloat16, bool_ as bool, float16, float32, float64, int32, int64  # noqa: F401
 from ._dtype import dtype  # noqa: F401
@@ -56,7 +57,17 @@ def reset_launch_count():
 
 
 class no_grad:
-    """A no-op (flow has no autograd yet), usable as a context manager or decorator."""
+    """A no-op (flow has no autograd yet), usable as a context manager or decorator (with or without
+    parentheses)."""
+
+    def __new__(cls, fn=None, *args, **kwargs):
+        self = super().__new__(cls)
+        if callable(fn):  # @flow.no_grad without parentheses
+            return fn
+        return self
+
+    def __init__(self, mode=True, *args, **kwargs):
+        pass
 
     def __enter__(self):
         return self
@@ -68,7 +79,24 @@ class no_grad:
         return fn
 
 
-inference_mode = no_grad
+class inference_mode(no_grad):
+    """flow.inference_mode(mode=True): a no-op like no_grad."""
+
+
+class enable_grad(no_grad):
+    pass
+
+
+class set_grad_enabled(no_grad):
+    pass
+
+
+def is_grad_enabled():
+    return False
+
+
+def is_inference_mode_enabled():
+    return False
 
 
 def is_floating_point(input):

@@ -14,7 +14,8 @@ from . import _dtype as D
 from ._tensor import Tensor, _sizes_arg
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "zeros", "ones", "full", "empty", "zeros_like", "ones_like",
-           "full_like", "empty_like", "arange", "rand", "randn", "randint", "manual_seed", "is_tensor"]
+           "full_like", "empty_like", "arange", "rand", "randn", "randint", "manual_seed", "is_tensor", "linspace",
+           "eye", "rand_like", "randn_like", "randint_like", "scalar_tensor"]
 
 _rng = np.random.default_rng()
 
@@ -202,6 +203,8 @@ def _randn_cpu(*size, dtype=None, device=None, generator=None, requires_grad=Fal
 
 
 def _randint_cpu(low, high=None, size=None, *, dtype=None, device=None, generator=None):
+    if size is None and isinstance(high, (tuple, list)):  # randint(high, size)
+        low, high, size = 0, low, high
     if size is None:
         raise TypeError("randint(): missing required argument 'size'")
     if high is None:
@@ -293,3 +296,58 @@ def ones_like(input, *args, device=None, **kwargs):
 
 def full_like(input, *args, device=None, **kwargs):
     return _place(_full_like_cpu(input, *args, **kwargs), device if device is not None else getattr(input, "device", None))
+
+
+def _linspace_cpu(start, end, steps, *, dtype=None, device=None, requires_grad=False, out=None):
+    """torch.linspace: `steps` points from start to end; the first half counted from start, the
+    second from end (torch's formula, so both ends are exact)."""
+    if isinstance(steps, builtins.bool) or not isinstance(steps, numbers.Integral):
+        raise TypeError(f"linspace(): argument 'steps' must be int, not {type(steps).__name__}")
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    dt = _creation_dtype(dtype)
+    if steps == 1:
+        arr = np.array([start], dtype=np.float64)
+    else:
+        calc = np.float64 if dt is D.float64 or not dt.is_floating_point else np.float32
+        i = np.arange(steps, dtype=calc)
+        step = (calc(end) - calc(start)) / calc(max(steps - 1, 1))
+        half = steps // 2
+        arr = np.where(i < half, calc(start) + step * i, calc(end) - step * (calc(steps - 1) - i))
+    return _from_array(arr, dt)
+
+
+def _eye_cpu(n, m=None, *, dtype=None, device=None, requires_grad=False, out=None):
+    if n < 0 or (m is not None and m < 0):
+        raise RuntimeError(f"n must be greater or equal to 0, got {n if n < 0 else m}")
+    return _from_array(np.eye(n, n if m is None else m), _creation_dtype(dtype))
+
+
+def linspace(*args, device=None, **kwargs):
+    return _place(_linspace_cpu(*args, **kwargs), device)
+
+
+linspace.__doc__ = _linspace_cpu.__doc__
+
+
+def eye(*args, device=None, **kwargs):
+    return _place(_eye_cpu(*args, **kwargs), device)
+
+
+def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False):
+    return full((), s, dtype=_creation_dtype(dtype), device=device)
+
+
+def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    return rand(list(input.shape), dtype=dtype or input.dtype, device=device if device is not None else input.device)
+
+
+def randn_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    return randn(list(input.shape), dtype=dtype or input.dtype, device=device if device is not None else input.device)
+
+
+def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, list(input.shape), dtype=dtype or input.dtype,
+                   device=device if device is not None else input.device)

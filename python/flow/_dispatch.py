@@ -6,6 +6,11 @@ it runs eagerly through ``_C.eager``. During a trace, a concrete flow tensor met
 parameter, a buffer, a tensor from the enclosing scope) becomes an extra graph input, bound to that
 same Python object at every run, so updating a parameter's data needs no recompile. Python scalars
 become wrapped-number constants (they promote by category, as in torch).
+
+View ops (``VIEW_OPS``) run eagerly through ``_C.view`` (a zero-copy alias, no kernel); in a trace
+they are graph nodes, and the trace remembers which values were viewed or are views, so an
+in-place op on a tracer (functionalized as a rebinding of the tracer to the new value) is refused
+where another tensor would have to see the write.
 """
 import threading
 
@@ -13,6 +18,8 @@ from . import _C
 from ._errors import TraceError, where
 
 _local = threading.local()
+
+VIEW_OPS = frozenset(("reshape", "view", "permute", "expand", "slice", "select", "as_strided"))
 
 
 def _stack():
@@ -36,6 +43,8 @@ class TraceContext:
         self._captured = {}  # id(Tensor) -> value id (the Tensor is held in bindings)
         self.active = True
         self.device = None  # the device the traced inputs live on (None: cpu)
+        self.aliased = set()  # value ids that are views or were viewed (in-place on them is refused)
+        self.broadcast_views = set()  # value ids of views of an expand (they may have zero strides)
 
     def __enter__(self):
         _stack().append(self)
@@ -88,6 +97,11 @@ def dispatch(op, args, attrs=None):
     if ctx is not None:
         ids = [ctx.value_id(a) for a in args]
         outs = ctx.graph.add_op(op, ids, attrs)
+        if op in VIEW_OPS:
+            ctx.aliased.update(ids[:1])
+            ctx.aliased.update(outs)
+            if op == "expand" or op == "as_strided" or ids[0] in ctx.broadcast_views:
+                ctx.broadcast_views.update(outs)
         return [Tensor._tracer(ctx, v) for v in outs]
     cargs = []
     for a in args:
@@ -98,6 +112,8 @@ def dispatch(op, args, attrs=None):
             cargs.append(a._c)
         else:
             cargs.append(a)
+    if op in VIEW_OPS and len(cargs) == 1 and not isinstance(cargs[0], (bool, int, float)):
+        return [Tensor._wrap(_C.view(op, cargs[0], attrs))]
     return [Tensor._wrap(c) for c in _C.eager(op, cargs, attrs)]
 
 

@@ -7,14 +7,16 @@ eagerly or records it into an active trace. Shape and dtype checks are the core'
 read like torch's).
 """
 import builtins
+import collections
 import numbers
 import operator
 
 import numpy as np
 
 from . import _dtype as D
-from ._dispatch import dispatch1
-from ._tensor import Tensor
+from ._dispatch import dispatch, dispatch1
+from ._errors import trace_error
+from ._tensor import Tensor, _can_cast, _normalize_dim
 
 __all__ = ["add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "pow", "neg", "negative",
            "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "silu", "clamp", "clip",
@@ -61,7 +63,7 @@ def _binary_op(op, a, b, reflected=False):
     if sa is None or sb is None:
         bad = a if sa is None else b
         symbol = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "eq": "==", "ne": "!=", "lt": "<",
-                  "le": "<=", "gt": ">", "ge": ">="}[op]
+                  "le": "<=", "gt": ">", "ge": ">=", "floor_divide": "//", "remainder": "%"}[op]
         if op in ("eq", "ne"):
             return NotImplemented
         left, right = (bad, b) if sa is None else (a, bad)
@@ -81,38 +83,42 @@ def _alpha_attrs(fn, alpha):
 
 
 def add(input, other, *, alpha=1, out=None):
-    _no_out("add", out)
-    return dispatch1("add", [_tensor_arg("add", input, "input", 1), _tensor_or_number("add", other, "other", 2)],
-                     _alpha_attrs("add", alpha))
+    args = [_tensor_arg("add", input, "input", 1), _tensor_or_number("add", other, "other", 2)]
+    return _out("add", out, dispatch1("add", args, _alpha_attrs("add", alpha)))
 
 
 def sub(input, other, *, alpha=1, out=None):
-    _no_out("sub", out)
-    return dispatch1("sub", [_tensor_arg("sub", input, "input", 1), _tensor_or_number("sub", other, "other", 2)],
-                     _alpha_attrs("sub", alpha))
+    args = [_tensor_arg("sub", input, "input", 1), _tensor_or_number("sub", other, "other", 2)]
+    return _out("sub", out, dispatch1("sub", args, _alpha_attrs("sub", alpha)))
 
 
 subtract = sub
 
 
 def mul(input, other, *, out=None):
-    _no_out("mul", out)
-    return dispatch1("mul", [_tensor_arg("mul", input, "input", 1), _tensor_or_number("mul", other, "other", 2)])
+    args = [_tensor_arg("mul", input, "input", 1), _tensor_or_number("mul", other, "other", 2)]
+    return _out("mul", out, dispatch1("mul", args))
 
 
 multiply = mul
 
 
 def div(input, other, *, rounding_mode=None, out=None):
-    _no_out("div", out)
     x = _tensor_arg("div", input, "input", 1)
     y = _tensor_or_number("div", other, "other", 2)
-    if rounding_mode is not None:
-        if rounding_mode not in ("trunc", "floor"):
-            raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
-                               f"'{rounding_mode}'")
-        raise NotImplementedError(f"flow: div(rounding_mode='{rounding_mode}') is not supported yet")
-    return dispatch1("div", [x, y])
+    if rounding_mode is None:
+        return _out("div", out, dispatch1("div", [x, y]))
+    if rounding_mode == "floor":
+        return _out("div", out, dispatch1("floor_divide", [x, y]))
+    if rounding_mode == "trunc":
+        q = dispatch1("div", [x, y])
+        if q.dtype.is_floating_point and x.dtype.is_floating_point or (isinstance(y, Tensor) and
+                                                                       y.dtype.is_floating_point):
+            return _out("div", out, dispatch1("trunc", [q]))
+        # integers: the exact quotient of (x - fmod(x, y)) by y
+        return _out("div", out, dispatch1("floor_divide", [dispatch1("sub", [x, dispatch1("fmod", [x, y])]), y]))
+    raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                       f"'{rounding_mode}'")
 
 
 divide = div
@@ -120,20 +126,18 @@ true_divide = div
 
 
 def pow(input, exponent, *, out=None):
-    _no_out("pow", out)
     if isinstance(input, Tensor):
-        return dispatch1("pow", [input, _tensor_or_number("pow", exponent, "exponent", 2)])
+        return _out("pow", out, dispatch1("pow", [input, _tensor_or_number("pow", exponent, "exponent", 2)]))
     s = _scalar(input)
     if s is None or not isinstance(exponent, Tensor):
         _tensor_arg("pow", input, "input", 1)
         _tensor_arg("pow", exponent, "exponent", 2)
-    return dispatch1("pow", [s, exponent])
+    return _out("pow", out, dispatch1("pow", [s, exponent]))
 
 
 def _tensor_binary(op):
     def f(input, other, *, out=None):
-        _no_out(op, out)
-        return dispatch1(op, [_tensor_arg(op, input, "input", 1), _tensor_arg(op, other, "other", 2)])
+        return _out(op, out, dispatch1(op, [_tensor_arg(op, input, "input", 1), _tensor_arg(op, other, "other", 2)]))
 
     f.__name__ = f.__qualname__ = op
     f.__doc__ = f"torch.{op}(input, other): elementwise, with broadcasting and type promotion."
@@ -146,8 +150,8 @@ maximum = _tensor_binary("maximum")
 
 def _compare(op):
     def f(input, other, *, out=None):
-        _no_out(op, out)
-        return dispatch1(op, [_tensor_arg(op, input, "input", 1), _tensor_or_number(op, other, "other", 2)])
+        return _out(op, out, dispatch1(op, [_tensor_arg(op, input, "input", 1),
+                                            _tensor_or_number(op, other, "other", 2)]))
 
     f.__name__ = f.__qualname__ = op
     f.__doc__ = f"torch.{op}(input, other): elementwise comparison; a bool tensor."
@@ -168,13 +172,12 @@ greater_equal = ge
 
 
 def where(condition, input=None, other=None, *, out=None):
-    _no_out("where", out)
     if input is None and other is None:
         raise NotImplementedError("flow: where(condition) (nonzero) is not supported yet")
     c = _tensor_arg("where", condition, "condition", 1)
     x = _tensor_or_number("where", input, "input", 2)
     y = _tensor_or_number("where", other, "other", 3)
-    return dispatch1("where", [c, x, y])
+    return _out("where", out, dispatch1("where", [c, x, y]))
 
 
 # ---- unary -----------------------------------------------------------------------------------
@@ -185,10 +188,28 @@ def _no_out(fn, out):
         raise NotImplementedError(f"flow: {fn}(out=...) is not supported")
 
 
+def _out(fn, out, result):
+    """torch's out= contract: the result is cast into `out` (which must be able to hold its dtype);
+    an `out` of another shape is resized (it gets new storage), one of the same shape is written in
+    place, so views of it see the values."""
+    if out is None:
+        return result
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{fn}(): argument 'out' must be Tensor, not {_type_name(out)}")
+    if not _can_cast(result.dtype, out.dtype):
+        raise RuntimeError(f"result type {result.dtype._torch_short} can't be cast to the desired output type "
+                           f"{out.dtype._torch_short}")
+    if tuple(out.shape) != tuple(result.shape):
+        if out._c is None or result._c is None:
+            raise trace_error(f"{fn}(out=...)", "resizing `out` cannot be traced")
+        out._c = _cast(result, out.dtype)._c  # a fresh copy (the cast kernel always writes new storage)
+        return out
+    return out._assign(f"{fn}(out=...)", result)
+
+
 def _unary(op):
     def f(input, *, out=None):
-        _no_out(op, out)
-        return dispatch1(op, [_tensor_arg(op, input, "input", 1)])
+        return _out(op, out, dispatch1(op, [_tensor_arg(op, input, "input", 1)]))
 
     f.__name__ = f.__qualname__ = op
     f.__doc__ = f"torch.{op}(input): elementwise."
@@ -208,9 +229,8 @@ sigmoid = _unary("sigmoid")
 
 
 def relu(input, inplace=False):
-    if inplace:
-        raise NotImplementedError("flow: relu(inplace=True) is not supported")
-    return dispatch1("relu", [_tensor_arg("relu", input, "input", 1)])
+    r = dispatch1("relu", [_tensor_arg("relu", input, "input", 1)])
+    return input._assign("relu_", r) if inplace else r
 
 
 def gelu(input, approximate="none"):
@@ -221,9 +241,8 @@ def gelu(input, approximate="none"):
 
 
 def silu(input, inplace=False):
-    if inplace:
-        raise NotImplementedError("flow: silu(inplace=True) is not supported")
-    return dispatch1("silu", [_tensor_arg("silu", input, "input", 1)])
+    r = dispatch1("silu", [_tensor_arg("silu", input, "input", 1)])
+    return input._assign("silu_", r) if inplace else r
 
 
 def _clamp_bound(name, v):
@@ -236,7 +255,10 @@ def _clamp_bound(name, v):
 
 
 def clamp(input, min=None, max=None, *, out=None):
-    _no_out("clamp", out)
+    return _out("clamp", out, _clamp(input, min, max))
+
+
+def _clamp(input, min, max):
     x = _tensor_arg("clamp", input, "input", 1)
     lo, hi = _clamp_bound("min", min), _clamp_bound("max", max)
     if isinstance(lo, Tensor) or isinstance(hi, Tensor):
@@ -301,23 +323,19 @@ def _reduce(op, input, dim, keepdim, dtype=None):
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None, out=None):
-    _no_out("sum", out)
-    return _reduce("sum", input, dim, keepdim, dtype)
+    return _out("sum", out, _reduce("sum", input, dim, keepdim, dtype))
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None, out=None):
-    _no_out("mean", out)
-    return _reduce("mean", input, dim, keepdim, dtype)
+    return _out("mean", out, _reduce("mean", input, dim, keepdim, dtype))
 
 
 def amax(input, dim=(), keepdim=False, *, out=None):
-    _no_out("amax", out)
-    return _reduce("amax", input, dim, keepdim)
+    return _out("amax", out, _reduce("amax", input, dim, keepdim))
 
 
 def amin(input, dim=(), keepdim=False, *, out=None):
-    _no_out("amin", out)
-    return _reduce("amin", input, dim, keepdim)
+    return _out("amin", out, _reduce("amin", input, dim, keepdim))
 
 
 def _softmax_dim(ndim):
@@ -342,3 +360,717 @@ def softmax(input, dim, dtype=None):
 
 def log_softmax(input, dim, dtype=None):
     return _softmax("log_softmax", input, dim, dtype)
+
+
+# ---- more elementwise ------------------------------------------------------------------------
+
+erf = _unary("erf")
+log1p = _unary("log1p")
+expm1 = _unary("expm1")
+sin = _unary("sin")
+cos = _unary("cos")
+floor = _unary("floor")
+ceil = _unary("ceil")
+trunc = _unary("trunc")
+fix = trunc
+sign = _unary("sign")
+reciprocal = _unary("reciprocal")
+square = _unary("square")
+logical_not = _unary("logical_not")
+bitwise_not = _unary("bitwise_not")
+isnan = _unary("isnan")
+isinf = _unary("isinf")
+isfinite = _unary("isfinite")
+
+
+def round(input, *, decimals=0, out=None):
+    x = _tensor_arg("round", input, "input", 1)
+    return _out("round", out, dispatch1("round", [x], {"decimals": decimals} if decimals else {}))
+
+
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None, *, out=None):
+    x = _tensor_arg("nan_to_num", input, "input", 1)
+    attrs = {"nan": builtins.float(nan)}
+    if posinf is not None:
+        attrs["posinf"] = builtins.float(posinf)
+    if neginf is not None:
+        attrs["neginf"] = builtins.float(neginf)
+    return _out("nan_to_num", out, dispatch1("nan_to_num", [x], attrs))
+
+
+def _binary_number_ok(op):
+    def f(input, other, *, out=None):
+        return _out(op, out, dispatch1(op, [_tensor_arg(op, input, "input", 1),
+                                            _tensor_or_number(op, other, "other", 2)]))
+
+    f.__name__ = f.__qualname__ = op
+    f.__doc__ = f"torch.{op}(input, other): elementwise, with broadcasting and type promotion."
+    return f
+
+
+floor_divide = _binary_number_ok("floor_divide")
+remainder = _binary_number_ok("remainder")
+fmod = _binary_number_ok("fmod")
+logical_and = _binary_number_ok("logical_and")
+logical_or = _binary_number_ok("logical_or")
+logical_xor = _binary_number_ok("logical_xor")
+
+
+def masked_fill(input, mask, value):
+    """torch.masked_fill: `value` (a number or 0-dim tensor) where `mask` (bool) is True; the result
+    has input's dtype and the broadcast shape of input and mask."""
+    x = _tensor_arg("masked_fill", input, "input", 1)
+    m = _tensor_arg("masked_fill", mask, "mask", 2)
+    if m.dtype is not D.bool_:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{_c10_name(m.dtype)}")
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                               f"{value.ndim} dimension(s).")
+        v = value if value.dtype is x.dtype else _cast(value, x.dtype)
+    else:
+        s = _scalar(value)
+        if s is None:
+            raise TypeError(f"masked_fill(): argument 'value' must be Number, not {_type_name(value)}")
+        v = (builtins.bool(s) if x.dtype is D.bool_ else
+             s if x.dtype.is_floating_point else builtins.int(s) if not (isinstance(s, builtins.float) and s != s)
+             else s)
+    r = dispatch1("where", [m, v, x])
+    return r if r.dtype is x.dtype else _cast(r, x.dtype)
+
+
+def _c10_name(dt):
+    return {"bool": "bool", "int32": "int", "int64": "long int", "float16": "c10::Half",
+            "bfloat16": "c10::BFloat16", "float32": "float", "float64": "double"}[dt.name]
+
+
+# ---- more reductions -------------------------------------------------------------------------
+
+
+class return_types:
+    """torch.return_types: the named tuples of (values, indices) reductions."""
+
+    max = collections.namedtuple("max", ["values", "indices"])
+    min = collections.namedtuple("min", ["values", "indices"])
+
+
+def _one_dim(fn, dim):
+    if isinstance(dim, builtins.bool) or not isinstance(dim, numbers.Integral):
+        raise TypeError(f"{fn}(): argument 'dim' must be int, not {_type_name(dim)}")
+    return builtins.int(dim)
+
+
+def _max_min(fn, input, dim, keepdim, out):
+    if isinstance(dim, Tensor):  # torch.max(a, b) is maximum
+        if keepdim is not False:
+            raise TypeError(f"{fn}(): 'keepdim' is not an argument of {fn}(input, other)")
+        return (maximum if fn == "max" else minimum)(input, dim, out=out)
+    x = _tensor_arg(fn, input, "input", 1)
+    if dim is None:
+        if x.numel() == 0:
+            raise RuntimeError(f"{fn}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+                               f"reduction dim with the 'dim' argument.")
+        return _out(fn, out, dispatch1("amax" if fn == "max" else "amin", [x], {"keepdim": False}))
+    v, i = dispatch(fn + "_dim", [x], {"dim": _one_dim(fn, dim), "keepdim": _check_keepdim(fn, keepdim)})
+    if out is not None:
+        _out(fn, out[0], v)
+        _out(fn, out[1], i)
+        v, i = out
+    return getattr(return_types, fn)(v, i)
+
+
+def max(input, dim=None, keepdim=False, *, out=None):
+    """torch.max(input) -> amax of all; max(input, dim, keepdim) -> (values, indices); max(a, b) ->
+    maximum."""
+    return _max_min("max", input, dim, keepdim, out)
+
+
+def min(input, dim=None, keepdim=False, *, out=None):
+    return _max_min("min", input, dim, keepdim, out)
+
+
+def _arg(fn, input, dim, keepdim):
+    x = _tensor_arg(fn, input, "input", 1)
+    attrs = {"keepdim": _check_keepdim(fn, keepdim)}
+    if dim is not None:
+        attrs["dim"] = _one_dim(fn, dim)
+    return dispatch1(fn, [x], attrs)
+
+
+def argmax(input, dim=None, keepdim=False, *, out=None):
+    return _out("argmax", out, _arg("argmax", input, dim, keepdim))
+
+
+def argmin(input, dim=None, keepdim=False, *, out=None):
+    return _out("argmin", out, _arg("argmin", input, dim, keepdim))
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None, out=None):
+    if dim is not None:
+        dim = _one_dim("prod", dim)
+    return _out("prod", out, _reduce("prod", input, dim, keepdim, dtype))
+
+
+def any(input, dim=None, keepdim=False, *, out=None):
+    return _out("any", out, _reduce("any", input, dim, keepdim))
+
+
+def all(input, dim=None, keepdim=False, *, out=None):
+    return _out("all", out, _reduce("all", input, dim, keepdim))
+
+
+def _var_attrs(fn, input, dim, unbiased, keepdim, correction):
+    x = _tensor_arg(fn, input, "input", 1)
+    if isinstance(dim, builtins.bool):  # var(input, unbiased)
+        dim, unbiased = None, dim
+    if not x.dtype.is_floating_point:
+        raise NotImplementedError("std and var only support floating point and complex dtypes")
+    attrs = {"keepdim": _check_keepdim(fn, keepdim)}
+    dims = _dims(fn, dim)
+    if dims is not None:
+        attrs["dims"] = dims
+    if correction is not None:
+        if unbiased is not None:
+            raise RuntimeError(f"{fn}: can't specify both unbiased and correction")
+        attrs["correction"] = builtins.float(correction)
+    elif unbiased is not None:
+        attrs["unbiased"] = builtins.bool(unbiased)
+    return x, attrs
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
+    x, attrs = _var_attrs("var", input, dim, unbiased, keepdim, correction)
+    return _out("var", out, dispatch1("var", [x], attrs))
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
+    x, attrs = _var_attrs("std", input, dim, unbiased, keepdim, correction)
+    return _out("std", out, dispatch1("std", [x], attrs))
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    x, attrs = _var_attrs("var_mean", input, dim, unbiased, keepdim, correction)
+    return tuple(dispatch("var_mean", [x], attrs))
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    x, attrs = _var_attrs("std_mean", input, dim, unbiased, keepdim, correction)
+    return tuple(dispatch("std_mean", [x], attrs))
+
+
+def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
+    x = _tensor_arg("norm", input, "input", 1)
+    if dtype is not None:
+        x = _cast(x, D.to_dtype(dtype))
+    if isinstance(p, str):
+        if p != "fro":
+            raise NotImplementedError(f"flow: norm(p='{p}') is not supported")
+        p = 2.0
+    elif p is None:
+        p = 2.0
+    attrs = {"keepdim": _check_keepdim("norm", keepdim), "p": builtins.float(p)}
+    dims = _dims("norm", dim)
+    if dims is not None:
+        attrs["dims"] = dims
+    return _out("norm", out, dispatch1("norm", [x], attrs))
+
+
+def logsumexp(input, dim, keepdim=False, *, out=None):
+    x = _tensor_arg("logsumexp", input, "input", 1)
+    attrs = {"keepdim": _check_keepdim("logsumexp", keepdim)}
+    dims = _dims("logsumexp", dim)
+    if dims is not None:
+        attrs["dims"] = dims
+    return _out("logsumexp", out, dispatch1("logsumexp", [x], attrs))
+
+
+def _scan(fn, input, dim, dtype, out):
+    x = _tensor_arg(fn, input, "input", 1)
+    attrs = {"dim": _one_dim(fn, dim)}
+    if dtype is not None:
+        attrs["dtype"] = D.to_dtype(dtype).name
+    return _out(fn, out, dispatch1(fn, [x], attrs))
+
+
+def cumsum(input, dim, *, dtype=None, out=None):
+    return _scan("cumsum", input, dim, dtype, out)
+
+
+def cumprod(input, dim, *, dtype=None, out=None):
+    return _scan("cumprod", input, dim, dtype, out)
+
+
+# ---- shape ops, joins and gathers -----------------------------------------------------------
+
+
+def _tensor_list(fn, tensors):
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"{fn}(): argument 'tensors' (position 1) must be tuple of Tensors, not "
+                        f"{_type_name(tensors)}")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{fn}(): argument 'tensors' (position 1) must be tuple of Tensors, but found element "
+                            f"of type {_type_name(t)} at pos {i}")
+    return list(tensors)
+
+
+def cat(tensors, dim=0, *, out=None):
+    ts = _tensor_list("cat", tensors)
+    if not ts:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    if isinstance(dim, builtins.bool) or not isinstance(dim, numbers.Integral):
+        raise TypeError(f"cat(): argument 'dim' must be int, not {_type_name(dim)}")
+    # torch skips legacy empty 1-D tensors (shape [0]) next to tensors of higher rank
+    if builtins.any(t.ndim > 1 for t in ts):
+        kept = [t for t in ts if not (t.ndim == 1 and t.shape[0] == 0)]
+        if kept and len(kept) != len(ts):
+            dt = kept[0].dtype
+            ts = kept
+            del dt
+    return _out("cat", out, dispatch1("cat", ts, {"dim": builtins.int(dim)}))
+
+
+concat = cat
+concatenate = cat
+
+
+def stack(tensors, dim=0, *, out=None):
+    ts = _tensor_list("stack", tensors)
+    if not ts:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    for i, t in enumerate(ts[1:], 1):
+        if tuple(t.shape) != tuple(ts[0].shape):
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ts[0].shape)} at entry 0 "
+                               f"and {list(t.shape)} at entry {i}")
+    d = _normalize_dim(dim, ts[0].ndim + 1)
+    return _out("stack", out, dispatch1("cat", [t.unsqueeze(d) for t in ts], {"dim": d}))
+
+
+def hstack(tensors, *, out=None):
+    ts = [t.reshape(1) if t.ndim == 0 else t for t in _tensor_list("hstack", tensors)]
+    return cat(ts, 0 if ts and ts[0].ndim == 1 else 1, out=out)
+
+
+def vstack(tensors, *, out=None):
+    ts = [t.reshape(1, -1) if t.ndim < 2 else t for t in _tensor_list("vstack", tensors)]
+    return cat(ts, 0, out=out)
+
+
+def _check_range(ix, size, dim):
+    if ix._c is not None and ix.numel() > 0:
+        from ._tensor import _check_index_range
+
+        _check_index_range(ix, size, dim)
+
+
+def index_select(input, dim, index, *, out=None):
+    x = _tensor_arg("index_select", input, "input", 1)
+    ix = _tensor_arg("index_select", index, "index", 3)
+    d = _normalize_dim(dim, x.ndim)
+    if ix.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    if ix.dtype in (D.int32, D.int64):
+        _check_range(ix, x.shape[d] if x.ndim else 1, d)
+    return _out("index_select", out, dispatch1("index_select", [x, ix], {"dim": d}))
+
+
+def gather(input, dim, index, *, sparse_grad=False, out=None):
+    x = _tensor_arg("gather", input, "input", 1)
+    ix = _tensor_arg("gather", index, "index", 3)
+    d = _normalize_dim(dim, x.ndim)
+    if ix.dtype is not D.int64:
+        raise RuntimeError("gather(): Expected dtype int64 for index")
+    if ix.ndim != x.ndim and not (x.ndim == 0 and ix.ndim <= 1) and not (ix.ndim == 0 and x.ndim <= 1):
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    if ix.ndim == x.ndim:
+        for k in range(x.ndim):
+            if k != d and ix.shape[k] > x.shape[k]:
+                raise RuntimeError(f"Size does not match at dimension {k} expected index {list(ix.shape)} to be no "
+                                   f"larger than self {list(x.shape)} apart from dimension {d}")
+    if x.ndim == 0 or ix.ndim == 0:
+        raise NotImplementedError("flow: gather() of 0-dim tensors is not supported")
+    _check_range(ix, x.shape[d], d)
+    return _out("gather", out, dispatch1("gather", [x, ix], {"dim": d}))
+
+
+def take_along_dim(input, indices, dim):
+    return gather(input, dim, indices)
+
+
+def reshape(input, shape):
+    return _tensor_arg("reshape", input, "input", 1).reshape(shape)
+
+
+def permute(input, dims):
+    return _tensor_arg("permute", input, "input", 1).permute(dims)
+
+
+def transpose(input, dim0, dim1):
+    return _tensor_arg("transpose", input, "input", 1).transpose(dim0, dim1)
+
+
+swapaxes = transpose
+swapdims = transpose
+
+
+def t(input):
+    return _tensor_arg("t", input, "input", 1).t()
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    return _tensor_arg("flatten", input, "input", 1).flatten(start_dim, end_dim)
+
+
+def unflatten(input, dim, sizes):
+    return _tensor_arg("unflatten", input, "input", 1).unflatten(dim, sizes)
+
+
+def squeeze(input, dim=None):
+    return _tensor_arg("squeeze", input, "input", 1).squeeze(dim)
+
+
+def unsqueeze(input, dim):
+    return _tensor_arg("unsqueeze", input, "input", 1).unsqueeze(dim)
+
+
+def narrow(input, dim, start, length):
+    return _tensor_arg("narrow", input, "input", 1).narrow(dim, start, length)
+
+
+def chunk(input, chunks, dim=0):
+    return _tensor_arg("chunk", input, "input", 1).chunk(chunks, dim)
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    return _tensor_arg("split", tensor, "tensor", 1).split(split_size_or_sections, dim)
+
+
+def tensor_split(input, indices_or_sections, dim=0):
+    return _tensor_arg("tensor_split", input, "input", 1).tensor_split(indices_or_sections, dim)
+
+
+def unbind(input, dim=0):
+    return _tensor_arg("unbind", input, "input", 1).unbind(dim)
+
+
+def select(input, dim, index):
+    return _tensor_arg("select", input, "input", 1).select(dim, index)
+
+
+def movedim(input, source, destination):
+    return _tensor_arg("movedim", input, "input", 1).movedim(source, destination)
+
+
+moveaxis = movedim
+
+
+def as_strided(input, size, stride, storage_offset=None):
+    return _tensor_arg("as_strided", input, "input", 1).as_strided(size, stride, storage_offset)
+
+
+def broadcast_to(input, size):
+    return _tensor_arg("broadcast_to", input, "input", 1).expand(size)
+
+
+def clone(input, *, memory_format=None):
+    return _tensor_arg("clone", input, "input", 1).clone()
+
+
+def flip(input, dims):
+    """torch.flip (a copy, as in torch): an index_select with a reversed arange per dim."""
+    x = _tensor_arg("flip", input, "input", 1)
+    from . import _creation
+
+    ds = _dims("flip", dims) or []
+    seen = set()
+    for d in ds:
+        nd = _normalize_dim(d, x.ndim)
+        if nd in seen:
+            raise RuntimeError(f"dim {nd} appears multiple times in the list of dims")
+        seen.add(nd)
+        if x.shape[nd] > 1:
+            x = dispatch1("index_select", [x, _creation.arange(x.shape[nd] - 1, -1, -1, device=x.device)], {"dim": nd})
+    return x if seen and x is not input else x.clone() if x._c is not None else x
+
+
+def _tri(fn, input, diagonal, upper, out):
+    x = _tensor_arg(fn, input, "input", 1)
+    if x.ndim < 2:
+        raise RuntimeError(f"{fn}: input tensor must have at least 2 dimensions")
+    from . import _creation
+
+    rows, cols = x.shape[-2], x.shape[-1]
+    d = (_creation.arange(cols, device=x.device).reshape(1, cols) -
+         _creation.arange(rows, device=x.device).reshape(rows, 1))
+    keep = d >= diagonal if upper else d <= diagonal
+    zero = False if x.dtype is D.bool_ else 0
+    r = dispatch1("where", [keep, x, zero])
+    return _out(fn, out, r if r.dtype is x.dtype else _cast(r, x.dtype))
+
+
+def triu(input, diagonal=0, *, out=None):
+    return _tri("triu", input, diagonal, True, out)
+
+
+def tril(input, diagonal=0, *, out=None):
+    return _tri("tril", input, diagonal, False, out)
+
+
+# ---- matrix products --------------------------------------------------------------------------
+
+_HALF = ("float16", "bfloat16")
+
+
+def matmul(input, other, *, out=None):
+    """torch.matmul. float16/bfloat16 operands (same dtype) are multiplied in float32 and the result
+    rounded back, as torch's CPU kernels accumulate them in float32."""
+    x = _tensor_arg("matmul", input, "input", 1)
+    y = _tensor_arg("matmul", other, "other", 2)
+    if x.dtype is y.dtype and x.dtype.name in _HALF:
+        r = _cast(_matmul(_cast(x, D.float32), _cast(y, D.float32)), x.dtype)
+    else:
+        r = _matmul(x, y)
+    return _out("matmul", out, r)
+
+
+def _maybe_zero_stride(t):
+    """Whether `t` may have a zero stride on a dim of size > 1 (tracers: views of an expand and graph
+    inputs, whose layouts are the call's)."""
+    if t._c is not None:
+        return builtins.any(st == 0 and n > 1 for n, st in zip(t._c.shape, t._c.strides))
+    return t._vid in t._ctx.broadcast_views or t._vid in t._ctx.graph.inputs
+
+
+def _dense(t):
+    return t.contiguous() if t._c is not None else t * 1
+
+
+def _matmul(x, y):
+    # Works around a core bug (jit/library_ops.cpp run_matmul): a batch dim that an operand
+    # broadcasts by stride 0 is treated as size 1, and when the other operand's dim there is 1 too,
+    # the output keeps one batch element (the rest is left unwritten). So: a batched `x` times a
+    # matrix/vector folds the batch into rows (torch's own strategy); other batch broadcasts get
+    # dense operands.
+    k = x.shape[-1] if x.ndim else -1
+    if k == 0 and y.ndim and y.shape[-2 if y.ndim >= 2 else 0] == 0 and x.dtype is y.dtype:
+        # core bug workaround: an empty contraction leaves the output unwritten; it is all zeros
+        shape = dispatch1("matmul", [x, y]).shape  # (checks and the result shape)
+        from . import _creation
+
+        return _creation.zeros(list(shape), dtype=x.dtype, device=x.device)
+    if x.ndim >= 3 and y.ndim <= 2 and x.dtype is y.dtype and x.shape[-1] == y.shape[0]:
+        lead = list(x.shape[:-1])
+        r = dispatch1("matmul", [x.reshape(-1, x.shape[-1]), y])
+        return r.reshape(lead + ([y.shape[1]] if y.ndim == 2 else []))
+    if builtins.max(x.ndim, y.ndim) >= 3:
+        bx = list(x.shape[:-2]) if x.ndim >= 2 else []
+        by = list(y.shape[:-2]) if y.ndim >= 2 else []
+        n = builtins.max(len(bx), len(by))
+        bx, by = [1] * (n - len(bx)) + bx, [1] * (n - len(by)) + by
+        if bx != by:
+            x = _dense(x) if x.ndim >= 3 and _maybe_zero_stride(x) else x
+            y = _dense(y) if y.ndim >= 3 and _maybe_zero_stride(y) else y
+        elif _maybe_zero_stride(x) and _maybe_zero_stride(y):
+            x = _dense(x)
+    return dispatch1("matmul", [x, y])
+
+
+def mm(input, mat2, *, out=None):
+    x = _tensor_arg("mm", input, "input", 1)
+    y = _tensor_arg("mm", mat2, "mat2", 2)
+    if x.ndim != 2:
+        raise RuntimeError("self must be a matrix")
+    if y.ndim != 2:
+        raise RuntimeError("mat2 must be a matrix")
+    return matmul(x, y, out=out)
+
+
+def bmm(input, mat2, *, out=None):
+    x = _tensor_arg("bmm", input, "input", 1)
+    y = _tensor_arg("bmm", mat2, "mat2", 2)
+    if x.ndim != 3:
+        raise RuntimeError("batch1 must be a 3D tensor")
+    if y.ndim != 3:
+        raise RuntimeError("batch2 must be a 3D tensor")
+    if y.shape[0] != x.shape[0] or y.shape[1] != x.shape[2]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{x.shape[0]}, "
+                           f"{x.shape[2]}] but got: [{y.shape[0]}, {y.shape[1]}].")
+    return matmul(x, y, out=out)
+
+
+def mv(input, vec, *, out=None):
+    x = _tensor_arg("mv", input, "input", 1)
+    v = _tensor_arg("mv", vec, "vec", 2)
+    if x.ndim != 2 or v.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {x.ndim}, {v.ndim}")
+    return matmul(x, v, out=out)
+
+
+def dot(input, tensor, *, out=None):
+    x = _tensor_arg("dot", input, "input", 1)
+    y = _tensor_arg("dot", tensor, "tensor", 2)
+    if x.ndim != 1 or y.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {x.ndim}D and {y.ndim}D tensors")
+    return matmul(x, y, out=out)
+
+
+def outer(input, vec2, *, out=None):
+    x = _tensor_arg("outer", input, "input", 1)
+    y = _tensor_arg("outer", vec2, "vec2", 2)
+    return _out("outer", out, mul(x.reshape(-1, 1), y.reshape(1, -1)))
+
+
+ger = outer
+
+
+def _scaled_sum(fn, input, prod, beta, alpha):
+    """beta * input + alpha * prod, torch's addmm/baddbmm: beta == 0 ignores input (NaN too)."""
+    input.expand(list(prod.shape))  # torch's check: input broadcasts to the product's shape
+    if alpha != 1:
+        prod = mul(prod, alpha)
+    if beta == 0:
+        return prod
+    return add(prod, input if beta == 1 else mul(input, beta))
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
+    x = _tensor_arg("addmm", input, "input", 1)
+    return _out("addmm", out, _scaled_sum("addmm", x, mm(mat1, mat2), beta, alpha))
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
+    x = _tensor_arg("baddbmm", input, "input", 1)
+    return _out("baddbmm", out, _scaled_sum("baddbmm", x, bmm(batch1, batch2), beta, alpha))
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
+    x = _tensor_arg("addmv", input, "input", 1)
+    return _out("addmv", out, _scaled_sum("addmv", x, mv(mat, vec), beta, alpha))
+
+
+def einsum(equation, *operands):
+    """torch.einsum by permutes, reshapes and (batched) matmuls: any equation without repeated
+    subscripts inside one operand (diagonals), over one or more operands (contracted pairwise,
+    left to right), with '...' and implicit outputs."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if not isinstance(equation, str):
+        raise TypeError(f"einsum(): argument 'equation' (position 1) must be str, not {_type_name(equation)}")
+    ops = [_tensor_arg("einsum", t, "operands", 2) for t in operands]
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ops):
+        raise RuntimeError(f"einsum(): {'more' if len(ops) > len(terms) else 'fewer'} operands were provided than "
+                           f"specified in the equation")
+    used = set(c for c in eq if c.isalpha())
+    spare = [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in used]
+    ell_rank = 0
+    for term, t in zip(terms, ops):
+        if "..." in term:
+            ell_rank = builtins.max(ell_rank, t.ndim - (len(term) - 3))
+    ell = "".join(spare[:ell_rank])
+    subs = []
+    for k, (term, t) in enumerate(zip(terms, ops)):
+        letters = term.replace("...", "")
+        if builtins.any(not c.isalpha() for c in letters) or term.count("...") > 1:
+            raise RuntimeError(f"einsum(): invalid subscript given in the equation string '{equation}'")
+        n_ell = t.ndim - len(letters) if "..." in term else 0
+        if ("..." not in term and len(letters) != t.ndim) or n_ell < 0:
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(letters)}) does not match "
+                               f"the number of dimensions ({t.ndim}) for operand {k}"
+                               f"{' and no ellipsis was given' if '...' not in term else ''}")
+        sub = term.replace("...", ell[ell_rank - n_ell:] if n_ell else "")
+        if len(set(sub)) != len(sub):
+            raise NotImplementedError(f"flow: einsum('{equation}'): a subscript repeated within one operand "
+                                      f"(a diagonal) is not supported")
+        subs.append(sub)
+    if arrow:
+        if rhs.count("...") > 1:
+            raise RuntimeError(f"einsum(): invalid subscript given in the equation string '{equation}'")
+        out = rhs.replace("...", ell)
+        if builtins.any(not c.isalpha() for c in out) or len(set(out)) != len(out):
+            raise RuntimeError(f"einsum(): invalid output subscripts in '{equation}'")
+        for c in out:
+            if not builtins.any(c in s for s in subs):
+                raise RuntimeError(f"einsum(): output subscript {c} does not appear in the equation for any input "
+                                   f"operand")
+    else:
+        counts = collections.Counter("".join(subs))
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    sizes = {}
+    for sub, t in zip(subs, ops):
+        for c, n in zip(sub, t.shape):
+            if c in sizes and sizes[c] != n and n != 1 and sizes[c] != 1:
+                raise RuntimeError(f"einsum(): operands do not broadcast with remapped shapes (original->remapped)"
+                                   f" for subscript {c}: {sizes[c]} and {n}")
+            sizes[c] = n if c not in sizes or sizes[c] == 1 else sizes[c]
+    cur, cur_sub = ops[0], subs[0]
+    for k in range(1, len(ops)):
+        later = set(out).union(*[set(s) for s in subs[k + 1:]])
+        cur, cur_sub = _einsum_pair(equation, cur, cur_sub, ops[k], subs[k], later, sizes)
+    # a single operand (or what is left): sum the letters not in the output, permute to its order
+    drop = [i for i, c in enumerate(cur_sub) if c not in out]
+    if drop:
+        cur = sum(cur, drop)
+        cur_sub = "".join(c for c in cur_sub if c in out)
+    if cur_sub != out:
+        cur = cur.permute([cur_sub.index(c) for c in out])
+    return cur
+
+
+def _einsum_pair(equation, a, sa, b, sb, keep, sizes):
+    """Contracts a (subscripts sa) with b (sb), keeping the letters in `keep`; returns (tensor, subs)."""
+    # letters of one operand that nothing else needs are summed out first
+    for name in ("a", "b"):
+        t, s, other = (a, sa, sb) if name == "a" else (b, sb, sa)
+        drop = [i for i, c in enumerate(s) if c not in keep and c not in other]
+        if drop:
+            t = sum(t, drop)
+            s = "".join(c for c in s if c in keep or c in other)
+        if name == "a":
+            a, sa = t, s
+        else:
+            b, sb = t, s
+    batch = [c for c in sa if c in sb and c in keep]
+    contracted = [c for c in sa if c in sb and c not in keep]
+    a_free = [c for c in sa if c not in sb]
+    b_free = [c for c in sb if c not in sa]
+
+    def arrange(t, s, order, groups):
+        """t permuted to `order` and reshaped to [batch..., prod(groups[0]), prod(groups[1])]."""
+        if list(s) != order:
+            t = t.permute([s.index(c) for c in order])
+        shape = list(t.shape)
+        nb = len(batch)
+        merged = shape[:nb]
+        at = nb
+        for g in groups:
+            n = 1
+            for k in range(at, at + len(g)):
+                n *= shape[k]
+            merged.append(n)
+            at += len(g)
+        return t if merged == shape else t.reshape(merged)
+
+    a2 = arrange(a, sa, batch + a_free + contracted, [a_free, contracted])
+    b2 = arrange(b, sb, batch + contracted + b_free, [contracted, b_free])
+    r = matmul(a2, b2)
+    final = (list(r.shape[:len(batch)]) + [a.shape[sa.index(c)] for c in a_free] +
+             [b.shape[sb.index(c)] for c in b_free])
+    if list(r.shape) != final:
+        r = r.reshape(final)
+    return r, "".join(batch + a_free + b_free)
+
+
+__all__ += ["erf", "log1p", "expm1", "sin", "cos", "floor", "ceil", "trunc", "fix", "sign", "reciprocal", "square",
+            "logical_not", "bitwise_not", "isnan", "isinf", "isfinite", "round", "nan_to_num", "floor_divide",
+            "remainder", "fmod", "logical_and", "logical_or", "logical_xor", "masked_fill", "return_types", "max",
+            "min", "argmax", "argmin", "prod", "any", "all", "var", "std", "var_mean", "std_mean", "norm",
+            "logsumexp", "cumsum", "cumprod", "cat", "concat", "concatenate", "stack", "hstack", "vstack",
+            "index_select", "gather", "take_along_dim", "reshape", "permute", "transpose", "swapaxes", "swapdims",
+            "t", "flatten", "unflatten", "squeeze", "unsqueeze", "narrow", "chunk", "split", "tensor_split",
+            "unbind", "select", "movedim", "moveaxis", "as_strided", "broadcast_to", "clone", "matmul", "mm", "bmm",
+            "mv", "dot", "outer", "ger", "addmm", "baddbmm", "addmv", "einsum", "absolute", "not_equal", "less",
+            "less_equal", "greater", "greater_equal", "flip", "triu", "tril"]

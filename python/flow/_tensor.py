@@ -1,19 +1,30 @@
 """flow.Tensor: a torch-like tensor over a ``_C.Tensor`` (concrete) or a graph value (a tracer).
 
-A concrete tensor wraps a strided ``_C.Tensor``; views (permute, transpose, expand, basic slicing,
-reshape of contiguous data) share its storage, as in torch. A tracer exists only while
-@flow.jit traces a function: it knows its shape and dtype (inferred by the core's op table) and
-records every op applied to it. Operations that need a tracer's *values* (``item()``,
-``bool()``, ``numpy()``, ``tolist()``) raise ``flow.TraceError`` naming the op and the user's line.
-Arithmetic goes through the functions of ``flow._ops`` and hence through the one dispatcher.
+A concrete tensor wraps a strided ``_C.Tensor``. A tracer exists only while @flow.jit traces a
+function: it knows its shape and dtype (inferred by the core's op table) and records every op
+applied to it. Everything goes through the one dispatcher (``flow._dispatch``):
+
+- Views (view, reshape, permute, transpose, expand, squeeze/unsqueeze, narrow, split/chunk,
+  indexing with ints, slices, None and ``...``) are the op table's view ops: zero-copy aliases
+  sharing storage in eager mode (a reshape that strides cannot express copies, as torch's does),
+  graph view nodes in a trace.
+- Indexing with one integer tensor is index_select (+ a reshape for N-d indices); a boolean mask
+  has a data-dependent size, so it runs eagerly only (nonzero in numpy, then index_select).
+- In-place ops compute out of place and then write into this tensor's storage (a numpy view
+  write), so every view sees the values; in a trace the tracer is rebound to the new value, which
+  is refused (TraceError) for arguments, captured tensors, views and tensors that have views.
+- Operations that need a tracer's *values* (``item()``, ``bool()``, ``numpy()``, ``tolist()``,
+  boolean masks, indexed assignment) raise ``flow.TraceError`` naming the op and the user's line.
 """
+import builtins
+import numbers
 import operator
 
 import numpy as np
 
 from . import _C
 from . import _dtype as D
-from ._dispatch import TraceContext  # noqa: F401  (re-exported for tools)
+from ._dispatch import TraceContext, dispatch1  # noqa: F401  (TraceContext re-exported for tools)
 from ._errors import TraceError, trace_error
 
 
@@ -42,6 +53,138 @@ def _sizes_arg(sizes):
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = sizes[0]
     return [operator.index(s) for s in sizes]
+
+
+def _infer_sizes(sizes, numel, what="view"):
+    """torch's infer_size: one -1 allowed; the product must equal numel."""
+    sizes = list(sizes)
+    neg = [i for i, s in enumerate(sizes) if s == -1]
+    if len(neg) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    known = 1
+    for s in sizes:
+        if s != -1:
+            if s < 0:
+                raise RuntimeError(f"invalid shape dimension {s}")
+            known *= s
+    if neg:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"shape '{sizes}' is invalid for input of size {numel}")
+        sizes[neg[0]] = numel // known
+    elif known != numel:
+        raise RuntimeError(f"{what}: sizes {sizes} don't multiply up to the size of dim ({numel})")
+    return sizes
+
+
+# torch.can_cast for the in-place/out= contract: no float -> int/bool, no int -> bool.
+_KIND = {"bool": 0, "int32": 1, "int64": 1, "float16": 2, "bfloat16": 2, "float32": 2, "float64": 2}
+
+
+def _can_cast(src, dst):
+    return _KIND[src.name] <= _KIND[dst.name]
+
+
+def _index_tuple(index):
+    """An index as a tuple of ints, slices, None, Ellipsis and Tensors (lists/arrays -> tensors)."""
+    if isinstance(index, tuple):
+        items = list(index)
+    elif isinstance(index, list) and builtins.any(isinstance(i, (slice, type(None), type(Ellipsis), Tensor, list))
+                                                  for i in index):
+        items = list(index)  # legacy numpy-style tuple given as a list
+    else:
+        items = [index]
+    out = []
+    for i in items:
+        if isinstance(i, (bool, np.bool_)):
+            raise NotImplementedError("flow: indexing with a Python bool (x[True]) is not supported")
+        if isinstance(i, (list, np.ndarray)) or (type(i).__module__.startswith("torch") and hasattr(i, "dtype")):
+            from . import _creation
+
+            i = _creation.tensor(i)
+            if i.dtype.is_floating_point and i.numel() == 0:
+                i = i.long()
+        elif not (i is None or i is Ellipsis or isinstance(i, (slice, Tensor))):
+            try:
+                i = operator.index(i)
+            except TypeError:
+                raise TypeError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables "
+                                "are valid indices (got " + type(i).__name__ + ")") from None
+        out.append(i)
+    return out
+
+
+def _expand_ellipsis(index, ndim):
+    consumed = builtins.sum((i.ndim if i.dtype is D.bool_ else 1) if isinstance(i, Tensor) else
+                            (0 if i is None or i is Ellipsis else 1) for i in index)
+    if builtins.sum(1 for i in index if i is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if consumed > ndim:
+        raise IndexError(f"too many indices for tensor of dimension {ndim}")
+    out = []
+    for i in index:
+        if i is Ellipsis:
+            out.extend([slice(None)] * (ndim - consumed))
+        else:
+            out.append(i)
+    return out
+
+
+def _mask_index(x, pos, mask):
+    """x[..., mask] with a bool mask over dims pos..pos+mask.ndim: a data-dependent size, eager only."""
+    if mask._c is None or x._c is None:
+        raise trace_error("Tensor.__getitem__() with a boolean mask",
+                          "the result's size depends on the mask's values; use flow.where / masked_fill instead")
+    s = list(x.shape)
+    k = mask.ndim
+    for j in range(k):
+        if mask.shape[j] != s[pos + j]:
+            raise IndexError(f"The shape of the mask {list(mask.shape)} at index {j} does not match the shape of the "
+                             f"indexed tensor {s} at index {pos + j}")
+    m = 1
+    for n in s[pos:pos + k]:
+        m *= n
+    idx = np.flatnonzero(mask._c.numpy()).astype(np.int64)
+    merged = x.reshape(s[:pos] + [m] + s[pos + k:])
+    return F.index_select(merged, pos, Tensor._wrap(_C.Tensor.from_numpy(idx)))
+
+
+def _check_index_range(ix, size, dim):
+    a = ix._c.numpy()
+    lo, hi = int(a.min()), int(a.max())
+    bad = lo if lo < -size else hi if hi >= size else None
+    if bad is not None:
+        raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+
+
+def _numpy_index(index, ndim):
+    """A flow index as a numpy index over numpy_view() (same semantics for one advanced index)."""
+    out = []
+    for i in _expand_ellipsis(index, ndim):
+        if isinstance(i, slice):
+            if i.step is not None and operator.index(i.step) <= 0:
+                raise ValueError("step must be greater than zero")
+            out.append(i)
+        elif isinstance(i, Tensor):
+            i._need_data("Tensor.__setitem__() index")
+            if i.dtype is not D.bool_ and i.dtype not in (D.int32, D.int64):
+                raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+            out.append(i._c.numpy())
+        else:
+            out.append(i)
+    return tuple(out)
+
+
+def _value_array(value, dtype, op):
+    """`value` (number, array-like or concrete Tensor) as a numpy array in the storage type of `dtype`
+    (bfloat16: uint16 bits), converted as torch converts (float -> int truncates, bf16 rounds)."""
+    from . import _creation
+
+    if isinstance(value, Tensor):
+        value._need_data(op)
+        if value.dtype is not dtype:
+            value = F._cast(value, dtype)
+        return value._c.numpy_raw()
+    return _creation.tensor(value, dtype=dtype)._c.numpy_raw()
 
 
 class Tensor:
@@ -86,10 +229,6 @@ class Tensor:
             raise trace_error(op, "it needs the value of a traced tensor (data-dependent Python control flow "
                                   "or a conversion to Python/numpy); keep such code outside the @flow.jit "
                                   "function or pass the value in as an argument")
-
-    def _no_trace_view(self, op):
-        if self._c is None:
-            raise trace_error(op, "views and indexing are not supported inside a traced function yet")
 
     # ---- metadata ----------------------------------------------------------------------------
 
@@ -167,8 +306,8 @@ class Tensor:
         return Tensor._wrap(self._c.contiguous())
 
     def clone(self, memory_format=None):
-        if self._c is None:
-            return self
+        if self._c is None:  # a new graph value (a copy), so in-place ops on the clone are allowed
+            return F._cast(self, self.dtype)
         return Tensor._wrap(self._c.contiguous())
 
     def detach(self):
@@ -275,40 +414,35 @@ class Tensor:
             return format(self.item(), spec)
         return repr(self)
 
-    # ---- views -------------------------------------------------------------------------------
+    # ---- views: the op table's view ops (eager: zero-copy aliases; traced: graph view nodes) ---
 
-    def _view(self, sizes, strides, offset):
-        return Tensor._wrap(self._c.as_strided(list(sizes), list(strides), offset))
+    def _vop(self, op, attrs):
+        return dispatch1(op, [self], attrs)
 
     def as_strided(self, size, stride, storage_offset=None):
-        self._no_trace_view("Tensor.as_strided()")
-        return self._view(size, stride, self._c.offset if storage_offset is None else storage_offset)
+        size, stride = _sizes_arg((size,)), _sizes_arg((stride,))
+        if self._c is not None:  # bounds-checked against the storage
+            return Tensor._wrap(self._c.as_strided(size, stride,
+                                                   self._c.offset if storage_offset is None else storage_offset))
+        attrs = {"size": size, "stride": stride}
+        if storage_offset:
+            attrs["storage_offset"] = operator.index(storage_offset)
+        return self._vop("as_strided", attrs)
 
     def permute(self, *dims):
-        self._no_trace_view("Tensor.permute()")
-        dims = _sizes_arg(dims)
-        n = self.ndim
-        if len(dims) != n:
-            raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
-                               f"length of the desired ordering of dimensions i.e. input.dim() = {n} is not equal "
-                               f"to len(dims) = {len(dims)}")
-        dims = [_normalize_dim(d, n) for d in dims]
-        if len(set(dims)) != n:
-            raise RuntimeError("permute(): duplicate dims are not allowed.")
-        c = self._c
-        return self._view([c.shape[d] for d in dims], [c.strides[d] for d in dims], c.offset)
+        return self._vop("permute", {"dims": _sizes_arg(dims)})
 
     def transpose(self, dim0, dim1):
-        self._no_trace_view("Tensor.transpose()")
         n = self.ndim
-        perm = list(range(n))
-        if n == 0:
-            return self
         a, b = _normalize_dim(dim0, n), _normalize_dim(dim1, n)
+        if n == 0 or a == b:
+            return self._vop("permute", {"dims": list(range(n))}) if n else self
+        perm = list(range(n))
         perm[a], perm[b] = perm[b], perm[a]
         return self.permute(perm)
 
     swapaxes = transpose
+    swapdims = transpose
 
     def t(self):
         if self.ndim > 2:
@@ -321,201 +455,411 @@ class Tensor:
 
     @property
     def mT(self):
+        if self.ndim < 2:
+            raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. Got {self.ndim}-D "
+                               "tensor.")
         return self.transpose(-2, -1)
 
+    def movedim(self, source, destination):
+        n = self.ndim
+        src = [source] if isinstance(source, numbers.Integral) else list(source)
+        dst = [destination] if isinstance(destination, numbers.Integral) else list(destination)
+        if len(src) != len(dst):
+            raise RuntimeError(f"movedim: Invalid source or destination dims: source ({src} dims) should contain "
+                               f"the same number of dims as destination ({dst} dims)")
+        src = [_normalize_dim(d, n) for d in src]
+        dst = [_normalize_dim(d, n) for d in dst]
+        if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+            raise RuntimeError("movedim: repeated dim in `source` or `destination`")
+        perm = [-1] * n
+        for s, d in zip(src, dst):
+            perm[d] = s
+        rest = iter(d for d in range(n) if d not in src)
+        perm = [p if p >= 0 else next(rest) for p in perm]
+        return self.permute(perm)
+
+    moveaxis = movedim
+
     def expand(self, *sizes):
-        self._no_trace_view("Tensor.expand()")
         sizes = _sizes_arg(sizes)
-        c = self._c
-        old_s, old_st = list(c.shape), list(c.strides)
-        if len(sizes) < len(old_s):
-            raise RuntimeError(f"expand({self.dtype._torch_short}Type{{{list(old_s)}}}, size={sizes}): the number "
-                               f"of sizes provided ({len(sizes)}) must be greater or equal to the number of "
-                               f"dimensions in the tensor ({len(old_s)})")
-        lead = len(sizes) - len(old_s)
-        for i in range(len(sizes) - 1, lead - 1, -1):  # torch checks from the last dim
-            s, o = sizes[i], old_s[i - lead]
-            if s != -1 and s != o and o != 1:
-                raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing size ({o}) at "
-                                   f"non-singleton dimension {i}.  Target sizes: {sizes}.  Tensor sizes: {old_s}")
-        new_s, new_st = [], []
-        for i, s in enumerate(sizes):
+        old = list(self.shape)
+        # torch's checks and messages (from the last dim; the op table checks from the first)
+        if len(sizes) < len(old):
+            raise RuntimeError(f"expand({self.dtype._torch_short}Type{{{old}}}, size={sizes}): the number of sizes "
+                               f"provided ({len(sizes)}) must be greater or equal to the number of dimensions in the "
+                               f"tensor ({len(old)})")
+        lead = len(sizes) - len(old)
+        for i in range(len(sizes) - 1, -1, -1):
+            s = sizes[i]
             if i < lead:
                 if s < 0:
                     raise RuntimeError(f"The expanded size of the tensor ({s}) isn't allowed in a leading, "
                                        f"non-existing dimension {i}")
-                new_s.append(s)
-                new_st.append(0)
-                continue
-            o, st = old_s[i - lead], old_st[i - lead]
-            if s == -1 or s == o:
-                new_s.append(o)
-                new_st.append(st)
-            elif o == 1:
-                new_s.append(s)
-                new_st.append(0)
-            else:
-                raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing size ({o}) at "
-                                   f"non-singleton dimension {i}.  Target sizes: {sizes}.  Tensor sizes: {old_s}")
-        return self._view(new_s, new_st, c.offset)
+            elif s != -1 and s != old[i - lead] and old[i - lead] != 1:
+                raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing size "
+                                   f"({old[i - lead]}) at non-singleton dimension {i}.  Target sizes: {sizes}.  "
+                                   f"Tensor sizes: {old}")
+        return self._vop("expand", {"shape": sizes})
 
     def expand_as(self, other):
         return self.expand(list(other.shape))
 
     def unsqueeze(self, dim):
-        self._no_trace_view("Tensor.unsqueeze()")
-        c = self._c
-        n = len(c.shape)
-        dim = _normalize_dim(dim, n + 1)
-        s, st = list(c.shape), list(c.strides)
-        new_stride = s[dim] * st[dim] if dim < n else 1
-        s.insert(dim, 1)
-        st.insert(dim, new_stride)
-        return self._view(s, st, c.offset)
+        s = list(self.shape)
+        s.insert(_normalize_dim(dim, len(s) + 1), 1)
+        return self._vop("reshape", {"shape": s})
 
     def squeeze(self, dim=None):
-        self._no_trace_view("Tensor.squeeze()")
-        c = self._c
-        n = len(c.shape)
+        s = list(self.shape)
+        n = len(s)
         if dim is None:
-            dims = {i for i in range(n) if c.shape[i] == 1}
+            dims = set(range(n))
         elif isinstance(dim, (tuple, list)):
             dims = {_normalize_dim(d, n) for d in dim}
         else:
             dims = {_normalize_dim(dim, n)}
-        keep = [i for i in range(n) if not (i in dims and c.shape[i] == 1)]
-        return self._view([c.shape[i] for i in keep], [c.strides[i] for i in keep], c.offset)
-
-    def _infer_size(self, sizes):
-        sizes = list(sizes)
-        numel = self.numel()
-        neg = [i for i, s in enumerate(sizes) if s == -1]
-        if len(neg) > 1:
-            raise RuntimeError("only one dimension can be inferred")
-        known = 1
-        for s in sizes:
-            if s != -1:
-                if s < 0:
-                    raise RuntimeError(f"invalid shape dimension {s}")
-                known *= s
-        if neg:
-            if known == 0 or numel % known:
-                raise RuntimeError(f"shape '{sizes}' is invalid for input of size {numel}")
-            sizes[neg[0]] = numel // known
-        elif known != numel:
-            raise RuntimeError(f"shape '{sizes}' is invalid for input of size {numel}")
-        return sizes
+        keep = [s[i] for i in range(n) if not (i in dims and s[i] == 1)]
+        if len(keep) == n:
+            return self._vop("reshape", {"shape": s})  # torch returns a view (a new tensor) here too
+        return self._vop("reshape", {"shape": keep})
 
     def view(self, *sizes):
-        self._no_trace_view("Tensor.view()")
-        if len(sizes) == 1 and isinstance(sizes[0], D.dtype):
-            raise NotImplementedError("flow: Tensor.view(dtype) is not supported")
-        sizes = self._infer_size(_sizes_arg(sizes))
-        if not self.is_contiguous():
-            raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
-                               "dimension spans across two contiguous subspaces). Use .reshape(...) instead.")
-        return self._view(sizes, _contiguous_strides(sizes), self._c.offset)
+        if len(sizes) == 1 and not isinstance(sizes[0], (tuple, list, numbers.Integral)):
+            raise NotImplementedError(f"flow: Tensor.view(dtype) is not supported (got {sizes[0]!r})")
+        return self._vop("view", {"shape": _sizes_arg(sizes)})
+
+    def view_as(self, other):
+        return self.view(list(other.shape))
 
     def reshape(self, *sizes):
-        self._no_trace_view("Tensor.reshape()")
-        sizes = self._infer_size(_sizes_arg(sizes))
-        return self.contiguous().view(sizes)
+        return self._vop("reshape", {"shape": _sizes_arg(sizes)})
+
+    def reshape_as(self, other):
+        return self.reshape(list(other.shape))
 
     def flatten(self, start_dim=0, end_dim=-1):
         n = self.ndim
         if n == 0:
             return self.reshape(1)
         a, b = _normalize_dim(start_dim, n), _normalize_dim(end_dim, n)
+        if a > b:
+            raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
         s = list(self.shape)
         mid = 1
         for x in s[a:b + 1]:
             mid *= x
         return self.reshape(s[:a] + [mid] + s[b + 1:])
 
+    def unflatten(self, dim, sizes):
+        s = list(self.shape)
+        d = _normalize_dim(dim, len(s))
+        sizes = [operator.index(x) for x in sizes]
+        return self.reshape(s[:d] + _infer_sizes(sizes, s[d], "unflatten") + s[d + 1:])
+
+    def _slice(self, dim, start, end, step=1):
+        attrs = {"dim": dim, "step": step}
+        if start is not None:
+            attrs["start"] = start
+        if end is not None:
+            attrs["end"] = end
+        return self._vop("slice", attrs)
+
     def narrow(self, dim, start, length):
         d = _normalize_dim(dim, self.ndim)
-        idx = [slice(None)] * d + [slice(start, start + length)]
-        return self[tuple(idx)]
+        if self.ndim == 0:
+            raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+        size = self.shape[d]
+        start, length = operator.index(start), operator.index(length)
+        if length < 0:
+            raise RuntimeError("narrow(): length must be non-negative.")
+        if start < -size or start > size:
+            raise IndexError(f"start out of range (expected to be in range of [{-size}, {size}], but got {start})")
+        if start < 0:
+            start += size
+        if start + length > size:
+            raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
+        return self._slice(d, start, start + length)
+
+    def split(self, split_size_or_sections, dim=0):
+        d = _normalize_dim(dim, self.ndim)
+        size = self.shape[d]
+        if isinstance(split_size_or_sections, numbers.Integral):
+            step = operator.index(split_size_or_sections)
+            if step < 0 or (step == 0 and size != 0):
+                raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of "
+                                   f"{size}")
+            if size == 0:
+                return (self,)
+            return tuple(self._slice(d, i, min(i + step, size)) for i in range(0, size, step))
+        sections = [operator.index(s) for s in split_size_or_sections]
+        if builtins.sum(sections) != size or builtins.any(s < 0 for s in sections):
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {size} (input tensor's size "
+                               f"at dimension {d}), but got split_sizes={sections}")
+        out, at = [], 0
+        for s in sections:
+            out.append(self._slice(d, at, at + s))
+            at += s
+        return tuple(out)
+
+    def split_with_sizes(self, split_sizes, dim=0):
+        return self.split(list(split_sizes), dim)
+
+    def chunk(self, chunks, dim=0):
+        chunks = operator.index(chunks)
+        if chunks <= 0:
+            raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
+        d = _normalize_dim(dim, self.ndim)
+        size = self.shape[d]
+        step = (size + chunks - 1) // chunks
+        if step == 0:  # an empty dim: torch returns `chunks` empty pieces... only when size == 0
+            return tuple(self._slice(d, 0, 0) for _ in range(chunks))
+        return self.split(step, d)
+
+    def tensor_split(self, indices_or_sections, dim=0):
+        d = _normalize_dim(dim, self.ndim)
+        size = self.shape[d]
+        if isinstance(indices_or_sections, numbers.Integral):
+            n = operator.index(indices_or_sections)
+            if n <= 0:
+                raise RuntimeError(f"number of sections must be larger than 0, got {n}")
+            q, r = divmod(size, n)
+            bounds, at = [], 0
+            for i in range(n):
+                bounds.append((at, at + q + (1 if i < r else 0)))
+                at = bounds[-1][1]
+        else:
+            idx = [operator.index(i) for i in indices_or_sections]
+            edges = [0] + idx + [size]
+            bounds = [(edges[i], builtins.max(edges[i], edges[i + 1])) for i in range(len(edges) - 1)]
+        return tuple(self._slice(d, a, b) for a, b in bounds)
+
+    def unbind(self, dim=0):
+        d = _normalize_dim(dim, self.ndim)
+        return tuple(self._vop("select", {"dim": d, "index": i}) for i in range(self.shape[d]))
+
+    def select(self, dim, index):
+        if self.ndim == 0:
+            raise IndexError("select() cannot be applied to a 0-dim tensor.")
+        d = _normalize_dim(dim, self.ndim)
+        index = operator.index(index)
+        size = self.shape[d]
+        if index < -size or index >= size:
+            raise IndexError(f"select(): index {index} out of range for tensor of size {list(self.shape)} at "
+                             f"dimension {d}")
+        return self._vop("select", {"dim": d, "index": index})
+
+    def repeat(self, *sizes):
+        reps = _sizes_arg(sizes)
+        s = list(self.shape)
+        if len(reps) < len(s):
+            raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of "
+                               "tensor")
+        if builtins.any(r < 0 for r in reps):
+            raise RuntimeError(f"Trying to create tensor with negative dimension: {reps}")
+        s = [1] * (len(reps) - len(s)) + s
+        inter, expanded, final = [], [], []
+        for r, n in zip(reps, s):
+            inter += [1, n]
+            expanded += [r, n]
+            final.append(r * n)
+        return self.reshape(inter).expand(expanded).reshape(final).contiguous()
+
+    def tile(self, *dims):
+        reps = _sizes_arg(dims)
+        return self.repeat([1] * (self.ndim - len(reps)) + reps)
+
+    # ---- indexing ----------------------------------------------------------------------------
 
     def __getitem__(self, index):
-        self._no_trace_view("Tensor.__getitem__() (indexing)")
-        c = self._c
-        if not isinstance(index, tuple):
-            index = (index,)
-        for i in index:
-            if isinstance(i, (Tensor, list, np.ndarray)) or isinstance(i, bool):
-                raise NotImplementedError("flow: advanced indexing (tensors, lists, bools) is not supported yet; "
-                                          "use ints, slices, None and ...")
-        n = len(c.shape)
-        consumed = sum(1 for i in index if i is not None and i is not Ellipsis)
-        if sum(1 for i in index if i is Ellipsis) > 1:
-            raise IndexError("an index can only have a single ellipsis ('...')")
-        if consumed > n:
-            raise IndexError(f"too many indices for tensor of dimension {n}")
-        expanded = []
-        for i in index:
-            if i is Ellipsis:
-                expanded.extend([slice(None)] * (n - consumed))
-            else:
-                expanded.append(i)
-        if Ellipsis not in index:
-            expanded.extend([slice(None)] * (n - consumed))
-        sizes, strides, offset, d = [], [], c.offset, 0
+        index = _index_tuple(index)
+        n = self.ndim
+        expanded = _expand_ellipsis(index, n)
+        x, d, adv = self, 0, []
         for i in expanded:
             if i is None:
-                sizes.append(1)
-                strides.append(c.shape[d] * c.strides[d] if d < n else 1)
-                continue
-            size, stride = c.shape[d], c.strides[d]
-            if isinstance(i, slice):
-                start, stop, step = i.indices(size)
+                x = x.unsqueeze(d)
+                d += 1
+            elif isinstance(i, slice):
+                step = 1 if i.step is None else operator.index(i.step)
                 if step <= 0:
                     raise ValueError("step must be greater than zero")
-                length = len(range(start, stop, step))
-                if length > 0:
-                    offset += start * stride
-                sizes.append(length)
-                strides.append(stride * step)
+                start = None if i.start is None else operator.index(i.start)
+                stop = None if i.stop is None else operator.index(i.stop)
+                if not (start in (None, 0) and stop is None and step == 1):
+                    x = x._slice(d, start, stop, step)
+                d += 1
+            elif isinstance(i, Tensor):
+                adv.append((d, i))
+                d += i.ndim if i.dtype is D.bool_ else 1
             else:
-                try:
-                    k = operator.index(i)
-                except TypeError:
-                    raise TypeError(f"flow: unsupported index of type {type(i).__name__}") from None
+                k = operator.index(i)
+                size = x.shape[d]
                 if k < -size or k >= size:
                     raise IndexError(f"index {k} is out of bounds for dimension {d} with size {size}")
-                offset += (k + size if k < 0 else k) * stride
-            d += 1
-        return self._view(sizes, strides, offset)
+                x = x._vop("select", {"dim": d, "index": k})
+        if not adv:
+            return x
+        if len(adv) > 1:
+            raise NotImplementedError("flow: indexing with more than one tensor index (advanced indexing over "
+                                      "several dims) is not supported; use one index tensor, gather or "
+                                      "index_select")
+        pos, ix = adv[0]
+        s = list(x.shape)
+        if ix.dtype is D.bool_:
+            return _mask_index(x, pos, ix)
+        if ix.dtype not in (D.int64, D.int32):
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        if ix._c is not None and ix.numel() > 0:
+            _check_index_range(ix, s[pos], pos)
+        flat = ix.reshape(-1) if ix.ndim != 1 else ix
+        out = F.index_select(x, pos, flat)
+        if ix.ndim != 1:
+            out = out.reshape(s[:pos] + list(ix.shape) + s[pos + 1:])
+        return out
 
     def __setitem__(self, index, value):
-        self._need_data("Tensor.__setitem__() (in-place assignment)")
-        view = self[index] if index is not Ellipsis else self
-        view._fill_from(value)
+        if self._c is None:
+            raise trace_error("Tensor.__setitem__() (indexed assignment)",
+                              "in-place writes into a traced tensor are not supported; build the value with "
+                              "flow.where / flow.cat instead")
+        npindex = _numpy_index(_index_tuple(index), self.ndim)
+        dst = self._writable("Tensor.__setitem__()")
+        target_shape = dst[npindex].shape
+        src = _value_array(value, self.dtype, "Tensor.__setitem__()")
+        try:
+            dst[npindex] = np.broadcast_to(src, target_shape)
+        except ValueError:
+            raise RuntimeError(f"shape mismatch: value tensor of shape {list(src.shape)} cannot be broadcast to "
+                               f"indexing result of shape {list(target_shape)}") from None
 
-    def _fill_from(self, value):
-        """Writes `value` (a number, array-like or Tensor, broadcastable) into this view in place."""
-        if isinstance(value, Tensor):
-            value._need_data("Tensor.copy_()")
-            value = value._numpy_f32_or_native()
-        arr = np.asarray(value)
-        dst = self._c.numpy_view()
-        if self.dtype is D.bfloat16:
-            dst[...] = D.f32_to_bf16_bits(np.broadcast_to(arr.astype(np.float32), dst.shape))
-        else:
-            dst[...] = np.broadcast_to(arr, dst.shape).astype(dst.dtype)
+    # ---- in-place ops: compute out of place, then write into self's storage ------------------
+
+    def _writable(self, op):
+        """A writable numpy view of this (concrete, CPU) tensor's elements (bfloat16: uint16 bits)."""
+        c = self._c
+        if c.device != "cpu":
+            raise NotImplementedError(f"flow: {op} on a CUDA tensor is not supported yet (compute out of place)")
+        if builtins.any(st == 0 and n > 1 for n, st in zip(c.shape, c.strides)):
+            raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                               "single memory location. Please clone() the tensor before performing the operation.")
+        return c.numpy_view()
+
+    def _assign(self, op, result, check_cast=True):
+        """Makes this tensor hold `result` (a Tensor of this shape) in place, torch's in-place contract:
+        the result must have this shape and be castable to this dtype. Eager: the values are written
+        into this tensor's storage, so every view of it sees them. Traced: this tracer is rebound to
+        the new graph value (refused for arguments, views and viewed tensors, whose aliases could not
+        see the write)."""
+        if tuple(result.shape) != tuple(self.shape):
+            raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape "
+                               f"{list(result.shape)}")
+        if result.dtype is not self.dtype:
+            if check_cast and not _can_cast(result.dtype, self.dtype):
+                raise RuntimeError(f"result type {result.dtype._torch_short} can't be cast to the desired output "
+                                   f"type {self.dtype._torch_short}")
+            result = F._cast(result, self.dtype)
+        if self._c is None:
+            ctx = self._ctx
+            if result._c is not None:
+                result = Tensor._tracer(ctx, ctx.value_id(result))
+            if self._vid in ctx.aliased or self._vid in ctx.graph.inputs:
+                raise trace_error(f"Tensor.{op}", "an in-place op on a function argument, a captured tensor, a view "
+                                  "or a tensor that has views cannot be expressed in the traced graph; use the "
+                                  "out-of-place form")
+            self._vid = result._vid
+            return self
+        if result._c is None:
+            raise trace_error(f"Tensor.{op}", "it would write a traced value into a tensor that lives outside the "
+                              "trace (a parameter, a buffer or a global); pass it in and return the new value")
+        dst = self._writable(f"Tensor.{op}")
+        dst[...] = result._c.numpy_raw()
+        return self
 
     def copy_(self, src, non_blocking=False):
-        self._need_data("Tensor.copy_()")
-        self._fill_from(src)
-        return self
+        if not isinstance(src, Tensor):
+            from . import _creation
+
+            src = _creation.tensor(src, dtype=self.dtype)
+        if src.dtype is not self.dtype:
+            src = F._cast(src, self.dtype)
+        if tuple(src.shape) != tuple(self.shape):
+            src = src.expand(list(self.shape))
+            if self._c is None:
+                src = src.contiguous() if src._c is not None else F._cast(src, self.dtype)
+        return self._assign("copy_", src, check_cast=False)
 
     def fill_(self, value):
-        self._need_data("Tensor.fill_()")
-        self._fill_from(value)
-        return self
+        if isinstance(value, Tensor):
+            if value.ndim != 0:
+                raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
+                                   f"{value.ndim} dimensions.")
+            if value._c is not None and self._c is not None:
+                value = value.item()
+        if self._c is not None and not isinstance(value, Tensor):
+            dst = self._writable("Tensor.fill_()")
+            dst[...] = _value_array(value, self.dtype, "Tensor.fill_()")
+            return self
+        v = dispatch1("cast", [value], {"dtype": self.dtype.name})
+        return self._assign("fill_", v.expand(list(self.shape)), check_cast=False)
 
     def zero_(self):
         return self.fill_(0)
+
+    def _fill_from(self, value):
+        """Writes `value` (a number, array-like or Tensor, broadcastable) into this tensor in place."""
+        if isinstance(value, Tensor):
+            self.copy_(value)
+            return
+        dst = self._writable("Tensor.copy_()")
+        dst[...] = np.broadcast_to(_value_array(value, self.dtype, "Tensor.copy_()"), dst.shape)
+
+    def add_(self, other, *, alpha=1):
+        return self._assign("add_", F.add(self, other, alpha=alpha))
+
+    def sub_(self, other, *, alpha=1):
+        return self._assign("sub_", F.sub(self, other, alpha=alpha))
+
+    subtract_ = sub_
+
+    def mul_(self, other):
+        return self._assign("mul_", F.mul(self, other))
+
+    multiply_ = mul_
+
+    def div_(self, other, *, rounding_mode=None):
+        return self._assign("div_", F.div(self, other, rounding_mode=rounding_mode))
+
+    divide_ = div_
+    true_divide_ = div_
+
+    def pow_(self, exponent):
+        return self._assign("pow_", F.pow(self, exponent))
+
+    def clamp_(self, min=None, max=None):
+        return self._assign("clamp_", F.clamp(self, min, max))
+
+    clip_ = clamp_
+
+    def clamp_min_(self, min):
+        return self._assign("clamp_min_", F.clamp(self, min, None))
+
+    def clamp_max_(self, max):
+        return self._assign("clamp_max_", F.clamp(self, None, max))
+
+    def masked_fill_(self, mask, value):
+        return self._assign("masked_fill_", F.masked_fill(self, mask, value))
+
+    def __iadd__(self, other):
+        return self.add_(other)
+
+    def __isub__(self, other):
+        return self.sub_(other)
+
+    def __imul__(self, other):
+        return self.mul_(other)
+
+    def __itruediv__(self, other):
+        return self.div_(other)
 
     # ---- dtype conversion ---------------------------------------------------------------------
 
@@ -529,6 +873,7 @@ class Tensor:
         for a in args:
             if isinstance(a, Tensor):
                 dtype = a.dtype
+                device = a.device
             elif isinstance(a, (str, D.device)) and str(a).split(":")[0] in ("cpu", "cuda"):
                 device = a
             else:
@@ -569,6 +914,32 @@ class Tensor:
 
     def bool(self):
         return self.to(D.bool_)
+
+    def type_as(self, other):
+        return self.to(other.dtype)
+
+    def _new(self, fn, size, dtype, device, *args):
+        from . import _creation
+
+        return getattr(_creation, fn)(_sizes_arg(size), *args, dtype=dtype or self.dtype,
+                                      device=device if device is not None else self.device)
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+        return self._new("zeros", size, dtype, device)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        return self._new("ones", size, dtype, device)
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        return self._new("empty", size, dtype, device)
+
+    def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+        return self._new("full", (size,), dtype, device, fill_value)
+
+    def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
+        from . import _creation
+
+        return _creation.tensor(data, dtype=dtype or self.dtype, device=device if device is not None else self.device)
 
     # ---- operators (reflected forms swap the operands) ---------------------------------------
 
@@ -734,3 +1105,81 @@ class Tensor:
 
 
 from . import _ops as F  # noqa: E402  (the functions use Tensor; Tensor's methods use them)
+
+
+# ---- methods mirroring the functions of flow._ops (one line each) ------------------------------
+
+
+def _method(name, fn_name=None):
+    fn = getattr(F, fn_name or name)
+
+    def m(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+
+    m.__name__ = m.__qualname__ = name
+    m.__doc__ = f"Tensor.{name}: see flow.{fn_name or name}."
+    return m
+
+
+for _name in ("erf", "log1p", "expm1", "sin", "cos", "floor", "ceil", "trunc", "fix", "sign", "reciprocal", "square",
+              "logical_not", "bitwise_not", "isnan", "isinf", "isfinite", "round", "nan_to_num", "floor_divide",
+              "remainder", "fmod", "logical_and", "logical_or", "logical_xor", "masked_fill", "max", "min",
+              "argmax", "argmin", "prod", "any", "all", "var", "std", "norm", "logsumexp", "cumsum", "cumprod",
+              "index_select", "gather", "matmul", "mm", "bmm", "mv", "dot", "outer", "addmm", "baddbmm", "silu",
+              "gelu", "absolute", "triu", "tril"):
+    setattr(Tensor, _name, _method(_name))
+
+
+def _flip(self, *dims):
+    return F.flip(self, _sizes_arg(dims))
+
+
+Tensor.flip = _flip
+
+
+def _inplace_method(name, fn_name):
+    fn = getattr(F, fn_name)
+
+    def m(self, *args, **kwargs):
+        return self._assign(name, fn(self, *args, **kwargs))
+
+    m.__name__ = m.__qualname__ = name
+    m.__doc__ = f"Tensor.{name}: in-place flow.{fn_name} (written into this tensor's storage)."
+    return m
+
+
+for _name in ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg", "abs", "floor", "ceil", "trunc",
+              "round", "sign", "reciprocal", "square", "erf", "sin", "cos", "log1p", "expm1", "nan_to_num",
+              "floor_divide", "remainder", "fmod", "logical_not", "logical_and", "logical_or", "silu", "gelu",
+              "cumsum", "triu", "tril"):
+    setattr(Tensor, _name + "_", _inplace_method(_name + "_", _name))
+del _name
+
+
+def _bitwise(op, logical):
+    def f(self, other):
+        if isinstance(other, Tensor) and other.dtype is not D.bool_ or self.dtype is not D.bool_ or \
+                isinstance(other, builtins.float):
+            raise NotImplementedError(f"flow: bitwise_{op} is only supported on bool tensors")
+        return logical(self, other)
+
+    return f
+
+
+Tensor.__matmul__ = lambda self, other: F.matmul(self, other) if isinstance(other, Tensor) else NotImplemented
+Tensor.__rmatmul__ = lambda self, other: F.matmul(other, self) if isinstance(other, Tensor) else NotImplemented
+Tensor.__floordiv__ = lambda self, other: F.floor_divide(self, other)
+Tensor.__rfloordiv__ = lambda self, other: F._binary_op("floor_divide", other, self, reflected=True)
+Tensor.__mod__ = lambda self, other: F.remainder(self, other)
+Tensor.__rmod__ = lambda self, other: F._binary_op("remainder", other, self, reflected=True)
+Tensor.__and__ = _bitwise("and", F.logical_and)
+Tensor.__or__ = _bitwise("or", F.logical_or)
+Tensor.__xor__ = _bitwise("xor", F.logical_xor)
+Tensor.__rand__ = Tensor.__and__
+Tensor.__ror__ = Tensor.__or__
+Tensor.__rxor__ = Tensor.__xor__
+Tensor.__invert__ = lambda self: F.bitwise_not(self)
+Tensor.__imatmul__ = lambda self, other: self._assign("__imatmul__", F.matmul(self, other))
+Tensor.__ifloordiv__ = lambda self, other: self._assign("__ifloordiv__", F.floor_divide(self, other))
+Tensor.__imod__ = lambda self, other: self._assign("__imod__", F.remainder(self, other))
+Tensor.__ipow__ = lambda self, other: self._assign("__ipow__", F.pow(self, other))

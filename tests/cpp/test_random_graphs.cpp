@@ -244,3 +244,26 @@ TEST(RandomGraphs, GpuSchedulesInterpretedMatchAndCompile) {
                        plan.to_string(r.g));
   }
 }
+
+#ifdef FLOW_HAS_LLVM
+// A keepdim=False reduction divided by a tensor broadcasting along a kept dim: the divide cannot be
+// indexed in the reduction's domain, so it runs as its own kernel (it once failed to compile).
+TEST(RandomGraphs, ReducedValueWithBroadcastOperand) {
+  auto rng = test::rng(13);
+  dsl::Graph g;
+  const int x = g.add_input({{2, 3, 4}, DType::Float32});
+  const int d = g.add_input({{3}, DType::Float32});
+  g.mark_output(g.add("div", {g.add("sum", {x}, {{"dims", std::vector<int64_t>{2}}, {"keepdim", false}}), d}));
+  std::vector<dsl::HostTensor> host;
+  std::uniform_real_distribution<double> v(1.0, 2.0);
+  for (const dsl::Shape& s : {dsl::Shape{2, 3, 4}, dsl::Shape{3}}) {
+    dsl::HostTensor h{{s, DType::Float32}, std::vector<double>(dsl::numel(s))};
+    for (auto& e : h.data) e = v(rng);
+    host.push_back(h);
+  }
+  const auto ref = dsl::interpret_graph(g, host);
+  auto exe = jit::compile(g, {}, {});
+  const auto out = exe->run({to_tensor(host[0]), to_tensor(host[1])});
+  expect_close(ref[0], gather(out[0]).data(), exe->explain(false));
+}
+#endif

@@ -1,9 +1,116 @@
-"""flow.nn.functional: the activation and softmax functions with torch.nn.functional's signatures."""
+"""flow.nn.functional: torch.nn.functional's layers as compositions of core ops.
+
+Every function calls the one dispatcher (``flow._dispatch``) directly, views included, so each one
+works both eagerly and inside a ``@flow.jit`` trace. Composites (the pattern each one lowers to):
+
+- conv1d: conv2d over a unit height dim; max_pool: pad(-inf) + as_strided window view + amax over
+  the window dims; avg_pool: pad(0) + window view + mean (or sum / a constant divisor tensor for
+  count_include_pad=False, ceil_mode or divisor_override), torch's divisor formula;
+  adaptive pools: a window pool when the size divides, else per-output slices + cat (torch's
+  start/end formula);
+- interpolate (nearest, nearest-exact, bilinear with align_corners either way) and pad's reflect /
+  replicate / circular modes: index_select with index tensors computed on the host (constants of the
+  trace); bilinear is the lerp of two index_selects per axis;
+- scaled_dot_product_attention: matmul, scale, mask, softmax, matmul;
+- cross_entropy / nll_loss: log_softmax + gather (+ a weight index_select, ignore_index mask).
+
+Random ops (dropout with p > 0 in training mode) raise NotImplementedError: a trace would freeze a
+mask into a constant.
+"""
+import builtins
+import math
+import numbers
+
+import numpy as np
+
+from .. import _dtype as D
 from .. import _ops
+from .._dispatch import current_trace, dispatch, dispatch1
 from .._ops import gelu, relu, sigmoid, silu, tanh  # noqa: F401
 from .._tensor import Tensor
 
-__all__ = ["relu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax"]
+__all__ = ["relu", "relu6", "gelu", "silu", "sigmoid", "tanh", "hardswish", "hardsigmoid", "hardtanh",
+           "leaky_relu", "elu", "softplus", "mish", "softmax", "log_softmax", "linear", "conv1d", "conv2d",
+           "conv_transpose2d", "batch_norm", "layer_norm", "group_norm", "rms_norm", "dropout", "max_pool1d",
+           "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "flatten",
+           "embedding", "pad", "interpolate", "scaled_dot_product_attention", "one_hot", "cross_entropy",
+           "nll_loss", "mse_loss", "l1_loss"]
+
+
+# ---- helpers: views and constants through the dispatcher ------------------------------------------
+
+
+def _reshape(x, shape):
+    return dispatch1("reshape", [x], {"shape": [builtins.int(s) for s in shape]})
+
+
+def _permute(x, dims):
+    return dispatch1("permute", [x], {"dims": [builtins.int(d) for d in dims]})
+
+
+def _transpose(x, a, b):
+    n = x.ndim
+    dims = list(range(n))
+    a, b = a % n, b % n
+    dims[a], dims[b] = dims[b], dims[a]
+    return _permute(x, dims)
+
+
+def _unsqueeze(x, dim):
+    s = list(x.shape)
+    dim = dim % (len(s) + 1)
+    s.insert(dim, 1)
+    return _reshape(x, s)
+
+
+def _slice(x, dim, start, end, step=1):
+    return dispatch1("slice", [x], {"dim": builtins.int(dim), "start": builtins.int(start), "end": builtins.int(end),
+                                    "step": builtins.int(step)})
+
+
+def _select(x, dim, index):
+    return dispatch1("select", [x], {"dim": builtins.int(dim), "index": builtins.int(index)})
+
+
+def _expand(x, shape):
+    return dispatch1("expand", [x], {"shape": [builtins.int(s) for s in shape]})
+
+
+def _cat(tensors, dim):
+    tensors = list(tensors)
+    return tensors[0] if len(tensors) == 1 else dispatch1("cat", tensors, {"dim": builtins.int(dim)})
+
+
+def _const(arr, like, dtype=None):
+    """A concrete tensor holding numpy `arr` on `like`'s device (a constant input of a trace)."""
+    from .. import _creation
+
+    dtype = like.dtype if dtype is None else dtype
+    return _creation.tensor(np.ascontiguousarray(arr), dtype=dtype, device=like.device)
+
+
+def _pair(v, n=2, name="argument"):
+    if isinstance(v, (tuple, list)):
+        if len(v) == 1:
+            return [builtins.int(v[0])] * n
+        if len(v) != n:
+            raise ValueError(f"{name} must be an int or a tuple of {n} ints, got {v}")
+        return [builtins.int(e) for e in v]
+    return [builtins.int(v)] * n
+
+
+def _check_tensor(fn, x, name="input"):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{fn}(): argument '{name}' must be Tensor, not {type(x).__name__}")
+    return x
+
+
+def _inplace_unsupported(fn, inplace):
+    if inplace:
+        raise NotImplementedError(f"flow: {fn}(inplace=True) is not supported (flow ops are out of place)")
+
+
+# ---- activations -------------------------------------------------------------------------------------
 
 
 def _implicit_dim(ndim):
@@ -20,3 +127,621 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     if dim is None and isinstance(input, Tensor):
         dim = _implicit_dim(input.ndim)
     return _ops.log_softmax(input, dim, dtype=dtype)
+
+
+def relu6(input, inplace=False):
+    _inplace_unsupported("relu6", inplace)
+    return dispatch1("relu6", [_check_tensor("relu6", input)])
+
+
+def hardswish(input, inplace=False):
+    _inplace_unsupported("hardswish", inplace)
+    return dispatch1("hardswish", [_check_tensor("hardswish", input)])
+
+
+def hardsigmoid(input, inplace=False):
+    _inplace_unsupported("hardsigmoid", inplace)
+    return dispatch1("hardsigmoid", [_check_tensor("hardsigmoid", input)])
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    _inplace_unsupported("hardtanh", inplace)
+    return dispatch1("hardtanh", [_check_tensor("hardtanh", input)],
+                     {"min_val": builtins.float(min_val), "max_val": builtins.float(max_val)})
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    _inplace_unsupported("leaky_relu", inplace)
+    return dispatch1("leaky_relu", [_check_tensor("leaky_relu", input)],
+                     {"negative_slope": builtins.float(negative_slope)})
+
+
+def elu(input, alpha=1.0, inplace=False):
+    _inplace_unsupported("elu", inplace)
+    return dispatch1("elu", [_check_tensor("elu", input)], {"alpha": builtins.float(alpha)})
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    return dispatch1("softplus", [_check_tensor("softplus", input)],
+                     {"beta": builtins.float(beta), "threshold": builtins.float(threshold)})
+
+
+def mish(input, inplace=False):
+    _inplace_unsupported("mish", inplace)
+    return dispatch1("mish", [_check_tensor("mish", input)])
+
+
+# ---- linear and convolutions ----------------------------------------------------------------------------
+
+
+def linear(input, weight, bias=None):
+    _check_tensor("linear", input)
+    _check_tensor("linear", weight, "weight")
+    return dispatch1("linear", [input, weight] + ([bias] if bias is not None else []))
+
+
+def _conv_padding(padding, n=2):
+    if isinstance(padding, str):
+        if padding not in ("same", "valid"):
+            raise ValueError(f"Invalid padding string '{padding}', should be one of ['valid', 'same']")
+        return padding
+    return _pair(padding, n, "padding")
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    _check_tensor("conv2d", input)
+    _check_tensor("conv2d", weight, "weight")
+    attrs = {"stride": _pair(stride, 2, "stride"), "padding": _conv_padding(padding),
+             "dilation": _pair(dilation, 2, "dilation"), "groups": builtins.int(groups)}
+    return dispatch1("conv2d", [input, weight] + ([bias] if bias is not None else []), attrs)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """conv2d over a unit height dim: [N, C, L] -> [N, C, 1, L], weight [O, C/g, K] -> [O, C/g, 1, K]."""
+    _check_tensor("conv1d", input)
+    _check_tensor("conv1d", weight, "weight")
+    unbatched = input.ndim == 2
+    x = _unsqueeze(input, 0) if unbatched else input
+    if x.ndim != 3:
+        raise RuntimeError(f"Expected 2D (unbatched) or 3D (batched) input to conv1d, but got input of size: "
+                           f"{list(input.shape)}")
+    if weight.ndim != 3:
+        raise RuntimeError(f"conv1d: expected a 3-D weight, got size {list(weight.shape)}")
+    pad = padding if isinstance(padding, str) else [0, _pair(padding, 1, "padding")[0]]
+    y = conv2d(_unsqueeze(x, 2), _unsqueeze(weight, 2), bias, [1, _pair(stride, 1, "stride")[0]], pad,
+               [1, _pair(dilation, 1, "dilation")[0]], groups)
+    s = list(y.shape)
+    y = _reshape(y, [s[0], s[1], s[3]])
+    return _reshape(y, s[1:2] + s[3:]) if unbatched else y
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    _check_tensor("conv_transpose2d", input)
+    _check_tensor("conv_transpose2d", weight, "weight")
+    attrs = {"stride": _pair(stride, 2, "stride"), "padding": _pair(padding, 2, "padding"),
+             "output_padding": _pair(output_padding, 2, "output_padding"), "dilation": _pair(dilation, 2, "dilation"),
+             "groups": builtins.int(groups)}
+    return dispatch1("conv_transpose2d", [input, weight] + ([bias] if bias is not None else []), attrs)
+
+
+# ---- normalization ---------------------------------------------------------------------------------------
+
+
+def _affine_args(weight, bias):
+    args = [t for t in (weight, bias) if t is not None]
+    return args, {"has_weight": weight is not None, "has_bias": bias is not None}
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    """torch.nn.functional.batch_norm. In training mode the batch statistics normalize and, when running
+    stats are given, update them in place: running = (1 - momentum) * running + momentum * batch
+    (the unbiased batch variance), as torch. That update needs concrete tensors, so it is eager only:
+    inside a @flow.jit trace training mode with running stats raises NotImplementedError."""
+    _check_tensor("batch_norm", input)
+    if input.ndim < 2:
+        raise ValueError(f"batch_norm: expected at least a 2-D input (got {input.ndim}D input)")
+    wb, attrs = _affine_args(weight, bias)
+    attrs["eps"] = builtins.float(eps)
+    has_stats = running_mean is not None and running_var is not None
+    if not training:
+        if not has_stats:
+            raise RuntimeError("batch_norm: running_mean and running_var must be defined in evaluation mode")
+        attrs.update(training=False, has_running_stats=True)
+        return dispatch1("batch_norm", [input, running_mean, running_var] + wb, attrs)
+    size = 1
+    for i, s in enumerate(input.shape):
+        if i != 1:
+            size *= s
+    if size == 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size {list(input.shape)}")
+    attrs.update(training=True, has_running_stats=False)
+    y, mean, var = dispatch("batch_norm", [input] + wb, attrs)
+    if has_stats:
+        if running_mean._is_tracer or running_var._is_tracer or current_trace() is not None:
+            raise NotImplementedError(
+                "flow.jit: BatchNorm in training mode updates its running statistics in place, which a traced "
+                "graph cannot do yet; call model.eval() before @flow.jit, run the training-mode forward eagerly, "
+                "or use track_running_stats=False")
+        m = builtins.float(momentum)
+        running_mean.copy_(running_mean * (1.0 - m) + mean.to(running_mean.dtype) * m)
+        running_var.copy_(running_var * (1.0 - m) + var.to(running_var.dtype) * m)
+    return y
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    _check_tensor("layer_norm", input)
+    if isinstance(normalized_shape, numbers.Integral):
+        normalized_shape = [normalized_shape]
+    wb, attrs = _affine_args(weight, bias)
+    attrs.update(normalized_shape=[builtins.int(s) for s in normalized_shape], eps=builtins.float(eps))
+    return dispatch1("layer_norm", [input] + wb, attrs)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    _check_tensor("group_norm", input)
+    wb, attrs = _affine_args(weight, bias)
+    attrs.update(num_groups=builtins.int(num_groups), eps=builtins.float(eps))
+    return dispatch1("group_norm", [input] + wb, attrs)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    _check_tensor("rms_norm", input)
+    if isinstance(normalized_shape, numbers.Integral):
+        normalized_shape = [normalized_shape]
+    attrs = {"normalized_shape": [builtins.int(s) for s in normalized_shape], "has_weight": weight is not None}
+    if eps is not None:
+        attrs["eps"] = builtins.float(eps)
+    return dispatch1("rms_norm", [input] + ([weight] if weight is not None else []), attrs)
+
+
+# ---- dropout ---------------------------------------------------------------------------------------------
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    raise NotImplementedError(f"flow: Dropout with p={p} in training mode is not supported yet (random masks); "
+                              "call model.eval() or use p=0")
+
+
+# ---- pooling ----------------------------------------------------------------------------------------------
+
+
+def _pool_out_size(size, k, s, p, d, ceil_mode):
+    eff = d * (k - 1) + 1
+    num = size + 2 * p - eff
+    if num < 0:
+        raise RuntimeError(f"pooling: output size is too small (input {size}, kernel {k}, padding {p})")
+    out = (-(-num // s) if ceil_mode else num // s) + 1
+    if ceil_mode and (out - 1) * s >= size + p:  # the last window must start inside the input or left pad
+        out -= 1
+    return out
+
+
+def _windows(input, fn, kernel_size, stride, padding, dilation, ceil_mode, pad_value):
+    """The pooling windows of a 4-D [N, C, H, W] (or 3-D [C, H, W]) input as a 6-D (5-D) view
+    [..., OH, OW, kH, kW] of the padded input, and (OH, OW)."""
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"{fn}: expected 3D or 4D input, got {input.ndim}D")
+    k = _pair(kernel_size, 2, "kernel_size")
+    s = k if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0) else \
+        _pair(stride, 2, "stride")
+    p = _pair(padding, 2, "padding")
+    d = _pair(dilation, 2, "dilation")
+    for i in range(2):
+        if p[i] * 2 > k[i]:
+            raise RuntimeError(f"{fn}: pad should be at most half of effective kernel size, but got pad={p[i]}, "
+                               f"kernel_size={k[i]} and dilation={d[i]}")
+    lead = list(input.shape[:-2])
+    H, W = input.shape[-2], input.shape[-1]
+    OH = _pool_out_size(H, k[0], s[0], p[0], d[0], ceil_mode)
+    OW = _pool_out_size(W, k[1], s[1], p[1], d[1], ceil_mode)
+    need_h = (OH - 1) * s[0] + d[0] * (k[0] - 1) + 1
+    need_w = (OW - 1) * s[1] + d[1] * (k[1] - 1) + 1
+    ph_hi, pw_hi = builtins.max(p[0], need_h - H - p[0]), builtins.max(p[1], need_w - W - p[1])
+    xp = dispatch1("pad", [input], {"pads": [p[1], pw_hi, p[0], ph_hi], "value": builtins.float(pad_value)})
+    Hp, Wp = H + p[0] + ph_hi, W + p[1] + pw_hi
+    lead_strides = []
+    acc = Hp * Wp
+    for n in reversed(lead):
+        lead_strides.insert(0, acc)
+        acc *= n
+    win = dispatch1("as_strided", [xp], {"size": lead + [OH, OW, k[0], k[1]],
+                                         "stride": lead_strides + [s[0] * Wp, s[1], d[0] * Wp, d[1]]})
+    return win, (OH, OW), k, s, p
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    _check_tensor("max_pool2d", input)
+    if return_indices:
+        raise NotImplementedError("flow: max_pool2d(return_indices=True) is not supported")
+    win, _, _, _, _ = _windows(input, "max_pool2d", kernel_size, stride, padding, dilation, ceil_mode,
+                               -math.inf)
+    n = win.ndim
+    return dispatch1("amax", [win], {"dims": [n - 2, n - 1], "keepdim": False})
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    _check_tensor("avg_pool2d", input)
+    win, (OH, OW), k, s, p = _windows(input, "avg_pool2d", kernel_size, stride, padding, 1, ceil_mode, 0.0)
+    n = win.ndim
+    H, W = input.shape[-2], input.shape[-1]
+    if divisor_override is not None:
+        return dispatch1("sum", [win], {"dims": [n - 2, n - 1], "keepdim": False}) / builtins.float(divisor_override)
+
+    def divisors(O, size, kk, ss, pp):  # torch's avg_pool2d divisor per output index, along one axis
+        full, valid = [], []
+        for o in range(O):
+            start = o * ss - pp
+            end = builtins.min(start + kk, size + pp)
+            full.append(end - start)
+            valid.append(builtins.min(end, size) - builtins.max(start, 0))
+        return np.array(full if count_include_pad else valid, dtype=np.float64)
+
+    dh, dw = divisors(OH, H, k[0], s[0], p[0]), divisors(OW, W, k[1], s[1], p[1])
+    if np.all(dh == k[0]) and np.all(dw == k[1]):
+        return dispatch1("mean", [win], {"dims": [n - 2, n - 1], "keepdim": False})
+    total = dispatch1("sum", [win], {"dims": [n - 2, n - 1], "keepdim": False})
+    # The divisor expanded to the full output shape: a [OH, OW] operand broadcast into a reduction's
+    # epilogue trips the LLVM backend (unbound loop variable) at the moment.
+    return total / _expand(_const(np.outer(dh, dw), total), list(total.shape))
+
+
+def _unit_dim_pool(fn2d, input, kernel_size, stride, padding, **kw):
+    x = _unsqueeze(input, -2)
+    y = fn2d(x, [1, _pair(kernel_size, 1)[0]], None if stride is None else [1, _pair(stride, 1)[0]],
+             [0, _pair(padding, 1)[0]], **kw)
+    s = list(y.shape)
+    return _reshape(y, s[:-2] + s[-1:])
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return _unit_dim_pool(max_pool2d, input, kernel_size, stride, padding, dilation=[1, _pair(dilation, 1)[0]],
+                          ceil_mode=ceil_mode, return_indices=return_indices)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    return _unit_dim_pool(avg_pool2d, input, kernel_size, stride, padding, ceil_mode=ceil_mode,
+                          count_include_pad=count_include_pad)
+
+
+def _adaptive_sizes(input, output_size):
+    if isinstance(output_size, (list, tuple)):
+        out = [input.shape[-2 + i] if o is None else builtins.int(o) for i, o in enumerate(_pair_none(output_size))]
+    else:
+        out = [builtins.int(output_size)] * 2
+    return out
+
+
+def _pair_none(v):
+    v = list(v)
+    return v * 2 if len(v) == 1 else v
+
+
+def _adaptive_pool(input, output_size, op, fn):
+    _check_tensor(fn, input)
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"{fn}: expected 3D or 4D input, got {input.ndim}D")
+    OH, OW = _adaptive_sizes(input, output_size)
+    x = input
+    n = x.ndim
+    for axis, O in ((n - 2, OH), (n - 1, OW)):
+        size = x.shape[axis]
+        if O == size:
+            continue
+        if size % O == 0:
+            # Equal windows: view the axis as [O, size / O] and reduce the inner dim.
+            s = list(x.shape)
+            x = _reshape(x, s[:axis] + [O, size // O] + s[axis + 1:])
+            x = dispatch1(op, [x], {"dims": [axis + 1], "keepdim": False})
+            continue
+        parts = []
+        for o in range(O):  # torch: start = floor(o * size / O), end = ceil((o + 1) * size / O)
+            start, end = (o * size) // O, -((-(o + 1) * size) // O)
+            parts.append(dispatch1(op, [_slice(x, axis, start, end)], {"dims": [axis], "keepdim": True}))
+        x = _cat(parts, axis)
+    return x
+
+
+def adaptive_avg_pool2d(input, output_size):
+    if isinstance(input, Tensor) and _adaptive_sizes(input, output_size) == [1, 1] and input.ndim in (3, 4):
+        n = input.ndim
+        return dispatch1("mean", [input], {"dims": [n - 2, n - 1], "keepdim": True})
+    return _adaptive_pool(input, output_size, "mean", "adaptive_avg_pool2d")
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    if return_indices:
+        raise NotImplementedError("flow: adaptive_max_pool2d(return_indices=True) is not supported")
+    return _adaptive_pool(input, output_size, "amax", "adaptive_max_pool2d")
+
+
+# ---- shape ------------------------------------------------------------------------------------------------
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    n = input.ndim
+    if n == 0:
+        return _reshape(input, [1])
+    a, b = start_dim % n, end_dim % n
+    s = list(input.shape)
+    mid = 1
+    for v in s[a:b + 1]:
+        mid *= v
+    return _reshape(input, s[:a] + [mid] + s[b + 1:])
+
+
+def unflatten(input, dim, sizes):
+    s = list(input.shape)
+    dim = dim % len(s)
+    return _reshape(input, s[:dim] + list(sizes) + s[dim + 1:])
+
+
+# ---- embedding -----------------------------------------------------------------------------------------
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
+    if max_norm is not None:
+        raise NotImplementedError("flow: embedding(max_norm=...) is not supported (it renormalizes the weight "
+                                  "in place)")
+    return dispatch1("embedding", [input, weight])
+
+
+# ---- padding and resampling (index math) ---------------------------------------------------------------
+
+
+def _index_select(x, dim, idx):
+    return dispatch1("index_select", [x, _const(np.asarray(idx, dtype=np.int64), x, D.int64)], {"dim": dim})
+
+
+def pad(input, pad, mode="constant", value=None):
+    _check_tensor("pad", input)
+    pad = [builtins.int(p) for p in pad]
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise ValueError("Padding length must be divisible by 2 and at most twice the input rank")
+    if mode == "constant":
+        return dispatch1("pad", [input], {"pads": pad, "value": builtins.float(0.0 if value is None else value)})
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(f"flow: pad mode '{mode}' is not supported")
+    if value is not None and value != 0:
+        raise ValueError(f'Padding mode "{mode}" doesn\'t take in value argument')
+    x = input
+    for i in range(len(pad) // 2):
+        dim = x.ndim - 1 - i
+        lo, hi = pad[2 * i], pad[2 * i + 1]
+        size = x.shape[dim]
+        j = np.arange(-lo, size + hi)
+        if mode == "reflect":
+            if lo >= size or hi >= size:
+                raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input "
+                                   f"dimension, but got: padding ({lo}, {hi}) at dimension {dim} of input "
+                                   f"{list(input.shape)}")
+            period = 2 * (size - 1) if size > 1 else 1
+            j = np.abs(j) % period
+            j = np.where(j >= size, period - j, j)
+        elif mode == "replicate":
+            j = np.clip(j, 0, size - 1)
+        else:
+            if lo > size or hi > size:
+                raise RuntimeError("Padding value causes wrapping around more than once.")
+            j = j % size
+        x = _index_select(x, dim, j)
+    return x
+
+
+def _source_index_nearest(out, inp, scale, exact):
+    o = np.arange(out, dtype=np.float64)
+    s = (inp / out) if scale is None else 1.0 / scale
+    if exact:
+        src = np.floor((o + 0.5) * s)
+    else:
+        src = np.floor(o * np.float32(s))  # torch computes the nearest source index in float32
+    return np.minimum(src.astype(np.int64), inp - 1)
+
+
+def _linear_weights(out, inp, scale, align_corners):
+    """torch's (area_pixel_compute_source_index) low/high indices and the high weight, one axis."""
+    o = np.arange(out, dtype=np.float64)
+    if align_corners:
+        s = (inp - 1) / (out - 1) if out > 1 else 0.0
+        src = o * s
+    else:
+        s = (inp / out) if scale is None else 1.0 / scale
+        src = np.maximum((o + 0.5) * s - 0.5, 0.0)
+    src = src.astype(np.float32)  # torch's float32 source coordinate
+    lo = np.minimum(np.floor(src).astype(np.int64), inp - 1)
+    hi = np.minimum(lo + 1, inp - 1)
+    w = (src - lo).astype(np.float32)
+    return lo, hi, w
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    _check_tensor("interpolate", input)
+    if antialias:
+        raise NotImplementedError("flow: interpolate(antialias=True) is not supported")
+    nsp = input.ndim - 2
+    if nsp < 1:
+        raise ValueError(f"interpolate: expected a batched input with spatial dims, got {input.ndim}D")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("only one of size or scale_factor should be defined")
+    in_sizes = list(input.shape[2:])
+    if size is not None:
+        out_sizes = [builtins.int(s) for s in (size if isinstance(size, (list, tuple)) else [size] * nsp)]
+        scales = [None] * nsp
+    else:
+        sf = list(scale_factor) if isinstance(scale_factor, (list, tuple)) else [scale_factor] * nsp
+        out_sizes = [builtins.int(math.floor(i * builtins.float(f))) for i, f in zip(in_sizes, sf)]
+        scales = [None if recompute_scale_factor else builtins.float(f) for f in sf]
+    linear_modes = {"linear": 1, "bilinear": 2, "trilinear": 3}
+    if mode in ("nearest", "nearest-exact"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating modes: "
+                             "linear | bilinear | bicubic | trilinear")
+        x = input
+        for i in range(nsp):
+            idx = _source_index_nearest(out_sizes[i], in_sizes[i], scales[i], mode == "nearest-exact")
+            x = _index_select(x, 2 + i, idx)
+        return x
+    if mode in linear_modes:
+        if linear_modes[mode] != nsp:
+            raise NotImplementedError(f"flow: interpolate mode '{mode}' needs a {linear_modes[mode] + 2}-D input, "
+                                      f"got {input.ndim}D")
+        x = input
+        for i in reversed(range(nsp)):  # innermost axis first, as torch's kernels: w0 * a + w1 * b
+            lo, hi, w = _linear_weights(out_sizes[i], in_sizes[i], scales[i], bool(align_corners))
+            dim = 2 + i
+            shape = [1] * x.ndim
+            shape[dim] = out_sizes[i]
+            w1 = _const(w.reshape(shape), x)
+            w0 = _const((np.float32(1) - w).reshape(shape), x)
+            x = _index_select(x, dim, lo) * w0 + _index_select(x, dim, hi) * w1
+        return x
+    raise NotImplementedError(f"flow: interpolate mode '{mode}' is not supported (nearest, nearest-exact, "
+                              "linear, bilinear, trilinear are)")
+
+
+upsample = interpolate
+
+
+# ---- attention ----------------------------------------------------------------------------------------
+
+
+def _apply_mask(scores, mask):
+    """scores + mask for a float mask; scores where mask else -inf for a boolean one (True = attend)."""
+    if mask.dtype is D.bool_:
+        return _ops.where(mask, scores, -math.inf)
+    return scores + mask
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """softmax(q @ k^T * scale + mask) @ v, composed from matmul and softmax."""
+    if dropout_p > 0.0:
+        raise NotImplementedError("flow: scaled_dot_product_attention(dropout_p > 0) is not supported")
+    if enable_gqa:
+        raise NotImplementedError("flow: scaled_dot_product_attention(enable_gqa=True) is not supported")
+    L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
+    scale = 1.0 / math.sqrt(E) if scale is None else builtins.float(scale)
+    scores = dispatch1("matmul", [query, _transpose(key, -2, -1)]) * scale
+    if is_causal:
+        if attn_mask is not None:
+            raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
+                               "is_causal=True")
+        causal = np.where(np.tril(np.ones((L, S), dtype=bool)), 0.0, -np.inf).astype(np.float32)
+        scores = scores + _const(causal, scores)
+    elif attn_mask is not None:
+        scores = _apply_mask(scores, attn_mask)
+    return dispatch1("matmul", [softmax(scores, -1), value])
+
+
+# ---- losses and one_hot --------------------------------------------------------------------------------
+
+
+def one_hot(tensor, num_classes=-1):
+    if tensor.dtype is not D.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if num_classes < 0:
+        tensor._need_data("one_hot(num_classes=-1)")
+        num_classes = builtins.int(tensor.numpy().max()) + 1 if tensor.numel() else 0
+    classes = _const(np.arange(num_classes, dtype=np.int64), tensor, D.int64)
+    return _ops.eq(_unsqueeze(tensor, -1), classes).to(D.int64)
+
+
+def _reduce_loss(loss, reduction, fn):
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return _ops.sum(loss)
+    if reduction == "mean":
+        return _ops.mean(loss)
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    """-input[n, target[n], ...] (times weight[target]), mean over the weights of the non-ignored targets."""
+    if size_average is not None or reduce is not None:
+        raise NotImplementedError("flow: nll_loss's deprecated size_average/reduce are not supported")
+    if target.dtype is not D.int64:
+        raise RuntimeError(f"expected scalar type Long but found {target.dtype}")
+    unbatched = input.ndim == 1
+    if unbatched:
+        input, target = _unsqueeze(input, 0), _unsqueeze(target, 0)
+    valid = _ops.ne(target, ignore_index)
+    safe_t = _ops.where(valid, target, 0)
+    picked = dispatch1("gather", [input, _unsqueeze(safe_t, 1)], {"dim": 1})
+    picked = _reshape(picked, list(target.shape))
+    w = valid.to(input.dtype)
+    if weight is not None:
+        w = w * _reshape(dispatch1("index_select", [weight, _reshape(safe_t, [-1])], {"dim": 0}),
+                         list(target.shape))
+    loss = -(picked * w)
+    if reduction == "mean":
+        return _ops.sum(loss) / _ops.sum(w)
+    out = _reduce_loss(loss, reduction, "nll_loss")
+    if unbatched and reduction == "none":
+        out = _reshape(out, [])
+    return out
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    """log_softmax over dim 1 (0 for an unbatched input) + nll_loss; class-probability targets (float)
+    and label smoothing as torch."""
+    cdim = 0 if input.ndim == 1 else 1
+    logp = log_softmax(input, cdim)
+    if target.dtype.is_floating_point:  # class probabilities
+        C = input.shape[cdim]
+        t = target * (1.0 - label_smoothing) + label_smoothing / C if label_smoothing > 0 else target
+        lp = logp
+        if weight is not None:
+            shape = [1] * input.ndim
+            shape[cdim] = C
+            lp = lp * _reshape(weight, shape)
+        loss = -_ops.sum(lp * t, cdim)
+        if reduction == "mean":
+            n = 1
+            for i, s in enumerate(input.shape):
+                if i != cdim:
+                    n *= s
+            return _ops.sum(loss) / builtins.float(builtins.max(n, 1))
+        return _reduce_loss(loss, reduction, "cross_entropy")
+    nll = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
+    if label_smoothing <= 0:
+        return nll
+    C = input.shape[cdim]
+    x = logp if cdim == 1 else _unsqueeze(logp, 0)
+    tt = target if cdim == 1 else _unsqueeze(target, 0)
+    valid = _ops.ne(tt, ignore_index).to(x.dtype)
+    if weight is not None:
+        shape = [1] * x.ndim
+        shape[1] = C
+        smooth = -_ops.sum(x * _reshape(weight, shape), 1) * valid
+    else:
+        smooth = -_ops.sum(x, 1) * valid
+    if reduction == "mean":
+        if weight is not None:
+            safe_t = _ops.where(_ops.ne(tt, ignore_index), tt, 0)
+            wsum = _ops.sum(dispatch1("index_select", [weight, _reshape(safe_t, [-1])], {"dim": 0}) *
+                            _reshape(valid, [-1]))
+        else:
+            wsum = _ops.sum(valid)
+        smooth = _ops.sum(smooth) / wsum
+    else:
+        smooth = _reduce_loss(smooth, reduction, "cross_entropy")
+        if cdim == 0 and reduction == "none":
+            smooth = _reshape(smooth, [])
+    return nll * (1.0 - label_smoothing) + smooth * (label_smoothing / C)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    d = input - target
+    return _reduce_loss(d * d, reduction, "mse_loss")
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    return _reduce_loss(_ops.abs(input - target), reduction, "l1_loss")

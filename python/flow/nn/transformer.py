@@ -1,0 +1,265 @@
+"""MultiheadAttention, TransformerEncoderLayer and TransformerEncoder with torch's parameters
+(in_proj_weight / in_proj_bias packed [3E, E], out_proj, or q/k/v_proj_weight when kdim/vdim differ),
+arguments and mask conventions (a boolean attn_mask / key_padding_mask marks positions NOT to attend,
+a float one is added to the scores).
+
+Attention is composed from linear, matmul, softmax and views: with need_weights=False it is
+F.scaled_dot_product_attention; with need_weights=True torch's explicit path (q scaled by
+1/sqrt(head_dim), softmax, weights averaged over heads unless average_attn_weights=False). Self
+attention (query is key is value, packed weights) runs one in-projection GEMM.
+"""
+import copy
+import math
+from collections import OrderedDict
+
+from .. import _creation
+from .. import _dtype as D
+from .. import _ops
+from . import functional as F
+from . import init
+from .activation import GELU, ReLU
+from .layers import Dropout, LayerNorm, Linear
+from .modules import Module, ModuleList, Parameter
+
+__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"]
+
+
+def _clone_module(m):
+    """A deep copy of a module with fresh parameter and buffer storage (flow tensors are not
+    deep-copyable through copy.deepcopy)."""
+    new = copy.copy(m)
+    d = new.__dict__
+    d["_parameters"] = OrderedDict((k, None if p is None else Parameter(p.clone(), p.requires_grad))
+                                   for k, p in m._parameters.items())
+    d["_buffers"] = OrderedDict((k, None if b is None else b.clone()) for k, b in m._buffers.items())
+    d["_non_persistent_buffers_set"] = set(m._non_persistent_buffers_set)
+    d["_modules"] = OrderedDict((k, None if c is None else _clone_module(c)) for k, c in m._modules.items())
+    d["_forward_hooks"] = OrderedDict(m._forward_hooks)
+    d["_forward_pre_hooks"] = OrderedDict(m._forward_pre_hooks)
+    return new
+
+
+def _bool_to_float_mask(mask, like):
+    """torch's _canonical_mask: a boolean mask (True = masked out) as an additive float mask."""
+    if mask is None:
+        return None
+    if mask.dtype is D.bool_:
+        return _ops.where(mask, -math.inf, 0.0).to(like.dtype)
+    if not mask.dtype.is_floating_point:
+        raise AssertionError("only bool and floating types of masks are supported")
+    return mask
+
+
+class MultiheadAttention(Module):
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
+                 kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
+        super().__init__()
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError(f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
+                             f"num_heads={num_heads} instead")
+        self.embed_dim = embed_dim
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self.num_heads, self.dropout, self.batch_first = num_heads, dropout, batch_first
+        self.head_dim = embed_dim // num_heads
+        if self.head_dim * num_heads != embed_dim:
+            raise AssertionError("embed_dim must be divisible by num_heads")
+        dt = dtype or D.float32
+
+        def empty(*shape):
+            return Parameter(_creation.empty(*shape, dtype=dt, device=device))
+
+        if not self._qkv_same_embed_dim:
+            self.q_proj_weight = empty(embed_dim, embed_dim)
+            self.k_proj_weight = empty(embed_dim, self.kdim)
+            self.v_proj_weight = empty(embed_dim, self.vdim)
+            self.register_parameter("in_proj_weight", None)
+        else:
+            self.in_proj_weight = empty(3 * embed_dim, embed_dim)
+            self.register_parameter("q_proj_weight", None)
+            self.register_parameter("k_proj_weight", None)
+            self.register_parameter("v_proj_weight", None)
+        if bias:
+            self.in_proj_bias = empty(3 * embed_dim)
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype)
+        if add_bias_kv:
+            self.bias_k = empty(1, 1, embed_dim)
+            self.bias_v = empty(1, 1, embed_dim)
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
+        self._reset_parameters()
+
+    def _reset_parameters(self):
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            init.xavier_uniform_(self.q_proj_weight)
+            init.xavier_uniform_(self.k_proj_weight)
+            init.xavier_uniform_(self.v_proj_weight)
+        if self.in_proj_bias is not None:
+            init.constant_(self.in_proj_bias, 0.0)
+            init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+        if self.bias_v is not None:
+            init.xavier_normal_(self.bias_v)
+
+    def _proj_weights(self):
+        E = self.embed_dim
+        if self._qkv_same_embed_dim:
+            w = self.in_proj_weight
+            ws = [F._slice(w, 0, i * E, (i + 1) * E) for i in range(3)]
+        else:
+            ws = [self.q_proj_weight, self.k_proj_weight, self.v_proj_weight]
+        b = self.in_proj_bias
+        bs = [None] * 3 if b is None else [F._slice(b, 0, i * E, (i + 1) * E) for i in range(3)]
+        return ws, bs
+
+    def _heads(self, x):  # [N, L, E] -> [N, H, L, Dh]
+        N, L = x.shape[0], x.shape[1]
+        return F._permute(F._reshape(x, [N, L, self.num_heads, self.head_dim]), [0, 2, 1, 3])
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+                average_attn_weights=True, is_causal=False):
+        if self.dropout > 0 and self.training:
+            raise NotImplementedError(f"flow: MultiheadAttention(dropout={self.dropout}) in training mode is not "
+                                      "supported yet (random masks); call model.eval() or use dropout=0")
+        if is_causal and attn_mask is None:
+            raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
+                               "method `generate_square_subsequent_mask` to create this mask.")
+        batched = query.ndim == 3
+        self_attn = query is key and key is value
+        if not batched:  # [L, E] -> [1, L, E]
+            query, key, value = (F._unsqueeze(t, 0) for t in (query, key, value))
+            if key_padding_mask is not None:
+                key_padding_mask = F._unsqueeze(key_padding_mask, 0)
+        elif not self.batch_first:  # [L, N, E] -> [N, L, E]
+            query, key, value = (F._transpose(t, 0, 1) for t in (query, key, value))
+        N, L, E = query.shape
+        H, Dh = self.num_heads, self.head_dim
+        if E != self.embed_dim:
+            raise AssertionError(f"was expecting embedding dimension of {self.embed_dim}, but got {E}")
+
+        ws, bs = self._proj_weights()
+        if self_attn and self._qkv_same_embed_dim:
+            qkv = F.linear(query, self.in_proj_weight, self.in_proj_bias)  # [N, L, 3E]
+            qkv = F._permute(F._reshape(qkv, [N, L, 3, H, Dh]), [2, 0, 3, 1, 4])  # [3, N, H, L, Dh]
+            q, k, v = (F._select(qkv, 0, i) for i in range(3))
+        else:
+            q = self._heads(F.linear(query, ws[0], bs[0]))
+            k = self._heads(F.linear(key, ws[1], bs[1]))
+            v = self._heads(F.linear(value, ws[2], bs[2]))
+
+        mask = _bool_to_float_mask(attn_mask, q)
+        if mask is not None:
+            if mask.ndim == 3:  # [N * H, L, S]
+                mask = F._reshape(mask, [N, H] + list(mask.shape[1:]))
+            elif mask.ndim != 2:
+                raise RuntimeError(f"attn_mask's dimension {mask.ndim} is not supported")
+        if self.bias_k is not None:  # one more key / value position
+            k = F._cat([k, F._expand(F._reshape(self.bias_k, [1, H, 1, Dh]), [N, H, 1, Dh])], 2)
+            v = F._cat([v, F._expand(F._reshape(self.bias_v, [1, H, 1, Dh]), [N, H, 1, Dh])], 2)
+            mask = None if mask is None else F.pad(mask, [0, 1])
+            key_padding_mask = None if key_padding_mask is None else F.pad(key_padding_mask, [0, 1])
+        if self.add_zero_attn:
+            k, v = F.pad(k, [0, 0, 0, 1]), F.pad(v, [0, 0, 0, 1])
+            mask = None if mask is None else F.pad(mask, [0, 1])
+            key_padding_mask = None if key_padding_mask is None else F.pad(key_padding_mask, [0, 1])
+        kpm = _bool_to_float_mask(key_padding_mask, q)
+        if kpm is not None:
+            S = k.shape[2]
+            kpm = F._reshape(kpm, [N, 1, 1, S])
+            mask = kpm if mask is None else mask + kpm
+
+        weights = None
+        if need_weights:
+            scores = F.dispatch1("matmul", [q * math.sqrt(1.0 / float(Dh)), F._transpose(k, -2, -1)])
+            if mask is not None:
+                scores = scores + mask
+            attn = F.softmax(scores, -1)
+            out = F.dispatch1("matmul", [attn, v])
+            weights = _ops.mean(attn, 1) if average_attn_weights else attn
+            if not batched:
+                weights = F._reshape(weights, list(weights.shape[1:]))
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, mask)
+        out = F._reshape(F._permute(out, [0, 2, 1, 3]), [N, L, E])  # [N, L, E]
+        out = self.out_proj(out)
+        if not batched:
+            out = F._reshape(out, [L, E])
+        elif not self.batch_first:
+            out = F._transpose(out, 0, 1)
+        return out, weights
+
+    def extra_repr(self):
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, batch_first={self.batch_first}"
+
+
+def _get_activation_fn(activation):
+    if activation == "relu":
+        return F.relu
+    if activation == "gelu":
+        return F.gelu
+    if callable(activation):
+        return activation
+    raise RuntimeError(f"activation should be relu/gelu, not {activation}")
+
+
+class TransformerEncoderLayer(Module):
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation=F.relu, layer_norm_eps=1e-5,
+                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+        super().__init__()
+        kw = {"device": device, "dtype": dtype}
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **kw)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        if isinstance(activation, str):
+            activation = _get_activation_fn(activation)
+        self.activation = activation
+        self.activation_relu_or_gelu = (1 if activation is F.relu or isinstance(activation, ReLU) else
+                                        2 if activation is F.gelu or isinstance(activation, GELU) else 0)
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+        x = src
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            x = x + self._ff_block(self.norm2(x))
+        else:
+            x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
+            x = self.norm2(x + self._ff_block(x))
+        return x
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal=False):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
+                           is_causal=is_causal and attn_mask is not None)[0]
+        return self.dropout1(x)
+
+    def _ff_block(self, x):
+        x = self.linear2(self.dropout(self.activation(self.linear1(x))))
+        return self.dropout2(x)
+
+
+class TransformerEncoder(Module):
+    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
+        super().__init__()
+        self.layers = ModuleList([_clone_module(encoder_layer) for _ in range(num_layers)])
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        x = src
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
+        if self.norm is not None:
+            x = self.norm(x)
+        return x

@@ -1,0 +1,162 @@
+"""Acceptance: whole models written as ordinary PyTorch files (tests/models/, `import flow as torch`)
+against their torch twins (the same file with the import lines replaced).
+
+ResNet-50 and a ViT-B/16 encoder (12 x TransformerEncoderLayer, d=768, 12 heads, seq 197) load the
+torch twin's state_dict and must match torch's eval-mode output with relative error
+max|flow - torch| / max|torch| < 1e-4 in float32, eagerly and under @flow.jit. The small MLP and CNN
+run training-mode forwards (Dropout p=0) eagerly: outputs and BatchNorm running statistics match
+torch's step by step.
+"""
+import os
+import sys
+import time
+
+import pytest
+import torch
+
+import flow
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from models import loader  # noqa: E402
+
+REL_TOL = 1e-4
+
+
+def rel_err(actual, expected):
+    a = torch.from_numpy(actual.numpy()).double()
+    e = expected.detach().double()
+    assert a.shape == e.shape, f"shape {tuple(a.shape)} != torch's {tuple(e.shape)}"
+    return ((a - e).abs().max() / e.abs().max()).item()
+
+
+def randomize_norms(model, gen):
+    """Non-trivial BatchNorm / LayerNorm parameters and running statistics, so eval mode is not an identity."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (torch.nn.BatchNorm2d, torch.nn.BatchNorm1d)):
+                m.running_mean.normal_(0, 0.1, generator=gen)
+                m.running_var.uniform_(0.5, 1.5, generator=gen)
+            if isinstance(m, (torch.nn.BatchNorm2d, torch.nn.BatchNorm1d, torch.nn.LayerNorm)):
+                m.weight.uniform_(0.5, 1.5, generator=gen)
+                m.bias.normal_(0, 0.1, generator=gen)
+
+
+def twins(name, factory, *args, **kwargs):
+    tmod, fmod = loader.load(name, "torch"), loader.load(name, "flow")
+    torch.manual_seed(0)
+    tm = getattr(tmod, factory)(*args, **kwargs)
+    fm = getattr(fmod, factory)(*args, **kwargs)
+    return tm, fm
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    tm, fm = twins("resnet", "resnet50")
+    g = torch.Generator().manual_seed(1)
+    randomize_norms(tm, g)
+    tm.eval()
+    r = fm.load_state_dict(tm.state_dict())
+    assert not r.missing_keys and not r.unexpected_keys
+    fm.eval()
+    return tm, fm, flow.jit(fm)
+
+
+@pytest.fixture(scope="module")
+def vit():
+    tm, fm = twins("vit", "vit_b_16")
+    g = torch.Generator().manual_seed(2)
+    randomize_norms(tm, g)
+    with torch.no_grad():
+        tm.class_token.normal_(0, 0.5, generator=g)
+    tm.eval()
+    fm.load_state_dict(tm.state_dict())
+    fm.eval()
+    return tm, fm, flow.jit(fm)
+
+
+def check_model(tm, fm, jm, x, label):
+    with torch.no_grad():
+        expected = tm(x)
+    fx = flow.as_tensor(x)
+    t0 = time.perf_counter()
+    eager = rel_err(fm(fx), expected)
+    t1 = time.perf_counter()
+    jitted = rel_err(jm(fx), expected)
+    t2 = time.perf_counter()
+    jitted2 = rel_err(jm(fx), expected)  # the compiled variant, reused
+    print(f"\n{label}: rel err eager {eager:.2e} jit {jitted:.2e} ({jitted2:.2e} warm); "
+          f"eager {t1 - t0:.2f}s, jit first call {t2 - t1:.2f}s")
+    assert eager < REL_TOL, f"{label} eager: relative error {eager:.3e}"
+    assert jitted < REL_TOL and jitted2 < REL_TOL, f"{label} jit: relative error {jitted:.3e} / {jitted2:.3e}"
+
+
+def test_resnet50_64(resnet):
+    tm, fm, jm = resnet
+    x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(3))
+    check_model(tm, fm, jm, x, "resnet50 1x3x64x64")
+    text = jm.explain(with_source=False)
+    assert "== kernels:" in text and "library calls" in text
+
+
+@pytest.mark.slow
+def test_resnet50_224(resnet):
+    tm, fm, jm = resnet
+    x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(4))
+    check_model(tm, fm, jm, x, "resnet50 1x3x224x224")
+    assert jm.num_variants == 2 or jm.num_variants == 1
+
+
+@pytest.mark.slow
+def test_vit_b16_224(vit):
+    tm, fm, jm = vit
+    x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(5))
+    check_model(tm, fm, jm, x, "vit_b_16 1x3x224x224 (seq 197)")
+
+
+def test_model_files_are_plain_torch():
+    """The flow model files differ from their torch twins only in the import lines."""
+    for name in ("resnet", "vit", "small"):
+        with open(os.path.join(loader.HERE, name + ".py")) as f:
+            lines = f.read().split("\n")
+        flow_lines = [ln for ln in lines if "flow" in ln and not ln.lstrip().startswith("#")]
+        assert all(ln.split("  #")[0] in loader.TWIN_IMPORTS for ln in flow_lines), flow_lines
+        assert any(ln.startswith("import flow as torch") for ln in lines)
+
+
+# ---- training-mode forwards (eager) ---------------------------------------------------------------------
+
+
+def compare_state(fm, tm, label):
+    tsd = tm.state_dict()
+    fsd = fm.state_dict()
+    assert list(fsd) == list(tsd)
+    for k, v in tsd.items():
+        a = torch.from_numpy(fsd[k].numpy())
+        if v.dtype.is_floating_point:
+            torch.testing.assert_close(a, v, rtol=1e-5, atol=1e-6, msg=lambda m: f"{label} {k}: {m}")
+        else:
+            assert torch.equal(a, v), f"{label} {k}: {a} != {v}"
+
+
+@pytest.mark.parametrize("model,shape", [("MLP", (16, 32)), ("SmallCNN", (4, 3, 16, 16))])
+def test_small_models_train_mode(model, shape):
+    tm, fm = twins("small", model)
+    fm.load_state_dict(tm.state_dict())
+    tm.train()
+    fm.train()
+    g = torch.Generator().manual_seed(6)
+    for step in range(3):
+        x = torch.randn(*shape, generator=g) * (1 + step)
+        with torch.no_grad():
+            expected = tm(x)
+        err = rel_err(fm(flow.as_tensor(x)), expected)
+        assert err < 1e-5, f"{model} train step {step}: relative error {err:.3e}"
+        compare_state(fm, tm, f"{model} step {step}")
+    # Training-mode BatchNorm under @flow.jit is refused clearly; eval mode compiles.
+    with pytest.raises(NotImplementedError, match="BatchNorm"):
+        flow.jit(fm)(flow.as_tensor(x))
+    tm.eval()
+    fm.eval()
+    with torch.no_grad():
+        expected = tm(x)
+    assert rel_err(flow.jit(fm)(flow.as_tensor(x)), expected) < 1e-5
