@@ -1,6 +1,7 @@
 #include "scheduler/fusion.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <set>
@@ -202,6 +203,7 @@ class Fuser {
     if (g_.consumers(chain).size() != 1) return "library output has other consumers";
     for (int o : g_.outputs())
       if (o == chain) return "library output is a graph output";
+    if (!opt_.library_epilogues) return "library epilogues are off (FLOW_LIBRARY_EPILOGUES=1 enables them)";
     std::string why;
     std::vector<EpilogueStep> s = match_epilogue(g_, lib, chain, n, opt_.target, why);
     if (s.empty()) return why;
@@ -423,6 +425,11 @@ class Fuser {
 };
 
 }  // namespace
+
+bool library_epilogues_default() {
+  const char* e = std::getenv("FLOW_LIBRARY_EPILOGUES");
+  return e && std::string(e) == "1";
+}
 
 FusionPlan fuse(const Graph& g, const FusionOptions& opt) {
   return Fuser(g, opt).run();

@@ -1,3 +1,4 @@
+#include <cstdlib>
 #include "scheduler/library_patterns.h"
 
 #include <cmath>
@@ -181,6 +182,7 @@ std::vector<EpilogueStep> match_epilogue(const Graph& g, const Node& lib, int ch
     why = "no library epilogues for " + lib.op + " on " + dsl::target_name(target);
     return {};
   }
+
   bool listed = false;
   for (const std::string& op : pat->epilogue_ops) listed = listed || op == n.op;
   const auto& table = epilogue_table();

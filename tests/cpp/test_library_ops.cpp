@@ -19,6 +19,9 @@ using namespace flow;
 using dsl::DType;
 using dsl::Shape;
 
+// These tests check epilogue fusion into library calls, which is opt-in (see FusionOptions).
+static const bool kEpiloguesOn = (setenv("FLOW_LIBRARY_EPILOGUES", "1", 1), true);
+
 namespace {
 
 using Attrs = dsl::Attrs;

@@ -145,7 +145,8 @@ def test_dtype_mismatch_matches_torch(gen):
         eager("matmul", [to_flow(a), to_flow(b)])
 
 
-def test_fused_conv_epilogue_is_one_library_call(gen):
+def test_fused_conv_epilogue_is_one_library_call(gen, monkeypatch):
+    monkeypatch.setenv("FLOW_LIBRARY_EPILOGUES", "1")  # epilogue fusion is opt-in (see scheduler/fusion.h)
     n, c, oc, h, w = 2, 3, 4, 7, 6
     g = _C.Graph()
     x = g.add_input([n, c, h, w], "float32")
