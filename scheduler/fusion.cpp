@@ -168,10 +168,11 @@ class Fuser {
       if (!full && out == reduced_shape(probe) && out != keepdim_shape(probe)) {
         // A keepdim=False row value has fewer dims than the domain: an operand read from memory
         // broadcasts against it (right-aligned), which the domain's indexing cannot express.
+        // (Even one of the same shape: a [C] tensor beside a [C, C] domain is ambiguous, so kernel
+        // inputs always broadcast against the full domain; see kernel_instance.cpp.)
         for (int in : n.inputs)
-          if (fusible_group_of_value(in) != gi && g_.value(in).kind != dsl::ValueKind::Constant &&
-              g_.value(in).type.shape != out)
-            return "operand " + dsl::shape_str(g_.value(in).type.shape) + " broadcasts against a reduced value";
+          if (fusible_group_of_value(in) != gi && g_.value(in).kind != dsl::ValueKind::Constant)
+            return "operand " + dsl::shape_str(g_.value(in).type.shape) + " read from memory by a reduced value";
       }
       if (full && reduced_shape(probe) != keepdim_shape(probe)) {
         // A reduced (keepdim=false) value broadcasts against the full domain by right alignment,

@@ -41,11 +41,15 @@ const KernelBuffer* KernelInstance::buffer_for(int value) const {
 namespace {
 
 // Strides of value `v` (shape `vs`, actual strides `st`) over every dim of the group domain.
-std::vector<int64_t> domain_strides(const FusionGroup& grp, const Shape& vs, const std::vector<int64_t>& st) {
+// Inputs always broadcast against the full domain (right-aligned, as torch); only an output can be a
+// keepdim=False row value, laid out over the kept dims. (Deciding by shape alone is ambiguous: a
+// [C] weight beside a [C, C] domain has the reduced shape too.)
+std::vector<int64_t> domain_strides(const FusionGroup& grp, const Shape& vs, const std::vector<int64_t>& st,
+                                    bool is_output) {
   const Shape& dom = grp.domain;
   const size_t rank = dom.size();
   std::vector<int64_t> out(rank, 0);
-  if (grp.kind == GroupKind::Reduction && vs == reduced_shape(grp) && vs != dom) {
+  if (is_output && grp.kind == GroupKind::Reduction && vs == reduced_shape(grp) && vs != dom) {
     // A keepdim=False row value: its dims are the kept dims of the domain, in order.
     size_t k = 0;
     for (size_t d = 0; d < rank; ++d) {
@@ -98,7 +102,7 @@ KernelInstance specialize(const dsl::Graph& g, const FusionGroup& grp, const Gro
     if (st.size() != val.type.shape.size())
       throw std::invalid_argument("layout of %" + std::to_string(v) + " has rank " + std::to_string(st.size()) +
                                   ", expected " + std::to_string(val.type.shape.size()));
-    raws.push_back({v, out, domain_strides(grp, val.type.shape, st), indexed.count(v) ? st : std::vector<int64_t>{}});
+    raws.push_back({v, out, domain_strides(grp, val.type.shape, st, out), indexed.count(v) ? st : std::vector<int64_t>{}});
   };
   for (int v : grp.inputs) add(v, false);
   for (int v : grp.outputs) add(v, true);

@@ -267,3 +267,29 @@ TEST(RandomGraphs, ReducedValueWithBroadcastOperand) {
   expect_close(ref[0], gather(out[0]).data(), exe->explain(false));
 }
 #endif
+
+#ifdef FLOW_HAS_LLVM
+// A [C] weight next to a square [C, C] reduction domain broadcasts along the last dim (as torch),
+// although its shape equals the reduced shape (a layer norm of a square input once got this wrong).
+TEST(RandomGraphs, SquareDomainWeightBroadcasts) {
+  auto rng = test::rng(14);
+  const int64_t C = 37;
+  dsl::Graph g;
+  const int x = g.add_input({{C, C}, DType::Float32});
+  const int w = g.add_input({{C}, DType::Float32});
+  const int mu = g.add("mean", {x}, {{"dims", std::vector<int64_t>{1}}, {"keepdim", true}});
+  g.mark_output(g.add("mul", {g.add("sub", {x, mu}), w}));
+  std::vector<dsl::HostTensor> host;
+  std::normal_distribution<double> v;
+  for (const dsl::Shape& s : {dsl::Shape{C, C}, dsl::Shape{C}}) {
+    dsl::HostTensor h{{s, DType::Float32}, std::vector<double>(dsl::numel(s))};
+    for (auto& e : h.data) e = v(rng);
+    host.push_back(h);
+  }
+  const auto ref = dsl::interpret_graph(g, host);
+  auto exe = jit::compile(g, {}, {});
+  EXPECT_EQ(exe->num_kernels(), 1);
+  const auto out = exe->run({to_tensor(host[0]), to_tensor(host[1])});
+  expect_close(ref[0], gather(out[0]).data(), exe->explain(false));
+}
+#endif
