@@ -84,8 +84,12 @@ cat "$OUT/env.log"
 
 # ---- configure --------------------------------------------------------------------------------
 PY=$(command -v python3)
+# The Python module links libstdc++ statically and hides it: in the GPU host's Python process a
+# dynamically linked _C crashed in std::ostream number formatting (a libstdc++ clash) while the C++
+# test binaries ran fine (2026-11-30).
 cmake_args=(-S "$root" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DFLOW_WITH_LLVM=OFF -DFLOW_WERROR=OFF
-            -DPython_EXECUTABLE="$PY")
+            -DPython_EXECUTABLE="$PY"
+            "-DCMAKE_MODULE_LINKER_FLAGS=-static-libstdc++ -static-libgcc -Wl,--exclude-libs,ALL")
 if [ -f "$root/.deps/include/xxhash.h" ] && [ ! -f /usr/include/xxhash.h ]; then
   cmake_args+=(-DFLOW_XXHASH_INCLUDE_DIR="$root/.deps/include")
 fi
