@@ -6,6 +6,8 @@
 #include "jit/library_ops.h"
 
 #include <algorithm>
+#include <cstring>
+#include <deque>
 #include <stdexcept>
 
 #include "dsl/library_reference.h"
@@ -96,7 +98,7 @@ bool has_zero_stride(const Arg& a) {
 
 // Keeps the contiguous copies made for one call alive until it returns.
 struct Copies {
-  std::vector<Tensor> held;
+  std::deque<Tensor> held;  // a deque: references handed out stay valid as more copies are made
   const Tensor& contiguous(const Tensor& t) {
     held.push_back(eager_contiguous(t, t.dtype));
     return held.back();
@@ -332,11 +334,33 @@ void run_matmul(const LibraryStep& step, const std::vector<const Tensor*>& value
   std::vector<size_t> unit_pos;
   if (a1) unit_pos.push_back(rank - 2);
   if (b1) unit_pos.push_back(rank - 1);
-  Shape dst_dims;
-  for (size_t d = 0; d + 2 < rank; ++d) dst_dims.push_back(std::max(a.dims[d], b.dims[d]));
-  dst_dims.push_back(a.dims[rank - 2]);
-  dst_dims.push_back(b.dims[rank - 1]);
+  // The destination's dims come from the output itself: an expanded (stride-0) batch dim of an
+  // operand is passed as size 1 (oneDNN broadcasts it), so the operands alone understate the batch.
+  Shape dst_dims = out.sizes;
+  for (size_t p : unit_pos) dst_dims.insert(dst_dims.begin() + static_cast<std::ptrdiff_t>(p), 1);
+  // oneDNN broadcasts a batch dim from one operand only: when both operands are size 1 (expanded)
+  // where the output is not, materialize `a` so its batch dims are real.
+  bool both_broadcast = false;
+  for (size_t d = 0; d + 2 < rank; ++d)
+    both_broadcast = both_broadcast || (a.dims[d] == 1 && b.dims[d] == 1 && dst_dims[d] > 1);
+  if (both_broadcast) {
+    Tensor dense = *ta;
+    const size_t lead = rank - static_cast<size_t>(ta->dim()) - (a1 ? 1 : 0);
+    for (size_t d = 0; d + 2 < rank && !a1; ++d)
+      if (d >= lead && dense.sizes[d - lead] == 1 && dst_dims[d] > 1) {
+        dense.sizes[d - lead] = dst_dims[d];
+        dense.strides[d - lead] = 0;
+      }
+    ta = &copies.contiguous(dense);
+    a = normalize(*ta, true);
+    while (a.dims.size() < rank) insert_unit(a, 0);
+    tidy_unit_strides(a);
+  }
   std::vector<onednn::PostOp> post = post_ops(step, values, out.sizes, unit_pos, copies);
+  if (a.dims[rank - 1] == 0 && post.empty()) {  // K = 0: an empty sum is zero
+    std::memset(out.data(), 0, static_cast<size_t>(out.numel()) * sizeof(float));
+    return;
+  }
   collapse_batch_rows(a, b, dst_dims, nullptr, post);
   onednn::matmul(a.tensor(), b.tensor(), nullptr, {static_cast<float*>(out.data()), dst_dims, {}}, post);
 }

@@ -807,3 +807,29 @@ TEST(LibraryOps, SharedWeightsBatchCollapseKeepsBroadcasts) {
   check(g, {random_tensor({2, 5, 7}, rng), random_tensor({3, 7}, rng), random_tensor({5, 3}, rng)},
         "linear with a [5, 3] bias");
 }
+
+// Batched matmul whose operands are expanded (stride-0 batch dims) writes every batch element; an
+// empty contraction (K = 0) gives zeros. (Both once left parts of the output unwritten.)
+TEST(LibraryOps, MatmulExpandedBatchAndEmptyK) {
+  auto rng = test::rng(91);
+  for (const bool expand_b : {false, true}) {
+    jit::Tensor a = random_tensor({1, 3, 4}, rng);
+    a.sizes = {5, 3, 4};
+    a.strides = {0, 4, 1};
+    jit::Tensor b = random_tensor({expand_b ? 1 : 5, 4, 2}, rng);
+    if (expand_b) {
+      b.sizes = {5, 4, 2};
+      b.strides = {0, 2, 1};
+    }
+    dsl::Graph g;
+    const int x = g.add_input({{5, 3, 4}, DType::Float32});
+    const int y = g.add_input({{5, 4, 2}, DType::Float32});
+    g.mark_output(g.add("matmul", {x, y}));
+    check(g, {a, b}, expand_b ? "both operands expanded" : "a expanded");
+  }
+  dsl::Graph g;
+  const int x = g.add_input({{3, 0}, DType::Float32});
+  const int y = g.add_input({{0, 2}, DType::Float32});
+  g.mark_output(g.add("matmul", {x, y}));
+  check(g, {random_tensor({3, 0}, rng), random_tensor({0, 2}, rng)}, "K = 0");
+}
