@@ -53,9 +53,6 @@ Shape broadcast_all(const Graph& g, const std::vector<int>& inputs) {
   return s;
 }
 
-[[noreturn]] void not_implemented_for(const std::string& op, DType t) {
-  throw OpError(OpError::Kind::Value, "\"" + op + "\" not implemented for '" + torch_dtype_name(t) + "'");
-}
 
 // ---- binary ops ---------------------------------------------------------------------------------
 

@@ -47,9 +47,6 @@ Expr nan_max(const Expr& a, const Expr& b) {
   return select(is_nan(a), a, select(is_nan(b), b, max(a, b)));
 }
 
-[[noreturn]] void not_implemented_for(const std::string& op, DType t) {
-  throw OpError(OpError::Kind::Value, "\"" + op + "\" not implemented for '" + torch_dtype_name(t) + "'");
-}
 
 const Attrs& attrs_of(const OpContext& ctx) {
   static const Attrs none;

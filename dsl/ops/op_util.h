@@ -27,6 +27,11 @@ void register_builtin(OpDef def);
 // "Float", "Double".
 const char* torch_dtype_name(DType t);
 
+// torch's dtype refusal: OpError(Value) "\"exp\" not implemented for 'Long'".
+[[noreturn]] inline void not_implemented_for(const std::string& op, DType t) {
+  throw OpError(OpError::Kind::Value, "\"" + op + "\" not implemented for '" + torch_dtype_name(t) + "'");
+}
+
 // Wraps a possibly negative dim into [0, ndim); a 0-dim tensor accepts -1 and 0 as torch does.
 // Throws OpError(Index) "Dimension out of range (expected to be in range of [-2, 1], but got 2)".
 int64_t normalize_dim(int64_t dim, int64_t ndim);

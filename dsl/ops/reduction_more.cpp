@@ -56,9 +56,6 @@ Shape reduced_shape(const Shape& in, const std::vector<int64_t>& dims, bool keep
   return s;
 }
 
-[[noreturn]] void not_implemented_for(const std::string& op, DType t) {
-  throw OpError(OpError::Kind::Value, "\"" + op + "\" not implemented for '" + torch_dtype_name(t) + "'");
-}
 
 // Refuses an empty reduced extent (ops without an identity: argmax, max along a dim, ...).
 void check_nonempty(const std::string& op, const Shape& x, const std::vector<int64_t>& given,
