@@ -316,9 +316,10 @@ def test_scaled_dot_product_attention(gen, case):
         k, v = k[:, :, :5], v[:, :, :5]
     expected = TF.scaled_dot_product_attention(q, k, v, **kw)
     fkw = {a: to_flow(b) if isinstance(b, torch.Tensor) else b for a, b in kw.items()}
-    close(F.scaled_dot_product_attention(to_flow(q), to_flow(k), to_flow(v), **fkw), expected, 1e-5, 1e-6)
+    # float32 through two GEMMs and a softmax: differences of ~1e-6 absolute are rounding.
+    close(F.scaled_dot_product_attention(to_flow(q), to_flow(k), to_flow(v), **fkw), expected, 1e-5, 1e-5)
     j = flow.jit(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **fkw))
-    close(j(to_flow(q), to_flow(k), to_flow(v)), expected, 1e-5, 1e-6, "jit")
+    close(j(to_flow(q), to_flow(k), to_flow(v)), expected, 1e-5, 1e-5, "jit")
 
 
 # ---- functional: pad, interpolate, losses ----------------------------------------------------------------
