@@ -12,6 +12,8 @@
 // input names (renaming an argument does not change the graph's identity).
 #include "dsl/graph.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -319,6 +321,156 @@ void Graph::serialize(std::string& out) const {
   }
   put_ids(out, inputs_);
   put_ids(out, outputs_);
+}
+
+namespace {
+
+class GraphReader {
+ public:
+  explicit GraphReader(const std::string& b) : b_(b) {}
+  [[noreturn]] void fail(const std::string& what) const {
+    throw std::runtime_error("Graph::deserialize: " + what + " at byte " + std::to_string(pos_));
+  }
+  const char* take(size_t n) {
+    if (n > b_.size() - pos_) fail("unexpected end of data");
+    const char* p = b_.data() + pos_;
+    pos_ += n;
+    return p;
+  }
+  uint64_t u(int bytes) {
+    const char* p = take(static_cast<size_t>(bytes));
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+    return v;
+  }
+  uint8_t u8() { return static_cast<uint8_t>(u(1)); }
+  uint32_t u32() { return static_cast<uint32_t>(u(4)); }
+  int64_t i64() { return static_cast<int64_t>(u(8)); }
+  double f64() {
+    const uint64_t bits = u(8);
+    double d;
+    std::memcpy(&d, &bits, sizeof d);
+    return d;
+  }
+  std::string str() {
+    const uint32_t n = u32();
+    return std::string(take(n), n);
+  }
+  // A count of items each at least `min_bytes` long (guards allocations against absurd counts).
+  uint32_t count(size_t min_bytes) {
+    const uint32_t n = u32();
+    if (static_cast<uint64_t>(n) * min_bytes > b_.size() - pos_) fail("count larger than the data");
+    return n;
+  }
+  std::vector<int> ids(size_t limit) {
+    std::vector<int> out(count(8));
+    for (int& id : out) {
+      const int64_t v = i64();
+      if (v < 0 || static_cast<uint64_t>(v) >= limit) fail("value id out of range");
+      id = static_cast<int>(v);
+    }
+    return out;
+  }
+  TensorType type() {
+    TensorType t;
+    const uint8_t d = u8();
+    if (d > static_cast<uint8_t>(DType::Float64)) fail("bad dtype");
+    t.dtype = static_cast<DType>(d);
+    t.shape.resize(count(8));
+    for (int64_t& x : t.shape) {
+      x = i64();
+      if (x < 0) fail("negative size");
+    }
+    return t;
+  }
+  bool done() const { return pos_ == b_.size(); }
+
+ private:
+  const std::string& b_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+Graph Graph::deserialize(const std::string& bytes) {
+  GraphReader r(bytes);
+  if (r.str() != kGraphMagic) r.fail("not a flow graph");
+  if (const uint32_t f = r.u32(); f != kGraphFormat)
+    r.fail("graph format " + std::to_string(f) + " (this build reads " + std::to_string(kGraphFormat) + ")");
+  Graph g;
+  const uint32_t nv = r.count(1 + 1 + 4 + 8);
+  g.values_.resize(nv);
+  for (uint32_t i = 0; i < nv; ++i) {
+    Value& v = g.values_[i];
+    v.id = static_cast<int>(i);
+    const uint8_t kind = r.u8();
+    if (kind > static_cast<uint8_t>(ValueKind::OpResult)) r.fail("bad value kind");
+    v.kind = static_cast<ValueKind>(kind);
+    v.type = r.type();
+    v.producer = static_cast<int>(r.i64());
+    if (v.kind == ValueKind::Constant) {
+      v.scalar = r.f64();
+      v.wrapped_number = r.u8() != 0;
+    }
+  }
+  const uint32_t nn = r.count(4 + 4 + 4 + 4);
+  g.nodes_.resize(nn);
+  for (uint32_t i = 0; i < nn; ++i) {
+    Node& n = g.nodes_[i];
+    n.id = static_cast<int>(i);
+    n.op = r.str();
+    n.inputs = r.ids(nv);
+    n.outputs = r.ids(nv);
+    const uint32_t na = r.count(4 + 1);
+    for (uint32_t a = 0; a < na; ++a) {
+      std::string key = r.str();
+      switch (r.u8()) {
+        case 0:
+          n.attrs[key] = r.i64();
+          break;
+        case 1:
+          n.attrs[key] = r.f64();
+          break;
+        case 2:
+          n.attrs[key] = r.u8() != 0;
+          break;
+        case 3:
+          n.attrs[key] = r.str();
+          break;
+        case 4: {
+          std::vector<int64_t> xs(r.count(8));
+          for (int64_t& x : xs) x = r.i64();
+          n.attrs[key] = std::move(xs);
+          break;
+        }
+        default:
+          r.fail("bad attribute type");
+      }
+    }
+  }
+  g.inputs_ = r.ids(nv);
+  g.outputs_ = r.ids(nv);
+  if (!r.done()) r.fail("trailing bytes");
+  // Consistency: producers name the node that lists the value as an output, and nodes read only
+  // values defined before them (the node order is a schedule).
+  std::vector<bool> defined(nv, false);
+  for (const Value& v : g.values_) {
+    if (v.kind == ValueKind::OpResult) {
+      if (v.producer < 0 || static_cast<uint32_t>(v.producer) >= nn) r.fail("bad producer");
+      const auto& outs = g.nodes_[static_cast<size_t>(v.producer)].outputs;
+      if (std::find(outs.begin(), outs.end(), v.id) == outs.end()) r.fail("producer does not list its output");
+    } else {
+      defined[static_cast<size_t>(v.id)] = true;
+    }
+  }
+  for (const Node& n : g.nodes_) {
+    for (int in : n.inputs)
+      if (!defined[static_cast<size_t>(in)]) r.fail("node " + std::to_string(n.id) + " reads an undefined value");
+    for (int out : n.outputs) defined[static_cast<size_t>(out)] = true;
+  }
+  for (int in : g.inputs_)
+    if (g.values_[static_cast<size_t>(in)].kind != ValueKind::Input) r.fail("graph input is not an input value");
+  return g;
 }
 
 Hash128 Graph::hash() const {

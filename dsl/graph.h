@@ -73,6 +73,9 @@ class Graph {
 
   std::string to_string() const;
   void serialize(std::string& out) const;  // canonical bytes (names of inputs excluded)
+  // Reads serialize()'s bytes back (a saved model's graph). Throws std::runtime_error for bytes
+  // that are malformed, of another format version, or describe an inconsistent graph.
+  static Graph deserialize(const std::string& bytes);
   Hash128 hash() const;
 
   // Low-level append used by add_op and by passes; does no inference.

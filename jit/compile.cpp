@@ -18,6 +18,7 @@
 #include "jit/layouts.h"
 #include "jit/library_ops.h"
 #include "jit/log.h"
+#include "scheduler/workload_key.h"
 #include "runtime/cuda_driver.h"
 
 namespace flow::jit {
@@ -178,11 +179,29 @@ std::shared_ptr<Executable> compile(const Graph& g, const std::vector<std::vecto
     exe->instances_.push_back(sched::specialize(exe->graph_, grp, layouts, opt.inline_constants));
     const sched::KernelInstance& ki = exe->instances_.back();
     const sched::Scheduler& s = sched::scheduler_for(ki, opt.target);
-    const sched::ScheduledKernel sk = s.schedule(ki, s.heuristics(ki, opt.target), opt.target);
+    sched::Params params = s.heuristics(ki, opt.target);
+    std::string origin = "heuristic";
+    if (opt.tuning) {
+      const std::string workload = sched::workload_key(ki, opt.target);
+      const autotune::TuningRecord* rec = opt.tuning->best(workload, target_id(opt));
+      if (rec && rec->scheduler == s.name()) {
+        try {
+          params = sched::params_from_json(rec->params_json);
+          origin = "record";
+        } catch (const std::exception& e) {
+          log_line("tuning", "ignoring the record of workload " + workload + ": " + e.what());
+        }
+      }
+      if (log_enabled("tuning"))
+        log_line("tuning", std::string(rec ? "record" : "no record") + " for workload " + workload + " (group " +
+                               std::to_string(gi) + ")");
+    }
+    const sched::ScheduledKernel sk = s.schedule(ki, params, opt.target);
     bool compiled_now = false;
     exe->kernels_.push_back(get_kernel(sk, opt, &compiled_now));
     exe->num_compiled_ += compiled_now ? 1 : 0;
     exe->kernel_compiled_.push_back(compiled_now);
+    exe->kernel_origin_.push_back(origin);
     exe->kernel_args_.push_back(sk.args);
     exe->kernel_group_.push_back(static_cast<int>(gi));
   }
@@ -195,6 +214,29 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) const {
 
 std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs,
                                     const std::vector<std::pair<int, double>>& constants) const {
+  return run_impl(inputs, constants, nullptr);
+}
+
+std::vector<Tensor> Executable::run_with_hook(const std::vector<Tensor>& inputs, const KernelHook& hook) const {
+  return run_impl(inputs, {}, &hook);
+}
+
+void Executable::replace_kernel(size_t k, std::shared_ptr<const CompiledKernel> kernel,
+                                std::vector<sched::KernelArg> args, const std::string& origin) {
+  if (k >= kernels_.size() || !kernel) throw std::out_of_range("Executable::replace_kernel: bad kernel index");
+  kernels_[k] = std::move(kernel);
+  kernel_args_[k] = std::move(args);
+  kernel_origin_[k] = origin;
+}
+
+std::string target_id(const CompileOptions& opt) {
+  const Backend& backend = backend_for(opt.target);
+  return std::string(backend.name()) + "/" + (opt.target == dsl::Target::CUDA ? opt.cuda_arch : backend.host_target());
+}
+
+std::vector<Tensor> Executable::run_impl(const std::vector<Tensor>& inputs,
+                                         const std::vector<std::pair<int, double>>& constants,
+                                         const KernelHook* hook) const {
   const bool gpu = opt_.target == dsl::Target::CUDA;
   const auto dev = gpu ? runtime::DeviceType::CUDA : runtime::DeviceType::CPU;
   const Graph& g = graph_;
@@ -261,6 +303,7 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs,
     bool empty = false;
     for (int64_t s : instances_[k].kept) empty = empty || s == 0;
     if (empty) continue;
+    if (hook) (*hook)(k, bound);
     auto launch = [&](const std::vector<sched::KernelArg>& args) {
       if (gpu) {
         launch_cuda(*kernels_[k], args, bound);
@@ -315,6 +358,7 @@ std::string Executable::explain(bool with_source) const {
        << "  params=" << sched::params_to_json(sk.params) << "\n  key=" << ck.key_hex
        << (kernel_compiled_[k] ? "  (compiled in " + std::to_string(ck.compile_seconds * 1e3) + " ms)"
                                : "  (from cache)")
+       << "  params from " << kernel_origin_[k]
        << "\n  coalesced domain: kept " << dsl::shape_str(instances_[k].kept) << " reduced "
        << dsl::shape_str(instances_[k].reduced) << "\n";
     os << "-- loop nest --\n" << dsl::to_string(sk.func) << "\n";

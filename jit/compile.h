@@ -3,9 +3,12 @@
 // fetch each kernel from the kernel cache (memory -> disk -> compile). The Executable runs the
 // kernels in order over buffers it allocates for intermediates and outputs.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "autotune/records.h"
 
 #include "dsl/graph.h"
 #include "dsl/stmt.h"
@@ -24,7 +27,14 @@ struct CompileOptions {
                                     // current device's when a GPU is present: see default_cuda_arch)
   bool fuse = true;                 // false: one kernel per op
   bool inline_constants = true;     // false: scalar constants become kernel parameters (eager)
+  // Tuning records consulted when scheduling: a record for a kernel's workload on this target
+  // replaces the heuristic Params (autotune/records.h). Null: heuristics only.
+  std::shared_ptr<const autotune::TuningDatabase> tuning;
 };
+
+// The target a kernel is built for, as tuning records name it: backend and CPU model/features
+// ("llvm/llvm-14.0.6/skylake-avx512/<feature hash>") or CUDA arch ("nvrtc/sm_90").
+std::string target_id(const CompileOptions& opt);
 
 // A kernel ready to run: its schedule, its code and how it was obtained.
 struct CompiledKernel {
@@ -74,7 +84,22 @@ class Executable {
   // (with_source) the generated CUDA C++ of each kernel for `cuda_arch`.
   std::string explain(bool with_source = true) const;
 
+  // ---- for the autotuner (autotune/tuner.h) ----
+  const CompileOptions& options() const { return opt_; }
+  const sched::KernelInstance& instance(size_t k) const { return instances_.at(k); }
+  // Where kernel k's Params came from: "heuristic", "record" (tuning records) or "tuned".
+  const std::string& kernel_origin(size_t k) const { return kernel_origin_.at(k); }
+  // Swaps kernel k for another schedule of the same instance (its launch arguments `args`).
+  void replace_kernel(size_t k, std::shared_ptr<const CompiledKernel> kernel, std::vector<sched::KernelArg> args,
+                      const std::string& origin);
+  // Called before each kernel launch with the kernel's index and every value bound so far (indexed
+  // by graph value id), so a candidate kernel can be launched in its place on the real buffers.
+  using KernelHook = std::function<void(size_t k, const std::vector<const Tensor*>& values)>;
+  std::vector<Tensor> run_with_hook(const std::vector<Tensor>& inputs, const KernelHook& hook) const;
+
  private:
+  std::vector<Tensor> run_impl(const std::vector<Tensor>& inputs, const std::vector<std::pair<int, double>>& constants,
+                               const KernelHook* hook) const;
   friend std::shared_ptr<Executable> compile(const dsl::Graph&, const std::vector<std::vector<int64_t>>&,
                                              const CompileOptions&);
   dsl::Graph graph_;
@@ -86,6 +111,7 @@ class Executable {
   std::vector<std::vector<sched::KernelArg>> kernel_args_;  // launch arguments of each kernel
   std::vector<int> kernel_group_;                           // group index of each kernel
   std::vector<bool> kernel_compiled_;                       // whether this compile produced each kernel
+  std::vector<std::string> kernel_origin_;                  // see kernel_origin()
   int num_compiled_ = 0;
   std::vector<LibraryStep> library_steps_;  // Library groups (jit/library_ops.h), ascending group
 };

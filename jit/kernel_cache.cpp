@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -13,6 +15,7 @@
 #include <filesystem>
 #include <random>
 
+#include "jit/cache_directory.h"
 #include "jit/log.h"
 
 #define XXH_INLINE_ALL
@@ -335,43 +338,53 @@ std::optional<CacheEntry> KernelCache::lookup(const Hash128& key, const std::str
       return std::nullopt;
     }
   }
-  if (directory_.empty()) {
+  std::vector<std::string> layers;
+  {
     std::lock_guard<std::mutex> lock(mutex_);
-    ++stats_.misses;
-    log_decision("miss " + hex);
-    return std::nullopt;
+    layers.assign(readonly_dirs_.rbegin(), readonly_dirs_.rend());
   }
-
+  const bool own = !directory_.empty();
+  if (own) layers.push_back(directory_);
+  const std::string name = hex.substr(0, 2) + "/" + hex + ".fk";
+  bool any_missing = false;
   // Disk I/O happens outside the lock.
-  const std::string path = entry_path(key);
-  CacheEntry entry;
-  std::string why;
-  ReadStatus status = ReadStatus::kBad;
-  try {
-    status = read_entry_file(path, key, entry, why);
-    if (status == ReadStatus::kOk && entry.canonical_source != canonical_source) {
+  for (size_t layer = 0; layer < layers.size(); ++layer) {
+    const bool readonly = !(own && layer + 1 == layers.size());
+    const std::string path = layers[layer] + "/" + name;
+    CacheEntry entry;
+    std::string why;
+    ReadStatus status = ReadStatus::kBad;
+    try {
+      status = read_entry_file(path, key, entry, why);
+      if (status == ReadStatus::kOk && entry.canonical_source != canonical_source) {
+        status = ReadStatus::kBad;
+        why = "stored canonical source differs from the requested one";
+      }
+    } catch (const std::exception& e) {  // e.g. bad_alloc for an absurd but self-consistent size
       status = ReadStatus::kBad;
-      why = "stored canonical source differs from the requested one";
+      why = std::string("error reading: ") + e.what();
     }
-  } catch (const std::exception& e) {  // e.g. bad_alloc for an absurd but self-consistent size
-    status = ReadStatus::kBad;
-    why = std::string("error reading: ") + e.what();
+    if (status == ReadStatus::kOk) {
+      if (!readonly) touch_cache_file(path);  // least-recently-used order
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++stats_.disk_hits;
+      if (readonly) ++stats_.readonly_hits;
+      log_decision(std::string(readonly ? "read-only hit " : "disk hit ") + hex + " (" + path + ")");
+      memory_[key] = entry;
+      return entry;
+    }
+    if (status == ReadStatus::kBad) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++stats_.corrupt_entries;
+      log_decision("corrupt " + hex + ": " + why + " (" + path + "); ignored" +
+                   (readonly ? "" : ", the next store replaces it"));
+    } else {
+      any_missing = true;
+    }
   }
-
   std::lock_guard<std::mutex> lock(mutex_);
-  if (status == ReadStatus::kOk) {
-    ++stats_.disk_hits;
-    log_decision("disk hit " + hex + " (" + path + ")");
-    memory_[key] = entry;
-    return entry;
-  }
   ++stats_.misses;
-  if (status == ReadStatus::kBad) {
-    ++stats_.corrupt_entries;
-    log_decision("corrupt " + hex + ": " + why + " (" + path + "); ignored, the next store replaces it");
-  } else {
-    log_decision("miss " + hex);
-  }
+  if (any_missing || layers.empty()) log_decision("miss " + hex);
   return std::nullopt;
 }
 
@@ -396,6 +409,9 @@ void KernelCache::store(const Hash128& key, const CacheEntry& entry) {
   }
   if (ok) {
     log_decision("store " + hex + " -> " + path + " (" + std::to_string(entry.binary.size()) + " byte binary)");
+    enforce_cap(kKernelCacheHeaderSize + entry.canonical_source.size() + entry.params_json.size() + 8 +
+                    entry.binary.size(),
+                path);
     return;
   }
   // Warn once per process even without FLOW_LOG=cache: a silently useless disk cache costs minutes.
@@ -426,12 +442,122 @@ void KernelCache::clear_memory() {
   memory_.clear();
 }
 
+bool KernelCache::export_entry(const Hash128& key, const std::string& dir) {
+  std::string bytes;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (const auto it = memory_.find(key); it != memory_.end()) bytes = encode_cache_entry(key, it->second);
+  }
+  const std::string name = cache_key_hex(key).substr(0, 2) + "/" + cache_key_hex(key) + ".fk";
+  if (bytes.empty()) {
+    std::vector<std::string> layers = readonly_directories();
+    if (!directory_.empty()) layers.push_back(directory_);
+    for (const auto& layer : layers) {
+      CacheEntry e;
+      std::string why;
+      if (read_entry_file(layer + "/" + name, key, e, why) == ReadStatus::kOk) {
+        bytes = encode_cache_entry(key, e);
+        break;
+      }
+    }
+  }
+  if (bytes.empty()) return false;
+  std::string why;
+  if (!write_atomically(dir + "/" + name, bytes, why)) throw std::runtime_error("cannot write " + dir + "/" + name + ": " + why);
+  return true;
+}
+
+std::optional<Hash128> parse_cache_key_hex(const std::string& hex) {
+  if (hex.size() != 32) return std::nullopt;
+  for (char c : hex)
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return std::nullopt;
+  Hash128 k;
+  k.hi = std::stoull(hex.substr(0, 16), nullptr, 16);
+  k.lo = std::stoull(hex.substr(16, 16), nullptr, 16);
+  return k;
+}
+
+void KernelCache::add_readonly_directory(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& d : readonly_dirs_)
+    if (d == dir) return;
+  readonly_dirs_.push_back(dir);
+  log_decision("read-only layer added: " + dir);
+}
+
+void KernelCache::remove_readonly_directory(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  readonly_dirs_.erase(std::remove(readonly_dirs_.begin(), readonly_dirs_.end(), dir), readonly_dirs_.end());
+}
+
+std::vector<std::string> KernelCache::readonly_directories() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return readonly_dirs_;
+}
+
+void KernelCache::set_max_bytes(uint64_t max_bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  max_bytes_ = max_bytes;
+  scanned_ = false;
+}
+
+uint64_t KernelCache::max_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return max_bytes_;
+}
+
+// Scans the directory only when the estimate says the cap may be exceeded (or never scanned), so
+// a store costs one directory walk per ~10% of the cap written, not one per store.
+void KernelCache::enforce_cap(uint64_t stored_bytes, const std::string& stored_path) {
+  uint64_t cap = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cap = max_bytes_;
+    estimated_bytes_ += stored_bytes;
+    if (cap == 0 || (scanned_ && estimated_bytes_ <= cap)) return;
+    scanned_ = true;
+  }
+  const CacheDirectorySummary before = summarize_cache_directory(directory_);
+  uint64_t now = before.bytes;
+  uint64_t evicted = 0;
+  if (before.bytes > cap) {
+    const PruneResult r = prune_cache_directory(directory_, cap / 10 * 9, stored_path);
+    now = r.remaining_bytes;
+    evicted = static_cast<uint64_t>(r.removed_files);
+    log_decision("size cap " + std::to_string(cap) + " bytes: evicted " + std::to_string(r.removed_files) +
+                 " least recently used entries (" + std::to_string(r.removed_bytes) + " bytes)");
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  estimated_bytes_ = now;
+  stats_.evicted += evicted;
+}
+
 KernelCache& global_kernel_cache() {
   static KernelCache cache = [] {
     std::string dir = default_cache_directory();
     log_decision("global cache directory: " + (dir.empty() ? std::string("(memory only)") : dir));
     return KernelCache(std::move(dir));
   }();
+  static const bool configured = [] {
+    if (const char* cap = std::getenv("FLOW_CACHE_MAX_SIZE"); cap != nullptr && *cap != '\0') {
+      try {
+        cache.set_max_bytes(parse_byte_size(cap));
+      } catch (const std::exception& e) {
+        log_line(kTopic, std::string("warning: ignoring FLOW_CACHE_MAX_SIZE: ") + e.what());
+      }
+    }
+    if (const char* ro = std::getenv("FLOW_CACHE_READONLY"); ro != nullptr) {
+      std::string dirs = ro;
+      size_t start = 0;
+      while (start <= dirs.size()) {
+        const size_t end = std::min(dirs.find(':', start), dirs.size());
+        if (end > start) cache.add_readonly_directory(dirs.substr(start, end - start));
+        start = end + 1;
+      }
+    }
+    return true;
+  }();
+  (void)configured;
   return cache;
 }
 

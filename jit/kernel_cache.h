@@ -19,12 +19,21 @@
 // replaced by the next store; nothing a file contains can make lookup throw or crash. Failures to
 // write are logged and swallowed: the cache is an optimization, never a reason to fail a compile.
 // Bad files are not deleted on lookup: another process may be renaming a good one into place.
+//
+// Layers: read-only directories (a shipped bundle's kernels, flow.load) are looked up after memory
+// and before the cache's own directory; nothing is ever written, touched or evicted there. A hit in
+// the own directory sets the file's mtime to now, which is what least-recently-used eviction sorts
+// by (atime is unreliable: noatime mounts). With a size cap (FLOW_CACHE_MAX_SIZE, e.g. "2G"), a
+// store that brings the directory over the cap evicts the least recently used entries down to 90%
+// of it (jit/cache_directory.h); eviction is an unlink, so a process reading a file keeps its copy
+// and one about to open it sees a miss and recompiles.
 #pragma once
 #include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "dsl/serialize.h"
 
@@ -57,6 +66,8 @@ struct KernelCacheStats {
   uint64_t misses = 0;
   uint64_t stores = 0;
   uint64_t corrupt_entries = 0;  // bad or mismatched disk files met by lookup (each also a miss)
+  uint64_t readonly_hits = 0;    // disk hits served by a read-only layer (also counted in disk_hits)
+  uint64_t evicted = 0;          // entries this process evicted for the size cap
   double compile_seconds = 0.0;  // summed by record_compile()
 };
 
@@ -81,19 +92,38 @@ class KernelCache {
   // Forgets the memory level (the disk is untouched).
   void clear_memory();
 
+  // Read-only layers, looked up newest first; adding one twice is a no-op.
+  void add_readonly_directory(const std::string& dir);
+  void remove_readonly_directory(const std::string& dir);
+  std::vector<std::string> readonly_directories() const;
+  // Writes the entry for `key` (from memory, else from a layer's file) into another cache directory
+  // `dir` (a bundle's kernels); false when this cache does not have it.
+  bool export_entry(const Hash128& key, const std::string& dir);
+  // Size cap of the own directory in bytes (0: none).
+  void set_max_bytes(uint64_t max_bytes);
+  uint64_t max_bytes() const;
+
  private:
   struct KeyHasher {
     size_t operator()(const Hash128& k) const { return static_cast<size_t>(k.lo ^ (k.hi * 0x9E3779B97F4A7C15ULL)); }
   };
 
+  void enforce_cap(uint64_t stored_bytes, const std::string& stored_path);
+
   const std::string directory_;
   mutable std::mutex mutex_;
+  std::vector<std::string> readonly_dirs_;
+  uint64_t max_bytes_ = 0;
+  uint64_t estimated_bytes_ = 0;  // own directory size at the last scan plus what was stored since
+  bool scanned_ = false;
   std::unordered_map<Hash128, CacheEntry, KeyHasher> memory_;
   KernelCacheStats stats_;
 };
 
 // The process-wide cache. Directory: $FLOW_CACHE_DIR if set (set but empty: memory only), else
 // $XDG_CACHE_HOME/flow/kernels, else ~/.cache/flow/kernels. FLOW_DISABLE_DISK_CACHE=1: memory only.
+// FLOW_CACHE_MAX_SIZE: the size cap ("500M", "2G", bytes). FLOW_CACHE_READONLY: read-only layers
+// (':'-separated directories).
 KernelCache& global_kernel_cache();
 
 // The file format, exposed for tests and tools. decode returns nullopt (and why) for anything that
@@ -102,5 +132,7 @@ std::string encode_cache_entry(const Hash128& key, const CacheEntry& entry);
 std::optional<CacheEntry> decode_cache_entry(const Hash128& key, const std::string& bytes, std::string* why = nullptr);
 // 32 lowercase hex digits, hi then lo (the on-disk file name).
 std::string cache_key_hex(const Hash128& key);
+// The inverse (nullopt unless exactly 32 hex digits).
+std::optional<Hash128> parse_cache_key_hex(const std::string& hex);
 
 }  // namespace flow::jit

@@ -22,5 +22,6 @@ dsl::Attrs attrs_from_dict(const py::dict& d);
 void bind_tensor(py::module_& m);
 void bind_graph(py::module_& m);
 void bind_jit(py::module_& m);
+void bind_autotune(py::module_& m);  // after bind_jit (extends Executable)
 
 }  // namespace flow::python

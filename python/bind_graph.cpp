@@ -66,7 +66,25 @@ void bind_graph(py::module_& m) {
       .def("to_string", &dsl::Graph::to_string)
       .def("__str__", &dsl::Graph::to_string)
       .def("hash_hex", [](const dsl::Graph& g) { return g.hash().hex(); })
-      .def("copy", [](const dsl::Graph& g) { return dsl::Graph(g); });
+      .def("copy", [](const dsl::Graph& g) { return dsl::Graph(g); })
+      .def(
+          "to_bytes",
+          [](const dsl::Graph& g) {
+            std::string b;
+            g.serialize(b);
+            return py::bytes(b);
+          },
+          "The canonical serialization (input names are not kept)")
+      .def_static(
+          "from_bytes",
+          [](const py::bytes& b) {
+            try {
+              return dsl::Graph::deserialize(std::string(b));
+            } catch (const std::runtime_error& e) {
+              throw py::value_error(e.what());
+            }
+          },
+          py::arg("data"));
 }
 
 }  // namespace flow::python

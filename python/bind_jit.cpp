@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "bind_common.h"
+#include "py_executable.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/cuda_stream.h"
 #include "dsl/op_table.h"
@@ -38,48 +39,6 @@ jit::EagerArg eager_arg(const py::handle& h, size_t pos) {
                        std::string(py::str(py::type::of(h).attr("__name__"))));
 }
 
-// Whether `t` addresses its elements exactly as a tensor with strides `expected` would (dims of
-// size 1 may have any stride; a tensor with no elements matches anything of its shape).
-bool same_layout(const Tensor& t, const std::vector<int64_t>& expected) {
-  if (t.numel() == 0) return true;
-  for (size_t d = 0; d < t.sizes.size(); ++d) {
-    if (t.sizes[d] != 1 && t.strides[d] != expected[d]) return false;
-  }
-  return true;
-}
-
-// An Executable with the input strides it was compiled for.
-struct PyExecutable {
-  std::shared_ptr<jit::Executable> exe;
-  std::vector<std::vector<int64_t>> input_strides;
-
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const {
-    const dsl::Graph& g = exe->graph();
-    if (inputs.size() != g.inputs().size()) {
-      throw py::value_error("Executable.run: expected " + std::to_string(g.inputs().size()) + " inputs, got " +
-                            std::to_string(inputs.size()));
-    }
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const Tensor& t = inputs[i];
-      const dsl::TensorType& want = g.value(g.inputs()[i]).type;
-      if (!t.storage) throw py::value_error("Executable.run: input " + std::to_string(i) + " has no storage");
-      if (t.sizes != want.shape || t.dtype != want.dtype) {
-        throw py::value_error("Executable.run: input " + std::to_string(i) + " is " + dsl::dtype_name(t.dtype) +
-                              dsl::shape_str(t.sizes) + " but the graph was compiled for " + want.str());
-      }
-      const std::vector<int64_t> expected =
-          input_strides[i].empty() ? jit::contiguous_strides_of(t.sizes) : input_strides[i];
-      if (expected.size() != t.strides.size() || !same_layout(t, expected)) {
-        throw py::value_error("Executable.run: input " + std::to_string(i) + " has strides " +
-                              dsl::shape_str(t.strides) + " but the graph was compiled for strides " +
-                              dsl::shape_str(expected));
-      }
-    }
-    py::gil_scoped_release release;
-    return exe->run(inputs);
-  }
-};
-
 dsl::Target parse_target(const std::string& s) {
   if (s == "cpu") return dsl::Target::CPU;
   if (s == "cuda") return dsl::Target::CUDA;
@@ -94,6 +53,8 @@ py::dict cache_stats() {
   d["misses"] = s.misses;
   d["stores"] = s.stores;
   d["corrupt_entries"] = s.corrupt_entries;
+  d["readonly_hits"] = s.readonly_hits;
+  d["evicted"] = s.evicted;
   d["compile_seconds"] = s.compile_seconds;
   return d;
 }
@@ -139,6 +100,9 @@ void bind_jit(py::module_& m) {
           d["key"] = k->key_hex;
           d["cache_hit"] = k->cache_hit;
           d["compile_seconds"] = k->compile_seconds;
+          d["name"] = k->scheduled.func.name;
+          d["scheduler"] = k->scheduled.scheduler;
+          d["params"] = sched::params_to_json(k->scheduled.params);
           out.append(d);
         }
         return out;
@@ -147,7 +111,7 @@ void bind_jit(py::module_& m) {
   m.def(
       "compile",
       [](const dsl::Graph& g, const std::vector<std::vector<int64_t>>& input_strides, const std::string& target,
-         const std::string& cuda_arch, bool fuse) {
+         const std::string& cuda_arch, bool fuse, std::shared_ptr<autotune::TuningDatabase> tuning) {
         if (input_strides.size() != g.inputs().size()) {
           throw py::value_error("flow.compile: " + std::to_string(g.inputs().size()) + " graph inputs but " +
                                 std::to_string(input_strides.size()) + " stride lists");
@@ -164,6 +128,7 @@ void bind_jit(py::module_& m) {
         opt.target = parse_target(target);
         opt.cuda_arch = cuda_arch;
         opt.fuse = fuse;
+        opt.tuning = std::move(tuning);
         std::shared_ptr<jit::Executable> exe;
         {
           py::gil_scoped_release release;
@@ -172,7 +137,9 @@ void bind_jit(py::module_& m) {
         return PyExecutable{std::move(exe), input_strides};
       },
       py::arg("graph"), py::arg("input_strides"), py::arg("target") = "cpu", py::arg("cuda_arch") = "sm_90",
-      py::arg("fuse") = true, "Compiles a graph for inputs with the given element strides ([] = contiguous)");
+      py::arg("fuse") = true, py::arg("tuning") = nullptr,
+      "Compiles a graph for inputs with the given element strides ([] = contiguous); `tuning` (a "
+      "TuningDatabase) replaces heuristic Params by recorded ones");
 
   m.def("cache_stats", &cache_stats, "The process-wide kernel cache counters");
   // CUDA runtime (dlopen'ed driver: these work, and say no, on machines without a GPU).

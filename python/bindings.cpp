@@ -104,4 +104,5 @@ PYBIND11_MODULE(_C, m) {
   flow::python::bind_tensor(m);
   flow::python::bind_graph(m);
   flow::python::bind_jit(m);
+  flow::python::bind_autotune(m);
 }

@@ -70,4 +70,14 @@ std::string params_to_json(const Params& p) {
   return std::visit([](const auto& v) { return v.to_json(); }, p);
 }
 
+Params params_from_json(const std::string& json) {
+  if (json.find("\"kind\":\"pointwise\"") != std::string::npos) return PointwiseParams::from_json(json);
+  if (json.find("\"kind\":\"reduction\"") != std::string::npos) return ReductionParams::from_json(json);
+  throw std::invalid_argument("Params JSON: unknown or missing kind: " + json);
+}
+
+const char* params_kind(const Params& p) {
+  return std::holds_alternative<PointwiseParams>(p) ? "pointwise" : "reduction";
+}
+
 }  // namespace flow::sched

@@ -39,6 +39,11 @@ struct ReductionParams {
 
 using Params = std::variant<PointwiseParams, ReductionParams>;
 std::string params_to_json(const Params& p);  // {"kind":"pointwise",...}
+// The Params a params_to_json string describes (by its "kind"); throws std::invalid_argument for an
+// unknown kind or a malformed value.
+Params params_from_json(const std::string& json);
+// "pointwise" or "reduction": the kind field of the JSON, which is also the scheduler's name.
+const char* params_kind(const Params& p);
 
 // Minimal JSON helpers for flat objects of numbers and strings (all Params need).
 int64_t json_get_int(const std::string& json, const std::string& key, int64_t fallback);

@@ -5,6 +5,7 @@
 // compiles on several threads never share LLVM state.
 #include "jit/llvm/llvm_codegen.h"
 
+#include <cstdlib>
 #include <llvm/ADT/StringMap.h>
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
@@ -65,7 +66,13 @@ const HostTarget& host() {
     t.cpu = llvm::sys::getHostCPUName().str();
     llvm::StringMap<bool> map;
     std::vector<std::string> names;
-    if (llvm::sys::getHostCPUFeatures(map)) {
+    // FLOW_CPU_TARGET=<LLVM cpu name> (e.g. x86-64-v2): build for that CPU model and its features
+    // instead of this host's, e.g. to ship kernels to older machines. It is part of the target id,
+    // so kernels and tuning records for it are kept apart.
+    const char* forced = std::getenv("FLOW_CPU_TARGET");
+    if (forced != nullptr && *forced != '\0') {
+      t.cpu = forced;
+    } else if (llvm::sys::getHostCPUFeatures(map)) {
       for (const auto& kv : map) names.push_back((kv.second ? "+" : "-") + kv.first().str());
     }
     std::sort(names.begin(), names.end());  // StringMap order is not canonical

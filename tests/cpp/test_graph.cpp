@@ -118,6 +118,47 @@ TEST(Graph, TensorTypeStr) {
   EXPECT_EQ((TensorType{{0}, DType::BFloat16}).str(), "bfloat16[0]");
 }
 
+TEST(GraphSerialize, RoundTripsEveryAttrKindAndRejectsDamage) {
+  Graph g = small_graph();
+  const int x = g.inputs()[0];
+  // ints, a float, a string and a bool among the attrs.
+  const int t = g.add("permute", {x}, {{"dims", std::vector<int64_t>{1, 0}}});
+  const int ge = g.add("gelu", {t}, {{"approximate", std::string("tanh")}});
+  const int pd = g.add("pad", {ge}, {{"pads", std::vector<int64_t>{1, 2}}, {"value", 0.5}});
+  g.mark_output(g.add("sum", {pd}, {{"dims", std::vector<int64_t>{0}}, {"keepdim", true}}));
+  std::string bytes;
+  g.serialize(bytes);
+  const Graph back = Graph::deserialize(bytes);
+  std::string again;
+  back.serialize(again);
+  EXPECT_EQ(bytes, again);
+  EXPECT_EQ(back.hash(), g.hash());
+  EXPECT_EQ(back.nodes().size(), g.nodes().size());
+  EXPECT_EQ(back.inputs(), g.inputs());
+  EXPECT_EQ(back.outputs(), g.outputs());
+  // Names are not part of the bytes; everything else prints the same.
+  EXPECT_EQ(back.value(back.inputs()[0]).type, g.value(g.inputs()[0]).type);
+  // Every truncation and a wrong magic are errors, never a crash or a half graph.
+  for (size_t n = 0; n < bytes.size(); n += std::max<size_t>(1, bytes.size() / 97))
+    EXPECT_THROW(Graph::deserialize(bytes.substr(0, n)), std::runtime_error) << n;
+  std::string bad = bytes;
+  bad[5] ^= 0x20;
+  EXPECT_THROW(Graph::deserialize(bad), std::runtime_error);
+  EXPECT_THROW(Graph::deserialize(bytes + "x"), std::runtime_error);
+  // Random corruption: either a consistent graph or an error.
+  auto rng = test::rng(31);
+  for (int i = 0; i < 300; ++i) {
+    std::string c = bytes;
+    c[rng() % c.size()] ^= static_cast<char>(1 + rng() % 255);
+    try {
+      const Graph r = Graph::deserialize(c);
+      for (const Node& n : r.nodes())
+        for (int in : n.inputs) EXPECT_LT(in, static_cast<int>(r.values().size()));
+    } catch (const std::runtime_error&) {
+    }
+  }
+}
+
 TEST(GraphHash, StableAndIndependentOfNames) {
   const Graph a = small_graph("x"), b = small_graph("renamed");
   EXPECT_EQ(a.hash(), b.hash());

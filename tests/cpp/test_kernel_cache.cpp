@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "jit/cache_directory.h"
 #include "jit/kernel_cache.h"
 #include "jit/log.h"
 #include "test_util.h"
@@ -438,6 +440,143 @@ TEST(KernelCache, ConcurrentProcessesNeverSeeHalfAnEntry) {
     EXPECT_NE(fs::path(f).filename().string()[0], '.') << "leftover temporary " << f;
   }
   EXPECT_EQ(static_cast<int>(all_files(dir.str()).size()), found);
+}
+
+TEST(KernelCache, ReadOnlyLayersAreConsultedFirstAndNeverWritten) {
+  TempDir shipped, own;
+  const std::string src = "shipped kernel";
+  const Hash128 k = key_for(src);
+  {
+    KernelCache writer(shipped.str());
+    writer.store(k, make_entry(src, "shipped binary"));
+  }
+  const auto shipped_files = all_files(shipped.str());
+  KernelCache cache(own.str());
+  cache.add_readonly_directory(shipped.str());
+  cache.add_readonly_directory(shipped.str());  // no-op
+  EXPECT_EQ(cache.readonly_directories().size(), 1u);
+  const auto hit = cache.lookup(k, src);
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(hit->binary, "shipped binary");
+  EXPECT_EQ(cache.stats().disk_hits, 1u);
+  EXPECT_EQ(cache.stats().readonly_hits, 1u);
+  EXPECT_TRUE(all_files(own.str()).empty());
+  // A store goes to the own directory only.
+  const std::string src2 = "user kernel";
+  cache.store(key_for(src2), make_entry(src2, "user binary"));
+  EXPECT_EQ(all_files(shipped.str()), shipped_files);
+  EXPECT_EQ(all_files(own.str()).size(), 1u);
+  // A corrupt shipped entry is skipped: the own directory still serves the key.
+  const std::string src3 = "both";
+  {
+    KernelCache w1(shipped.str()), w2(own.str());
+    w1.store(key_for(src3), make_entry(src3, "s"));
+    w2.store(key_for(src3), make_entry(src3, "o"));
+  }
+  write_file(KernelCache(shipped.str()).entry_path(key_for(src3)), "garbage");
+  KernelCache fresh(own.str());
+  fresh.add_readonly_directory(shipped.str());
+  const auto h3 = fresh.lookup(key_for(src3), src3);
+  ASSERT_TRUE(h3);
+  EXPECT_EQ(h3->binary, "o");
+  EXPECT_EQ(fresh.stats().corrupt_entries, 1u);
+  EXPECT_EQ(read_file(KernelCache(shipped.str()).entry_path(key_for(src3))), "garbage");  // untouched
+  fresh.remove_readonly_directory(shipped.str());
+  EXPECT_TRUE(fresh.readonly_directories().empty());
+}
+
+TEST(CacheDirectory, PruneEvictsLeastRecentlyUsedAndHitsRefreshRecency) {
+  TempDir dir;
+  KernelCache cache(dir.str());
+  std::vector<std::string> srcs;
+  for (int i = 0; i < 6; ++i) {
+    srcs.push_back("kernel " + std::to_string(i));
+    cache.store(key_for(srcs.back()), make_entry(srcs.back(), std::string(1000, static_cast<char>('a' + i))));
+  }
+  // Age them: entry i last used i*100 s ago ... entry 0 the oldest.
+  const auto now = fs::file_time_type::clock::now();
+  for (int i = 0; i < 6; ++i)
+    fs::last_write_time(cache.entry_path(key_for(srcs[i])), now - std::chrono::seconds(1000 - 100 * i));
+  // A hit on the oldest makes it the newest.
+  KernelCache reader(dir.str());
+  ASSERT_TRUE(reader.lookup(key_for(srcs[0]), srcs[0]));
+  const auto files = list_cache_files(dir.str());
+  ASSERT_EQ(files.size(), 6u);
+  EXPECT_EQ(files.back().path, cache.entry_path(key_for(srcs[0])));
+  const uint64_t each = files[0].bytes;
+  const PruneResult r = prune_cache_directory(dir.str(), 3 * each);
+  EXPECT_EQ(r.removed_files, 3);
+  EXPECT_EQ(r.remaining_files, 3);
+  EXPECT_EQ(r.remaining_bytes, 3 * each);
+  for (int i : {1, 2, 3}) EXPECT_FALSE(fs::exists(cache.entry_path(key_for(srcs[i])))) << i;
+  for (int i : {0, 4, 5}) EXPECT_TRUE(fs::exists(cache.entry_path(key_for(srcs[i])))) << i;
+  const CacheEntryInfo info = describe_cache_file(cache.entry_path(key_for(srcs[4])));
+  EXPECT_FALSE(info.ok);  // not a loop nest: the canonical source is a test string
+  EXPECT_FALSE(info.why.empty());
+  EXPECT_EQ(clear_cache_directory(dir.str()).removed_files, 3);
+  EXPECT_EQ(summarize_cache_directory(dir.str()).files, 0);
+}
+
+TEST(CacheDirectory, SizeCapEvictsOnStore) {
+  TempDir dir;
+  KernelCache cache(dir.str());
+  const uint64_t entry_bytes = encode_cache_entry(key_for("s0"), make_entry("s0", std::string(4000, 'x'))).size();
+  cache.set_max_bytes(5 * entry_bytes);
+  for (int i = 0; i < 20; ++i) {
+    const std::string src = "s" + std::to_string(i);
+    cache.store(key_for(src), make_entry(src, std::string(4000, 'x')));
+    EXPECT_LE(summarize_cache_directory(dir.str()).bytes, 5 * entry_bytes) << i;
+  }
+  EXPECT_GT(cache.stats().evicted, 0u);
+  // The newest entry always survives its own store.
+  EXPECT_TRUE(fs::exists(cache.entry_path(key_for("s19"))));
+}
+
+TEST(CacheDirectory, ConcurrentStoresAndEvictionsStayConsistent) {
+  TempDir dir;
+  const uint64_t entry_bytes = encode_cache_entry(key_for("c0"), make_entry("c0", std::string(2000, 'y'))).size();
+  std::vector<pid_t> pids;
+  for (int c = 0; c < 4; ++c) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int errors = 0;
+      KernelCache cache(dir.str());
+      cache.set_max_bytes(8 * entry_bytes);
+      for (int i = 0; i < 40; ++i) {
+        const std::string src = "c" + std::to_string((i * 7 + c) % 24);
+        KernelCache reader(dir.str());
+        if (const auto hit = reader.lookup(key_for(src), src)) errors += hit->binary != std::string(2000, 'y');
+        errors += reader.stats().corrupt_entries != 0;
+        cache.store(key_for(src), make_entry(src, std::string(2000, 'y')));
+      }
+      ::_exit(errors > 100 ? 100 : errors);
+    }
+    pids.push_back(pid);
+  }
+  for (const pid_t pid : pids) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+  }
+  // Every remaining file is a whole entry.
+  for (const auto& f : list_cache_files(dir.str())) {
+    const std::string bytes = read_file(f.path);
+    Hash128 key;
+    key.hi = std::stoull(f.key_hex.substr(0, 16), nullptr, 16);
+    key.lo = std::stoull(f.key_hex.substr(16), nullptr, 16);
+    EXPECT_TRUE(decode_cache_entry(key, bytes).has_value()) << f.path;
+  }
+}
+
+TEST(CacheDirectory, ParsesByteSizes) {
+  EXPECT_EQ(parse_byte_size("1024"), 1024u);
+  EXPECT_EQ(parse_byte_size("500K"), 500u * 1024);
+  EXPECT_EQ(parse_byte_size("2G"), 2ull << 30);
+  EXPECT_EQ(parse_byte_size("1.5GiB"), 3ull << 29);
+  EXPECT_EQ(parse_byte_size("10 MB"), 10ull << 20);
+  for (const char* bad : {"", "big", "10X", "-5M", "nanG"}) EXPECT_THROW(parse_byte_size(bad), std::invalid_argument) << bad;
 }
 
 TEST(KernelCache, GlobalCacheHonoursTheEnvironmentOnFirstUse) {
