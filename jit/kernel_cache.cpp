@@ -506,16 +506,20 @@ uint64_t KernelCache::max_bytes() const {
   return max_bytes_;
 }
 
-// Scans the directory only when the estimate says the cap may be exceeded (or never scanned), so
-// a store costs one directory walk per ~10% of the cap written, not one per store.
+// Scans the directory when the estimate says the cap may be exceeded, or when this process has
+// stored a tenth of the cap since its last scan (other processes store too, unseen by the
+// estimate), so a store costs one directory walk per ~10% of the cap written, not one per store.
+// Several processes can thus overshoot the cap by about a tenth of it each before one prunes.
 void KernelCache::enforce_cap(uint64_t stored_bytes, const std::string& stored_path) {
   uint64_t cap = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     cap = max_bytes_;
     estimated_bytes_ += stored_bytes;
-    if (cap == 0 || (scanned_ && estimated_bytes_ <= cap)) return;
+    stored_since_scan_ += stored_bytes;
+    if (cap == 0 || (scanned_ && estimated_bytes_ <= cap && stored_since_scan_ < cap / 10)) return;
     scanned_ = true;
+    stored_since_scan_ = 0;
   }
   const CacheDirectorySummary before = summarize_cache_directory(directory_);
   uint64_t now = before.bytes;

@@ -25,7 +25,7 @@
 // the own directory sets the file's mtime to now, which is what least-recently-used eviction sorts
 // by (atime is unreliable: noatime mounts). With a size cap (FLOW_CACHE_MAX_SIZE, e.g. "2G"), a
 // store that brings the directory over the cap evicts the least recently used entries down to 90%
-// of it (jit/cache_directory.h); eviction is an unlink, so a process reading a file keeps its copy
+// of it (jit/cache_directory.h; when to look is in enforce_cap); eviction is an unlink, so a process reading a file keeps its copy
 // and one about to open it sees a miss and recompiles.
 #pragma once
 #include <cstdint>
@@ -115,6 +115,7 @@ class KernelCache {
   std::vector<std::string> readonly_dirs_;
   uint64_t max_bytes_ = 0;
   uint64_t estimated_bytes_ = 0;  // own directory size at the last scan plus what was stored since
+  uint64_t stored_since_scan_ = 0;
   bool scanned_ = false;
   std::unordered_map<Hash128, CacheEntry, KeyHasher> memory_;
   KernelCacheStats stats_;

@@ -15,6 +15,7 @@ from ._dtype import bfloat16, bool_ as bool, float16, float32, float64, int32, i
 from ._dtype import dtype  # noqa: F401
 from ._errors import TraceError  # noqa: F401
 from ._jit import jit  # noqa: F401
+from ._bundle import LoadedModel, load, save  # noqa: F401
 from ._ops import *  # noqa: F401,F403
 from ._ops import abs, pow, sum  # noqa: F401  (shadow the builtins on purpose, as torch does)
 from ._tensor import Tensor  # noqa: F401
@@ -34,7 +35,8 @@ __version__ = "0.1.0"
 
 def cache_stats():
     """The process-wide kernel-cache counters: memory_hits, disk_hits, misses, stores,
-    corrupt_entries, compile_seconds."""
+    corrupt_entries, readonly_hits (disk hits served by a shipped bundle's kernels), evicted,
+    compile_seconds."""
     return _C.cache_stats()
 
 

@@ -17,9 +17,18 @@ Parameters and buffers of the jitted module are bound by name: a parameter repla
 another of the same shape, dtype and layout is used without retracing.
 
 A call made while another trace is active (a jitted submodule or helper) is inlined into it.
+
+Tuning (autotune/ in C++): ``tuning=DIR`` (or ``$FLOW_TUNING``) makes every compile use the tuning
+records in DIR (the fastest recorded Params of each kernel's workload on this target) instead of
+the heuristics. ``autotune=True`` tunes each new variant on its first call, on that call's real
+inputs, for ``budget`` seconds (default 30) shared by its kernels; new records are appended to DIR
+when one is given (so the next process starts tuned) and are used by later compiles of this
+function either way.
 """
 import functools
 import inspect
+import os
+import sys
 
 from . import _C
 from ._dispatch import TraceContext, current_trace
@@ -32,42 +41,48 @@ __all__ = ["jit", "JitFunction"]
 # ---- pytrees (tuples, lists, dicts, namedtuples of leaves) -------------------------------------
 
 
+# Note: plain module-level recursion, not closures that call themselves: a self-referencing
+# closure is a reference cycle, and a cycle holding the leaves kept every call's output tensors
+# alive until the garbage collector ran, so the allocator could not reuse their memory (a 15x
+# slowdown of a memory-bound jitted function from page faults alone).
+
+
+def _flatten_into(o, leaves):
+    if isinstance(o, Tensor):
+        leaves.append(o)
+        return "T"
+    t = type(o)
+    if t in (list, tuple):
+        return (t.__name__, tuple(_flatten_into(x, leaves) for x in o))
+    if isinstance(o, tuple) and hasattr(o, "_fields"):
+        return (t, tuple(_flatten_into(x, leaves) for x in o))
+    if t is dict:
+        keys = tuple(o.keys())
+        return ("dict", keys, tuple(_flatten_into(o[k], leaves) for k in keys))
+    leaves.append(o)
+    return "V"
+
+
 def _flatten(obj):
     leaves = []
+    spec = _flatten_into(obj, leaves)
+    return leaves, spec
 
-    def rec(o):
-        if isinstance(o, Tensor):
-            leaves.append(o)
-            return "T"
-        t = type(o)
-        if t in (list, tuple):
-            return (t.__name__, tuple(rec(x) for x in o))
-        if isinstance(o, tuple) and hasattr(o, "_fields"):
-            return (t, tuple(rec(x) for x in o))
-        if t is dict:
-            keys = tuple(o.keys())
-            return ("dict", keys, tuple(rec(o[k]) for k in keys))
-        leaves.append(o)
-        return "V"
 
-    return leaves, rec(obj)
+def _unflatten_from(s, it):
+    if s in ("T", "V"):
+        return next(it)
+    if s[0] == "list":
+        return [_unflatten_from(x, it) for x in s[1]]
+    if s[0] == "tuple":
+        return tuple(_unflatten_from(x, it) for x in s[1])
+    if s[0] == "dict":
+        return {k: _unflatten_from(x, it) for k, x in zip(s[1], s[2])}
+    return s[0](*[_unflatten_from(x, it) for x in s[1]])  # namedtuple
 
 
 def _unflatten(spec, leaves):
-    it = iter(leaves)
-
-    def rec(s):
-        if s in ("T", "V"):
-            return next(it)
-        if s[0] == "list":
-            return [rec(x) for x in s[1]]
-        if s[0] == "tuple":
-            return tuple(rec(x) for x in s[1])
-        if s[0] == "dict":
-            return {k: rec(x) for k, x in zip(s[1], s[2])}
-        return s[0](*[rec(x) for x in s[1]])  # namedtuple
-
-    return rec(spec)
+    return _unflatten_from(spec, iter(leaves))
 
 
 def _layout_key(c):
@@ -135,9 +150,12 @@ class _Variant:
                 return None
         return state
 
+    def bound(self, flat, state):
+        """The graph inputs of a call (flow._C tensors), in graph-input order."""
+        return [self._resolve(kind, x, flat, state)._c for kind, x in self.bindings]
+
     def run(self, flat, state):
-        inputs = [self._resolve(kind, x, flat, state)._c for kind, x in self.bindings]
-        outs = self.exe.run(inputs) if self.exe is not None else []
+        outs = self.exe.run(self.bound(flat, state)) if self.exe is not None else []
         leaves = []
         for kind, x in self.out_leaves:
             if kind == "out":
@@ -155,12 +173,20 @@ class JitFunction:
     latest compiled variant; ``num_kernels`` / ``num_compiled`` count its kernels / the kernels
     its compile produced (not found in the cache); ``num_traces`` counts traces."""
 
-    def __init__(self, fn, module=None, target="cpu", fuse=True, cuda_arch="sm_90"):
+    def __init__(self, fn, module=None, target="cpu", fuse=True, cuda_arch="sm_90", tuning=None,
+                 autotune=False, budget=None):
+        if budget is not None and not (isinstance(budget, (int, float)) and budget > 0):
+            raise ValueError(f"flow.jit: budget must be a positive number of seconds, got {budget!r}")
         self._fn = fn
         self._module = module
         self._target = target
         self._fuse = fuse
         self._cuda_arch = cuda_arch
+        self._tuning_dir = os.fspath(tuning) if tuning is not None else (os.environ.get("FLOW_TUNING") or None)
+        self._tuning_db = None
+        self._autotune = bool(autotune)
+        self._budget = float(budget) if budget is not None else 30.0
+        self.tuning_results = []  # one dict per tuned workload (online autotuning)
         self._variants = {}
         self._latest = None
         self.num_traces = 0
@@ -198,6 +224,32 @@ class JitFunction:
                 if flat_index < len(names):
                     return names[flat_index]
         return f"arg{flat_index}"
+
+    def _database(self):
+        """The tuning records this function compiles with (loaded once; None without a tuning dir
+        or autotuning)."""
+        if self._tuning_db is None and (self._tuning_dir is not None or self._autotune):
+            if self._tuning_dir is not None:
+                self._tuning_db, _ = _C.TuningDatabase.load(self._tuning_dir)
+            else:
+                self._tuning_db = _C.TuningDatabase()
+        return self._tuning_db
+
+    def _tune(self, exe, inputs):
+        """Online autotuning of a new variant (see the module doc)."""
+        db = self._database()
+        records = os.path.join(self._tuning_dir, "records.jsonl") if self._tuning_dir is not None else None
+        print(f"flow.jit: autotuning {exe.num_kernels} kernels for up to {self._budget:.0f} s", file=sys.stderr)
+
+        def progress(result, done, total):
+            if result["record"] is not None:
+                db.add_json(result["record"])
+                if records is not None:
+                    _C.TuningDatabase.append(records, result["record"])
+            print(f"  [{done}/{total}] {result['name']}: {result['status']} {result['default_us']:.1f} us -> "
+                  f"{result['best_us']:.1f} us", file=sys.stderr)
+
+        self.tuning_results.extend(exe.tune(inputs, budget=self._budget, existing=db, progress=progress))
 
     def _trace_and_compile(self, flat, spec):
         ctx = TraceContext()
@@ -243,7 +295,9 @@ class JitFunction:
             on_gpu = any(c.device == "cuda" for c in bound)
             target = "cuda" if on_gpu else self._target
             arch = _C.default_cuda_arch() if on_gpu else self._cuda_arch
-            exe = _C.compile(ctx.graph, strides, target, arch, self._fuse)
+            exe = _C.compile(ctx.graph, strides, target, arch, self._fuse, self._database())
+            if self._autotune:
+                self._tune(exe, bound)
         return _Variant(ctx.graph, exe, bindings, out_spec, out_leaves, self._module)
 
     # ---- introspection ------------------------------------------------------------------------
@@ -345,9 +399,13 @@ def _jit_module_class(cls, opts):
     return type(cls.__name__, (cls,), ns)
 
 
-def jit(obj=None, *, target="cpu", fuse=True, cuda_arch="sm_90"):
-    """Compile a function, an nn.Module subclass or an nn.Module instance (see the module doc)."""
-    opts = {"target": target, "fuse": fuse, "cuda_arch": cuda_arch}
+def jit(obj=None, *, target="cpu", fuse=True, cuda_arch="sm_90", tuning=None, autotune=False, budget=None):
+    """Compile a function, an nn.Module subclass or an nn.Module instance (see the module doc).
+
+    tuning: a directory of tuning records to compile with (default: $FLOW_TUNING).
+    autotune: tune each new variant on its first call for ``budget`` seconds (default 30)."""
+    opts = {"target": target, "fuse": fuse, "cuda_arch": cuda_arch, "tuning": tuning, "autotune": autotune,
+            "budget": budget}
     if obj is None:
         return lambda o: jit(o, **opts)
     from .nn.modules import Module
