@@ -1,12 +1,15 @@
 #include "autotune/tuner.h"
 
 #include <chrono>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
 
 #include "autotune/search_space.h"
+#include "autotune/json.h"
 #include "jit/cuda_launch.h"
+#include "jit/library_ops.h"
 #include "jit/log.h"
 #include "runtime/cuda_driver.h"
 #include "scheduler/scheduler.h"
@@ -47,6 +50,16 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
     if (!users.count(key[k])) order.push_back(key[k]);
     users[key[k]].push_back(k);
   }
+  // Library calls with a choice of implementation (oneDNN); the float64 reference loops have none.
+  const auto& steps = exe.library_steps();
+  std::vector<std::string> lib_order;
+  std::map<std::string, std::vector<size_t>> lib_users;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i].library == "reference" || steps[i].workload.empty()) continue;
+    if (!lib_users.count(steps[i].workload)) lib_order.push_back(steps[i].workload);
+    lib_users[steps[i].workload].push_back(i);
+  }
+  std::map<std::string, std::string> lib_winners;  // workload -> impl
   std::map<std::string, Winner> winners;
   std::map<std::string, size_t> result_index;
   std::vector<KernelTuneResult> results;
@@ -80,7 +93,7 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
     return r;
   };
 
-  auto tune_one = [&](size_t k, const std::vector<const jit::Tensor*>& values) {
+  auto tune_one = [&](size_t k, const std::vector<const jit::Tensor*>& values) -> KernelTuneResult {
     const auto& ki = exe.instance(k);
     const auto start_time = Clock::now();
     KernelTuneResult r = new_result(k);
@@ -110,7 +123,7 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
         return std::nullopt;
       }
     };
-    const size_t left = order.size() - done;
+    const size_t left = order.size() + lib_order.size() - done;
     const double remaining = opt.budget_seconds - std::chrono::duration<double>(Clock::now() - t0).count();
     SearchBudget budget{std::max(0.0, remaining / static_cast<double>(std::max<size_t>(1, left))),
                         opt.max_trials_per_kernel};
@@ -158,7 +171,93 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
       jit::log_line("tuning", x.name + " " + x.status + ": " + std::to_string(x.default_us) + " us -> " +
                                   std::to_string(x.best_us) + " us, " + x.best_params);
     }
-    if (progress) progress(results.back(), done, order.size());
+    if (progress) progress(results.back(), done, order.size() + lib_order.size());
+  };
+
+  auto impl_json = [](const std::string& impl) {
+    Json::Object o;
+    o.emplace_back("kind", Json("library"));
+    o.emplace_back("impl", Json(impl));
+    return Json(std::move(o)).dump();
+  };
+  auto lib_result = [&](size_t i) {
+    KernelTuneResult r;
+    const jit::LibraryStep& st = steps[i];
+    r.kernel = i;
+    r.uses = static_cast<int>(lib_users[st.workload].size());
+    r.name = st.describe();
+    r.workload = st.workload;
+    r.scheduler = st.library;
+    r.domain = dsl::shape_str(exe.graph().value(st.output).type.shape);
+    return r;
+  };
+  auto fill_record = [&](KernelTuneResult& r) {
+    TuningRecord& rec = r.record;
+    rec.workload = r.workload;
+    rec.target = target;
+    rec.scheduler = r.scheduler;
+    rec.params_json = r.best_params;
+    rec.default_params_json = r.default_params;
+    rec.best_us = r.best_us;
+    rec.default_us = r.default_us;
+    rec.kernel = r.name;
+    rec.domain = r.domain;
+    rec.candidates = r.candidates;
+    rec.failed = r.failed;
+    rec.tuning_seconds = r.seconds;
+    rec.strategy = r.strategy;
+    rec.time = utc_now();
+    rec.host = host_name();
+  };
+  // One library call: every implementation the library offers for it, timed on the real operands.
+  auto tune_library = [&](size_t i, const std::vector<const jit::Tensor*>& values) {
+    const auto start_time = Clock::now();
+    KernelTuneResult r = lib_result(i);
+    r.strategy = "exhaustive";
+    jit::LibraryStep step = steps[i];
+    step.impl.clear();
+    runtime::onednn::ImplInfo info;
+    jit::run_library_group(exe.graph(), step, values, &info);
+    const size_t left = order.size() + lib_order.size() - done;
+    const double remaining = opt.budget_seconds - std::chrono::duration<double>(Clock::now() - t0).count();
+    const double budget = std::max(0.0, remaining / static_cast<double>(std::max<size_t>(1, left)));
+    std::vector<std::string> candidates = info.available;
+    if (candidates.empty()) candidates.push_back(info.chosen);
+    double best = std::numeric_limits<double>::infinity(), first = 0;
+    std::string best_impl;
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      if (c > 0 && std::chrono::duration<double>(Clock::now() - start_time).count() >= budget) break;
+      if (opt.max_trials_per_kernel > 0 && static_cast<int>(c) >= opt.max_trials_per_kernel) break;
+      step.impl = candidates[c];
+      const Measurement m = measure([&] { jit::run_library_group(exe.graph(), step, values); },
+                                    MeasureOptions{opt.measure.warmup, opt.measure.repeats,
+                                                   opt.measure.time_limit_seconds, opt.measure.min_sample_seconds,
+                                                   cuda});
+      ++r.candidates;
+      if (!m.ok) {
+        ++r.failed;
+        r.errors.push_back(candidates[c] + ": " + m.error);
+        continue;
+      }
+      if (c == 0) first = m.median_seconds;
+      if (m.median_seconds < best) {
+        best = m.median_seconds;
+        best_impl = candidates[c];
+      }
+    }
+    r.seconds = std::chrono::duration<double>(Clock::now() - start_time).count();
+    r.default_params = impl_json(candidates[0]);
+    if (best_impl.empty() || first == 0) {
+      r.status = "failed";
+      return r;
+    }
+    r.status = "tuned";
+    r.default_us = first * 1e6;
+    r.best_us = best * 1e6;
+    r.best_params = impl_json(best_impl);
+    lib_winners[r.workload] = best_impl;
+    fill_record(r);
+    return r;
   };
 
   // Workloads that have records need no run.
@@ -166,11 +265,39 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
     const TuningRecord* rec = existing ? existing->best(w, target) : nullptr;
     if (rec && rec->scheduler == exe.kernels()[users[w][0]]->scheduled.scheduler) finish(apply_record(users[w][0], *rec));
   }
-  if (done < order.size()) {
-    exe.run_with_hook(inputs, [&](size_t k, const std::vector<const jit::Tensor*>& values) {
-      if (result_index.count(key[k])) return;
-      finish(tune_one(k, values));
-    });
+  for (const std::string& w : lib_order) {
+    const TuningRecord* rec = existing ? existing->best(w, target) : nullptr;
+    if (!rec || rec->scheduler != steps[lib_users[w][0]].library) continue;
+    KernelTuneResult r = lib_result(lib_users[w][0]);
+    r.status = "record";
+    r.best_params = rec->params_json;
+    r.default_us = rec->default_us;
+    r.best_us = rec->best_us;
+    r.record = *rec;
+    try {
+      lib_winners[w] = Json::parse(rec->params_json).at("impl").as_string();
+    } catch (const std::exception&) {
+      continue;  // a malformed record: tune this one again
+    }
+    finish(r);
+  }
+  if (done < order.size() + lib_order.size()) {
+    exe.run_with_hook(
+        inputs,
+        [&](size_t k, const std::vector<const jit::Tensor*>& values) {
+          if (result_index.count(key[k])) return;
+          finish(tune_one(k, values));
+        },
+        [&](size_t i, const std::vector<const jit::Tensor*>& values) {
+          const std::string& w = steps[i].workload;
+          if (!lib_users.count(w) || result_index.count(w)) return;
+          finish(tune_library(i, values));
+        });
+  }
+  for (size_t i = 0; i < steps.size(); ++i) {
+    auto it = lib_winners.find(steps[i].workload);
+    if (it == lib_winners.end()) continue;
+    exe.set_library_impl(i, it->second, results[result_index.at(steps[i].workload)].status == "record" ? "record" : "tuned");
   }
   for (size_t k = 0; k < nk; ++k) {
     auto it = winners.find(key[k]);

@@ -1,4 +1,6 @@
-// Note: tuning the kernels of a compiled Executable in place, on its real inputs. The Executable
+// Note: tuning the kernels of a compiled Executable in place, on its real inputs (and the
+// implementation choice of its library calls: every implementation oneDNN offers for a call is
+// timed on the call's real operands; records name it {"kind":"library","impl":...}). The Executable
 // runs once with a hook before each kernel launch; at kernel k the tuner has every buffer k reads
 // (the real intermediate values), so each candidate schedule of k is compiled (through the kernel
 // cache, so re-tuning is cheap) and launched on those buffers and timed. Kernels with the same
@@ -29,9 +31,9 @@ struct TuneOptions {
 };
 
 struct KernelTuneResult {
-  size_t kernel = 0;  // first kernel index with this workload
+  size_t kernel = 0;  // first kernel index with this workload (library: the step index)
   int uses = 1;       // kernels of the Executable sharing the workload
-  std::string name, workload, scheduler, domain;
+  std::string name, workload, scheduler, domain;  // scheduler: "pointwise", "reduction" or the library
   std::string status;  // "tuned", "record" (a record existed: not measured), "failed" (baseline failed)
   std::string default_params, best_params;
   double default_us = 0, best_us = 0;

@@ -170,7 +170,22 @@ std::shared_ptr<Executable> compile(const Graph& g, const std::vector<std::vecto
   for (size_t gi = 0; gi < exe->plan_.groups.size(); ++gi) {
     const auto& grp = exe->plan_.groups[gi];
     if (grp.kind == sched::GroupKind::Library) {  // no kernel: a library call (jit/library_ops.h)
-      exe->library_steps_.push_back(make_library_step(exe->graph_, grp, static_cast<int>(gi), opt.target));
+      LibraryStep step = make_library_step(exe->graph_, grp, static_cast<int>(gi), opt.target);
+      std::vector<std::vector<int64_t>> strides(exe->graph_.values().size());
+      for (size_t v = 0; v < strides.size(); ++v) strides[v] = exe->layouts_.layout[v].strides;
+      step.workload = library_workload_key(exe->graph_, step, strides);
+      if (opt.tuning) {
+        const autotune::TuningRecord* rec = opt.tuning->best(step.workload, target_id(opt));
+        if (rec && rec->scheduler == step.library) {
+          try {
+            step.impl = autotune::Json::parse(rec->params_json).at("impl").as_string();
+            step.impl_origin = "record";
+          } catch (const std::exception& e) {
+            log_line("tuning", "ignoring the record of library workload " + step.workload + ": " + e.what());
+          }
+        }
+      }
+      exe->library_steps_.push_back(std::move(step));
       continue;
     }
     if (grp.kind == sched::GroupKind::Opaque)
@@ -214,11 +229,18 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) const {
 
 std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs,
                                     const std::vector<std::pair<int, double>>& constants) const {
-  return run_impl(inputs, constants, nullptr);
+  return run_impl(inputs, constants, nullptr, nullptr);
 }
 
-std::vector<Tensor> Executable::run_with_hook(const std::vector<Tensor>& inputs, const KernelHook& hook) const {
-  return run_impl(inputs, {}, &hook);
+std::vector<Tensor> Executable::run_with_hook(const std::vector<Tensor>& inputs, const KernelHook& hook,
+                                              const LibraryHook& library_hook) const {
+  return run_impl(inputs, {}, hook ? &hook : nullptr, library_hook ? &library_hook : nullptr);
+}
+
+void Executable::set_library_impl(size_t i, const std::string& impl, const std::string& origin) {
+  LibraryStep& step = library_steps_.at(i);
+  step.impl = impl;
+  step.impl_origin = origin;
 }
 
 void Executable::replace_kernel(size_t k, std::shared_ptr<const CompiledKernel> kernel,
@@ -236,7 +258,7 @@ std::string target_id(const CompileOptions& opt) {
 
 std::vector<Tensor> Executable::run_impl(const std::vector<Tensor>& inputs,
                                          const std::vector<std::pair<int, double>>& constants,
-                                         const KernelHook* hook) const {
+                                         const KernelHook* hook, const LibraryHook* library_hook) const {
   const bool gpu = opt_.target == dsl::Target::CUDA;
   const auto dev = gpu ? runtime::DeviceType::CUDA : runtime::DeviceType::CPU;
   const Graph& g = graph_;
@@ -293,6 +315,7 @@ std::vector<Tensor> Executable::run_impl(const std::vector<Tensor>& inputs,
             throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
                                "a library post-op built from a constant cannot take a new constant value");
       bind_group(plan_.groups[step.group]);
+      if (library_hook) (*library_hook)(next_library, bound);
       run_library_group(g, step, bound);
     }
   };
@@ -350,7 +373,8 @@ std::string Executable::explain(bool with_source) const {
   os << "== kernels: " << kernels_.size() << " generated, " << library_steps_.size() << " library calls ("
      << dsl::target_name(opt_.target) << ") ==\n";
   for (const LibraryStep& step : library_steps_)
-    os << "group " << step.group << ": library call: " << step.describe() << "\n";
+    os << "group " << step.group << ": library call: " << step.describe() << "  (implementation: "
+       << step.impl_origin << ")\n";
   for (size_t k = 0; k < kernels_.size(); ++k) {
     const auto& ck = *kernels_[k];
     const auto& sk = ck.scheduled;

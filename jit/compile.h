@@ -95,11 +95,16 @@ class Executable {
   // Called before each kernel launch with the kernel's index and every value bound so far (indexed
   // by graph value id), so a candidate kernel can be launched in its place on the real buffers.
   using KernelHook = std::function<void(size_t k, const std::vector<const Tensor*>& values)>;
-  std::vector<Tensor> run_with_hook(const std::vector<Tensor>& inputs, const KernelHook& hook) const;
+  // The same before each library call (index into library_steps()), with its operands bound.
+  using LibraryHook = std::function<void(size_t step, const std::vector<const Tensor*>& values)>;
+  std::vector<Tensor> run_with_hook(const std::vector<Tensor>& inputs, const KernelHook& hook,
+                                    const LibraryHook& library_hook = nullptr) const;
+  // Sets the library implementation of step i ("" = the library's first choice).
+  void set_library_impl(size_t i, const std::string& impl, const std::string& origin);
 
  private:
   std::vector<Tensor> run_impl(const std::vector<Tensor>& inputs, const std::vector<std::pair<int, double>>& constants,
-                               const KernelHook* hook) const;
+                               const KernelHook* hook, const LibraryHook* library_hook) const;
   friend std::shared_ptr<Executable> compile(const dsl::Graph&, const std::vector<std::vector<int64_t>>&,
                                              const CompileOptions&);
   dsl::Graph graph_;

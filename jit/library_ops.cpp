@@ -21,8 +21,45 @@ namespace onednn = runtime::onednn;
 using dsl::numel;
 using dsl::Shape;
 
+std::string library_workload_key(const dsl::Graph& g, const LibraryStep& step,
+                                 const std::vector<std::vector<int64_t>>& strides) {
+  // A tiny graph holding just this call: the graph serializer is the canonical encoding of an op
+  // and its attrs; operand shapes, dtypes and strides and the epilogue follow.
+  std::string bytes = "flow.library-workload/1";
+  bytes += '\0';
+  bytes += step.op + '\0' + step.library + '\0';
+  dsl::Graph one;
+  std::vector<int> ins;
+  for (int v : step.operands) ins.push_back(one.add_input(g.value(v).type));
+  one.append_node(step.op, ins, {g.value(g.node(step.node).outputs.at(0)).type}, step.attrs);
+  one.serialize(bytes);
+  auto put = [&bytes](int64_t x) { bytes.append(reinterpret_cast<const char*>(&x), sizeof x); };
+  for (int v : step.operands) {
+    const auto& st = strides.at(static_cast<size_t>(v));
+    put(static_cast<int64_t>(st.size()));
+    for (int64_t x : st) put(x);
+  }
+  put(static_cast<int64_t>(step.epilogue.size()));
+  for (const auto& e : step.epilogue) {
+    put(static_cast<int64_t>(e.alg));
+    int64_t ab[2];
+    std::memcpy(ab, &e.alpha, sizeof ab[0]);
+    std::memcpy(ab + 1, &e.beta, sizeof ab[1]);
+    put(ab[0]);
+    put(ab[1]);
+    put(e.operand >= 0 ? 1 : 0);
+    if (e.operand >= 0) {
+      const auto& t = g.value(e.operand).type;
+      put(static_cast<int64_t>(t.dtype));
+      for (int64_t d : t.shape) put(d);
+      for (int64_t x : strides.at(static_cast<size_t>(e.operand))) put(x);
+    }
+  }
+  return dsl::xxh3_128(bytes).hex();
+}
+
 std::string LibraryStep::describe() const {
-  std::string s = op + " (" + library + ")";
+  std::string s = op + " (" + library + (impl.empty() ? "" : ", " + impl) + ")";
   if (!epilogue.empty()) {
     s += " + post-ops [";
     for (size_t k = 0; k < epilogue.size(); ++k)
@@ -312,7 +349,8 @@ void collapse_batch_rows(Arg& a, Arg& b, Shape& dst, Arg* bias, std::vector<oned
   dst = {rows, dst[r - 1]};
 }
 
-void run_matmul(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out, Copies& copies) {
+void run_matmul(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out, Copies& copies,
+                onednn::ImplInfo* info) {
   const Tensor* ta = &operand(values, step.operands[0]);
   const Tensor* tb = &operand(values, step.operands[1]);
   const bool a1 = ta->dim() == 1, b1 = tb->dim() == 1;
@@ -362,10 +400,12 @@ void run_matmul(const LibraryStep& step, const std::vector<const Tensor*>& value
     return;
   }
   collapse_batch_rows(a, b, dst_dims, nullptr, post);
-  onednn::matmul(a.tensor(), b.tensor(), nullptr, {static_cast<float*>(out.data()), dst_dims, {}}, post);
+  onednn::matmul(a.tensor(), b.tensor(), nullptr, {static_cast<float*>(out.data()), dst_dims, {}}, post, step.impl,
+                 info);
 }
 
-void run_linear(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out, Copies& copies) {
+void run_linear(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out, Copies& copies,
+                onednn::ImplInfo* info) {
   const Tensor* tx = &operand(values, step.operands[0]);
   const Tensor* tw = &operand(values, step.operands[1]);
   const bool x1 = tx->dim() == 1, w1 = tw->dim() == 1;
@@ -416,7 +456,7 @@ void run_linear(const LibraryStep& step, const std::vector<const Tensor*>& value
   collapse_batch_rows(x, w, dst_dims, native_bias ? &bias : nullptr, post);
   const onednn::TensorArg bias_arg = bias.tensor();
   onednn::matmul(x.tensor(), w.tensor(), native_bias ? &bias_arg : nullptr,
-                 {static_cast<float*>(out.data()), dst_dims, {}}, post);
+                 {static_cast<float*>(out.data()), dst_dims, {}}, post, step.impl, info);
 }
 
 bool conv_src_ok(const Arg& a) {  // NCHW-dense or NHWC-dense
@@ -428,7 +468,8 @@ bool conv_src_ok(const Arg& a) {  // NCHW-dense or NHWC-dense
   return nchw || nhwc;
 }
 
-void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out, Copies& copies) {
+void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out, Copies& copies,
+              onednn::ImplInfo* info) {
   const bool transposed = step.op == "conv_transpose2d";
   const Tensor* tx = &operand(values, step.operands[0]);
   const Tensor* tw = &operand(values, step.operands[1]);
@@ -482,12 +523,14 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
   const std::vector<onednn::PostOp> post = post_ops(step, values, out.sizes, unit_pos, copies);
   const onednn::TensorArg bias_arg = bias.tensor();
   onednn::conv2d(p, x.tensor(), w.tensor(), has_bias ? &bias_arg : nullptr,
-                 {static_cast<float*>(out.data()), dst_dims, {}}, post);
+                 {static_cast<float*>(out.data()), dst_dims, {}}, post, step.impl, info);
 }
 
 }  // namespace
 
-void run_library_group(const dsl::Graph& g, const LibraryStep& step, const std::vector<const Tensor*>& values) {
+void run_library_group(const dsl::Graph& g, const LibraryStep& step, const std::vector<const Tensor*>& values,
+                       onednn::ImplInfo* info) {
+  if (info) *info = onednn::ImplInfo{};
   const Tensor* out = values.at(step.output);
   if (!out) return;  // nothing reads the result
   if (!out->is_contiguous()) throw std::logic_error("library call: output tensor is not contiguous");
@@ -498,11 +541,11 @@ void run_library_group(const dsl::Graph& g, const LibraryStep& step, const std::
       throw std::logic_error("library call: " + step.op + " with a non-float32 operand");
   Copies copies;
   if (step.op == "matmul") {
-    run_matmul(step, values, *out, copies);
+    run_matmul(step, values, *out, copies, info);
   } else if (step.op == "linear") {
-    run_linear(step, values, *out, copies);
+    run_linear(step, values, *out, copies, info);
   } else if (step.op == "conv2d" || step.op == "conv_transpose2d") {
-    run_conv(step, values, *out, copies);
+    run_conv(step, values, *out, copies, info);
   } else {
     throw std::logic_error("run_library_group: unknown library op '" + step.op + "'");
   }

@@ -18,6 +18,7 @@
 #include "dsl/graph.h"
 #include "dsl/stmt.h"
 #include "jit/tensor.h"
+#include "runtime/onednn.h"
 #include "scheduler/fusion.h"
 
 namespace flow::jit {
@@ -31,6 +32,11 @@ struct LibraryStep {
   int output = -1;            // the value written: the last node of the epilogue chain
   std::vector<sched::EpilogueStep> epilogue;
   std::string library;  // "oneDNN" or "reference" (float64)
+  // The library implementation to use ("" = the library's own first choice); set from tuning
+  // records or by the autotuner (runtime/onednn.h, ImplInfo).
+  std::string impl;
+  std::string impl_origin = "library default";  // or "record", "tuned"
+  std::string workload;                         // library_workload_key (set by compile)
   // "conv2d (oneDNN) + post-ops [add, relu]"
   std::string describe() const;
 };
@@ -41,6 +47,15 @@ LibraryStep make_library_step(const dsl::Graph& g, const sched::FusionGroup& grp
 
 // Runs one library step: reads operands from `values` (indexed by graph value id; views already
 // bound) and writes values[step.output], a contiguous tensor of the output's shape and dtype.
-void run_library_group(const dsl::Graph& g, const LibraryStep& step, const std::vector<const Tensor*>& values);
+// `info` (optional) receives the implementation that ran and those the library offered (empty for
+// the float64 reference loops and calls that need no library call, such as K = 0).
+void run_library_group(const dsl::Graph& g, const LibraryStep& step, const std::vector<const Tensor*>& values,
+                       runtime::onednn::ImplInfo* info = nullptr);
+
+// The workload key of a library step (what a tuning record of its implementation choice is about):
+// XXH3-128 over the op, its attrs, the epilogue, and the shapes, dtypes and strides of its
+// operands and output (`strides` per graph value, as compiled).
+std::string library_workload_key(const dsl::Graph& g, const LibraryStep& step,
+                                 const std::vector<std::vector<int64_t>>& strides);
 
 }  // namespace flow::jit

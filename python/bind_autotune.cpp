@@ -12,6 +12,7 @@
 #include "bind_common.h"
 #include "jit/cache_directory.h"
 #include "jit/kernel_cache.h"
+#include "jit/library_ops.h"
 #include "py_executable.h"
 #include "scheduler/workload_key.h"
 
@@ -112,6 +113,20 @@ void bind_autotune(py::module_& m) {
              return out;
            },
            "The workload key of each kernel")
+      .def("library_calls",
+           [](const PyExecutable& e) {
+             py::list out;
+             for (const auto& st : e.exe->library_steps()) {
+               py::dict d;
+               d["call"] = st.describe();
+               d["workload"] = st.workload;
+               d["impl"] = st.impl;
+               d["origin"] = st.impl_origin;
+               out.append(d);
+             }
+             return out;
+           },
+           "Each library call: description, workload key, implementation and where its choice came from")
       .def("kernel_origins",
            [](const PyExecutable& e) {
              std::vector<std::string> out;

@@ -236,14 +236,16 @@ bool available() {
 std::string version() {
   return "";
 }
-void matmul(const TensorArg&, const TensorArg&, const TensorArg*, const OutArg&, const std::vector<PostOp>&) {
+void matmul(const TensorArg&, const TensorArg&, const TensorArg*, const OutArg&, const std::vector<PostOp>&,
+            const std::string&, ImplInfo*) {
   unavailable("matmul");
 }
-void linear(const TensorArg&, const TensorArg&, const TensorArg*, const OutArg&, const std::vector<PostOp>&) {
+void linear(const TensorArg&, const TensorArg&, const TensorArg*, const OutArg&, const std::vector<PostOp>&,
+            const std::string&, ImplInfo*) {
   unavailable("linear");
 }
 void conv2d(const ConvParams&, const TensorArg&, const TensorArg&, const TensorArg*, const OutArg&,
-            const std::vector<PostOp>&) {
+            const std::vector<PostOp>&, const std::string&, ImplInfo*) {
   unavailable("conv2d");
 }
 Stats stats() {
@@ -281,9 +283,10 @@ dnnl::stream& thread_stream() {
 }
 
 // Per-thread growable 64-byte aligned scratch buffers (slot 0: the primitive's scratchpad, slot 1:
-// reordered weights, slot 2: saved dst for a fallback Sum).
+// reordered weights, slot 2: saved dst for a fallback Sum, slots 3 and 4: src and dst in the
+// primitive's own layout).
 void* thread_scratch(int slot, size_t bytes) {
-  thread_local std::shared_ptr<Buffer> bufs[3];
+  thread_local std::shared_ptr<Buffer> bufs[5];
   std::shared_ptr<Buffer>& b = bufs[slot];
   if (!b || b->size() < bytes) b = Buffer::allocate(std::max<size_t>(bytes, 64));
   return b->data();
@@ -291,11 +294,18 @@ void* thread_scratch(int slot, size_t bytes) {
 
 struct Entry {
   dnnl::primitive prim;
+  std::string impl;                   // impl_info_str() of the implementation
+  std::vector<std::string> available;  // every implementation oneDNN offered
   memory::desc scratch_md;
   bool fused_post_ops = true;  // false: run post-ops by loops after the primitive
   bool reorder_weights = false;
   dnnl::primitive weights_reorder;
   memory::desc weights_user_md, weights_prim_md;
+  // Convolutions let oneDNN pick the activation layouts (blocked nChw16c and the like, which its
+  // fast implementations need): src is reordered in and dst out around the primitive.
+  bool reorder_src = false, reorder_dst = false;
+  dnnl::primitive src_reorder, dst_reorder;
+  memory::desc src_prim_md, dst_prim_md;
 };
 
 class Cache {
@@ -457,7 +467,7 @@ dnnl::primitive_attr make_attr(const std::vector<PostOp>& post, bool with_post_o
 // Creates a primitive descriptor with the post-ops fused, or (if oneDNN refuses that chain)
 // without them; throws a runtime_error naming `what` if neither works.
 template <class MakePd>
-auto make_pd(const std::string& what, const std::vector<PostOp>& post, bool& fused, MakePd&& make) {
+auto make_pd_first(const std::string& what, const std::vector<PostOp>& post, bool& fused, MakePd&& make) {
   fused = true;
   try {
     return make(make_attr(post, true));
@@ -470,6 +480,41 @@ auto make_pd(const std::string& what, const std::vector<PostOp>& post, bool& fus
   } catch (const dnnl::error& e) {
     throw std::runtime_error("flow: oneDNN " + what + ": " + e.what());
   }
+}
+
+// The same, positioned at implementation `impl` when oneDNN offers it (else its first choice);
+// `entry` gets the chosen name and the list of all.
+template <class MakePd>
+auto make_pd(const std::string& what, const std::vector<PostOp>& post, Entry& entry, const std::string& impl,
+             MakePd&& make) {
+  auto pd = make_pd_first(what, post, entry.fused_post_ops, make);
+  entry.available.clear();
+  int index = -1, i = 0;
+  {
+    auto it = make_pd_first(what, post, entry.fused_post_ops, make);
+    do {
+      const std::string name = it.impl_info_str();
+      if (std::find(entry.available.begin(), entry.available.end(), name) == entry.available.end())
+        entry.available.push_back(name);
+      if (index < 0 && name == impl) index = i;
+      ++i;
+    } while (it.next_impl());
+  }
+  for (int k = 0; k < index; ++k) pd.next_impl();
+  entry.impl = pd.impl_info_str();
+  return pd;
+}
+
+bool has_sum_op(const std::vector<PostOp>& post) {
+  return std::any_of(post.begin(), post.end(), [](const PostOp& p) { return p.kind == PostOp::Kind::Sum; });
+}
+
+bool plain_conv_forced() {
+  static const bool forced = [] {
+    const char* v = std::getenv("FLOW_ONEDNN_PLAIN_CONV");
+    return v && std::string(v) == "1";
+  }();
+  return forced;
 }
 
 // Runs a cached entry: weights reorder (if any), the primitive, then the fallback epilogue.
@@ -498,6 +543,16 @@ void execute(const Entry& e, const OutArg& dst, const std::vector<PostOp>& post,
     e.weights_reorder.execute(s, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, prim}});
     args[DNNL_ARG_WEIGHTS] = prim;
   }
+  memory dst_user;
+  if (e.reorder_src) {
+    memory prim(e.src_prim_md, eng, thread_scratch(3, e.src_prim_md.get_size()));
+    e.src_reorder.execute(s, {{DNNL_ARG_FROM, args.at(DNNL_ARG_SRC)}, {DNNL_ARG_TO, prim}});
+    args[DNNL_ARG_SRC] = prim;
+  }
+  if (e.reorder_dst) {
+    dst_user = args.at(DNNL_ARG_DST);
+    args[DNNL_ARG_DST] = memory(e.dst_prim_md, eng, thread_scratch(4, e.dst_prim_md.get_size()));
+  }
   args[DNNL_ARG_SCRATCHPAD] = memory(e.scratch_md, eng, thread_scratch(0, e.scratch_md.get_size()));
   if (e.fused_post_ops) {
     for (size_t k = 0; k < post.size(); ++k) {
@@ -508,6 +563,7 @@ void execute(const Entry& e, const OutArg& dst, const std::vector<PostOp>& post,
     }
   }
   e.prim.execute(s, args);
+  if (e.reorder_dst) e.dst_reorder.execute(s, {{DNNL_ARG_FROM, args.at(DNNL_ARG_DST)}, {DNNL_ARG_TO, dst_user}});
   s.wait();
   ++g_executions;
   if (!e.fused_post_ops) {
@@ -609,7 +665,7 @@ std::string version() {
 }
 
 void matmul(const TensorArg& a, const TensorArg& b, const TensorArg* bias, const OutArg& dst,
-            const std::vector<PostOp>& post_in) {
+            const std::vector<PostOp>& post_in, const std::string& impl, ImplInfo* info) {
   std::vector<float> scalars;
   std::vector<PostOp> post = sanitize_chain(post_in, scalars);
   fix_scalar_ranks(post, dst.dims.size());
@@ -619,7 +675,7 @@ void matmul(const TensorArg& a, const TensorArg& b, const TensorArg* bias, const
   check_rank("matmul a", a.dims, a.strides);
   check_rank("matmul b", b.dims, b.strides);
   if (product(dst.dims) == 0) return;
-  if (a.dims[rank - 1] == 0) return zero_then_post_ops(dst, bias, post);
+  if (a.dims[rank - 1] == 0) return zero_then_post_ops(dst, bias, post);  // no primitive: info untouched
   const std::vector<int64_t> as = strides_of(a.dims, a.strides), bs = strides_of(b.dims, b.strides),
                              ds = strides_of(dst.dims, dst.strides);
   const std::vector<int64_t> biass = bias ? strides_of(bias->dims, bias->strides) : std::vector<int64_t>{};
@@ -630,11 +686,12 @@ void matmul(const TensorArg& a, const TensorArg& b, const TensorArg* bias, const
   if (bias) key_dims(key, "bias", bias->dims, biass);
   key_dims(key, "d", dst.dims, ds);
   key_post_ops(key, post);
+  key << " impl=" << impl;
   std::shared_ptr<const Entry> e = cache().get(key.str());
   if (!e) {
     auto fresh = std::make_shared<Entry>();
     const memory::desc bias_md = bias ? md_of(bias->dims, biass) : memory::desc();
-    const auto pd = make_pd("matmul", post, fresh->fused_post_ops, [&](const dnnl::primitive_attr& attr) {
+    const auto pd = make_pd("matmul", post, *fresh, impl, [&](const dnnl::primitive_attr& attr) {
       const dnnl::matmul::desc d(md_of(a.dims, as), md_of(b.dims, bs), bias_md, md_of(dst.dims, ds));
       return dnnl::matmul::primitive_desc(d, attr, engine());
     });
@@ -647,23 +704,24 @@ void matmul(const TensorArg& a, const TensorArg& b, const TensorArg* bias, const
                                        {DNNL_ARG_WEIGHTS, mem(b.dims, bs, b.data)},
                                        {DNNL_ARG_DST, mem(dst.dims, ds, dst.data)}};
   if (bias) args[DNNL_ARG_BIAS] = mem(bias->dims, biass, bias->data);
+  if (info) *info = ImplInfo{e->impl, e->available};
   execute(*e, dst, post, std::move(args), nullptr);
 }
 
 void linear(const TensorArg& x, const TensorArg& w, const TensorArg* bias, const OutArg& dst,
-            const std::vector<PostOp>& post) {
+            const std::vector<PostOp>& post, const std::string& impl, ImplInfo* info) {
   if (x.dims.size() != 2 || w.dims.size() != 2 || dst.dims.size() != 2 || (bias && bias->dims.size() != 1))
     throw std::invalid_argument("onednn::linear: x, w and dst must be 2-D and bias 1-D");
   const std::vector<int64_t> ws = strides_of(w.dims, w.strides);
   const TensorArg wt{w.data, {w.dims[1], w.dims[0]}, {ws[1], ws[0]}};  // w^T as a strided view
-  if (!bias) return matmul(x, wt, nullptr, dst, post);
+  if (!bias) return matmul(x, wt, nullptr, dst, post, impl, info);
   const std::vector<int64_t> bs = strides_of(bias->dims, bias->strides);
   const TensorArg b2{bias->data, {1, bias->dims[0]}, {bias->dims[0] * bs[0], bs[0]}};
-  matmul(x, wt, &b2, dst, post);
+  matmul(x, wt, &b2, dst, post, impl, info);
 }
 
 void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights, const TensorArg* bias,
-            const OutArg& dst, const std::vector<PostOp>& post_in) {
+            const OutArg& dst, const std::vector<PostOp>& post_in, const std::string& impl, ImplInfo* info) {
   std::vector<float> scalars;
   std::vector<PostOp> post = sanitize_chain(post_in, scalars);
   fix_scalar_ranks(post, dst.dims.size());
@@ -707,6 +765,7 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
   if (bias) key_dims(key, "bias", bias->dims, bs);
   key_dims(key, "d", dst.dims, ds);
   key_post_ops(key, post);
+  key << " impl=" << impl;
   std::shared_ptr<const Entry> e = cache().get(key.str());
   if (!e) {
     auto fresh = std::make_shared<Entry>();
@@ -717,16 +776,58 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
         pl{p.pad_begin[0], p.pad_begin[1]}, pr{p.pad_end[0], p.pad_end[1]};
     memory::desc w_prim;
     if (!p.transposed) {
-      const auto pd = make_pd("convolution", post, fresh->fused_post_ops, [&](const dnnl::primitive_attr& attr) {
-        const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_auto,
-                                                src_md, w_any, bias_md, dst_md, strides, dil, pl, pr);
-        return dnnl::convolution_forward::primitive_desc(d, attr, engine());
-      });
+      // Layout: "blocked/<impl>" lets oneDNN pick the activation layouts, "plain/<impl>" keeps
+      // NCHW. Default: plain for 1x1 stride-1 convolutions (a plain GEMM, no reorders), blocked
+      // for the rest. A Sum post-op (reads dst in place) and FLOW_ONEDNN_PLAIN_CONV=1 force plain.
+      const bool plain_only = has_sum_op(post) || plain_conv_forced();
+      std::string name = impl;
+      bool blocked = !(kh == 1 && kw == 1 && p.stride[0] == 1 && p.stride[1] == 1);
+      if (name.rfind("plain/", 0) == 0) {
+        blocked = false;
+        name = name.substr(6);
+      } else if (name.rfind("blocked/", 0) == 0) {
+        blocked = true;
+        name = name.substr(8);
+      }
+      if (plain_only) blocked = false;
+      const memory::desc src_any(Dims(src.dims.begin(), src.dims.end()), kF32, Tag::any),
+          dst_any(Dims(dst.dims.begin(), dst.dims.end()), kF32, Tag::any);
+      auto make_for = [&](bool any) {
+        return [&, any](const dnnl::primitive_attr& attr) {
+          const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                                  dnnl::algorithm::convolution_auto, any ? src_any : src_md, w_any,
+                                                  bias_md, any ? dst_any : dst_md, strides, dil, pl, pr);
+          return dnnl::convolution_forward::primitive_desc(d, attr, engine());
+        };
+      };
+      const auto pd = make_pd("convolution", post, *fresh, name, make_for(blocked));
+      // The search space: both layouts' implementations, prefixed.
+      std::vector<std::string> all;
+      const char* chosen_prefix = blocked ? "blocked/" : "plain/";
+      for (const auto& n : fresh->available) all.push_back(chosen_prefix + n);
+      fresh->impl = chosen_prefix + fresh->impl;
+      if (!plain_only) {
+        Entry other;
+        try {
+          make_pd("convolution", post, other, "", make_for(!blocked));
+          for (const auto& n : other.available) all.push_back((blocked ? "plain/" : "blocked/") + n);
+        } catch (const std::exception&) {
+        }
+      }
+      fresh->available = all;
       fresh->prim = dnnl::convolution_forward(pd);
       fresh->scratch_md = pd.scratchpad_desc();
       w_prim = pd.weights_desc();
+      fresh->src_prim_md = pd.src_desc();
+      fresh->dst_prim_md = pd.dst_desc();
+      fresh->reorder_src = !(fresh->src_prim_md == src_md);
+      fresh->reorder_dst = !(fresh->dst_prim_md == dst_md);
+      if (fresh->reorder_src)
+        fresh->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), src_md, engine(), fresh->src_prim_md));
+      if (fresh->reorder_dst)
+        fresh->dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), fresh->dst_prim_md, engine(), dst_md));
     } else {
-      const auto pd = make_pd("deconvolution", post, fresh->fused_post_ops, [&](const dnnl::primitive_attr& attr) {
+      const auto pd = make_pd("deconvolution", post, *fresh, impl, [&](const dnnl::primitive_attr& attr) {
         const dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_inference,
                                                   dnnl::algorithm::deconvolution_direct, src_md, w_any, bias_md, dst_md,
                                                   strides, dil, pl, pr);
@@ -750,6 +851,7 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
   if (bias) args[DNNL_ARG_BIAS] = mem(bias->dims, bs, bias->data);
   if (!e->reorder_weights)
     args[DNNL_ARG_WEIGHTS] = memory(e->weights_user_md, engine(), const_cast<float*>(weights.data));
+  if (info) *info = ImplInfo{e->impl, e->available};
   execute(*e, dst, post, std::move(args), weights.data);
 }
 

@@ -17,9 +17,24 @@
 // FLOW_NUM_THREADS is set (and OMP_NUM_THREADS is not), each calling thread's OpenMP team size is set
 // to it, so oneDNN uses no more cores than flow does.
 //
+// Convolution layouts: with plain NCHW activations oneDNN has only im2col + GEMM (and reference)
+// implementations; letting it choose the layouts (format "any") enables its direct and brgemm
+// convolutions on blocked layouts (nChw16c), at the cost of reordering src in and dst out. On this
+// project's 2-core AVX-512 host that is ~1.5x faster for 3x3 and 7x7 convolutions and ~1.8x slower
+// for 1x1 stride-1 ones (plain GEMM, no reorders), so the default is plain for 1x1 stride-1 and
+// blocked otherwise. Convolution implementation names carry the layout, "plain/x64:gemm:jit" or
+// "blocked/brgconv:avx512_core", and the autotuner searches both. Chains with a Sum post-op (which
+// reads dst in place) stay plain; FLOW_ONEDNN_PLAIN_CONV=1 forces plain everywhere (comparisons).
+//
 // A post-op chain oneDNN refuses for a shape (an unsupported broadcast of a binary operand, say)
 // is not an error: the primitive runs without post-ops and the chain is applied after it by a
 // plain loop over dst (correct, slower; counted in stats().fallback_epilogues).
+//
+// Implementations: oneDNN may offer several implementations of one primitive (its primitive
+// descriptor iterates them; impl_info_str() names them, e.g. "brg:avx512_core", "jit:avx2",
+// "gemm:jit"). `impl` "" takes oneDNN's first choice (its heuristic); a name selects that
+// implementation when oneDNN offers it for this call, else the first choice. `info` (optional)
+// receives the implementation that ran and every one offered: the autotuner's search space.
 //
 // Without oneDNN (FLOW_HAVE_ONEDNN undefined) available() is false and every call throws
 // std::runtime_error naming oneDNN.
@@ -45,6 +60,11 @@ struct OutArg {
   float* data = nullptr;
   std::vector<int64_t> dims;
   std::vector<int64_t> strides;  // empty: contiguous
+};
+
+struct ImplInfo {
+  std::string chosen;
+  std::vector<std::string> available;  // in oneDNN's order of preference, no duplicates
 };
 
 enum class Eltwise { Relu, GeluErf, GeluTanh, Swish, Logistic, Tanh, Clip, Hardswish, Linear };
@@ -74,11 +94,11 @@ struct PostOp {
 // dst; batch dims of a, b and bias are dst's or 1 (broadcast). bias: nullptr or dims [1.., 1, N]
 // (or broadcastable the same way). K == 0 gives zeros (then bias and post-ops).
 void matmul(const TensorArg& a, const TensorArg& b, const TensorArg* bias, const OutArg& dst,
-            const std::vector<PostOp>& post);
+            const std::vector<PostOp>& post, const std::string& impl = "", ImplInfo* info = nullptr);
 
 // dst[M, N] = x[M, K] @ w[N, K]^T + bias[N], then post-ops (dst, x 2-D; bias nullptr or 1-D).
 void linear(const TensorArg& x, const TensorArg& w, const TensorArg* bias, const OutArg& dst,
-            const std::vector<PostOp>& post);
+            const std::vector<PostOp>& post, const std::string& impl = "", ImplInfo* info = nullptr);
 
 struct ConvParams {
   int64_t stride[2] = {1, 1};
@@ -93,7 +113,8 @@ struct ConvParams {
 // [OC, C/groups, KH, KW] (any plain strides; reordered to oneDNN's choice), bias nullptr or [OC],
 // dst [N, OC, OH, OW] contiguous. Transposed: see ConvParams.
 void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights, const TensorArg* bias,
-            const OutArg& dst, const std::vector<PostOp>& post);
+            const OutArg& dst, const std::vector<PostOp>& post, const std::string& impl = "",
+            ImplInfo* info = nullptr);
 
 // Applies a post-op chain to dst by plain loops (the fallback path; exposed for tests).
 void apply_post_ops(const OutArg& dst, const std::vector<PostOp>& post, const float* prev_dst);

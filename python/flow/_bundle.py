@@ -138,7 +138,7 @@ def save(compiled, path):
             })
             kernel_keys += [k["key"] for k in exe.kernels()]
             if db is not None:
-                for w in exe.workloads():
+                for w in exe.workloads() + [c["workload"] for c in exe.library_calls() if c["workload"]]:
                     r = db.best(w, exe.target_id)
                     if r is not None:
                         records.append(r)

@@ -3,6 +3,7 @@
 // compiled graph in place (outputs unchanged, records honoured on the next compile and tune).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,8 @@
 #include "autotune/strategy.h"
 #include "autotune/tuner.h"
 #include "jit/compile.h"
+#include "jit/library_ops.h"
+#include "runtime/onednn.h"
 #include "scheduler/workload_key.h"
 #include "test_util.h"
 
@@ -373,6 +376,72 @@ TEST(Tuner, EveryReductionGridPointComputesTheSameResult) {
       for (int64_t j = 0; j < x.numel(); ++j) ASSERT_NEAR(rf[j], o[j], 1e-6f) << rows << " " << r.params_json << " " << j;
     }
   }
+}
+
+TEST(Tuner, LibraryImplementationsAreTimedRecordedAndReused) {
+  if (!runtime::onednn::available()) GTEST_SKIP() << "built without oneDNN";
+  auto rng = test::rng(13);
+  dsl::Graph g;
+  const int x = g.add_input({{2, 8, 20, 20}, DType::Float32}, "x");
+  const int w = g.add_input({{16, 8, 3, 3}, DType::Float32}, "w");
+  const int c = g.add("conv2d", {x, w}, {{"padding", int64_t{1}}});
+  g.mark_output(g.add("relu", {c}));
+  const auto tx = random_tensor({2, 8, 20, 20}, rng), tw = random_tensor({16, 8, 3, 3}, rng);
+  auto exe = jit::compile(g, {}, {});
+  ASSERT_EQ(exe->num_library_calls(), 1);
+  ASSERT_EQ(exe->library_steps()[0].workload.size(), 32u);
+  const auto ref = exe->run({tx, tw});
+  runtime::onednn::ImplInfo info;
+  {
+    std::vector<const jit::Tensor*> values;  // what the library sees: checked through a hook
+    exe->run_with_hook({tx, tw}, nullptr, [&](size_t i, const std::vector<const jit::Tensor*>& v) {
+      jit::run_library_group(exe->graph(), exe->library_steps()[i], v, &info);
+    });
+  }
+  ASSERT_FALSE(info.available.empty());
+  EXPECT_EQ(info.chosen, info.available[0]);  // "" picks oneDNN's first choice
+
+  TuneOptions opt;
+  opt.budget_seconds = 1e9;
+  opt.measure = MeasureOptions{1, 3, 1.0, 1e-4, false};
+  const auto results = tune_executable(*exe, {tx, tw}, opt, nullptr, nullptr);
+  const KernelTuneResult* lib = nullptr;
+  for (const auto& r : results)
+    if (r.scheduler == "oneDNN") lib = &r;
+  ASSERT_NE(lib, nullptr);
+  EXPECT_EQ(lib->status, "tuned");
+  EXPECT_EQ(lib->candidates, static_cast<int>(info.available.size()));
+  EXPECT_LE(lib->best_us, lib->default_us);
+  const std::string impl = Json::parse(lib->best_params).at("impl").as_string();
+  EXPECT_NE(std::find(info.available.begin(), info.available.end(), impl), info.available.end());
+  EXPECT_EQ(exe->library_steps()[0].impl, impl);
+  EXPECT_EQ(exe->library_steps()[0].impl_origin, "tuned");
+  // Whatever implementation won computes the same convolution.
+  const auto out = exe->run({tx, tw});
+  const float* r0 = static_cast<const float*>(ref[0].data());
+  const float* o0 = static_cast<const float*>(out[0].data());
+  for (int64_t i = 0; i < ref[0].numel(); ++i) ASSERT_NEAR(r0[i], o0[i], 1e-4f * (1.f + std::fabs(r0[i]))) << i;
+
+  // The record selects the implementation at the next compile.
+  auto db = std::make_shared<TuningDatabase>();
+  for (const auto& r : results)
+    if (r.status == "tuned") db->add(r.record);
+  jit::CompileOptions co;
+  co.tuning = db;
+  auto exe2 = jit::compile(g, {}, co);
+  EXPECT_EQ(exe2->library_steps()[0].impl, impl);
+  EXPECT_EQ(exe2->library_steps()[0].impl_origin, "record");
+  EXPECT_NE(exe2->explain(false).find("implementation: record"), std::string::npos);
+  // Every offered implementation runs and agrees (a bad name falls back to the first choice).
+  for (std::string name : info.available) {
+    exe2->set_library_impl(0, name, "test");
+    const auto o = exe2->run({tx, tw});
+    const float* p = static_cast<const float*>(o[0].data());
+    for (int64_t i = 0; i < ref[0].numel(); ++i) ASSERT_NEAR(r0[i], p[i], 1e-4f * (1.f + std::fabs(r0[i]))) << name;
+  }
+  exe2->set_library_impl(0, "no-such-implementation", "test");
+  const auto o = exe2->run({tx, tw});
+  EXPECT_NEAR(static_cast<const float*>(o[0].data())[5], r0[5], 1e-4f * (1.f + std::fabs(r0[5])));
 }
 
 #endif  // FLOW_HAS_LLVM
