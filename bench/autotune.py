@@ -9,6 +9,7 @@
    and kernels, run) with an empty user cache.
 
     PYTHONPATH=python .venv/bin/python bench/autotune.py [--quick] [--model-budget 300]
+    ... bench/autotune.py --device cuda --micro-only   # the GPU version (tools/gpu_check.sh runs it)
 """
 from __future__ import annotations
 
@@ -48,11 +49,13 @@ def rownorm(x, w, b):
 
 
 def side_by_side(default, tuned, inputs, repeats):
-    """Median seconds of each, measured in alternating rounds (drift hits both alike)."""
+    """Median seconds of each, measured in alternating rounds (drift hits both alike); device work
+    is synchronized inside each timed call."""
+    sync = flow.cuda.synchronize if any(getattr(x, "is_cuda", False) for x in inputs) else (lambda: None)
     d, t = [], []
     for _ in range(3):
-        d.append(time_fn(lambda: default(*inputs), repeats=repeats, warmup=1))
-        t.append(time_fn(lambda: tuned(*inputs), repeats=repeats, warmup=1))
+        d.append(time_fn(lambda: (default(*inputs), sync()), repeats=repeats, warmup=1))
+        t.append(time_fn(lambda: (tuned(*inputs), sync()), repeats=repeats, warmup=1))
     return sorted(d)[1], sorted(t)[1]
 
 
@@ -68,10 +71,11 @@ def kernel_rows(results, limit=None):
 
 def micro(args, workdir):
     flow.manual_seed(0)
+    dev = (lambda t: t.cuda()) if args.device == "cuda" else (lambda t: t)
     work = {
-        "chain": (chain, [flow.randn(N), flow.randn(N), flow.randn(N)]),
-        "softmax": (softmax, [flow.randn(ROWS, COLS)]),
-        "rownorm": (rownorm, [flow.randn(ROWS, COLS), flow.randn(COLS), flow.randn(COLS)]),
+        "chain": (chain, [dev(flow.randn(N)), dev(flow.randn(N)), dev(flow.randn(N))]),
+        "softmax": (softmax, [dev(flow.randn(ROWS, COLS))]),
+        "rownorm": (rownorm, [dev(flow.randn(ROWS, COLS)), dev(flow.randn(COLS)), dev(flow.randn(COLS))]),
     }
     out = []
     for name, (fn, inputs) in work.items():
@@ -150,13 +154,25 @@ def main():
     p.add_argument("--micro-budget", type=float, default=40.0)
     p.add_argument("--model-budget", type=float, default=300.0)
     p.add_argument("--repeats", type=int, default=9)
-    p.add_argument("--json", default=os.path.join(REPO, "bench", "results", "autotune-cpu.json"))
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--micro-only", action="store_true", help="only the three kernels (no ResNet-50, no start-up)")
+    p.add_argument("--json", default=None, help="default: bench/results/autotune-<device>.json ($OUT/ on a GPU run)")
     args = p.parse_args()
+    if args.json is None:
+        base = os.environ.get("OUT") if args.device == "cuda" and os.environ.get("OUT") else \
+            os.path.join(REPO, "bench", "results")
+        args.json = os.path.join(base, f"autotune-{args.device}.json")
     if args.quick:
         args.micro_budget, args.model_budget, args.repeats = 5.0, 30.0, 3
     print(f"flow autotune benchmark  {datetime.date.today()}  {machine()}  git {git_rev()}")
     with tempfile.TemporaryDirectory(prefix="flow-autotune-bench-") as work:
         rows = micro(args, work)
+        if args.micro_only:
+            print_table(f"Default heuristics vs tuned Params ({args.device})", rows,
+                        ["workload", "kernels", "default ms", "tuned ms", "speedup", "tuning s"])
+            write_json(args.json, {"date": str(datetime.date.today()), "machine": machine(), "git": git_rev(),
+                                   "device": args.device, "args": vars(args), "tuning": rows})
+            return
         rn, bundle = resnet(args, work)
         rows.append(rn)
         print_table("Default heuristics vs tuned Params (same process, interleaved timing)", rows,

@@ -158,6 +158,12 @@ if [ -f "$root/bench/gpu.py" ]; then
   fi
 fi
 
+# Autotuning on the device (default vs tuned Params of the three kernels; device-event timing).
+if [ -f "$root/bench/autotune.py" ] && [ "$python_module" = ON ]; then
+  PYTHONPATH="$root/python:$root/bench" step bench-autotune-gpu 90 "$PY" "$root/bench/autotune.py" \
+    --device cuda --micro-only --micro-budget 15 --repeats 5
+fi
+
 # ---- summary ------------------------------------------------------------------------------------
 total=$(elapsed)
 {

@@ -119,6 +119,12 @@ def save(compiled, path):
                 devices.add(t._c.device)
                 bindings.append(["weight", name])
                 strides.append([])  # weights are stored contiguous
+            mutations = []
+            for (kind, x), k in v.mutations:
+                t = v._resolve(kind, x, None, state)
+                name = x if kind == "module" else captures.setdefault(id(x), f"__capture__.{len(captures)}")
+                weights[name] = t
+                mutations.append([name, k])
             out_leaves = []
             for kind, x in v.out_leaves:
                 out_leaves.append([kind, _json_value(x, "a returned constant") if kind == "const" else x])
@@ -134,6 +140,7 @@ def save(compiled, path):
                 "input_strides": strides,
                 "out_spec": _spec_to_json(v.out_spec),
                 "out_leaves": out_leaves,
+                "mutations": mutations,
                 "target": exe.target_id,
             })
             kernel_keys += [k["key"] for k in exe.kernels()]
@@ -179,10 +186,11 @@ def save(compiled, path):
 
 
 class _LoadedVariant:
-    def __init__(self, spec, leaves, training, exe, bindings, out_spec, out_leaves):
+    def __init__(self, spec, leaves, training, exe, bindings, out_spec, out_leaves, mutations):
         self.spec, self.leaves, self.training = spec, leaves, training
         self.exe, self.bindings = exe, bindings
         self.out_spec, self.out_leaves = out_spec, out_leaves
+        self.mutations = mutations  # [(weight name, output index)]: written back after each run
 
     def matches(self, spec, flat):
         if spec != self.spec or len(flat) != len(self.leaves):
@@ -228,6 +236,8 @@ class LoadedModel:
                              f"these arguments; the bundle has: {sigs}")
         inputs = [(flat[x] if kind == "arg" else self.weights[x])._c for kind, x in v.bindings]
         outs = v.exe.run(inputs)
+        for name, k in v.mutations:
+            self.weights[name].copy_(Tensor._wrap(outs[k]))
         leaves = []
         for kind, x in v.out_leaves:
             if kind == "out":
@@ -297,6 +307,7 @@ def load(path, *, target=None):
         out_leaves = [(kind, x) for kind, x in vj["out_leaves"]]
         bindings = [("arg" if kind == "arg" else "weight", x) for kind, x in vj["bindings"]]
         variants.append(_LoadedVariant(_spec_from_json(vj["call_spec"]), vj["call_leaves"], vj["training"], exe,
-                                       bindings, _spec_from_json(vj["out_spec"]), out_leaves))
+                                       bindings, _spec_from_json(vj["out_spec"]), out_leaves,
+                                       [(n, k) for n, k in vj.get("mutations", [])]))
     here = _C.target_id(device, arch)
     return LoadedModel(path, manifest, weights, variants, compiled, nkernels, here == manifest.get("target"))

@@ -11,6 +11,7 @@ import numpy as np
 
 from . import _C
 from . import _dtype as D
+from ._dispatch import dispatch1
 from ._tensor import Tensor, _sizes_arg
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "zeros", "ones", "full", "empty", "zeros_like", "ones_like",
@@ -28,9 +29,34 @@ def _place(t, device):
     return t.cuda()
 
 def manual_seed(seed):
-    """Seeds flow's random creation ops (rand, randn, randint)."""
+    """Seeds flow's random creation ops (rand, randn, randint) and the in-graph generator
+    (dropout)."""
     global _rng
     _rng = np.random.default_rng(int(seed))
+    _counter_states.clear()
+
+
+# The in-graph generator (dsl/ops/random.cpp): one 0-dim int64 counter per device, advanced by each
+# draw. Under @flow.jit the counter is a captured tensor and its advance a mutation, so a compiled
+# function draws fresh numbers on every call.
+_counter_states = {}
+
+
+def _counter_state(device):
+    key = str(device)
+    t = _counter_states.get(key)
+    if t is None:
+        t = _place(_from_array(np.array(_rng.integers(0, 2**31 - 1), dtype=np.int64), D.int64), device)
+        _counter_states[key] = t
+    return t
+
+
+def counter_rand(shape, device="cpu"):
+    """Uniform [0, 1) float32 of `shape` from the in-graph counter-based generator; traceable."""
+    state = _counter_state(device)
+    u = dispatch1("rand_uniform", [state], {"shape": [int(s) for s in shape]})
+    state.add_(1)
+    return u
 
 
 def is_tensor(x):

@@ -7,6 +7,10 @@ parameter, a buffer, a tensor from the enclosing scope) becomes an extra graph i
 same Python object at every run, so updating a parameter's data needs no recompile. Python scalars
 become wrapped-number constants (they promote by category, as in torch).
 
+In-place writes into a concrete tensor during a trace (a BatchNorm buffer's running statistics, a
+counter) are *mutations*: the trace records the new value, later reads of that tensor in the same
+trace see it, and the compiled function writes it back into the tensor after every run.
+
 View ops (``VIEW_OPS``) run eagerly through ``_C.view`` (a zero-copy alias, no kernel); in a trace
 they are graph nodes, and the trace remembers which values were viewed or are views, so an
 in-place op on a tracer (functionalized as a rebinding of the tracer to the new value) is refused
@@ -45,6 +49,7 @@ class TraceContext:
         self.device = None  # the device the traced inputs live on (None: cpu)
         self.aliased = set()  # value ids that are views or were viewed (in-place on them is refused)
         self.broadcast_views = set()  # value ids of views of an expand (they may have zero strides)
+        self.mutations = {}  # id(Tensor) -> [Tensor, value id of its new value] (written back after runs)
 
     def __enter__(self):
         _stack().append(self)
@@ -76,12 +81,17 @@ class TraceContext:
             return self.graph.add_constant(float(v), "int64", True)
         return self.graph.add_constant(float(v), "float64", True)
 
+    def mutate(self, t, vid):
+        """Records that concrete tensor `t` now holds graph value `vid`."""
+        self.mutations[id(t)] = [t, vid]
+
     def value_id(self, a):
         from ._tensor import Tensor
 
         if isinstance(a, Tensor):
             if a._c is not None:
-                return self.capture(a)
+                m = self.mutations.get(id(a))
+                return m[1] if m is not None else self.capture(a)
             if a._ctx is not self:
                 raise TraceError(f"flow.jit: a tensor traced by another (finished) trace was used (at {where()})")
             return a._vid

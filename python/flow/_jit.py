@@ -115,15 +115,19 @@ def _module_tensors(module):
 
 
 class _Variant:
-    def __init__(self, graph, exe, bindings, out_spec, out_leaves, module):
+    def __init__(self, graph, exe, bindings, out_spec, out_leaves, module, mutations=()):
         self.graph = graph
         self.exe = exe
+        # Tensors outside the trace written during it: (("module", name) | ("capture", Tensor), output
+        # index); each run copies that output into the tensor.
+        self.mutations = list(mutations)
         # per graph input: ("arg", flat index) | ("module", parameter/buffer name) | ("capture", Tensor)
         self.bindings = bindings
         self.out_spec = out_spec
         self.out_leaves = out_leaves  # ("out", k) | ("input", binding index) | ("const", obj)
         self.module = module
-        self.uses_module = any(kind == "module" for kind, _ in bindings)
+        self.uses_module = any(kind == "module" for kind, _ in bindings) or any(
+            kind == "module" for (kind, _), _ in self.mutations)
         state = _module_tensors(module) if self.uses_module else {}
         self.guards = [(kind, x, self._meta(self._resolve(kind, x, None, state)))
                        for kind, x in bindings if kind != "arg"]
@@ -156,6 +160,8 @@ class _Variant:
 
     def run(self, flat, state):
         outs = self.exe.run(self.bound(flat, state)) if self.exe is not None else []
+        for (kind, x), k in self.mutations:
+            self._resolve(kind, x, flat, state).copy_(Tensor._wrap(outs[k]))
         leaves = []
         for kind, x in self.out_leaves:
             if kind == "out":
@@ -283,8 +289,16 @@ class JitFunction:
                 out_leaves.append(("out", marked[leaf._vid]))
             else:
                 out_leaves.append(("const", leaf))
+        # Tensors written during the trace: their new values are outputs too.
+        mutation_outs = []
+        for t, vid in ctx.mutations.values():
+            if vid not in marked:
+                marked[vid] = len(marked)
+                ctx.graph.mark_output(vid)
+            mutation_outs.append((t, marked[vid]))
         # Captured parameters and buffers of the module are bound by name (see _module_tensors).
         names = {id(t): n for n, t in _module_tensors(self._module).items()}
+        mutations = [(("module", names[id(t)]) if id(t) in names else ("capture", t), k) for t, k in mutation_outs]
         bindings = [("module", names[id(x)]) if kind == "capture" and id(x) in names else (kind, x)
                     for kind, x in ctx.bindings]
         exe = None
@@ -298,7 +312,7 @@ class JitFunction:
             exe = _C.compile(ctx.graph, strides, target, arch, self._fuse, self._database())
             if self._autotune:
                 self._tune(exe, bound)
-        return _Variant(ctx.graph, exe, bindings, out_spec, out_leaves, self._module)
+        return _Variant(ctx.graph, exe, bindings, out_spec, out_leaves, self._module, mutations)
 
     # ---- introspection ------------------------------------------------------------------------
 

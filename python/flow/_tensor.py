@@ -24,7 +24,7 @@ import numpy as np
 
 from . import _C
 from . import _dtype as D
-from ._dispatch import TraceContext, dispatch1  # noqa: F401  (TraceContext re-exported for tools)
+from ._dispatch import TraceContext, current_trace, dispatch1  # noqa: F401  (TraceContext re-exported for tools)
 from ._errors import TraceError, trace_error
 
 
@@ -718,7 +718,7 @@ class Tensor:
         return out
 
     def __setitem__(self, index, value):
-        if self._c is None:
+        if self._c is None or current_trace() is not None:
             raise trace_error("Tensor.__setitem__() (indexed assignment)",
                               "in-place writes into a traced tensor are not supported; build the value with "
                               "flow.where / flow.cat instead")
@@ -768,9 +768,14 @@ class Tensor:
                                   "out-of-place form")
             self._vid = result._vid
             return self
+        ctx = current_trace()
+        if ctx is not None:
+            # A parameter, buffer or global written during a trace: a mutation, written back after
+            # every run of the compiled function (see flow._dispatch).
+            ctx.mutate(self, ctx.value_id(result))
+            return self
         if result._c is None:
-            raise trace_error(f"Tensor.{op}", "it would write a traced value into a tensor that lives outside the "
-                              "trace (a parameter, a buffer or a global); pass it in and return the new value")
+            raise trace_error(f"Tensor.{op}", "it would write a value of a finished trace into a tensor")
         dst = self._writable(f"Tensor.{op}")
         dst[...] = result._c.numpy_raw()
         return self
@@ -795,7 +800,7 @@ class Tensor:
                                    f"{value.ndim} dimensions.")
             if value._c is not None and self._c is not None:
                 value = value.item()
-        if self._c is not None and not isinstance(value, Tensor):
+        if self._c is not None and not isinstance(value, Tensor) and current_trace() is None:
             dst = self._writable("Tensor.fill_()")
             dst[...] = _value_array(value, self.dtype, "Tensor.fill_()")
             return self

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
@@ -395,3 +396,58 @@ def test_eager_scalars_are_parameters(gen):
     for s in (3.0, -1.5, 1e3):
         assert_same(x * s, to_torch(x) * s)
     assert no_kernel_lookups(), flow.cache_stats()
+
+
+# ---- mutations: tensors outside the trace written during it ---------------------------------------
+
+
+def test_mutations_of_captured_tensors_happen_on_every_call():
+    count = flow.zeros((), dtype=flow.int64)
+    state = flow.ones(4)
+
+    @flow.jit
+    def step(x):
+        count.add_(1)
+        state.mul_(0.5)
+        state.add_(x)  # reads the value written just above
+        return state * 2 + count  # and so do later reads
+
+    ref_count, ref_state = 0, np.ones(4, np.float32)
+    for i in range(4):
+        x = flow.full((4,), float(i))
+        y = step(x)
+        ref_count += 1
+        ref_state = ref_state * 0.5 + i
+        np.testing.assert_allclose(y.numpy(), ref_state * 2 + ref_count, rtol=1e-6)
+        assert count.item() == ref_count
+        np.testing.assert_allclose(state.numpy(), ref_state, rtol=1e-6)
+    assert step.num_traces == 1
+
+
+def test_fill_and_zero_on_a_buffer_inside_a_trace_are_mutations():
+    buf = flow.ones(3)
+
+    @flow.jit
+    def f(x):
+        out = x + buf
+        buf.zero_()
+        return out
+
+    np.testing.assert_array_equal(f(flow.ones(3)).numpy(), [2, 2, 2])
+    np.testing.assert_array_equal(buf.numpy(), [0, 0, 0])
+    buf.fill_(5.0)
+    np.testing.assert_array_equal(f(flow.ones(3)).numpy(), [6, 6, 6])  # runs again: reads, then zeroes
+    np.testing.assert_array_equal(buf.numpy(), [0, 0, 0])
+
+
+def test_indexed_assignment_into_an_outside_tensor_is_refused_in_a_trace():
+    buf = flow.zeros(3)
+
+    @flow.jit
+    def f(x):
+        buf[0] = 1.0
+        return x * 2
+
+    with pytest.raises(flow.TraceError, match="indexed assignment"):
+        f(flow.ones(3))
+    np.testing.assert_array_equal(buf.numpy(), [0, 0, 0])  # nothing was written at trace time

@@ -12,7 +12,7 @@ import torch.nn.functional as TF
 
 import flow
 import flow.nn.functional as F
-from conftest import make, to_flow, to_torch
+from conftest import FLOW_OF, make, to_flow, to_torch
 
 RTOL, ATOL = 2e-5, 2e-5
 
@@ -175,10 +175,23 @@ def test_batchnorm_train(gen, name, c, shape, kwargs):
         close(fm(to_flow(x)), tm(x), msg="eval after training")
 
 
-def test_batchnorm_train_under_jit_is_explicit(gen):
-    fm = flow.nn.BatchNorm2d(3).train()
-    with pytest.raises(NotImplementedError, match="BatchNorm2d"):
-        flow.jit(fm)(flow.randn(2, 3, 4, 4))
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_batchnorm_train_under_jit_updates_running_stats(gen, momentum):
+    tm, fm = twin("BatchNorm2d", 3, momentum=momentum)
+    tm.train()
+    jm = flow.jit(fm.train())
+    for step in range(3):
+        x = make((2, 3, 4, 4), torch.float32, gen)
+        with torch.no_grad():
+            ref = tm(x)
+        np.testing.assert_allclose(jm(to_flow(x)).numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
+        for name, buf in tm.named_buffers():
+            np.testing.assert_allclose(getattr(fm, name).numpy(), buf.numpy(), rtol=1e-5, atol=1e-6,
+                                       err_msg=f"step {step} {name}")
+    assert jm.num_traces == 1
+
+
+def test_batchnorm_train_without_running_stats(gen):
     # Without running stats training mode traces fine (batch statistics only).
     tm, fm = twin("BatchNorm2d", 3, track_running_stats=False)
     run_both(tm.train(), fm.train(), [make((2, 3, 4, 4), torch.float32, gen)])
@@ -192,15 +205,76 @@ def test_batchnorm_input_dims():
 def test_dropout_modes():
     x = flow.randn(4, 5)
     d = flow.nn.Dropout(0.5)
-    with pytest.raises(NotImplementedError, match="Dropout"):
-        d(x)
     assert d.eval()(x) is x
     assert flow.nn.Dropout(0.0)(x) is x
-    with pytest.raises(NotImplementedError, match="Dropout"):
-        F.dropout(x, 0.2, training=True)
     assert F.dropout(x, 0.2, training=False) is x
+    assert (F.dropout(x, 1.0).numpy() == 0).all()
     with pytest.raises(ValueError):
         flow.nn.Dropout(1.5)
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        F.dropout(flow.ones(3, dtype=flow.int64), 0.5)
+
+
+def test_counter_generator_is_uniform_and_independent():
+    from flow._creation import counter_rand
+
+    u = counter_rand((1 << 20,)).numpy().astype(np.float64)
+    assert 0.0 <= u.min() and u.max() < 1.0
+    assert abs(u.mean() - 0.5) < 3e-3 and abs(u.var() - 1 / 12) < 3e-3
+    hist, _ = np.histogram(u, bins=32, range=(0, 1))
+    expected = len(u) / 32
+    chi2 = ((hist - expected) ** 2 / expected).sum()
+    assert chi2 < 80, chi2  # 31 degrees of freedom: p < 1e-6 beyond 80
+    for lag in (1, 7, 1024):
+        assert abs(np.corrcoef(u[:-lag], u[lag:])[0, 1]) < 5e-3, lag
+    v = counter_rand((1 << 20,)).numpy().astype(np.float64)  # the next draw: another stream
+    assert abs(np.corrcoef(u, v)[0, 1]) < 5e-3 and (u == v).mean() < 1e-3
+    # manual_seed makes draws reproducible.
+    flow.manual_seed(123)
+    a = counter_rand((1000,)).numpy()
+    flow.manual_seed(123)
+    np.testing.assert_array_equal(counter_rand((1000,)).numpy(), a)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_dropout_train_mode_eager_and_jit(p, dtype, gen):
+    n = 200_000
+    x = flow.as_tensor(torch.rand(n, generator=gen) + 0.5).to(FLOW_OF[dtype])
+    scale = torch.tensor(1.0 / (1.0 - p), dtype=dtype).item()
+    jitted = flow.jit(lambda t: F.dropout(t, p))
+    masks = []
+    for fn in (lambda t: F.dropout(t, p), flow.nn.Dropout(p).train(), jitted, jitted):
+        y = fn(x).float().numpy()
+        xs = x.float().numpy()
+        dropped = y == 0
+        assert abs(dropped.mean() - p) < 5 * np.sqrt(p * (1 - p) / n), dropped.mean()
+        kept_ref = torch.from_numpy(xs[~dropped]).to(dtype) * torch.tensor(scale, dtype=dtype)
+        np.testing.assert_allclose(y[~dropped], kept_ref.float().numpy(), rtol=1e-2 if dtype != torch.float32 else 1e-6)
+        masks.append(dropped)
+    assert (masks[2] != masks[3]).mean() > 0.5 * 2 * p * (1 - p)  # each compiled call draws a new mask
+    assert jitted.num_traces == 1
+
+
+def test_dropout_fuses_with_its_input_under_jit():
+    @flow.jit
+    def f(x):
+        return F.dropout(flow.relu(x) * 2.0, 0.25)
+
+    y = f(flow.ones(1000))
+    assert set(np.unique(y.numpy())) <= {0.0, np.float32(2.0 / 0.75)}
+    # One kernel for relu, scale, mask and select (plus the generator counter's tiny increment).
+    assert f.num_kernels == 2, f.explain(False)
+
+
+def test_dropout_in_training_transformer_layer_under_jit(gen):
+    layer = flow.nn.TransformerEncoderLayer(16, 4, dim_feedforward=32, dropout=0.2, batch_first=True).train()
+    x = flow.as_tensor(torch.randn(2, 5, 16, generator=gen))
+    j = flow.jit(layer)
+    a, b = j(x).numpy(), j(x).numpy()
+    assert np.isfinite(a).all() and not np.array_equal(a, b)
+    layer.eval()
+    np.testing.assert_allclose(j(x).numpy(), layer(x).numpy(), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("padding_idx", [None, 2, -1])

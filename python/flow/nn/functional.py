@@ -14,8 +14,9 @@ works both eagerly and inside a ``@flow.jit`` trace. Composites (the pattern eac
 - scaled_dot_product_attention: matmul, scale, mask, softmax, matmul;
 - cross_entropy / nll_loss: log_softmax + gather (+ a weight index_select, ignore_index mask).
 
-Random ops (dropout with p > 0 in training mode) raise NotImplementedError: a trace would freeze a
-mask into a constant.
+Dropout draws its mask from flow's in-graph counter-based generator (``rand_uniform``,
+dsl/ops/random.cpp): the mask is computed inside the kernel that uses it, and under @flow.jit every
+call draws a new one (the generator's counter is a mutation of the trace).
 """
 import builtins
 import math
@@ -235,8 +236,8 @@ def _affine_args(weight, bias):
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
     """torch.nn.functional.batch_norm. In training mode the batch statistics normalize and, when running
     stats are given, update them in place: running = (1 - momentum) * running + momentum * batch
-    (the unbiased batch variance), as torch. That update needs concrete tensors, so it is eager only:
-    inside a @flow.jit trace training mode with running stats raises NotImplementedError."""
+    (the unbiased batch variance), as torch; under @flow.jit the compiled forward performs the update on
+    every call."""
     _check_tensor("batch_norm", input)
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected at least a 2-D input (got {input.ndim}D input)")
@@ -257,12 +258,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     attrs.update(training=True, has_running_stats=False)
     y, mean, var = dispatch("batch_norm", [input] + wb, attrs)
     if has_stats:
-        if running_mean._is_tracer or running_var._is_tracer or current_trace() is not None:
-            raise NotImplementedError(
-                "flow.jit: BatchNorm in training mode updates its running statistics in place, which a traced "
-                "graph cannot do yet; call model.eval() before @flow.jit, run the training-mode forward eagerly, "
-                "or use track_running_stats=False")
-        m = builtins.float(momentum)
+        # In place, as torch; under @flow.jit the writes are mutations of the buffers (written back
+        # after every run). `momentum` may be a traced 0-dim tensor (BatchNorm's momentum=None).
+        m = momentum if isinstance(momentum, Tensor) else builtins.float(momentum)
         running_mean.copy_(running_mean * (1.0 - m) + mean.to(running_mean.dtype) * m)
         running_var.copy_(running_var * (1.0 - m) + var.to(running_var.dtype) * m)
     return y
@@ -302,8 +300,17 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
-    raise NotImplementedError(f"flow: Dropout with p={p} in training mode is not supported yet (random masks); "
-                              "call model.eval() or use p=0")
+    _check_tensor("dropout", input)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"result type Float can't be cast to the desired output type {input.dtype._torch_short}")
+    if p == 1.0:
+        out = input * 0.0
+    else:
+        from .. import _creation
+
+        keep = _creation.counter_rand(input.shape, input.device) >= builtins.float(p)
+        out = _ops.where(keep, input * (1.0 / (1.0 - builtins.float(p))), 0.0)
+    return input.copy_(out) if inplace else out
 
 
 # ---- pooling ----------------------------------------------------------------------------------------------
@@ -621,8 +628,6 @@ def _apply_mask(scores, mask):
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
     """softmax(q @ k^T * scale + mask) @ v, composed from matmul and softmax."""
-    if dropout_p > 0.0:
-        raise NotImplementedError("flow: scaled_dot_product_attention(dropout_p > 0) is not supported")
     if enable_gqa:
         raise NotImplementedError("flow: scaled_dot_product_attention(enable_gqa=True) is not supported")
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
@@ -636,7 +641,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         scores = scores + _const(causal, scores)
     elif attn_mask is not None:
         scores = _apply_mask(scores, attn_mask)
-    return dispatch1("matmul", [softmax(scores, -1), value])
+    attn = softmax(scores, -1)
+    if dropout_p > 0.0:  # torch applies it whenever given (no training flag here)
+        attn = dropout(attn, dropout_p, training=True)
+    return dispatch1("matmul", [attn, value])
 
 
 # ---- losses and one_hot --------------------------------------------------------------------------------

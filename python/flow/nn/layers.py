@@ -4,8 +4,8 @@ parameter names and shapes (so torch state dicts load) and torch's default initi
 (distributions, not torch's random stream).
 
 BatchNorm in training mode updates running_mean / running_var / num_batches_tracked in place, as
-torch does; that is eager only (a @flow.jit trace of a training-mode BatchNorm with running stats
-raises NotImplementedError; eval mode and track_running_stats=False trace fine).
+torch does, eagerly and under @flow.jit (where the buffers are mutations of the traced graph: the
+compiled forward writes their new values back after every call).
 """
 import math
 import numbers
@@ -247,12 +247,13 @@ class _BatchNorm(Module):
         eaf = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             if current_trace() is not None:
-                raise NotImplementedError(
-                    f"flow.jit: {type(self).__name__} in training mode updates its running statistics in place, "
-                    "which a traced graph cannot do yet; call model.eval() before the @flow.jit call, run the "
-                    "training-mode forward eagerly, or use track_running_stats=False")
-            self.num_batches_tracked.fill_(int(self.num_batches_tracked.item()) + 1)
-            eaf = 1.0 / float(self.num_batches_tracked.item()) if self.momentum is None else self.momentum
+                # Traced: the counter and (momentum=None) the averaging factor are graph values, so
+                # every run of the compiled forward counts (the buffers are mutations, flow._dispatch).
+                self.num_batches_tracked.add_(1)
+                eaf = (1.0 / self.num_batches_tracked.to(D.float32)) if self.momentum is None else self.momentum
+            else:
+                self.num_batches_tracked.fill_(int(self.num_batches_tracked.item()) + 1)
+                eaf = 1.0 / float(self.num_batches_tracked.item()) if self.momentum is None else self.momentum
         bn_training = self.training or (self.running_mean is None and self.running_var is None)
         use_stats = not self.training or self.track_running_stats
         return F.batch_norm(input, self.running_mean if use_stats else None, self.running_var if use_stats else None,
@@ -349,10 +350,7 @@ class Dropout(Module):
         self.p, self.inplace = p, inplace
 
     def forward(self, input):
-        if self.training and self.p > 0:
-            raise NotImplementedError(f"flow: nn.Dropout(p={self.p}) in training mode is not supported yet (random "
-                                      "masks); call model.eval() or use p=0")
-        return input
+        return F.dropout(input, self.p, self.training, self.inplace)
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"

@@ -125,9 +125,6 @@ class MultiheadAttention(Module):
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
-        if self.dropout > 0 and self.training:
-            raise NotImplementedError(f"flow: MultiheadAttention(dropout={self.dropout}) in training mode is not "
-                                      "supported yet (random masks); call model.eval() or use dropout=0")
         if is_causal and attn_mask is None:
             raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
                                "method `generate_square_subsequent_mask` to create this mask.")
@@ -181,12 +178,14 @@ class MultiheadAttention(Module):
             if mask is not None:
                 scores = scores + mask
             attn = F.softmax(scores, -1)
+            if self.dropout > 0 and self.training:
+                attn = F.dropout(attn, self.dropout, training=True)  # the returned weights are dropped too, as torch
             out = F.dispatch1("matmul", [attn, v])
             weights = _ops.mean(attn, 1) if average_attn_weights else attn
             if not batched:
                 weights = F._reshape(weights, list(weights.shape[1:]))
         else:
-            out = F.scaled_dot_product_attention(q, k, v, mask)
+            out = F.scaled_dot_product_attention(q, k, v, mask, dropout_p=self.dropout if self.training else 0.0)
         out = F._reshape(F._permute(out, [0, 2, 1, 3]), [N, L, E])  # [N, L, E]
         out = self.out_proj(out)
         if not batched:
