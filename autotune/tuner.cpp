@@ -93,6 +93,25 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
     return r;
   };
 
+  auto fill_record = [&](KernelTuneResult& r) {
+    TuningRecord& rec = r.record;
+    rec.workload = r.workload;
+    rec.target = target;
+    rec.scheduler = r.scheduler;
+    rec.params_json = r.best_params;
+    rec.default_params_json = r.default_params;
+    rec.best_us = r.best_us;
+    rec.default_us = r.default_us;
+    rec.kernel = r.name;
+    rec.domain = r.domain;
+    rec.candidates = r.candidates;
+    rec.failed = r.failed;
+    rec.tuning_seconds = r.seconds;
+    rec.strategy = r.strategy;
+    rec.time = utc_now();
+    rec.host = host_name();
+  };
+
   auto tune_one = [&](size_t k, const std::vector<const jit::Tensor*>& values) -> KernelTuneResult {
     const auto& ki = exe.instance(k);
     const auto start_time = Clock::now();
@@ -143,22 +162,7 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
     r.best_us = sr.best_cost * 1e6;
     r.best_params = sched::params_to_json(sr.best);
     winners[key[k]] = built.at(r.best_params);
-    TuningRecord& rec = r.record;
-    rec.workload = key[k];
-    rec.target = target;
-    rec.scheduler = r.scheduler;
-    rec.params_json = r.best_params;
-    rec.default_params_json = r.default_params;
-    rec.best_us = r.best_us;
-    rec.default_us = r.default_us;
-    rec.kernel = r.name;
-    rec.domain = r.domain;
-    rec.candidates = r.candidates;
-    rec.failed = r.failed;
-    rec.tuning_seconds = r.seconds;
-    rec.strategy = r.strategy;
-    rec.time = utc_now();
-    rec.host = host_name();
+    fill_record(r);
     return r;
   };
 
@@ -191,24 +195,6 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
     r.domain = dsl::shape_str(exe.graph().value(st.output).type.shape);
     return r;
   };
-  auto fill_record = [&](KernelTuneResult& r) {
-    TuningRecord& rec = r.record;
-    rec.workload = r.workload;
-    rec.target = target;
-    rec.scheduler = r.scheduler;
-    rec.params_json = r.best_params;
-    rec.default_params_json = r.default_params;
-    rec.best_us = r.best_us;
-    rec.default_us = r.default_us;
-    rec.kernel = r.name;
-    rec.domain = r.domain;
-    rec.candidates = r.candidates;
-    rec.failed = r.failed;
-    rec.tuning_seconds = r.seconds;
-    rec.strategy = r.strategy;
-    rec.time = utc_now();
-    rec.host = host_name();
-  };
   // One library call: every implementation the library offers for it, timed on the real operands.
   auto tune_library = [&](size_t i, const std::vector<const jit::Tensor*>& values) {
     const auto start_time = Clock::now();
@@ -221,7 +207,12 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
     const size_t left = order.size() + lib_order.size() - done;
     const double remaining = opt.budget_seconds - std::chrono::duration<double>(Clock::now() - t0).count();
     const double budget = std::max(0.0, remaining / static_cast<double>(std::max<size_t>(1, left)));
-    std::vector<std::string> candidates = info.available;
+    // oneDNN's reference implementations ("ref:any") are correctness fallbacks, never faster beyond
+    // noise, and one sporadic crash inside libdnnl 2.6 was seen while timing candidates that
+    // included them: they are not searched (unless the library offers nothing else).
+    std::vector<std::string> candidates;
+    for (const auto& name : info.available)
+      if (name.find("ref:") == std::string::npos || name == info.available.front()) candidates.push_back(name);
     if (candidates.empty()) candidates.push_back(info.chosen);
     double best = std::numeric_limits<double>::infinity(), first = 0;
     std::string best_impl;

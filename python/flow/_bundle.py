@@ -22,7 +22,7 @@ import shutil
 import tempfile
 
 from . import _C
-from ._jit import JitFunction, JitModule, _flatten, _layout_key, _module_tensors, _unflatten
+from ._jit import JitFunction, JitModule, _flatten, _layout_key, _module_tensors, build_outputs
 from ._safetensors import load_file, save_file
 from ._tensor import Tensor
 
@@ -238,16 +238,11 @@ class LoadedModel:
         outs = v.exe.run(inputs)
         for name, k in v.mutations:
             self.weights[name].copy_(Tensor._wrap(outs[k]))
-        leaves = []
-        for kind, x in v.out_leaves:
-            if kind == "out":
-                leaves.append(Tensor._wrap(outs[x]))
-            elif kind == "input":
-                b_kind, b = v.bindings[x]
-                leaves.append(flat[b] if b_kind == "arg" else self.weights[b])
-            else:
-                leaves.append(x)
-        return _unflatten(v.out_spec, leaves)
+        def input_of(b):
+            kind, x = v.bindings[b]
+            return flat[x] if kind == "arg" else self.weights[x]
+
+        return build_outputs(v.out_spec, v.out_leaves, outs, input_of)
 
     def train(self, mode=True):
         self.training = bool(mode)

@@ -114,6 +114,20 @@ def _module_tensors(module):
     return d
 
 
+def build_outputs(out_spec, out_leaves, outs, input_of):
+    """The function's return value: `out_leaves` are ("out", k) for output k of the executable,
+    ("input", b) for the tensor bound to graph input b (``input_of(b)``), or ("const", value)."""
+    leaves = []
+    for kind, x in out_leaves:
+        if kind == "out":
+            leaves.append(Tensor._wrap(outs[x]))
+        elif kind == "input":
+            leaves.append(input_of(x))
+        else:
+            leaves.append(x)
+    return _unflatten(out_spec, leaves)
+
+
 class _Variant:
     def __init__(self, graph, exe, bindings, out_spec, out_leaves, module, mutations=()):
         self.graph = graph
@@ -162,16 +176,8 @@ class _Variant:
         outs = self.exe.run(self.bound(flat, state)) if self.exe is not None else []
         for (kind, x), k in self.mutations:
             self._resolve(kind, x, flat, state).copy_(Tensor._wrap(outs[k]))
-        leaves = []
-        for kind, x in self.out_leaves:
-            if kind == "out":
-                leaves.append(Tensor._wrap(outs[x]))
-            elif kind == "input":
-                b_kind, b = self.bindings[x]
-                leaves.append(self._resolve(b_kind, b, flat, state))
-            else:
-                leaves.append(x)
-        return _unflatten(self.out_spec, leaves)
+        return build_outputs(self.out_spec, self.out_leaves, outs,
+                             lambda b: self._resolve(*self.bindings[b], flat, state))
 
 
 class JitFunction:
