@@ -187,3 +187,8 @@ def test_cli_errors_are_clear(tmp_path):
     assert r.returncode == 2 and "cannot load no_such_module:f" in r.stderr
     r = run_cli(["tests.models.small:SmallCNN", "--input", "2xAx3"], tmp_path)
     assert r.returncode == 2 and "bad input spec" in r.stderr
+    r = run_cli(["tests.models.small:SmallCNN", "--input", "2x3x8x8:complex64"], tmp_path)
+    assert r.returncode == 2 and "unknown dtype 'complex64'" in r.stderr and "Traceback" not in r.stderr
+    if not flow.cuda.is_available():
+        r = run_cli(["tests.models.small:SmallCNN", "--input", "2x3x8x8", "--device", "cuda"], tmp_path)
+        assert r.returncode == 2 and "CUDA" in r.stderr and "Traceback" not in r.stderr

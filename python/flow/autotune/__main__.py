@@ -58,12 +58,16 @@ def main(argv=None):
 
     import flow
 
-    model = args.factory()
-    if isinstance(model, flow.nn.Module):
-        model.eval()
-        if args.device == "cuda":
-            model = model.cuda()
-    inputs = make_inputs(args.input, args.device, args.seed)
+    try:
+        model = args.factory()
+        if isinstance(model, flow.nn.Module):
+            model.eval()
+            if args.device == "cuda":
+                model = model.cuda()
+        inputs = make_inputs(args.input, args.device, args.seed)
+    except (RuntimeError, ValueError, TypeError, NotImplementedError) as e:
+        print(f"flow.autotune: error: {e}", file=sys.stderr)
+        return 2
     bar = None
     if not args.no_progress:
         try:
