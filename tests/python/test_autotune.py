@@ -118,6 +118,15 @@ def test_tuning_database_merges_and_skips_torn_lines(tmp_path):
     assert len(db) == 1 and json.loads(db.best(w, "t"))["best_us"] == 3.0
     with pytest.raises(ValueError, match="not a tuning record"):
         db.add_json("{}")
+    # flow.autotune.merge_records: machines' files into one, fastest first.
+    other = dict(rec, workload="cd" * 16, target="t2")
+    (tmp_path / "m2").mkdir()
+    (tmp_path / "m2" / "x.jsonl").write_text(json.dumps(other) + "\n")
+    from flow.autotune import merge_records
+
+    assert merge_records([tmp_path, tmp_path / "m2"], tmp_path / "out" / "records.jsonl") == 2
+    merged = [json.loads(l) for l in (tmp_path / "out" / "records.jsonl").read_text().splitlines()]
+    assert sorted((r["workload"], r["best_us"]) for r in merged) == [(w, 3.0), ("cd" * 16, 5.0)]
 
 
 # ---- the offline sweep CLI ------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any, Callable, List, Optional, Sequence
 
 from .. import _C
 
-__all__ = ["tune_model", "SweepResult", "parse_input_spec", "make_inputs"]
+__all__ = ["tune_model", "SweepResult", "parse_input_spec", "make_inputs", "merge_records"]
 
 
 @dataclass
@@ -106,6 +106,18 @@ def tune_model(model, inputs: Sequence, out_dir: str, budget: float = 600.0, str
     res.kernels_exported = _C.cache_export(keys, os.path.join(out_dir, "kernels"))
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def merge_records(sources: Sequence[str], out_file: str) -> int:
+    """Merges record files or directories (from several machines or sweeps) into `out_file`,
+    keeping the fastest record per (workload, target); returns how many it wrote. Torn or foreign
+    lines are skipped."""
+    merged = _C.TuningDatabase()
+    for src in sources:
+        db, _ = _C.TuningDatabase.load(os.fspath(src))
+        merged.merge(db)
+    merged.save(os.fspath(out_file))
+    return len(merged)
 
 
 def format_table(results: Sequence[dict]) -> str:
