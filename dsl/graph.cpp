@@ -470,6 +470,31 @@ Graph Graph::deserialize(const std::string& bytes) {
   }
   for (int in : g.inputs_)
     if (g.values_[static_cast<size_t>(in)].kind != ValueKind::Input) r.fail("graph input is not an input value");
+  // Types: every node's stored output types must be what its op infers from its inputs and attrs
+  // (bytes from a file are not trusted: a wrong shape would make kernels index out of bounds), and
+  // each output must be an op result produced by that node.
+  for (const Node& n : g.nodes_) {
+    const OpDef* def = find_op(n.op);
+    if (!def) r.fail("unknown op '" + n.op + "'");
+    for (int out : n.outputs) {
+      const Value& v = g.values_[static_cast<size_t>(out)];
+      if (v.kind != ValueKind::OpResult || v.producer != n.id)
+        r.fail("node " + std::to_string(n.id) + " lists a value it does not produce");
+    }
+    if (!def->infer) continue;
+    std::vector<TensorType> inferred;
+    try {
+      inferred = def->infer(g, n.inputs, n.attrs);
+    } catch (const std::exception& e) {
+      r.fail("node " + std::to_string(n.id) + " (" + n.op + "): " + e.what());
+    }
+    if (inferred.size() != n.outputs.size())
+      r.fail("node " + std::to_string(n.id) + " (" + n.op + ") has the wrong number of outputs");
+    for (size_t k = 0; k < inferred.size(); ++k)
+      if (!(g.values_[static_cast<size_t>(n.outputs[k])].type == inferred[k]))
+        r.fail("node " + std::to_string(n.id) + " (" + n.op + "): stored type " +
+               g.values_[static_cast<size_t>(n.outputs[k])].type.str() + " is not the inferred " + inferred[k].str());
+  }
   return g;
 }
 

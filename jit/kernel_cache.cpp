@@ -455,9 +455,12 @@ bool KernelCache::export_entry(const Hash128& key, const std::string& dir) {
     for (const auto& layer : layers) {
       CacheEntry e;
       std::string why;
-      if (read_entry_file(layer + "/" + name, key, e, why) == ReadStatus::kOk) {
-        bytes = encode_cache_entry(key, e);
-        break;
+      try {
+        if (read_entry_file(layer + "/" + name, key, e, why) == ReadStatus::kOk) {
+          bytes = encode_cache_entry(key, e);
+          break;
+        }
+      } catch (const std::exception&) {  // an absurd but self-consistent size: not exportable
       }
     }
   }

@@ -483,7 +483,8 @@ auto make_pd_first(const std::string& what, const std::vector<PostOp>& post, boo
 }
 
 // The same, positioned at implementation `impl` when oneDNN offers it (else its first choice);
-// `entry` gets the chosen name and the list of all.
+// `entry` gets the chosen name and the list of all. `make` must build from an op descriptor that
+// outlives the returned primitive_desc's iteration (oneDNN 2.6 keeps a pointer to it).
 template <class MakePd>
 auto make_pd(const std::string& what, const std::vector<PostOp>& post, Entry& entry, const std::string& impl,
              MakePd&& make) {
@@ -691,8 +692,10 @@ void matmul(const TensorArg& a, const TensorArg& b, const TensorArg* bias, const
   if (!e) {
     auto fresh = std::make_shared<Entry>();
     const memory::desc bias_md = bias ? md_of(bias->dims, biass) : memory::desc();
+    // The op descriptor outlives every primitive_desc made from it: oneDNN 2.6's implementation
+    // iterator keeps a pointer to it and reads it again on next_impl().
+    const dnnl::matmul::desc d(md_of(a.dims, as), md_of(b.dims, bs), bias_md, md_of(dst.dims, ds));
     const auto pd = make_pd("matmul", post, *fresh, impl, [&](const dnnl::primitive_attr& attr) {
-      const dnnl::matmul::desc d(md_of(a.dims, as), md_of(b.dims, bs), bias_md, md_of(dst.dims, ds));
       return dnnl::matmul::primitive_desc(d, attr, engine());
     });
     fresh->prim = dnnl::matmul(pd);
@@ -792,12 +795,17 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
       if (plain_only) blocked = false;
       const memory::desc src_any(Dims(src.dims.begin(), src.dims.end()), kF32, Tag::any),
           dst_any(Dims(dst.dims.begin(), dst.dims.end()), kF32, Tag::any);
+      // The op descriptors outlive every primitive_desc made from them (see matmul).
+      const dnnl::convolution_forward::desc d_plain(dnnl::prop_kind::forward_inference,
+                                                    dnnl::algorithm::convolution_auto, src_md, w_any, bias_md, dst_md,
+                                                    strides, dil, pl, pr);
+      const dnnl::convolution_forward::desc d_any(dnnl::prop_kind::forward_inference,
+                                                  dnnl::algorithm::convolution_auto, src_any, w_any, bias_md, dst_any,
+                                                  strides, dil, pl, pr);
       auto make_for = [&](bool any) {
-        return [&, any](const dnnl::primitive_attr& attr) {
-          const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
-                                                  dnnl::algorithm::convolution_auto, any ? src_any : src_md, w_any,
-                                                  bias_md, any ? dst_any : dst_md, strides, dil, pl, pr);
-          return dnnl::convolution_forward::primitive_desc(d, attr, engine());
+        const dnnl::convolution_forward::desc* d = any ? &d_any : &d_plain;
+        return [d](const dnnl::primitive_attr& attr) {
+          return dnnl::convolution_forward::primitive_desc(*d, attr, engine());
         };
       };
       const auto pd = make_pd("convolution", post, *fresh, name, make_for(blocked));
@@ -827,10 +835,10 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
       if (fresh->reorder_dst)
         fresh->dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), fresh->dst_prim_md, engine(), dst_md));
     } else {
+      const dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                                dnnl::algorithm::deconvolution_direct, src_md, w_any, bias_md, dst_md,
+                                                strides, dil, pl, pr);
       const auto pd = make_pd("deconvolution", post, *fresh, impl, [&](const dnnl::primitive_attr& attr) {
-        const dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_inference,
-                                                  dnnl::algorithm::deconvolution_direct, src_md, w_any, bias_md, dst_md,
-                                                  strides, dil, pl, pr);
         return dnnl::deconvolution_forward::primitive_desc(d, attr, engine());
       });
       fresh->prim = dnnl::deconvolution_forward(pd);

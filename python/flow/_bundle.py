@@ -170,6 +170,7 @@ def save(compiled, path):
             "target": manifest_variants[0]["target"],
             "device": device,
             "module": type(jf._module).__qualname__ if jf._module is not None else getattr(jf._fn, "__qualname__", ""),
+            "fuse": bool(jf._fuse),
             "kernels": len(kernel_keys),
             "kernels_exported": exported,
             "variants": manifest_variants,
@@ -296,7 +297,7 @@ def load(path, *, target=None):
     for vj in manifest["variants"]:
         with open(os.path.join(path, vj["graph"]), "rb") as f:
             graph = _C.Graph.from_bytes(f.read())
-        exe = _C.compile(graph, vj["input_strides"], device, arch, True, db)
+        exe = _C.compile(graph, vj["input_strides"], device, arch, bool(manifest.get("fuse", True)), db)
         compiled += exe.num_compiled
         nkernels += exe.num_kernels
         out_leaves = [(kind, x) for kind, x in vj["out_leaves"]]

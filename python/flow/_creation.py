@@ -33,7 +33,9 @@ def manual_seed(seed):
     (dropout)."""
     global _rng
     _rng = np.random.default_rng(int(seed))
-    _counter_states.clear()
+    # Reseed the in-graph counters in place: compiled functions hold these very tensors.
+    for t in _counter_states.values():
+        t.copy_(_from_array(np.array(_rng.integers(0, 2**31 - 1), dtype=np.int64), D.int64).to(t.device))
 
 
 # The in-graph generator (dsl/ops/random.cpp): one 0-dim int64 counter per device, advanced by each

@@ -145,6 +145,22 @@ TEST(GraphSerialize, RoundTripsEveryAttrKindAndRejectsDamage) {
   bad[5] ^= 0x20;
   EXPECT_THROW(Graph::deserialize(bad), std::runtime_error);
   EXPECT_THROW(Graph::deserialize(bytes + "x"), std::runtime_error);
+  // A stored output shape that inference disagrees with (a tampered file) is refused.
+  {
+    Graph t;
+    const int a = t.add_input({{4}, DType::Float32});
+    t.mark_output(t.add("add", {a, a}));
+    std::string ok;
+    t.serialize(ok);
+    EXPECT_NO_THROW(Graph::deserialize(ok));
+    std::string grown = ok;
+    // The output value's shape [4] is the second occurrence of the i64 4 in the bytes: make it 4096.
+    const std::string four("\x04\0\0\0\0\0\0\0", 8);
+    const size_t first = grown.find(four), second = grown.find(four, first + 1);
+    ASSERT_NE(second, std::string::npos);
+    grown[second + 1] = '\x10';
+    EXPECT_THROW(Graph::deserialize(grown), std::runtime_error);
+  }
   // Random corruption: either a consistent graph or an error.
   auto rng = test::rng(31);
   for (int i = 0; i < 300; ++i) {

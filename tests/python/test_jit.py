@@ -451,3 +451,25 @@ def test_indexed_assignment_into_an_outside_tensor_is_refused_in_a_trace():
     with pytest.raises(flow.TraceError, match="indexed assignment"):
         f(flow.ones(3))
     np.testing.assert_array_equal(buf.numpy(), [0, 0, 0])  # nothing was written at trace time
+
+
+def test_writing_a_captured_tensor_after_viewing_it_is_refused():
+    buf = flow.zeros(4)
+
+    @flow.jit
+    def f(x):
+        v = buf[1:3]
+        buf.add_(10)
+        return v * x
+
+    with pytest.raises(flow.TraceError, match="view"):
+        f(flow.ones(2))
+
+
+def test_manual_seed_reseeds_compiled_dropout():
+    g = flow.jit(lambda t: flow.nn.functional.dropout(t, 0.5))
+    x = flow.ones(1000)
+    flow.manual_seed(3)
+    a = g(x).numpy()
+    flow.manual_seed(3)
+    np.testing.assert_array_equal(g(x).numpy(), a)
