@@ -208,8 +208,7 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
     const double remaining = opt.budget_seconds - std::chrono::duration<double>(Clock::now() - t0).count();
     const double budget = std::max(0.0, remaining / static_cast<double>(std::max<size_t>(1, left)));
     // oneDNN's reference implementations ("ref:any") are correctness fallbacks, never faster beyond
-    // noise, and one sporadic crash inside libdnnl 2.6 was seen while timing candidates that
-    // included them: they are not searched (unless the library offers nothing else).
+    // noise: they are not searched (unless the library offers nothing else).
     std::vector<std::string> candidates;
     for (const auto& name : info.available)
       if (name.find("ref:") == std::string::npos || name == info.available.front()) candidates.push_back(name);

@@ -57,8 +57,9 @@ PruneResult remove_until(const std::string& dir, uint64_t max_bytes, const std::
   uint64_t total = 0;
   for (const auto& f : files) total += f.bytes;
   size_t i = 0;
+  const std::string keep_norm = keep.empty() ? std::string() : fs::path(keep).lexically_normal().string();
   for (; i < files.size() && total > max_bytes; ++i) {
-    if (files[i].path == keep) continue;
+    if (!keep_norm.empty() && fs::path(files[i].path).lexically_normal().string() == keep_norm) continue;
     std::error_code ec;
     if (fs::remove(files[i].path, ec)) {
       ++r.removed_files;

@@ -193,14 +193,14 @@ class _LoadedVariant:
         self.out_spec, self.out_leaves = out_spec, out_leaves
         self.mutations = mutations  # [(weight name, output index)]: written back after each run
 
-    def matches(self, spec, flat):
+    def matches(self, spec, flat, device):
         if spec != self.spec or len(flat) != len(self.leaves):
             return False
         for saved, x in zip(self.leaves, flat):
             if saved["kind"] == "T":
                 if not (isinstance(x, Tensor) and x._c is not None and list(x._c.shape) == list(saved["shape"])
                         and x._c.dtype == saved["dtype"] and list(_layout_key(x._c)) == list(saved["layout"])
-                        and x._c.device == saved["device"]):
+                        and x._c.device == device):
                     return False
             elif isinstance(x, Tensor) or type(x) is not type(saved["value"]) or x != saved["value"]:
                 return False
@@ -212,8 +212,9 @@ class LoadedModel:
     signatures it was saved with). ``num_compiled`` counts the kernels compiled while loading
     (0 when the bundle's kernels fit this machine), ``weights`` maps names to tensors."""
 
-    def __init__(self, path, manifest, weights, variants, num_compiled, num_kernels, target_matches):
+    def __init__(self, path, manifest, weights, variants, num_compiled, num_kernels, target_matches, device="cpu"):
         self.path = path
+        self.device = device  # where inputs must live (the bundle's device, or load(target=...))
         self.manifest = manifest
         self.weights = weights
         self._variants = variants
@@ -228,7 +229,7 @@ class LoadedModel:
         candidates = [v for v in self._variants if v.training in (None, self.training)]
         candidates += [v for v in self._variants if v not in candidates]
         for v in candidates:
-            if v.matches(spec, flat):
+            if v.matches(spec, flat, self.device):
                 break
         else:
             sigs = "; ".join(", ".join(f"{l['dtype']}{l['shape']}" if l["kind"] == "T" else repr(l["value"])
@@ -306,4 +307,4 @@ def load(path, *, target=None):
                                        bindings, _spec_from_json(vj["out_spec"]), out_leaves,
                                        [(n, k) for n, k in vj.get("mutations", [])]))
     here = _C.target_id(device, arch)
-    return LoadedModel(path, manifest, weights, variants, compiled, nkernels, here == manifest.get("target"))
+    return LoadedModel(path, manifest, weights, variants, compiled, nkernels, here == manifest.get("target"), device)
