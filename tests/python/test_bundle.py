@@ -202,3 +202,21 @@ def test_safetensors_round_trip_and_interop(dtype, tmp_path, gen):
     st_save({"t": t}, str(tmp_path / "t.safetensors"))
     mine, _ = load_file(tmp_path / "t.safetensors")
     assert torch.equal(torch.from_numpy(mine["t"].float().numpy()), t.float())
+
+
+def test_a_training_forward_that_updates_buffers_round_trips(tmp_path, gen):
+    bn = nn.BatchNorm1d(4).train()
+    j = flow.jit(bn)
+    x = flow.as_tensor(torch.randn(8, 4, generator=gen))
+    j(x)  # compiles the training variant; the running stats move once
+    flow.save(j, tmp_path / "bn")
+    m = flow.load(tmp_path / "bn").train()
+    before = m.weights["running_mean"].numpy().copy()
+    saved_count = int(m.weights["num_batches_tracked"].item())
+    y = m(x)
+    # The loaded model performs the same update the original does on its next call.
+    ref = j(x)
+    np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(m.weights["running_mean"].numpy(), bn.running_mean.numpy(), rtol=1e-6, atol=1e-7)
+    assert not np.array_equal(m.weights["running_mean"].numpy(), before)
+    assert int(m.weights["num_batches_tracked"].item()) == saved_count + 1 == int(bn.num_batches_tracked.item())
