@@ -11,7 +11,7 @@ deps:
 	@bash tools/venv.sh
 
 $(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DPython_EXECUTABLE=$(PY) -DFLOW_WERROR=ON $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -DPython_EXECUTABLE=$(PY) -DFLOW_WERROR=ON -DFLOW_REQUIRE_CPU_LIBS=ON $(CMAKE_FLAGS)
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
