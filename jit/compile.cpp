@@ -167,13 +167,16 @@ std::shared_ptr<Executable> compile(const Graph& g, const std::vector<std::vecto
     layouts[static_cast<int>(v)] = exe->layouts_.layout[v].strides;
 
   exe->instances_.reserve(exe->plan_.groups.size());
+  std::vector<std::vector<int64_t>> value_strides;  // per graph value (library workload keys)
   for (size_t gi = 0; gi < exe->plan_.groups.size(); ++gi) {
     const auto& grp = exe->plan_.groups[gi];
     if (grp.kind == sched::GroupKind::Library) {  // no kernel: a library call (jit/library_ops.h)
       LibraryStep step = make_library_step(exe->graph_, grp, static_cast<int>(gi), opt.target);
-      std::vector<std::vector<int64_t>> strides(exe->graph_.values().size());
-      for (size_t v = 0; v < strides.size(); ++v) strides[v] = exe->layouts_.layout[v].strides;
-      step.workload = library_workload_key(exe->graph_, step, strides);
+      if (value_strides.empty()) {  // once per compile, for the library workload keys
+        value_strides.resize(exe->graph_.values().size());
+        for (size_t v = 0; v < value_strides.size(); ++v) value_strides[v] = exe->layouts_.layout[v].strides;
+      }
+      step.workload = library_workload_key(exe->graph_, step, value_strides);
       if (opt.tuning) {
         const autotune::TuningRecord* rec = opt.tuning->best(step.workload, target_id(opt));
         if (rec && rec->scheduler == step.library) {

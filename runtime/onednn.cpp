@@ -295,7 +295,8 @@ void* thread_scratch(int slot, size_t bytes) {
 struct Entry {
   dnnl::primitive prim;
   std::string impl;                   // impl_info_str() of the implementation
-  std::vector<std::string> available;  // every implementation oneDNN offered
+  std::vector<std::string> available;  // every implementation oneDNN offered (when enumerated)
+  bool enumerated = false;
   memory::desc scratch_md;
   bool fused_post_ops = true;  // false: run post-ops by loops after the primitive
   bool reorder_weights = false;
@@ -483,25 +484,31 @@ auto make_pd_first(const std::string& what, const std::vector<PostOp>& post, boo
 }
 
 // The same, positioned at implementation `impl` when oneDNN offers it (else its first choice);
-// `entry` gets the chosen name and the list of all. `make` must build from an op descriptor that
-// outlives the returned primitive_desc's iteration (oneDNN 2.6 keeps a pointer to it).
+// `entry.impl` gets the chosen name and, with `enumerate` (the autotuner asked), `entry.available`
+// the names of all, which costs one more descriptor creation and walk; inference never pays it.
+// `make` must build from an op descriptor that outlives the returned primitive_desc's iteration
+// (oneDNN 2.6 keeps a pointer to it).
 template <class MakePd>
 auto make_pd(const std::string& what, const std::vector<PostOp>& post, Entry& entry, const std::string& impl,
-             MakePd&& make) {
-  auto pd = make_pd_first(what, post, entry.fused_post_ops, make);
+             bool enumerate, MakePd&& make) {
   entry.available.clear();
-  int index = -1, i = 0;
-  {
+  entry.enumerated = enumerate;
+  if (enumerate) {
     auto it = make_pd_first(what, post, entry.fused_post_ops, make);
     do {
       const std::string name = it.impl_info_str();
       if (std::find(entry.available.begin(), entry.available.end(), name) == entry.available.end())
         entry.available.push_back(name);
-      if (index < 0 && name == impl) index = i;
-      ++i;
     } while (it.next_impl());
   }
-  for (int k = 0; k < index; ++k) pd.next_impl();
+  auto pd = make_pd_first(what, post, entry.fused_post_ops, make);
+  if (!impl.empty()) {
+    bool found = false;
+    do {
+      found = pd.impl_info_str() == impl;
+    } while (!found && pd.next_impl());
+    if (!found) pd = make_pd_first(what, post, entry.fused_post_ops, make);  // not offered: the first choice
+  }
   entry.impl = pd.impl_info_str();
   return pd;
 }
@@ -689,13 +696,13 @@ void matmul(const TensorArg& a, const TensorArg& b, const TensorArg* bias, const
   key_post_ops(key, post);
   key << " impl=" << impl;
   std::shared_ptr<const Entry> e = cache().get(key.str());
-  if (!e) {
+  if (!e || (info && !e->enumerated)) {
     auto fresh = std::make_shared<Entry>();
     const memory::desc bias_md = bias ? md_of(bias->dims, biass) : memory::desc();
     // The op descriptor outlives every primitive_desc made from it: oneDNN 2.6's implementation
     // iterator keeps a pointer to it and reads it again on next_impl().
     const dnnl::matmul::desc d(md_of(a.dims, as), md_of(b.dims, bs), bias_md, md_of(dst.dims, ds));
-    const auto pd = make_pd("matmul", post, *fresh, impl, [&](const dnnl::primitive_attr& attr) {
+    const auto pd = make_pd("matmul", post, *fresh, impl, info != nullptr, [&](const dnnl::primitive_attr& attr) {
       return dnnl::matmul::primitive_desc(d, attr, engine());
     });
     fresh->prim = dnnl::matmul(pd);
@@ -770,7 +777,7 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
   key_post_ops(key, post);
   key << " impl=" << impl;
   std::shared_ptr<const Entry> e = cache().get(key.str());
-  if (!e) {
+  if (!e || (info && !e->enumerated)) {
     auto fresh = std::make_shared<Entry>();
     const memory::desc src_md = md_of(src.dims, ss), dst_md = md_of(dst.dims, ds);
     const memory::desc w_any(Dims(wd.begin(), wd.end()), kF32, Tag::any);
@@ -808,21 +815,23 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
           return dnnl::convolution_forward::primitive_desc(*d, attr, engine());
         };
       };
-      const auto pd = make_pd("convolution", post, *fresh, name, make_for(blocked));
-      // The search space: both layouts' implementations, prefixed.
-      std::vector<std::string> all;
+      const bool enumerate = info != nullptr;
+      const auto pd = make_pd("convolution", post, *fresh, name, enumerate, make_for(blocked));
       const char* chosen_prefix = blocked ? "blocked/" : "plain/";
-      for (const auto& n : fresh->available) all.push_back(chosen_prefix + n);
       fresh->impl = chosen_prefix + fresh->impl;
-      if (!plain_only) {
-        Entry other;
-        try {
-          make_pd("convolution", post, other, "", make_for(!blocked));
-          for (const auto& n : other.available) all.push_back((blocked ? "plain/" : "blocked/") + n);
-        } catch (const std::exception&) {
+      if (enumerate) {  // the search space: both layouts' implementations, prefixed
+        std::vector<std::string> all;
+        for (const auto& n : fresh->available) all.push_back(chosen_prefix + n);
+        if (!plain_only) {
+          Entry other;
+          try {
+            make_pd("convolution", post, other, "", true, make_for(!blocked));
+            for (const auto& n : other.available) all.push_back((blocked ? "plain/" : "blocked/") + n);
+          } catch (const std::exception&) {
+          }
         }
+        fresh->available = all;
       }
-      fresh->available = all;
       fresh->prim = dnnl::convolution_forward(pd);
       fresh->scratch_md = pd.scratchpad_desc();
       w_prim = pd.weights_desc();
@@ -838,7 +847,8 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
       const dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_inference,
                                                 dnnl::algorithm::deconvolution_direct, src_md, w_any, bias_md, dst_md,
                                                 strides, dil, pl, pr);
-      const auto pd = make_pd("deconvolution", post, *fresh, impl, [&](const dnnl::primitive_attr& attr) {
+      const auto pd = make_pd("deconvolution", post, *fresh, impl, info != nullptr,
+                              [&](const dnnl::primitive_attr& attr) {
         return dnnl::deconvolution_forward::primitive_desc(d, attr, engine());
       });
       fresh->prim = dnnl::deconvolution_forward(pd);

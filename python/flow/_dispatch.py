@@ -81,6 +81,12 @@ class TraceContext:
             return self.graph.add_constant(float(v), "int64", True)
         return self.graph.add_constant(float(v), "float64", True)
 
+    def viewed_before_write(self, t):
+        """Whether the trace took a view of concrete tensor `t` (captured, not yet written): a write
+        into it now would not reach that view."""
+        vid = self._captured.get(id(t))
+        return vid is not None and vid in self.aliased and id(t) not in self.mutations
+
     def mutate(self, t, vid):
         """Records that concrete tensor `t` now holds graph value `vid`."""
         self.mutations[id(t)] = [t, vid]

@@ -773,8 +773,7 @@ class Tensor:
             # A parameter, buffer or global written during a trace: a mutation, written back after
             # every run of the compiled function (see flow._dispatch). Refused when the trace took
             # a view of it before: that view would not see the write.
-            captured = ctx._captured.get(id(self))
-            if captured is not None and captured in ctx.aliased and id(self) not in ctx.mutations:
+            if ctx.viewed_before_write(self):
                 raise trace_error(f"Tensor.{op}", "the traced function took a view of this tensor before writing "
                                   "it in place; the view would not see the write (write first, or compute out "
                                   "of place)")
