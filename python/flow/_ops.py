@@ -148,14 +148,19 @@ minimum = _tensor_binary("minimum")
 maximum = _tensor_binary("maximum")
 
 
-def _compare(op):
+def _binary_number_ok(op, doc="elementwise, with broadcasting and type promotion"):
+    """torch.{op}(input, other): `input` a tensor, `other` a tensor or a number."""
     def f(input, other, *, out=None):
         return _out(op, out, dispatch1(op, [_tensor_arg(op, input, "input", 1),
                                             _tensor_or_number(op, other, "other", 2)]))
 
     f.__name__ = f.__qualname__ = op
-    f.__doc__ = f"torch.{op}(input, other): elementwise comparison; a bool tensor."
+    f.__doc__ = f"torch.{op}(input, other): {doc}."
     return f
+
+
+def _compare(op):
+    return _binary_number_ok(op, "elementwise comparison; a bool tensor")
 
 
 eq = _compare("eq")
@@ -396,16 +401,6 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None, *, out=None):
     if neginf is not None:
         attrs["neginf"] = builtins.float(neginf)
     return _out("nan_to_num", out, dispatch1("nan_to_num", [x], attrs))
-
-
-def _binary_number_ok(op):
-    def f(input, other, *, out=None):
-        return _out(op, out, dispatch1(op, [_tensor_arg(op, input, "input", 1),
-                                            _tensor_or_number(op, other, "other", 2)]))
-
-    f.__name__ = f.__qualname__ = op
-    f.__doc__ = f"torch.{op}(input, other): elementwise, with broadcasting and type promotion."
-    return f
 
 
 floor_divide = _binary_number_ok("floor_divide")

@@ -122,6 +122,12 @@ class _ConvNd(Module):
                 pads += [p, p]
         return F.pad(input, pads, mode=self.padding_mode)
 
+    def forward(self, input):  # Conv1d / Conv2d (each sets _conv); ConvTranspose2d has its own
+        if self.padding_mode != "zeros":
+            return self._conv(self._explicit_pad(input), self.weight, self.bias, self.stride, 0, self.dilation,
+                              self.groups)
+        return self._conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
     def extra_repr(self):
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
         if self.padding != (0,) * len(self.kernel_size):
@@ -145,11 +151,7 @@ class Conv2d(_ConvNd):
         super().__init__(2, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
                          padding_mode, device=device, dtype=dtype)
 
-    def forward(self, input):
-        if self.padding_mode != "zeros":
-            return F.conv2d(self._explicit_pad(input), self.weight, self.bias, self.stride, 0, self.dilation,
-                            self.groups)
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+    _conv = staticmethod(F.conv2d)
 
 
 class Conv1d(_ConvNd):
@@ -158,11 +160,7 @@ class Conv1d(_ConvNd):
         super().__init__(1, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
                          padding_mode, device=device, dtype=dtype)
 
-    def forward(self, input):
-        if self.padding_mode != "zeros":
-            return F.conv1d(self._explicit_pad(input), self.weight, self.bias, self.stride, 0, self.dilation,
-                            self.groups)
-        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+    _conv = staticmethod(F.conv1d)
 
 
 class ConvTranspose2d(_ConvNd):
