@@ -1,5 +1,6 @@
 #include "jit/compile.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -18,8 +19,10 @@
 #include "jit/layouts.h"
 #include "jit/library_ops.h"
 #include "jit/log.h"
-#include "scheduler/workload_key.h"
 #include "runtime/cuda_driver.h"
+#include "scheduler/fold_scale.h"
+#include "scheduler/frozen.h"
+#include "scheduler/workload_key.h"
 
 namespace flow::jit {
 
@@ -149,16 +152,68 @@ void launch_cpu(const CompiledKernel& k, const std::vector<sched::KernelArg>& ar
 
 // ---- Executable --------------------------------------------------------------------------------
 
+// Groups computed from frozen inputs only keep their results between runs, unless a result (or a
+// view of it) is a graph output: the caller could write into it.
+void mark_cached_groups(Executable& exe, const std::vector<bool>& frozen) {
+  exe.group_cached_.assign(exe.plan_.groups.size(), false);
+  exe.cached_values_.clear();
+  std::vector<bool> escapes(exe.graph_.values().size(), false);
+  for (int o : exe.graph_.outputs()) escapes[exe.layouts_.is_view[o] ? exe.layouts_.root[o] : o] = true;
+  for (size_t gi = 0; gi < exe.plan_.groups.size(); ++gi) {
+    const sched::FusionGroup& grp = exe.plan_.groups[gi];
+    bool cached = !grp.outputs.empty();
+    for (int n : grp.nodes)
+      for (int o : exe.graph_.node(n).outputs) cached = cached && frozen[o];
+    for (int o : grp.outputs) cached = cached && !escapes[o];
+    if (!cached) continue;
+    exe.group_cached_[gi] = true;
+    exe.cached_values_.insert(exe.cached_values_.end(), grp.outputs.begin(), grp.outputs.end());
+  }
+}
+
+int Executable::num_cached_groups() const {
+  return static_cast<int>(std::count(group_cached_.begin(), group_cached_.end(), true));
+}
+
+std::vector<uint64_t> Executable::frozen_key(const std::vector<Tensor>& inputs) const {
+  std::vector<uint64_t> key;
+  for (size_t i = 0; i < opt_.frozen_inputs.size() && i < inputs.size(); ++i) {
+    if (!opt_.frozen_inputs[i]) continue;
+    const Tensor& t = inputs[i];
+    key.push_back(t.storage ? t.storage->uid() : 0);
+    key.push_back(t.storage ? t.storage->version() : 0);
+    key.push_back(static_cast<uint64_t>(t.offset));
+  }
+  return key;
+}
+
 std::shared_ptr<Executable> compile(const Graph& g, const std::vector<std::vector<int64_t>>& input_strides,
                                     const CompileOptions& opt) {
   auto exe = std::shared_ptr<Executable>(new Executable());
-  exe->graph_ = materialize_unviewable(g, input_strides);
-  exe->opt_ = opt;
+  // Folding first (it adds reshapes of the scales, which materialize_unviewable may need to copy).
+  CompileOptions options = opt;
+  if (const char* e = std::getenv("FLOW_FREEZE"); e && std::string(e) == "0") options.frozen_inputs.clear();
+  std::vector<bool> frozen = sched::frozen_values(g, options.frozen_inputs);
+  if (std::find(frozen.begin(), frozen.end(), true) != frozen.end()) {
+    sched::FoldResult folded = sched::fold_scale_into_conv(g, frozen);
+    exe->num_folded_ = folded.folded;
+    exe->graph_ = materialize_unviewable(folded.graph, input_strides);
+    frozen = sched::frozen_values(exe->graph_, options.frozen_inputs);
+    if (exe->num_folded_ > 0 && log_enabled("fusion"))
+      log_line("fusion",
+               "folded " + std::to_string(exe->num_folded_) + " per-channel scale/shift(s) into convolutions");
+  } else {
+    exe->graph_ = materialize_unviewable(g, input_strides);
+    frozen.assign(exe->graph_.values().size(), false);
+  }
+  exe->opt_ = options;
   exe->layouts_ = compute_layouts(exe->graph_, input_strides);
   sched::FusionOptions fo;
   fo.enable = opt.fuse;
   fo.target = opt.target;
+  fo.frozen = frozen;
   exe->plan_ = sched::fuse(exe->graph_, fo);
+  mark_cached_groups(*exe, frozen);
   if (log_enabled("fusion")) log_line("fusion", "\n" + exe->plan_.to_string(exe->graph_));
 
   // Each kernel reads its inputs with their layouts (views included); it writes contiguously.
@@ -177,6 +232,7 @@ std::shared_ptr<Executable> compile(const Graph& g, const std::vector<std::vecto
         for (size_t v = 0; v < value_strides.size(); ++v) value_strides[v] = exe->layouts_.layout[v].strides;
       }
       step.workload = library_workload_key(exe->graph_, step, value_strides);
+      step.weights_frozen = step.operands.size() > 1 && frozen[step.operands[1]];
       if (opt.tuning) {
         const autotune::TuningRecord* rec = opt.tuning->best(step.workload, target_id(opt));
         if (rec && rec->scheduler == step.library) {
@@ -232,12 +288,12 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) const {
 
 std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs,
                                     const std::vector<std::pair<int, double>>& constants) const {
-  return run_impl(inputs, constants, nullptr, nullptr);
+  return run_impl(inputs, constants, nullptr, nullptr, true);
 }
 
 std::vector<Tensor> Executable::run_with_hook(const std::vector<Tensor>& inputs, const KernelHook& hook,
-                                              const LibraryHook& library_hook) const {
-  return run_impl(inputs, {}, hook ? &hook : nullptr, library_hook ? &library_hook : nullptr);
+                                              const LibraryHook& library_hook, bool use_frozen_cache) const {
+  return run_impl(inputs, {}, hook ? &hook : nullptr, library_hook ? &library_hook : nullptr, use_frozen_cache);
 }
 
 void Executable::set_library_impl(size_t i, const std::string& impl, const std::string& origin) {
@@ -260,8 +316,8 @@ std::string target_id(const CompileOptions& opt) {
 }
 
 std::vector<Tensor> Executable::run_impl(const std::vector<Tensor>& inputs,
-                                         const std::vector<std::pair<int, double>>& constants,
-                                         const KernelHook* hook, const LibraryHook* library_hook) const {
+                                         const std::vector<std::pair<int, double>>& constants, const KernelHook* hook,
+                                         const LibraryHook* library_hook, bool use_frozen_cache) const {
   const bool gpu = opt_.target == dsl::Target::CUDA;
   const auto dev = gpu ? runtime::DeviceType::CUDA : runtime::DeviceType::CPU;
   const Graph& g = graph_;
@@ -287,6 +343,23 @@ std::vector<Tensor> Executable::run_impl(const std::vector<Tensor>& inputs,
     slots[g.inputs()[i]] = inputs[i];
     bound[g.inputs()[i]] = &slots[g.inputs()[i]];
   }
+  // Parameter-only groups: reuse their results while the frozen inputs are the ones they came from.
+  const bool caching = !cached_values_.empty() && constants.empty();
+  std::vector<uint64_t> key;
+  bool reuse = false;
+  if (caching) {
+    key = frozen_key(inputs);
+    if (use_frozen_cache) {
+      std::lock_guard<std::mutex> lock(frozen_results_->mu);
+      if (frozen_results_->valid && frozen_results_->key == key) {
+        reuse = true;
+        for (size_t i = 0; i < cached_values_.size(); ++i) slots[cached_values_[i]] = frozen_results_->values[i];
+      }
+    }
+    if (reuse)
+      for (int v : cached_values_) bound[v] = &slots[v];
+  }
+  auto skip_group = [&](int gi) { return reuse && group_cached_[gi]; };
   // A view is its root's storage seen through the layout computed at compile time.
   auto bind_view = [&](int v) {
     if (bound[v] || !layouts_.is_view[v]) return;
@@ -317,6 +390,7 @@ std::vector<Tensor> Executable::run_impl(const std::vector<Tensor>& inputs,
           if (e.scalar >= 0 && e.scalar == c.first)
             throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
                                "a library post-op built from a constant cannot take a new constant value");
+      if (skip_group(step.group)) continue;
       bind_group(plan_.groups[step.group]);
       if (library_hook) (*library_hook)(next_library, bound);
       run_library_group(g, step, bound);
@@ -324,6 +398,7 @@ std::vector<Tensor> Executable::run_impl(const std::vector<Tensor>& inputs,
   };
   for (size_t k = 0; k < kernels_.size(); ++k) {
     run_library_before(kernel_group_[k]);
+    if (skip_group(kernel_group_[k])) continue;
     const auto& grp = plan_.groups[kernel_group_[k]];
     bind_group(grp);
     bool empty = false;
@@ -354,6 +429,21 @@ std::vector<Tensor> Executable::run_impl(const std::vector<Tensor>& inputs,
     launch(args);
   }
   run_library_before(static_cast<int>(plan_.groups.size()));
+  if (caching && !reuse) {
+    std::vector<Tensor> values;
+    values.reserve(cached_values_.size());
+    bool complete = true;
+    for (int v : cached_values_) {
+      complete = complete && bound[v];
+      if (bound[v]) values.push_back(*bound[v]);
+    }
+    if (complete) {
+      std::lock_guard<std::mutex> lock(frozen_results_->mu);
+      frozen_results_->key = std::move(key);
+      frozen_results_->values = std::move(values);
+      frozen_results_->valid = true;
+    }
+  }
   std::vector<Tensor> outs;
   for (int v : g.outputs()) {
     bind_view(v);
@@ -375,19 +465,23 @@ std::string Executable::explain(bool with_source) const {
   os << "== fusion: " << plan_.groups.size() << " group(s) ==\n" << plan_.to_string(graph_) << "\n";
   os << "== kernels: " << kernels_.size() << " generated, " << library_steps_.size() << " library calls ("
      << dsl::target_name(opt_.target) << ") ==\n";
+  if (!opt_.frozen_inputs.empty())
+    os << "parameter-only work: " << num_cached_groups() << " group(s) computed once and cached between calls; "
+       << num_folded_ << " convolution(s) absorbed a per-channel scale/shift (batch norm)\n";
   for (const LibraryStep& step : library_steps_)
-    os << "group " << step.group << ": library call: " << step.describe() << "  (implementation: "
-       << step.impl_origin << ")\n";
+    os << "group " << step.group << ": library call: " << step.describe() << "  (implementation: " << step.impl_origin
+       << ")" << (group_cached(step.group) ? "  [cached: parameters only]" : "")
+       << (step.weights_frozen ? "  [weights reordered once]" : "") << "\n";
   for (size_t k = 0; k < kernels_.size(); ++k) {
     const auto& ck = *kernels_[k];
     const auto& sk = ck.scheduled;
-    os << "kernel " << k << ": " << sk.func.name << "  scheduler=" << sk.scheduler
+    os << "kernel " << k << ": " << sk.func.name
+       << (group_cached(kernel_group_[k]) ? "  [cached: parameters only]" : "") << "  scheduler=" << sk.scheduler
        << "  params=" << sched::params_to_json(sk.params) << "\n  key=" << ck.key_hex
        << (kernel_compiled_[k] ? "  (compiled in " + std::to_string(ck.compile_seconds * 1e3) + " ms)"
                                : "  (from cache)")
-       << "  params from " << kernel_origin_[k]
-       << "\n  coalesced domain: kept " << dsl::shape_str(instances_[k].kept) << " reduced "
-       << dsl::shape_str(instances_[k].reduced) << "\n";
+       << "  params from " << kernel_origin_[k] << "\n  coalesced domain: kept " << dsl::shape_str(instances_[k].kept)
+       << " reduced " << dsl::shape_str(instances_[k].reduced) << "\n";
     os << "-- loop nest --\n" << dsl::to_string(sk.func) << "\n";
     if (with_source) {
       const auto& ki = instances_[k];

@@ -5,11 +5,11 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "autotune/records.h"
-
 #include "dsl/graph.h"
 #include "dsl/stmt.h"
 #include "jit/layouts.h"
@@ -30,6 +30,12 @@ struct CompileOptions {
   // Tuning records consulted when scheduling: a record for a kernel's workload on this target
   // replaces the heuristic Params (autotune/records.h). Null: heuristics only.
   std::shared_ptr<const autotune::TuningDatabase> tuning;
+  // One flag per graph input (graph-input order), or empty: the input is a parameter or buffer that
+  // keeps its value from call to call (scheduler/frozen.h). Then work on frozen inputs only runs once
+  // and is cached by the Executable (recomputed when a frozen input's storage or version changes),
+  // per-channel scales and shifts fold into convolution weights (scheduler/fold_scale.h), and
+  // oneDNN keeps frozen convolution weights in its own layout between calls.
+  std::vector<bool> frozen_inputs;
 };
 
 // The target a kernel is built for, as tuning records name it: backend and CPU model/features
@@ -76,6 +82,11 @@ class Executable {
   const sched::FusionPlan& plan() const { return plan_; }
   const std::vector<std::shared_ptr<const CompiledKernel>>& kernels() const { return kernels_; }
   int num_kernels() const { return static_cast<int>(kernels_.size()); }
+  // Parameter-only work (CompileOptions::frozen_inputs): convolutions that absorbed a batch norm's
+  // scale/shift, and whether plan group `gi` is computed once and cached.
+  int num_folded() const { return num_folded_; }
+  bool group_cached(size_t gi) const { return gi < group_cached_.size() && group_cached_[gi]; }
+  int num_cached_groups() const;
   // Library calls (conv, GEMM through oneDNN), in plan order; they are not kernels.
   const std::vector<LibraryStep>& library_steps() const { return library_steps_; }
   int num_library_calls() const { return static_cast<int>(library_steps_.size()); }
@@ -89,6 +100,7 @@ class Executable {
   const sched::KernelInstance& instance(size_t k) const { return instances_.at(k); }
   // Where kernel k's Params came from: "heuristic", "record" (tuning records) or "tuned".
   const std::string& kernel_origin(size_t k) const { return kernel_origin_.at(k); }
+  int kernel_group(size_t k) const { return kernel_group_.at(k); }  // kernel k's fusion group
   // Swaps kernel k for another schedule of the same instance (its launch arguments `args`).
   void replace_kernel(size_t k, std::shared_ptr<const CompiledKernel> kernel, std::vector<sched::KernelArg> args,
                       const std::string& origin);
@@ -97,14 +109,19 @@ class Executable {
   using KernelHook = std::function<void(size_t k, const std::vector<const Tensor*>& values)>;
   // The same before each library call (index into library_steps()), with its operands bound.
   using LibraryHook = std::function<void(size_t step, const std::vector<const Tensor*>& values)>;
+  // Hooks see every kernel (parameter-only groups included) unless `use_frozen_cache`, which runs as
+  // run() does: cached groups are skipped when their results are current.
   std::vector<Tensor> run_with_hook(const std::vector<Tensor>& inputs, const KernelHook& hook,
-                                    const LibraryHook& library_hook = nullptr) const;
+                                    const LibraryHook& library_hook = nullptr, bool use_frozen_cache = false) const;
   // Sets the library implementation of step i ("" = the library's first choice).
   void set_library_impl(size_t i, const std::string& impl, const std::string& origin);
 
  private:
   std::vector<Tensor> run_impl(const std::vector<Tensor>& inputs, const std::vector<std::pair<int, double>>& constants,
-                               const KernelHook* hook, const LibraryHook* library_hook) const;
+                               const KernelHook* hook, const LibraryHook* library_hook, bool use_frozen_cache) const;
+  // The identity of the frozen inputs of a run: (storage uid, version, offset) of each.
+  std::vector<uint64_t> frozen_key(const std::vector<Tensor>& inputs) const;
+  friend void mark_cached_groups(Executable& exe, const std::vector<bool>& frozen);
   friend std::shared_ptr<Executable> compile(const dsl::Graph&, const std::vector<std::vector<int64_t>>&,
                                              const CompileOptions&);
   dsl::Graph graph_;
@@ -119,6 +136,18 @@ class Executable {
   std::vector<std::string> kernel_origin_;                  // see kernel_origin()
   int num_compiled_ = 0;
   std::vector<LibraryStep> library_steps_;  // Library groups (jit/library_ops.h), ascending group
+  int num_folded_ = 0;
+  std::vector<bool> group_cached_;  // per plan group
+  std::vector<int> cached_values_;  // the outputs of cached groups
+  // The results of cached groups from the last run that computed them, and the frozen inputs'
+  // identity then (guarded by mu: runs may be concurrent).
+  struct FrozenResults {
+    std::mutex mu;
+    std::vector<uint64_t> key;
+    std::vector<Tensor> values;  // parallel to cached_values_
+    bool valid = false;
+  };
+  std::unique_ptr<FrozenResults> frozen_results_ = std::make_unique<FrozenResults>();
 };
 
 // Compiles `g` for inputs with the given element strides (one vector per graph input; empty

@@ -122,6 +122,13 @@ Arg arg_of(const Tensor& t) {
   return a;
 }
 
+// A tag equal only for equal contents of a frozen tensor: its storage (uids are never reused), the
+// storage's version (bumped by in-place writes) and the view's offset (dims and strides are part of
+// the primitive's key).
+std::string content_tag(const Tensor& t) {
+  return std::to_string(t.storage->uid()) + ":" + std::to_string(t.storage->version()) + ":" + std::to_string(t.offset);
+}
+
 void insert_unit(Arg& a, size_t pos) {
   a.dims.insert(a.dims.begin() + static_cast<std::ptrdiff_t>(pos), 1);
   a.strides.insert(a.strides.begin() + static_cast<std::ptrdiff_t>(pos), 0);
@@ -522,8 +529,10 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
   if (unbatched) unit_pos.push_back(0);
   const std::vector<onednn::PostOp> post = post_ops(step, values, out.sizes, unit_pos, copies);
   const onednn::TensorArg bias_arg = bias.tensor();
-  onednn::conv2d(p, x.tensor(), w.tensor(), has_bias ? &bias_arg : nullptr,
-                 {static_cast<float*>(out.data()), dst_dims, {}}, post, step.impl, info);
+  onednn::TensorArg w_arg = w.tensor();
+  if (step.weights_frozen) w_arg.content_tag = content_tag(operand(values, step.operands[1]));
+  onednn::conv2d(p, x.tensor(), w_arg, has_bias ? &bias_arg : nullptr, {static_cast<float*>(out.data()), dst_dims, {}},
+                 post, step.impl, info);
 }
 
 }  // namespace

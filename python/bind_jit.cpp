@@ -10,13 +10,15 @@
 #include <sstream>
 
 #include "bind_common.h"
-#include "py_executable.h"
-#include "runtime/cuda_driver.h"
-#include "runtime/cuda_stream.h"
 #include "dsl/op_table.h"
 #include "jit/compile.h"
 #include "jit/eager.h"
 #include "jit/kernel_cache.h"
+#include "jit/profile.h"
+#include "py_executable.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/cuda_stream.h"
+#include "runtime/onednn.h"
 
 namespace flow::python {
 
@@ -89,8 +91,34 @@ void bind_jit(py::module_& m) {
       .def(
           "explain", [](const PyExecutable& e, bool with_source) { return e.exe->explain(with_source); },
           py::arg("with_source") = true)
+      .def(
+          "profile",
+          [](const PyExecutable& e, const std::vector<jit::Tensor>& inputs, int repeats, int warmup) {
+            e.check_inputs(inputs);
+            std::vector<jit::StepTime> steps;
+            {
+              py::gil_scoped_release release;
+              steps = jit::profile_steps(*e.exe, inputs, repeats, warmup);
+            }
+            py::list out;
+            for (const auto& st : steps) {
+              py::dict d;
+              d["kind"] = st.kind;
+              d["index"] = st.index;
+              d["group"] = st.group;
+              d["name"] = st.name;
+              d["seconds"] = st.seconds;
+              out.append(d);
+            }
+            return out;
+          },
+          py::arg("inputs"), py::arg("repeats") = 10, py::arg("warmup") = 2,
+          "Times every kernel and library call inside real runs (median seconds per step, run order)")
       .def_property_readonly("num_kernels", [](const PyExecutable& e) { return e.exe->num_kernels(); })
       .def_property_readonly("num_compiled", [](const PyExecutable& e) { return e.exe->num_compiled(); })
+      .def_property_readonly("num_library_calls", [](const PyExecutable& e) { return e.exe->num_library_calls(); })
+      .def_property_readonly("num_folded", [](const PyExecutable& e) { return e.exe->num_folded(); })
+      .def_property_readonly("num_cached_groups", [](const PyExecutable& e) { return e.exe->num_cached_groups(); })
       .def_property_readonly("input_strides", [](const PyExecutable& e) { return e.input_strides; })
       .def_property_readonly("graph", [](const PyExecutable& e) { return dsl::Graph(e.exe->graph()); })
       .def("kernels", [](const PyExecutable& e) {
@@ -111,7 +139,8 @@ void bind_jit(py::module_& m) {
   m.def(
       "compile",
       [](const dsl::Graph& g, const std::vector<std::vector<int64_t>>& input_strides, const std::string& target,
-         const std::string& cuda_arch, bool fuse, std::shared_ptr<autotune::TuningDatabase> tuning) {
+         const std::string& cuda_arch, bool fuse, std::shared_ptr<autotune::TuningDatabase> tuning,
+         const std::vector<bool>& frozen_inputs) {
         if (input_strides.size() != g.inputs().size()) {
           throw py::value_error("flow.compile: " + std::to_string(g.inputs().size()) + " graph inputs but " +
                                 std::to_string(input_strides.size()) + " stride lists");
@@ -124,11 +153,16 @@ void bind_jit(py::module_& m) {
           }
         }
         if (g.outputs().empty()) throw py::value_error("flow.compile: the graph has no outputs");
+        if (!frozen_inputs.empty() && frozen_inputs.size() != g.inputs().size()) {
+          throw py::value_error("flow.compile: " + std::to_string(g.inputs().size()) + " graph inputs but " +
+                                std::to_string(frozen_inputs.size()) + " frozen_inputs flags");
+        }
         jit::CompileOptions opt;
         opt.target = parse_target(target);
         opt.cuda_arch = cuda_arch;
         opt.fuse = fuse;
         opt.tuning = std::move(tuning);
+        opt.frozen_inputs = frozen_inputs;
         std::shared_ptr<jit::Executable> exe;
         {
           py::gil_scoped_release release;
@@ -137,16 +171,33 @@ void bind_jit(py::module_& m) {
         return PyExecutable{std::move(exe), input_strides};
       },
       py::arg("graph"), py::arg("input_strides"), py::arg("target") = "cpu", py::arg("cuda_arch") = "sm_90",
-      py::arg("fuse") = true, py::arg("tuning") = nullptr,
+      py::arg("fuse") = true, py::arg("tuning") = nullptr, py::arg("frozen_inputs") = std::vector<bool>{},
       "Compiles a graph for inputs with the given element strides ([] = contiguous); `tuning` (a "
-      "TuningDatabase) replaces heuristic Params by recorded ones");
+      "TuningDatabase) replaces heuristic Params by recorded ones; `frozen_inputs` (one bool per graph "
+      "input) marks parameters whose derived values are cached between runs");
 
   m.def("cache_stats", &cache_stats, "The process-wide kernel cache counters");
+  m.def(
+      "onednn_stats",
+      [] {
+        const runtime::onednn::Stats s = runtime::onednn::stats();
+        py::dict d;
+        d["primitive_hits"] = s.cache_hits;
+        d["primitive_misses"] = s.cache_misses;
+        d["executions"] = s.executions;
+        d["fallback_epilogues"] = s.fallback_epilogues;
+        d["weight_reorders"] = s.weight_reorders;
+        d["weight_cache_hits"] = s.weight_cache_hits;
+        d["weight_cache_bytes"] = s.weight_cache_bytes;
+        return d;
+      },
+      "oneDNN counters: primitive cache, executions, fallback epilogues, weight reorders and reuse");
   // CUDA runtime (dlopen'ed driver: these work, and say no, on machines without a GPU).
   m.def("cuda_is_available", [] { return runtime::cuda::cuda_available(); });
   m.def("cuda_unavailable_reason", [] { return runtime::cuda::unavailable_reason(); });
   m.def("cuda_device_count", [] { return runtime::cuda::device_count(); });
-  m.def("cuda_device_name", [](int i) { return runtime::cuda::device_props(i).name; }, py::arg("device") = 0);
+  m.def(
+      "cuda_device_name", [](int i) { return runtime::cuda::device_props(i).name; }, py::arg("device") = 0);
   m.def("cuda_synchronize", [] {
     py::gil_scoped_release release;
     if (runtime::cuda::cuda_available()) runtime::cuda::synchronize();

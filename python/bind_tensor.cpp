@@ -194,6 +194,20 @@ void bind_tensor(py::module_& m) {
              check_has_storage(t);
              return reinterpret_cast<uintptr_t>(t.storage->data());
            })
+      .def_property_readonly(
+          "_version",
+          [](const Tensor& t) {
+            check_has_storage(t);
+            return t.storage->version();
+          },
+          "How many in-place writes the storage has seen (torch's Tensor._version)")
+      .def(
+          "bump_version",
+          [](const Tensor& t) {
+            check_has_storage(t);
+            t.storage->bump_version();
+          },
+          "Marks the storage as written in place (caches of values derived from it recompute)")
       .def("as_strided", &as_strided, py::arg("sizes"), py::arg("strides"), py::arg("offset") = 0,
            "A view of the same storage (element strides and offset)")
       .def(
@@ -214,7 +228,8 @@ void bind_tensor(py::module_& m) {
             const auto dev = device == "cuda" ? runtime::DeviceType::CUDA : runtime::DeviceType::CPU;
             if (device != "cuda" && device != "cpu") throw py::value_error("unknown device '" + device + "'");
             if (dev == runtime::DeviceType::CUDA && !runtime::cuda::cuda_available())
-              throw std::runtime_error("flow: no CUDA device is available (" + runtime::cuda::unavailable_reason() + ")");
+              throw std::runtime_error("flow: no CUDA device is available (" + runtime::cuda::unavailable_reason() +
+                                       ")");
             py::gil_scoped_release release;
             return jit::to_device(t, dev);
           },

@@ -107,8 +107,12 @@ void Buffer::Free::operator()(void* p) const noexcept {
   host_cache().give(p, capacity);
 }
 
+namespace {
+std::atomic<uint64_t> g_next_uid{1};
+}  // namespace
+
 Buffer::Buffer(Private, std::unique_ptr<void, Free> data, size_t size, DeviceType device)
-    : data_(std::move(data)), size_(size), device_(device) {}
+    : data_(std::move(data)), size_(size), device_(device), uid_(g_next_uid.fetch_add(1)) {}
 
 std::shared_ptr<Buffer> Buffer::allocate(size_t bytes, DeviceType device) {
   if (device == DeviceType::CUDA) {

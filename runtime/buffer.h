@@ -5,6 +5,13 @@
 // Contents are uninitialized. Buffers are shared (std::shared_ptr) because tensors, views and
 // executables hold the same storage; they are neither copyable nor movable.
 //
+// Identity and versions (torch's `_version`): every buffer has a process-unique uid() and a
+// version() that writers into existing storage bump (flow's Python in-place ops do; kernels only
+// write buffers allocated for their outputs). Together they let a cache of values derived from a
+// buffer (the executable's parameter-only results, oneDNN's reordered weights) know that the
+// contents are unchanged without reading them. A write through a raw pointer or a numpy array
+// that shares the memory is not seen, as in torch.
+//
 // Large host blocks (>= 1 MiB) are cached on release and reused by later allocations of a close
 // size, like PyTorch's caching allocators: a fresh multi-megabyte malloc is an mmap whose pages
 // fault in on first touch, which costs as much as the kernel that writes them. The cache holds at
@@ -15,7 +22,9 @@
 // (no driver call, so releasing is safe anywhere). data() of a CUDA buffer must not be dereferenced
 // on the host; copy with runtime/cuda_copy.h.
 #pragma once
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 namespace flow::runtime {
@@ -46,6 +55,9 @@ class Buffer {
   DeviceType device() const { return device_; }
   // The CUDA device index of a CUDA buffer; -1 for a host buffer.
   int device_index() const { return data_.get_deleter().device_index; }
+  uint64_t uid() const { return uid_; }  // unique in the process, never reused
+  uint64_t version() const { return version_.load(std::memory_order_acquire); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_acq_rel); }
 
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -67,6 +79,8 @@ class Buffer {
   std::unique_ptr<void, Free> data_;
   size_t size_ = 0;
   DeviceType device_ = DeviceType::CPU;
+  uint64_t uid_ = 0;
+  std::atomic<uint64_t> version_{0};
 };
 
 // Frees every cached host block; returns the bytes released.

@@ -294,7 +294,7 @@ void* thread_scratch(int slot, size_t bytes) {
 
 struct Entry {
   dnnl::primitive prim;
-  std::string impl;                   // impl_info_str() of the implementation
+  std::string impl;                    // impl_info_str() of the implementation
   std::vector<std::string> available;  // every implementation oneDNN offered (when enumerated)
   bool enumerated = false;
   memory::desc scratch_md;
@@ -369,7 +369,67 @@ Cache& cache() {
   static Cache c;
   return c;
 }
-std::atomic<uint64_t> g_fallbacks{0}, g_executions{0};
+std::atomic<uint64_t> g_fallbacks{0}, g_executions{0}, g_weight_reorders{0};
+
+// Convolution weights in a primitive's layout, by (primitive key, content tag): see
+// TensorArg::content_tag. Least recently used entries go first when the bytes exceed the cap.
+class PackedWeights {
+ public:
+  std::shared_ptr<Buffer> get(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it == map_.end()) return nullptr;
+    ++hits_;
+    lru_.splice(lru_.begin(), lru_, it->second.second);
+    return it->second.first;
+  }
+  void put(const std::string& key, std::shared_ptr<Buffer> b) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (b->size() > cap_bytes() || map_.count(key)) return;
+    lru_.push_front(key);
+    bytes_ += b->size();
+    map_.emplace(key, std::make_pair(std::move(b), lru_.begin()));
+    while (bytes_ > cap_bytes()) {
+      auto victim = map_.find(lru_.back());
+      bytes_ -= victim->second.first->size();
+      map_.erase(victim);
+      lru_.pop_back();
+    }
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_.clear();
+    lru_.clear();
+    bytes_ = 0;
+  }
+  uint64_t hits() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return hits_;
+  }
+  uint64_t bytes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return bytes_;
+  }
+
+ private:
+  static size_t cap_bytes() {
+    static const size_t cap = [] {
+      const char* env = std::getenv("FLOW_ONEDNN_WEIGHT_CACHE_MB");
+      const long v = env ? std::strtol(env, nullptr, 10) : 1024;
+      return static_cast<size_t>(v >= 0 ? v : 1024) << 20;
+    }();
+    return cap;
+  }
+  std::mutex mu_;
+  std::list<std::string> lru_;
+  std::unordered_map<std::string, std::pair<std::shared_ptr<Buffer>, std::list<std::string>::iterator>> map_;
+  uint64_t bytes_ = 0, hits_ = 0;
+};
+
+PackedWeights& packed_weights() {
+  static PackedWeights p;
+  return p;
+}
 
 void key_dims(std::ostringstream& os, const char* name, const std::vector<int64_t>& dims,
               const std::vector<int64_t>& strides) {
@@ -527,7 +587,7 @@ bool plain_conv_forced() {
 
 // Runs a cached entry: weights reorder (if any), the primitive, then the fallback epilogue.
 void execute(const Entry& e, const OutArg& dst, const std::vector<PostOp>& post, std::unordered_map<int, memory> args,
-             const float* weights_user) {
+             const float* weights_user, const std::string& weights_key = "") {
   set_thread_count_once();
   dnnl::stream& s = thread_stream();
   dnnl::engine& eng = engine();
@@ -546,10 +606,21 @@ void execute(const Entry& e, const OutArg& dst, const std::vector<PostOp>& post,
     prev = copy;
   }
   if (e.reorder_weights) {
-    memory user(e.weights_user_md, eng, const_cast<float*>(weights_user));
-    memory prim(e.weights_prim_md, eng, thread_scratch(1, e.weights_prim_md.get_size()));
-    e.weights_reorder.execute(s, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, prim}});
-    args[DNNL_ARG_WEIGHTS] = prim;
+    std::shared_ptr<Buffer> packed = weights_key.empty() ? nullptr : packed_weights().get(weights_key);
+    if (packed) {
+      args[DNNL_ARG_WEIGHTS] = memory(e.weights_prim_md, eng, packed->data());
+    } else {
+      if (!weights_key.empty()) packed = Buffer::allocate(e.weights_prim_md.get_size());
+      memory user(e.weights_user_md, eng, const_cast<float*>(weights_user));
+      memory prim(e.weights_prim_md, eng, packed ? packed->data() : thread_scratch(1, e.weights_prim_md.get_size()));
+      e.weights_reorder.execute(s, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, prim}});
+      ++g_weight_reorders;
+      args[DNNL_ARG_WEIGHTS] = prim;
+      if (packed) {
+        s.wait();  // the buffer is shared once cached
+        packed_weights().put(weights_key, std::move(packed));
+      }
+    }
   }
   memory dst_user;
   if (e.reorder_src) {
@@ -806,9 +877,8 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
       const dnnl::convolution_forward::desc d_plain(dnnl::prop_kind::forward_inference,
                                                     dnnl::algorithm::convolution_auto, src_md, w_any, bias_md, dst_md,
                                                     strides, dil, pl, pr);
-      const dnnl::convolution_forward::desc d_any(dnnl::prop_kind::forward_inference,
-                                                  dnnl::algorithm::convolution_auto, src_any, w_any, bias_md, dst_any,
-                                                  strides, dil, pl, pr);
+      const dnnl::convolution_forward::desc d_any(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_auto,
+                                                  src_any, w_any, bias_md, dst_any, strides, dil, pl, pr);
       auto make_for = [&](bool any) {
         const dnnl::convolution_forward::desc* d = any ? &d_any : &d_plain;
         return [d](const dnnl::primitive_attr& attr) {
@@ -840,17 +910,19 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
       fresh->reorder_src = !(fresh->src_prim_md == src_md);
       fresh->reorder_dst = !(fresh->dst_prim_md == dst_md);
       if (fresh->reorder_src)
-        fresh->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), src_md, engine(), fresh->src_prim_md));
+        fresh->src_reorder =
+            dnnl::reorder(dnnl::reorder::primitive_desc(engine(), src_md, engine(), fresh->src_prim_md));
       if (fresh->reorder_dst)
-        fresh->dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), fresh->dst_prim_md, engine(), dst_md));
+        fresh->dst_reorder =
+            dnnl::reorder(dnnl::reorder::primitive_desc(engine(), fresh->dst_prim_md, engine(), dst_md));
     } else {
       const dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_inference,
                                                 dnnl::algorithm::deconvolution_direct, src_md, w_any, bias_md, dst_md,
                                                 strides, dil, pl, pr);
-      const auto pd = make_pd("deconvolution", post, *fresh, impl, info != nullptr,
-                              [&](const dnnl::primitive_attr& attr) {
-        return dnnl::deconvolution_forward::primitive_desc(d, attr, engine());
-      });
+      const auto pd =
+          make_pd("deconvolution", post, *fresh, impl, info != nullptr, [&](const dnnl::primitive_attr& attr) {
+            return dnnl::deconvolution_forward::primitive_desc(d, attr, engine());
+          });
       fresh->prim = dnnl::deconvolution_forward(pd);
       fresh->scratch_md = pd.scratchpad_desc();
       w_prim = pd.weights_desc();
@@ -870,18 +942,23 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
   if (!e->reorder_weights)
     args[DNNL_ARG_WEIGHTS] = memory(e->weights_user_md, engine(), const_cast<float*>(weights.data));
   if (info) *info = ImplInfo{e->impl, e->available};
-  execute(*e, dst, post, std::move(args), weights.data);
+  execute(*e, dst, post, std::move(args), weights.data,
+          weights.content_tag.empty() ? std::string() : key.str() + " weights=" + weights.content_tag);
 }
 
 Stats stats() {
   Stats s = cache().stats();
   s.fallback_epilogues = g_fallbacks.load();
   s.executions = g_executions.load();
+  s.weight_reorders = g_weight_reorders.load();
+  s.weight_cache_hits = packed_weights().hits();
+  s.weight_cache_bytes = packed_weights().bytes();
   return s;
 }
 
 void clear_primitive_cache() {
   cache().clear();
+  packed_weights().clear();
 }
 
 #endif  // FLOW_HAVE_ONEDNN

@@ -54,6 +54,12 @@ struct TensorArg {
   const float* data = nullptr;
   std::vector<int64_t> dims;
   std::vector<int64_t> strides;  // empty: contiguous (row-major)
+  // Convolution weights only: non-empty when the caller guarantees that equal tags mean equal
+  // contents (jit: the storage's uid and version and the view's offset). The weights reordered to
+  // the primitive's layout are then cached under (primitive, tag) instead of being reordered on
+  // every call; the cache holds FLOW_ONEDNN_WEIGHT_CACHE_MB (default 1024) MiB, least recently
+  // used first out.
+  std::string content_tag = {};
 };
 // The output: written, never read (except by a Sum post-op, which reads its previous contents).
 struct OutArg {
@@ -113,8 +119,7 @@ struct ConvParams {
 // [OC, C/groups, KH, KW] (any plain strides; reordered to oneDNN's choice), bias nullptr or [OC],
 // dst [N, OC, OH, OW] contiguous. Transposed: see ConvParams.
 void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights, const TensorArg* bias,
-            const OutArg& dst, const std::vector<PostOp>& post, const std::string& impl = "",
-            ImplInfo* info = nullptr);
+            const OutArg& dst, const std::vector<PostOp>& post, const std::string& impl = "", ImplInfo* info = nullptr);
 
 // Applies a post-op chain to dst by plain loops (the fallback path; exposed for tests).
 void apply_post_ops(const OutArg& dst, const std::vector<PostOp>& post, const float* prev_dst);
@@ -125,8 +130,11 @@ struct Stats {
   uint64_t cache_size = 0;
   uint64_t fallback_epilogues = 0;  // post-op chains applied by loops after the primitive
   uint64_t executions = 0;
+  uint64_t weight_reorders = 0;    // convolution weights reordered (not found in the weight cache)
+  uint64_t weight_cache_hits = 0;  // reordered weights reused (TensorArg::content_tag)
+  uint64_t weight_cache_bytes = 0;
 };
 Stats stats();
-void clear_primitive_cache();
+void clear_primitive_cache();  // and the reordered-weight cache
 
 }  // namespace flow::runtime::onednn

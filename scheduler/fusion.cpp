@@ -149,8 +149,20 @@ class Fuser {
     return false;
   }
 
+  // Parameter-only work is computed once and cached (scheduler/frozen.h): it never shares a
+  // kernel with per-call work.
+  bool node_frozen(const dsl::Node& n) const {
+    if (opt_.frozen.empty() || n.outputs.empty()) return false;
+    return opt_.frozen.at(n.outputs[0]);
+  }
+  std::string frozen_mismatch(int gi, const dsl::Node& n) const {
+    if (node_frozen(g_.node(groups_[gi].nodes.front())) == node_frozen(n)) return "";
+    return "parameter-only work is computed once and cached, apart from per-call work";
+  }
+
   std::string elementwise_fits(int gi, const dsl::Node& n) const {
     if (has_scan(gi)) return "a scan kernel takes no consumers";
+    if (std::string why = frozen_mismatch(gi, n); !why.empty()) return why;
     const Work& w = groups_[gi];
     const Shape& out = g_.value(n.outputs[0]).type.shape;
     if (w.kind == GroupKind::Opaque) return "producer is an opaque op";
@@ -204,10 +216,14 @@ class Fuser {
     if (g_.consumers(chain).size() != 1) return "library output has other consumers";
     for (int o : g_.outputs())
       if (o == chain) return "library output is a graph output";
-    if (!opt_.library_epilogues) return "library epilogues are off (FLOW_LIBRARY_EPILOGUES=1 enables them)";
+    if (opt_.library_epilogues == LibraryEpilogues::None) return "library epilogues are off (FLOW_LIBRARY_EPILOGUES=0)";
     std::string why;
     std::vector<EpilogueStep> s = match_epilogue(g_, lib, chain, n, opt_.target, why);
     if (s.empty()) return why;
+    if (opt_.library_epilogues == LibraryEpilogues::Eltwise)
+      for (const EpilogueStep& st : s)
+        if (is_binary_alg(st.alg))
+          return "binary post-ops are off (slow in this oneDNN; FLOW_LIBRARY_EPILOGUES=1 enables them)";
     if (creates_cycle(gi, n)) return "would create a cycle between kernels";
     if (steps) *steps = std::move(s);
     return "";
@@ -215,6 +231,7 @@ class Fuser {
 
   std::string reduction_fits(int gi, const dsl::Node& n, const std::vector<int64_t>& dims) const {
     if (has_scan(gi)) return "a scan kernel takes no consumers";
+    if (std::string why = frozen_mismatch(gi, n); !why.empty()) return why;
     const Work& w = groups_[gi];
     const Shape& in = g_.value(n.inputs[0]).type.shape;
     if (w.kind == GroupKind::Opaque) return "producer is an opaque op";
@@ -434,9 +451,11 @@ class Fuser {
 
 }  // namespace
 
-bool library_epilogues_default() {
+LibraryEpilogues library_epilogues_default() {
   const char* e = std::getenv("FLOW_LIBRARY_EPILOGUES");
-  return e && std::string(e) == "1";
+  if (e && std::string(e) == "1") return LibraryEpilogues::All;
+  if (e && std::string(e) == "0") return LibraryEpilogues::None;
+  return LibraryEpilogues::Eltwise;
 }
 
 FusionPlan fuse(const Graph& g, const FusionOptions& opt) {

@@ -51,17 +51,28 @@ struct FusionPlan {
   std::string to_string(const dsl::Graph& g) const;
 };
 
-bool library_epilogues_default();  // FLOW_LIBRARY_EPILOGUES=1
+// Which elementwise epilogues join library calls as post-ops.
+enum class LibraryEpilogues {
+  None,     // none: every epilogue is a generated kernel
+  Eltwise,  // activations and scalar affine maps (oneDNN eltwise post-ops)
+  All,      // also binary ops with a tensor (residual adds, per-channel scales)
+};
+// FLOW_LIBRARY_EPILOGUES: "0" None, "1" All, unset Eltwise.
+LibraryEpilogues library_epilogues_default();
 
 struct FusionOptions {
   bool enable = true;                     // false: one group per node (eager mode, debugging)
   int max_buffers = 64;                   // kernel argument cap (NVRTC parameter space and launch limits)
   dsl::Target target = dsl::Target::CPU;  // which library epilogues exist (library_patterns.h)
-  // Fuse elementwise epilogues into library calls as post-ops. Off by default: with Debian's
-  // oneDNN 2.6 a 1x1 convolution with per-channel post-ops measured 6x slower (48 ms) than the
-  // plain convolution followed by one generated epilogue kernel (8 ms). FLOW_LIBRARY_EPILOGUES=1
-  // turns it on.
-  bool library_epilogues = library_epilogues_default();
+  // Fuse elementwise epilogues into library calls as post-ops. Eltwise post-ops (relu, gelu, ...)
+  // cost oneDNN nothing extra and save a pass over the output. Binary post-ops are off by default:
+  // with Debian's oneDNN 2.6 a 1x1 convolution with a per-channel binary post-op measured 6x slower
+  // (48 ms) than the plain convolution followed by one generated epilogue kernel (8 ms), and
+  // ResNet-50's convolutions with a residual [add, relu] chain 4-15x slower.
+  LibraryEpilogues library_epilogues = library_epilogues_default();
+  // Per graph value: computed from frozen inputs only (scheduler/frozen.h). Frozen and per-call
+  // nodes never share a group. Empty: nothing is frozen.
+  std::vector<bool> frozen;
 };
 
 FusionPlan fuse(const dsl::Graph& g, const FusionOptions& opt = {});

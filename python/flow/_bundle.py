@@ -298,11 +298,14 @@ def load(path, *, target=None):
     for vj in manifest["variants"]:
         with open(os.path.join(path, vj["graph"]), "rb") as f:
             graph = _C.Graph.from_bytes(f.read())
-        exe = _C.compile(graph, vj["input_strides"], device, arch, bool(manifest.get("fuse", True)), db)
+        bindings = [("arg" if kind == "arg" else "weight", x) for kind, x in vj["bindings"]]
+        written = {n for n, _ in vj.get("mutations", [])}
+        # The same frozen inputs as flow.jit gives (weights it does not write), so the same kernels.
+        frozen = [kind == "weight" and x not in written for kind, x in bindings]
+        exe = _C.compile(graph, vj["input_strides"], device, arch, bool(manifest.get("fuse", True)), db, frozen)
         compiled += exe.num_compiled
         nkernels += exe.num_kernels
         out_leaves = [(kind, x) for kind, x in vj["out_leaves"]]
-        bindings = [("arg" if kind == "arg" else "weight", x) for kind, x in vj["bindings"]]
         variants.append(_LoadedVariant(_spec_from_json(vj["call_spec"]), vj["call_leaves"], vj["training"], exe,
                                        bindings, _spec_from_json(vj["out_spec"]), out_leaves,
                                        [(n, k) for n, k in vj.get("mutations", [])]))

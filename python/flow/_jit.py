@@ -33,6 +33,7 @@ import sys
 from . import _C
 from ._dispatch import TraceContext, current_trace
 from ._errors import TraceError
+from ._profile import Profile, profile_executable
 from ._tensor import Tensor
 
 __all__ = ["jit", "JitFunction"]
@@ -126,6 +127,20 @@ def build_outputs(out_spec, out_leaves, outs, input_of):
         else:
             leaves.append(x)
     return _unflatten(out_spec, leaves)
+
+
+def frozen_inputs(bindings, mutations):
+    """One flag per graph input: True for a parameter, buffer or captured tensor that the function does
+    not write (its derived values are cached by the executable until its storage or version changes,
+    see scheduler/frozen.h); False for arguments and written tensors."""
+    written = {("module", x) if kind == "module" else ("capture", id(x)) for (kind, x), _ in mutations}
+    flags = []
+    for kind, x in bindings:
+        if kind == "arg":
+            flags.append(False)
+        else:
+            flags.append((kind, x if kind == "module" else id(x)) not in written)
+    return flags
 
 
 class _Variant:
@@ -315,7 +330,8 @@ class JitFunction:
             on_gpu = any(c.device == "cuda" for c in bound)
             target = "cuda" if on_gpu else self._target
             arch = _C.default_cuda_arch() if on_gpu else self._cuda_arch
-            exe = _C.compile(ctx.graph, strides, target, arch, self._fuse, self._database())
+            exe = _C.compile(ctx.graph, strides, target, arch, self._fuse, self._database(),
+                             frozen_inputs(bindings, mutations))
             if self._autotune:
                 self._tune(exe, bound)
         return _Variant(ctx.graph, exe, bindings, out_spec, out_leaves, self._module, mutations)
@@ -326,6 +342,19 @@ class JitFunction:
         if self._latest is None:
             raise RuntimeError("flow.jit: nothing compiled yet; call the function first")
         return self._latest
+
+    def profile(self, *args, repeats: int = 10, **kwargs):
+        """Times every kernel and library call of the variant these arguments select (compiling
+        it first if needed) over ``repeats`` real runs; returns a ``flow.Profile`` (print it)."""
+        if not isinstance(repeats, int) or repeats < 1:
+            raise ValueError(f"flow.jit.profile: repeats must be a positive int, got {repeats!r}")
+        self(*args, **kwargs)
+        flat, _ = _flatten((args, kwargs))
+        v = self._latest
+        state = v.check()
+        if v.exe is None:
+            return Profile([])
+        return profile_executable(v.exe, v.bound(flat, state), repeats)
 
     def explain(self, with_source=True):
         """Graph, fusion groups, rejected merges, kernels and generated source of the latest
@@ -382,6 +411,9 @@ class JitModule:
     def explain(self, with_source=True):
         return self._jit.explain(with_source)
 
+    def profile(self, *args, repeats: int = 10, **kwargs):
+        return self._jit.profile(*args, repeats=repeats, **kwargs)
+
     num_kernels = property(lambda self: self._jit.num_kernels)
     num_compiled = property(lambda self: self._jit.num_compiled)
     num_traces = property(lambda self: self._jit.num_traces)
@@ -405,9 +437,13 @@ def _jit_module_class(cls, opts):
     def explain(self, with_source=True):
         return _flow_jit(self).explain(with_source)
 
+    def profile(self, *args, repeats: int = 10, **kwargs):
+        return _flow_jit(self).profile(*args, repeats=repeats, **kwargs)
+
     ns = {
         "__call__": __call__,
         "explain": explain,
+        "profile": profile,
         "num_kernels": property(lambda self: _flow_jit(self).num_kernels),
         "num_compiled": property(lambda self: _flow_jit(self).num_compiled),
         "num_traces": property(lambda self: _flow_jit(self).num_traces),

@@ -328,6 +328,12 @@ class Tensor:
     def data(self):
         return Tensor._wrap(self._c) if self._c is not None else self
 
+    @property
+    def _version(self) -> int:
+        """In-place writes seen by this tensor's storage (torch's ``Tensor._version``)."""
+        self._need_data("Tensor._version")
+        return self._c._version
+
     @data.setter
     def data(self, value):
         if not isinstance(value, Tensor) or value._c is None:
@@ -742,6 +748,9 @@ class Tensor:
         if builtins.any(st == 0 and n > 1 for n, st in zip(c.shape, c.strides)):
             raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
                                "single memory location. Please clone() the tensor before performing the operation.")
+        # Every eager in-place write comes through here: the version tells compiled functions that
+        # cached values derived from this storage (folded weights, reordered weights) are stale.
+        c.bump_version()
         return c.numpy_view()
 
     def _assign(self, op, result, check_cast=True):

@@ -9,6 +9,7 @@
 
 #include "dsl/graph_interpreter.h"
 #include "dsl/op_table.h"
+#include "jit/backend.h"
 #include "jit/compile.h"
 #include "jit/eager.h"
 #include "runtime/onednn.h"
@@ -91,8 +92,9 @@ std::vector<std::vector<int64_t>> strides_of(const std::vector<jit::Tensor>& ts)
 
 // Compiles and runs `g`, compares every output with the reference interpreter (float64 math).
 std::shared_ptr<jit::Executable> check(const dsl::Graph& g, const std::vector<jit::Tensor>& inputs,
-                                       const std::string& what, double tol = 1e-4) {
-  auto exe = jit::compile(g, strides_of(inputs), {});
+                                       const std::string& what, double tol = 1e-4, const jit::CompileOptions& opt = {},
+                                       std::shared_ptr<jit::Executable> exe = nullptr) {
+  if (!exe) exe = jit::compile(g, strides_of(inputs), opt);
   const auto outs = exe->run(inputs);
   std::vector<dsl::HostTensor> hin;
   for (const auto& t : inputs) hin.push_back(host_of(t));
@@ -832,4 +834,152 @@ TEST(LibraryOps, MatmulExpandedBatchAndEmptyK) {
   const int y = g.add_input({{0, 2}, DType::Float32});
   g.mark_output(g.add("matmul", {x, y}));
   check(g, {random_tensor({3, 0}, rng), random_tensor({0, 2}, rng)}, "K = 0");
+}
+
+// ---- frozen parameters: batch-norm folding, cached parameter-only work, reordered weights ----------
+
+namespace {
+
+// conv2d(x, w) -> eval batch norm (running stats, affine) -> relu; inputs x, w, mean, var, gamma, beta.
+dsl::Graph conv_bn_relu(int64_t n, int64_t c, int64_t oc, int64_t hw, int64_t k) {
+  dsl::Graph g;
+  const int x = g.add_input({{n, c, hw, hw}, DType::Float32}, "x");
+  const int w = g.add_input({{oc, c, k, k}, DType::Float32}, "w");
+  std::vector<int> stats;
+  for (const char* name : {"mean", "var", "gamma", "beta"}) stats.push_back(g.add_input({{oc}, DType::Float32}, name));
+  const int y = g.add("conv2d", {x, w}, {{"padding", int64_t{k / 2}}});
+  const int bn = g.add("batch_norm", {y, stats[0], stats[1], stats[2], stats[3]},
+                       {{"eps", 1e-5}, {"training", false}, {"has_running_stats", true}});
+  g.mark_output(g.add("relu", {bn}));
+  return g;
+}
+
+std::vector<jit::Tensor> conv_bn_inputs(const dsl::Graph& g, std::mt19937_64& rng) {
+  std::vector<jit::Tensor> in;
+  for (int v : g.inputs()) in.push_back(random_tensor(g.value(v).type.shape, rng));
+  // A positive variance.
+  float* var = static_cast<float*>(in[3].data());
+  for (int64_t i = 0; i < in[3].numel(); ++i) var[i] = std::fabs(var[i]) + 0.5f;
+  return in;
+}
+
+jit::CompileOptions frozen_all_but_first(const dsl::Graph& g) {
+  jit::CompileOptions opt;
+  opt.frozen_inputs.assign(g.inputs().size(), true);
+  opt.frozen_inputs[0] = false;
+  return opt;
+}
+
+}  // namespace
+
+TEST(FrozenParameters, BatchNormFoldsIntoTheConvolution) {
+  REQUIRE_BACKENDS();
+  auto rng = test::rng(41);
+  for (int64_t k : {1, 3}) {
+    const dsl::Graph g = conv_bn_relu(2, 5, 7, 9, k);
+    const auto in = conv_bn_inputs(g, rng);
+    auto exe = check(g, in, "conv + eval batch norm + relu, folded", 1e-4, frozen_all_but_first(g));
+    EXPECT_EQ(exe->num_folded(), 1) << exe->explain(false);
+    // The activation pass is gone: one library call (relu as its post-op), no per-call kernel.
+    EXPECT_EQ(exe->num_library_calls(), 1);
+    for (size_t k2 = 0; k2 < exe->kernels().size(); ++k2)
+      EXPECT_TRUE(exe->group_cached(exe->kernel_group(k2))) << exe->explain(false);
+    const std::string ex = exe->explain(false);
+    EXPECT_NE(ex.find("1 convolution(s) absorbed"), std::string::npos) << ex;
+    // Without frozen inputs nothing folds, and the result is the same.
+    auto plain = check(g, in, "conv + eval batch norm + relu, unfolded");
+    EXPECT_EQ(plain->num_folded(), 0);
+    EXPECT_EQ(plain->num_cached_groups(), 0);
+  }
+}
+
+TEST(FrozenParameters, OnlyPerChannelFrozenScalesFold) {
+  REQUIRE_BACKENDS();
+  auto rng = test::rng(43);
+  const int64_t n = 2, c = 3, oc = 4, hw = 6;
+  struct Case {
+    const char* what;
+    Shape scale_shape;
+    bool scale_frozen, conv_read_twice, conv_is_output;
+    int folded;
+  };
+  const Case cases[] = {
+      {"per-channel [C,1,1]", {oc, 1, 1}, true, false, false, 1},
+      {"per-channel [1,C,1,1]", {1, oc, 1, 1}, true, false, false, 1},
+      {"one value [1]", {1}, true, false, false, 1},
+      {"per-column [W]: not per channel", {hw}, true, false, false, 0},
+      {"per-sample [N,1,1,1]", {n, 1, 1, 1}, true, false, false, 0},
+      {"scale is a per-call argument", {oc, 1, 1}, false, false, false, 0},
+      {"conv output read twice", {oc, 1, 1}, true, true, false, 0},
+      {"conv output is a graph output", {oc, 1, 1}, true, false, true, 0},
+  };
+  for (const Case& cs : cases) {
+    dsl::Graph g;
+    const int x = g.add_input({{n, c, hw, hw}, DType::Float32});
+    const int w = g.add_input({{oc, c, 3, 3}, DType::Float32});
+    const int s = g.add_input({cs.scale_shape, DType::Float32});
+    const int y = g.add("conv2d", {x, w}, {{"padding", int64_t{1}}});
+    int z = g.add("mul", {s, y});  // scale on the left: both operand orders fold
+    if (cs.conv_read_twice) z = g.add("add", {z, y});
+    g.mark_output(g.add("sigmoid", {z}));
+    if (cs.conv_is_output) g.mark_output(y);
+    jit::CompileOptions opt;
+    opt.frozen_inputs = {false, true, cs.scale_frozen};
+    std::vector<jit::Tensor> in{random_tensor({n, c, hw, hw}, rng), random_tensor({oc, c, 3, 3}, rng),
+                                random_tensor(cs.scale_shape, rng)};
+    auto exe = check(g, in, cs.what, 1e-4, opt);
+    EXPECT_EQ(exe->num_folded(), cs.folded) << cs.what << "\n" << exe->explain(false);
+  }
+}
+
+TEST(FrozenParameters, CachedWorkIsRecomputedWhenAFrozenInputChanges) {
+  REQUIRE_BACKENDS();
+  auto rng = test::rng(47);
+  const dsl::Graph g = conv_bn_relu(2, 4, 6, 8, 3);
+  auto in = conv_bn_inputs(g, rng);
+  auto exe = check(g, in, "first run", 1e-4, frozen_all_but_first(g));
+  ASSERT_GT(exe->num_cached_groups(), 0);
+  jit::reset_total_launches();
+  exe->run(in);
+  EXPECT_EQ(jit::total_launches(), 0u) << "the parameter-only kernels ran again:\n" << exe->explain(false);
+  const auto before = runtime::onednn::stats();
+
+  // A new input (per call) reuses everything.
+  in[0] = random_tensor(in[0].sizes, rng);
+  check(g, in, "new activation, same parameters", 1e-4, {}, exe);
+  EXPECT_EQ(jit::total_launches(), 0u);
+
+  // Writing a parameter in place and bumping its version recomputes the folded weights.
+  float* gamma = static_cast<float*>(in[4].data());
+  for (int64_t i = 0; i < in[4].numel(); ++i) gamma[i] *= -3.0f;
+  in[4].storage->bump_version();
+  check(g, in, "gamma written in place", 1e-4, {}, exe);
+  EXPECT_GT(jit::total_launches(), 0u);
+
+  // Replacing a parameter by another tensor (another storage) recomputes too.
+  jit::reset_total_launches();
+  in[1] = random_tensor(in[1].sizes, rng);
+  check(g, in, "weights replaced", 1e-4, {}, exe);
+  EXPECT_GT(jit::total_launches(), 0u);
+
+  // The convolution's weights were reordered once per parameter state, not once per run.
+  const auto after = runtime::onednn::stats();
+  EXPECT_LE(after.weight_reorders - before.weight_reorders, 2u);
+  EXPECT_GE(after.weight_cache_hits, before.weight_cache_hits + 1);
+}
+
+TEST(FrozenParameters, HooksSeeEveryKernelUnlessAskedForTheCache) {
+  REQUIRE_BACKENDS();
+  auto rng = test::rng(53);
+  const dsl::Graph g = conv_bn_relu(1, 3, 4, 5, 3);
+  const auto in = conv_bn_inputs(g, rng);
+  auto exe = jit::compile(g, strides_of(in), frozen_all_but_first(g));
+  exe->run(in);
+  size_t seen = 0;
+  exe->run_with_hook(in, [&](size_t, const std::vector<const jit::Tensor*>&) { ++seen; });
+  EXPECT_EQ(seen, exe->kernels().size());
+  seen = 0;
+  exe->run_with_hook(
+      in, [&](size_t, const std::vector<const jit::Tensor*>&) { ++seen; }, nullptr, true);
+  EXPECT_EQ(seen, 0u);
 }

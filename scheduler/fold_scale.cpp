@@ -1,0 +1,172 @@
+#include "scheduler/fold_scale.h"
+
+#include <algorithm>
+#include <map>
+
+namespace flow::sched {
+namespace {
+
+using dsl::Graph;
+using dsl::Node;
+using dsl::Shape;
+
+// One conv2d and the scale/shift nodes that fold into it.
+struct Fold {
+  int conv = -1;
+  int scale = -1, shift = -1;            // values (frozen), -1 when absent
+  int scale_node = -1, shift_node = -1;  // the mul / add nodes
+  int last_node = -1;                    // where the folded conv is emitted
+  int replaced = -1;                     // the value the folded conv's output stands for
+};
+
+bool is_graph_output(const Graph& g, int v) {
+  return std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end();
+}
+
+// The only node reading `v`, or -1 (several readers, none, or a graph output).
+int sole_consumer(const Graph& g, int v) {
+  const std::vector<int> c = g.consumers(v);
+  if (c.size() != 1 || is_graph_output(g, v)) return -1;
+  const Node& n = g.node(c[0]);
+  // A node reading v twice (v * v) is not a scale.
+  if (std::count(n.inputs.begin(), n.inputs.end(), v) != 1) return -1;
+  return c[0];
+}
+
+// Whether `o` (a frozen tensor, not a scalar constant) holds one value per channel of an
+// [N, C, H, W] output, or a single value: every dim 1 except (right-aligned) the channel dim.
+bool per_channel(const Graph& g, int o, const dsl::TensorType& out, bool frozen) {
+  const dsl::Value& v = g.value(o);
+  if (!frozen || v.kind == dsl::ValueKind::Constant || v.type.dtype != out.dtype) return false;
+  const Shape& s = v.type.shape;
+  if (s.size() > out.shape.size() || out.shape.size() != 4) return false;
+  const size_t lead = out.shape.size() - s.size();
+  for (size_t i = 0; i < s.size(); ++i) {
+    const size_t d = lead + i;
+    if (s[i] != 1 && !(d == 1 && s[i] == out.shape[1])) return false;
+  }
+  return true;
+}
+
+// The other operand of binary node `n` when it is `op` reading `chain` and a per-channel frozen
+// value, else -1.
+int channel_operand(const Graph& g, const Node& n, const char* op, int chain, const std::vector<bool>& frozen) {
+  if (n.op != op || n.inputs.size() != 2 || n.outputs.size() != 1) return -1;
+  if (const dsl::AttrValue* a = dsl::attr_find(n.attrs, "alpha")) {
+    const double* alpha = std::get_if<double>(a);
+    const int64_t* ialpha = std::get_if<int64_t>(a);
+    if (!(alpha && *alpha == 1.0) && !(ialpha && *ialpha == 1)) return -1;
+  }
+  const int other = n.inputs[0] == chain ? n.inputs[1] : n.inputs[0];
+  const dsl::TensorType& out = g.value(n.outputs[0]).type;
+  if (!(out == g.value(chain).type)) return -1;
+  return per_channel(g, other, out, frozen[other]) ? other : -1;
+}
+
+std::vector<Fold> find_folds(const Graph& g, const std::vector<bool>& frozen) {
+  std::vector<Fold> folds;
+  for (const Node& c : g.nodes()) {
+    if (c.op != "conv2d" || c.outputs.size() != 1 || c.inputs.size() < 2) continue;
+    const int y = c.outputs[0];
+    const bool weights_frozen =
+        frozen[c.inputs[1]] && (c.inputs.size() < 3 || frozen[c.inputs[2]]) && !frozen[c.inputs[0]];
+    if (!weights_frozen) continue;
+    Fold f;
+    f.conv = c.id;
+    int chain = y;
+    int next = sole_consumer(g, chain);
+    if (next >= 0) {
+      const int s = channel_operand(g, g.node(next), "mul", chain, frozen);
+      if (s >= 0) {
+        f.scale = s;
+        f.scale_node = next;
+        chain = g.node(next).outputs[0];
+        next = sole_consumer(g, chain);
+      }
+    }
+    if (next >= 0) {
+      const int t = channel_operand(g, g.node(next), "add", chain, frozen);
+      if (t >= 0) {
+        f.shift = t;
+        f.shift_node = next;
+        chain = g.node(next).outputs[0];
+      }
+    }
+    if (f.scale < 0 && f.shift < 0) continue;
+    f.last_node = f.shift_node >= 0 ? f.shift_node : f.scale_node;
+    f.replaced = chain;
+    folds.push_back(f);
+  }
+  return folds;
+}
+
+}  // namespace
+
+FoldResult fold_scale_into_conv(const Graph& g, const std::vector<bool>& frozen) {
+  FoldResult r;
+  const std::vector<Fold> folds = find_folds(g, frozen);
+  if (folds.empty()) {
+    r.graph = g;
+    return r;
+  }
+  std::map<int, const Fold*> skip;     // nodes not copied -> their fold
+  std::map<int, const Fold*> emit_at;  // last node -> fold
+  for (const Fold& f : folds) {
+    skip[f.conv] = &f;
+    if (f.scale_node >= 0) skip[f.scale_node] = &f;
+    if (f.shift_node >= 0) skip[f.shift_node] = &f;
+    emit_at[f.last_node] = &f;
+  }
+  Graph& out = r.graph;
+  std::vector<int> map(g.values().size(), -1);
+  for (int in : g.inputs()) map[in] = out.add_input(g.value(in).type, g.value(in).name);
+  for (const auto& v : g.values())
+    if (v.kind == dsl::ValueKind::Constant) map[v.id] = out.add_constant(v.scalar, v.type.dtype, v.wrapped_number);
+  for (const Node& n : g.nodes()) {
+    if (skip.count(n.id)) {
+      auto it = emit_at.find(n.id);
+      if (it == emit_at.end()) continue;
+      const Fold& f = *it->second;
+      const Node& c = g.node(f.conv);
+      const int64_t channels = g.value(c.inputs[1]).type.shape.at(0);
+      int w = map[c.inputs[1]];
+      int b = c.inputs.size() > 2 ? map[c.inputs[2]] : -1;
+      if (f.scale >= 0) {
+        const int64_t k = dsl::numel(g.value(f.scale).type.shape);  // 1 or channels
+        const int s4 = out.add("reshape", {map[f.scale]}, {{"shape", std::vector<int64_t>{k, 1, 1, 1}}});
+        w = out.add("mul", {w, s4});
+        if (b >= 0) b = out.add("mul", {b, out.add("reshape", {map[f.scale]}, {{"shape", std::vector<int64_t>{k}}})});
+      }
+      if (f.shift >= 0) {
+        const int64_t k = dsl::numel(g.value(f.shift).type.shape);
+        int t = out.add("reshape", {map[f.shift]}, {{"shape", std::vector<int64_t>{k}}});
+        if (b >= 0) {
+          b = out.add("add", {b, t});
+        } else {
+          // The bias operand of conv2d is exactly [C]; a single shift value is broadcast (and
+          // made contiguous, as a conv operand) first.
+          if (k != channels)
+            t = out.add("mul", {out.add("expand", {t}, {{"shape", std::vector<int64_t>{channels}}}),
+                                out.add_constant(1.0, g.value(f.shift).type.dtype, true)});
+          b = t;
+        }
+      }
+      std::vector<int> ins{map[c.inputs[0]], w};
+      if (b >= 0) ins.push_back(b);
+      map[f.replaced] = out.add("conv2d", ins, c.attrs);
+      ++r.folded;
+      continue;
+    }
+    std::vector<int> ins;
+    ins.reserve(n.inputs.size());
+    for (int i : n.inputs) ins.push_back(map[i]);
+    std::vector<dsl::TensorType> types;
+    for (int o : n.outputs) types.push_back(g.value(o).type);
+    const int id = out.append_node(n.op, ins, types, n.attrs);
+    for (size_t k = 0; k < n.outputs.size(); ++k) map[n.outputs[k]] = out.node(id).outputs[k];
+  }
+  for (int o : g.outputs()) out.mark_output(map[o]);
+  return r;
+}
+
+}  // namespace flow::sched

@@ -1,0 +1,31 @@
+// Note: folding a per-channel scale and shift into the convolution before it (DESIGN.md §2,
+// "fold constants (BN into conv)"). An eval-mode batch norm decomposes into
+//     y = conv2d(x, W [, b]) * s + t        (s, t: one value per output channel, or one value)
+// and when s and t are frozen (computed from parameters only, scheduler/frozen.h) this pass rewrites
+// it as
+//     y = conv2d(x, W * s, b * s + t)
+// The multiply moves from the activation (N*C*H*W elements, every call) to the weights (C*K*R*S
+// elements, computed once and cached by the executable), and the shift becomes the convolution's
+// own bias, which oneDNN adds in its output loop. A lone "* s" or "+ t" folds the same way. The
+// result differs from the unfolded graph by float rounding only (the products are reassociated), as
+// in torch.fx's fuse_conv_bn_eval and TVM's FoldScaleAxis.
+//
+// The conv output must have no other reader and not be a graph output, the operands must have the
+// output's dtype, and an add must have alpha 1. Other graphs are returned unchanged.
+#pragma once
+#include <vector>
+
+#include "dsl/graph.h"
+
+namespace flow::sched {
+
+struct FoldResult {
+  dsl::Graph graph;
+  int folded = 0;  // convolutions that absorbed a scale and/or a shift
+};
+
+// `frozen` per value of `g` (scheduler/frozen.h). Graph inputs keep their order and names; the
+// outputs keep their order.
+FoldResult fold_scale_into_conv(const dsl::Graph& g, const std::vector<bool>& frozen);
+
+}  // namespace flow::sched

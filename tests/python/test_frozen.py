@@ -1,0 +1,147 @@
+"""Parameters under @flow.jit: eval-mode batch norm folded into the convolution, parameter-only work
+computed once and cached, oneDNN's reordered weights reused, and every way of changing a parameter
+(in place, load_state_dict, .data) seen by the next call. Also Tensor._version and profile()."""
+import numpy as np
+import pytest
+import torch
+
+import flow
+from conftest import assert_same, to_flow, to_torch
+
+
+def _block(lib, cin=3, cout=8, groups=1):
+    nn = lib.nn
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False, groups=groups), nn.BatchNorm2d(cout),
+                         nn.ReLU(), nn.Conv2d(cout, cout, 1, bias=True), nn.BatchNorm2d(cout))
+
+
+def _pair(gen, **kw):
+    """The same conv/bn block in torch and flow, with random batch-norm statistics (eval mode)."""
+    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
+    tm = _block(torch, **kw)
+    for m in tm.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.normal_()
+            m.running_var.uniform_(0.5, 2.0)
+            m.weight.data.normal_()
+            m.bias.data.normal_()
+    tm.eval()
+    fm = _block(flow, **kw)
+    fm.load_state_dict(tm.state_dict())
+    fm.eval()
+    return tm, fm
+
+
+def _forward(tm, fm, jm, x):
+    with torch.no_grad():
+        want = tm(x)
+    with flow.no_grad():
+        got = jm(to_flow(x))
+        eager = fm(to_flow(x))
+    assert_same(got, want, rtol=1e-4, atol=1e-4, msg="jit")
+    assert_same(eager, want, rtol=1e-4, atol=1e-4, msg="eager")
+    return got
+
+
+@pytest.mark.parametrize("groups", [1, 8], ids=["dense", "depthwise"])
+def test_batch_norm_folds_and_matches_torch(gen, groups):
+    tm, fm = _pair(gen, cin=8, groups=groups)
+    jm = flow.jit(fm)
+    x = torch.randn(2, 8, 11, 9, generator=gen)
+    _forward(tm, fm, jm, x)
+    text = jm.explain(with_source=False)
+    assert "2 convolution(s) absorbed a per-channel scale/shift" in text, text
+    assert "post-ops [relu]" in text, text  # the first conv's relu is a oneDNN post-op
+    # A second call with another input reuses the cached folded weights.
+    _forward(tm, fm, jm, torch.randn(2, 8, 11, 9, generator=gen))
+
+
+def test_parameter_changes_are_seen(gen):
+    tm, fm = _pair(gen)
+    jm = flow.jit(fm)
+    x = torch.randn(1, 3, 10, 10, generator=gen)
+    _forward(tm, fm, jm, x)
+    # In place: buffers and parameters.
+    with torch.no_grad():
+        tm[1].running_var.mul_(3.0)
+        tm[0].weight.add_(0.5)
+    with flow.no_grad():
+        fm[1].running_var.mul_(3.0)
+        fm[0].weight.add_(0.5)
+    _forward(tm, fm, jm, x)
+    # Indexed assignment.
+    with torch.no_grad():
+        tm[4].running_mean[2] = 7.0
+    fm[4].running_mean[2] = 7.0
+    _forward(tm, fm, jm, x)
+    # load_state_dict (copies into the existing tensors).
+    tm2, _ = _pair(gen)
+    tm.load_state_dict(tm2.state_dict())
+    fm.load_state_dict(tm2.state_dict())
+    _forward(tm, fm, jm, x)
+    # .data replaced by a new tensor.
+    w = torch.randn(8, 8, 1, 1, generator=gen)
+    tm[3].weight.data = w.clone()
+    fm[3].weight.data = to_flow(w)
+    _forward(tm, fm, jm, x)
+    assert jm.num_traces == 1
+
+
+def test_train_mode_does_not_fold(gen):
+    tm, fm = _pair(gen)
+    tm.train()
+    fm.train()
+    jm = flow.jit(fm)
+    x = torch.randn(4, 3, 6, 6, generator=gen)
+    with flow.no_grad():
+        got = jm(to_flow(x))
+    want = tm(x).detach()
+    assert_same(got, want, rtol=1e-4, atol=1e-4)
+    assert "0 convolution(s) absorbed" in jm.explain(with_source=False)
+    assert_same(fm[1].running_mean, tm[1].running_mean, rtol=1e-5, atol=1e-6)
+
+
+def test_reordered_weights_are_reused(gen):
+    tm, fm = _pair(gen, cin=16, cout=32)
+    jm = flow.jit(fm)
+    x = torch.randn(2, 16, 14, 14, generator=gen)
+    _forward(tm, fm, jm, x)
+    s0 = flow._C.onednn_stats()
+    with flow.no_grad():
+        jm(to_flow(x))  # (eager calls reorder every time: nothing is known to be frozen there)
+    s1 = flow._C.onednn_stats()
+    assert s1["weight_reorders"] == s0["weight_reorders"], (s0, s1)
+    assert s1["weight_cache_hits"] > s0["weight_cache_hits"], (s0, s1)
+
+
+def test_tensor_version_counts_in_place_writes():
+    t = flow.zeros(4)
+    v = t._version
+    t.add_(1)
+    assert t._version == v + 1
+    t[1] = 3.0
+    t.fill_(2.0)
+    t.copy_(flow.ones(4))
+    t.zero_()
+    assert t._version == v + 5
+    u = t.view(2, 2)  # a view shares the counter (one storage)
+    u.mul_(2)
+    assert t._version == v + 6
+    assert (t + 1)._version == 0
+
+
+def test_profile_lists_every_step_that_runs(gen):
+    tm, fm = _pair(gen)
+    jm = flow.jit(fm)
+    x = to_flow(torch.randn(2, 3, 9, 9, generator=gen))
+    with flow.no_grad():
+        prof = jm.profile(x, repeats=3)
+    kinds = [s.kind for s in prof.steps]
+    assert kinds.count("library") == 2
+    # The cached parameter-only kernels do not run; what runs is listed once, in run order.
+    assert len({(s.kind, s.index) for s in prof.steps}) == len(prof.steps)
+    assert all(s.seconds > 0 for s in prof.steps)
+    table = str(prof)
+    assert "conv2d (oneDNN)" in table and "flow profile:" in table
+    with pytest.raises(ValueError, match="repeats"):
+        jm.profile(x, repeats=0)
