@@ -12,7 +12,7 @@ import torch.nn.functional as TF
 
 import flow
 import flow.nn.functional as F
-from conftest import FLOW_OF, make, to_flow, to_torch
+from conftest import FLOW_OF, assert_same, make, to_flow, to_torch
 
 RTOL, ATOL = 2e-5, 2e-5
 
@@ -697,3 +697,25 @@ def test_default_init_matches_torch_scale():
     bound = 1 / math.sqrt(16 * 9)
     assert np.abs(m.weight.numpy()).max() <= bound and np.abs(m.bias.numpy()).max() <= bound
     assert np.abs(m.weight.numpy()).max() > 0.9 * bound
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str)
+@pytest.mark.parametrize("kw", [
+    {"kernel_size": 3, "stride": 2, "padding": 1},                  # unrolled window (ResNet's)
+    {"kernel_size": (2, 3), "stride": (1, 2), "ceil_mode": True},
+    {"kernel_size": 3, "stride": 1, "padding": 1, "dilation": 2},
+    {"kernel_size": 5, "stride": 3, "padding": 2},                  # 25 > 16: the reduction path
+    {"kernel_size": 1},
+], ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
+def test_max_pool2d_paths_nan_and_layouts(gen, dtype, kw):
+    shapes = [(2, 3, 11, 9), (3, 7, 8), (1, 1, 5, 5)]
+    for shape in shapes:
+        x = make(shape, dtype, gen, special=True)
+        want = TF.max_pool2d(x, **kw)
+        got = F.max_pool2d(to_flow(x), **kw)
+        assert_same(got, want, msg=f"eager {shape}")
+        jitted = flow.jit(lambda t: F.max_pool2d(t, **kw))
+        assert_same(jitted(to_flow(x)), want, msg=f"jit {shape}")
+    # A non-contiguous (channels-last) input.
+    x = make((2, 4, 9, 10), dtype, gen, special=True).permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+    assert_same(F.max_pool2d(to_flow(x), **kw), TF.max_pool2d(x, **kw), msg="channels-last input")
