@@ -719,3 +719,14 @@ def test_max_pool2d_paths_nan_and_layouts(gen, dtype, kw):
     # A non-contiguous (channels-last) input.
     x = make((2, 4, 9, 10), dtype, gen, special=True).permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
     assert_same(F.max_pool2d(to_flow(x), **kw), TF.max_pool2d(x, **kw), msg="channels-last input")
+
+
+@pytest.mark.parametrize("bad", [5, -1, 100])
+def test_embedding_out_of_range_raises_like_torch(bad):
+    tw = torch.randn(5, 3)
+    idx = torch.tensor([[0, 4], [bad, 1]])
+    with pytest.raises(IndexError) as te:
+        TF.embedding(idx, tw)
+    with pytest.raises(IndexError) as fe:
+        F.embedding(to_flow(idx), to_flow(tw))
+    assert str(fe.value) == str(te.value)

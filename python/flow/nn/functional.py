@@ -510,6 +510,14 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if max_norm is not None:
         raise NotImplementedError("flow: embedding(max_norm=...) is not supported (it renormalizes the weight "
                                   "in place)")
+    if isinstance(input, Tensor) and input._c is not None and input.numel() > 0 and \
+            input.dtype in (D.int32, D.int64) and isinstance(weight, Tensor):
+        # torch raises for any index outside [0, num_embeddings) (negative ones included); the
+        # generated gather clamps, so an eager call checks here. Under @flow.jit the indices are
+        # not known at trace time and an out-of-range index reads a clamped row.
+        a = input._c.numpy()
+        if int(a.min()) < 0 or int(a.max()) >= weight.shape[0]:
+            raise IndexError("index out of range in self")
     return dispatch1("embedding", [input, weight])
 
 
