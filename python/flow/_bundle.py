@@ -23,6 +23,7 @@ import tempfile
 
 from . import _C
 from ._jit import JitFunction, JitModule, _flatten, _layout_key, _module_tensors, build_outputs
+from ._profile import profile_executable
 from ._safetensors import load_file, save_file
 from ._tensor import Tensor
 
@@ -225,6 +226,28 @@ class LoadedModel:
 
     def __call__(self, *args, **kwargs):
         flat, spec = _flatten((args, kwargs))
+        v = self._select(flat, spec)
+        inputs = [(flat[x] if kind == "arg" else self.weights[x])._c for kind, x in v.bindings]
+        outs = v.exe.run(inputs)
+        for name, k in v.mutations:
+            self.weights[name].copy_(Tensor._wrap(outs[k]))
+
+        def input_of(b):
+            kind, x = v.bindings[b]
+            return flat[x] if kind == "arg" else self.weights[x]
+
+        return build_outputs(v.out_spec, v.out_leaves, outs, input_of)
+
+    def profile(self, *args, repeats: int = 10, **kwargs):
+        """Times every kernel and library call of the variant these arguments select (a ``flow.Profile``)."""
+        if not isinstance(repeats, int) or repeats < 1:
+            raise ValueError(f"flow.LoadedModel.profile: repeats must be a positive int, got {repeats!r}")
+        flat, spec = _flatten((args, kwargs))
+        v = self._select(flat, spec)
+        inputs = [(flat[x] if kind == "arg" else self.weights[x])._c for kind, x in v.bindings]
+        return profile_executable(v.exe, inputs, repeats)
+
+    def _select(self, flat, spec):
         # A variant of the current mode (train()/eval()) first, else any that takes these arguments.
         candidates = [v for v in self._variants if v.training in (None, self.training)]
         candidates += [v for v in self._variants if v not in candidates]
@@ -236,15 +259,7 @@ class LoadedModel:
                                        for l in v.leaves) for v in self._variants)
             raise ValueError(f"flow.load: no saved variant of {self.manifest.get('module', 'the model')} takes "
                              f"these arguments; the bundle has: {sigs}")
-        inputs = [(flat[x] if kind == "arg" else self.weights[x])._c for kind, x in v.bindings]
-        outs = v.exe.run(inputs)
-        for name, k in v.mutations:
-            self.weights[name].copy_(Tensor._wrap(outs[k]))
-        def input_of(b):
-            kind, x = v.bindings[b]
-            return flat[x] if kind == "arg" else self.weights[x]
-
-        return build_outputs(v.out_spec, v.out_leaves, outs, input_of)
+        return v
 
     def train(self, mode=True):
         self.training = bool(mode)
