@@ -20,6 +20,7 @@
 #include "jit/library_ops.h"
 #include "jit/log.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/cuda_stream.h"
 #include "scheduler/fold_scale.h"
 #include "scheduler/frozen.h"
 #include "scheduler/workload_key.h"
@@ -438,6 +439,9 @@ std::vector<Tensor> Executable::run_impl(const std::vector<Tensor>& inputs,
       if (bound[v]) values.push_back(*bound[v]);
     }
     if (complete) {
+      // On a GPU the kernels that wrote them may still run: a run on another stream must not read
+      // them before they are done (a cache fill happens once per parameter state).
+      if (gpu) runtime::cuda::synchronize();
       std::lock_guard<std::mutex> lock(frozen_results_->mu);
       frozen_results_->key = std::move(key);
       frozen_results_->values = std::move(values);
@@ -471,7 +475,7 @@ std::string Executable::explain(bool with_source) const {
   for (const LibraryStep& step : library_steps_)
     os << "group " << step.group << ": library call: " << step.describe() << "  (implementation: " << step.impl_origin
        << ")" << (group_cached(step.group) ? "  [cached: parameters only]" : "")
-       << (step.weights_frozen ? "  [weights reordered once]" : "") << "\n";
+       << (step.weights_frozen ? "  [frozen weights]" : "") << "\n";
   for (size_t k = 0; k < kernels_.size(); ++k) {
     const auto& ck = *kernels_[k];
     const auto& sk = ck.scheduled;

@@ -530,7 +530,11 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
   const std::vector<onednn::PostOp> post = post_ops(step, values, out.sizes, unit_pos, copies);
   const onednn::TensorArg bias_arg = bias.tensor();
   onednn::TensorArg w_arg = w.tensor();
-  if (step.weights_frozen) w_arg.content_tag = content_tag(operand(values, step.operands[1]));
+  if (step.weights_frozen) {
+    const Tensor& wt = operand(values, step.operands[1]);
+    w_arg.content_tag = content_tag(wt);
+    w_arg.content_family = std::to_string(wt.storage->uid()) + ":" + std::to_string(wt.offset);
+  }
   onednn::conv2d(p, x.tensor(), w_arg, has_bias ? &bias_arg : nullptr, {static_cast<float*>(out.data()), dst_dims, {}},
                  post, step.impl, info);
 }

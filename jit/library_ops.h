@@ -37,8 +37,9 @@ struct LibraryStep {
   std::string impl;
   std::string impl_origin = "library default";  // or "record", "tuned"
   std::string workload;                         // library_workload_key (set by compile)
-  // The weights operand is frozen (scheduler/frozen.h): its reordered form is cached by the
-  // library, keyed by the storage's uid and version (runtime/onednn.h, TensorArg::content_tag).
+  // The weights operand is frozen (scheduler/frozen.h): where the library reorders weights (blocked
+  // convolutions), the reordered copy is cached, keyed by the storage's uid and version
+  // (runtime/onednn.h, TensorArg::content_tag).
   bool weights_frozen = false;
   // "conv2d (oneDNN) + post-ops [add, relu]"
   std::string describe() const;

@@ -383,23 +383,29 @@ class PackedWeights {
     lru_.splice(lru_.begin(), lru_, it->second.second);
     return it->second.first;
   }
-  void put(const std::string& key, std::shared_ptr<Buffer> b) {
+  // Stores `b` under `key`; an entry of the same `family` (the same weights at an older version) is
+  // dropped first, so rewritten parameters do not pile up stale copies.
+  void put(const std::string& key, const std::string& family, const std::shared_ptr<Buffer>& b) {
     std::lock_guard<std::mutex> lock(mu_);
     if (b->size() > cap_bytes() || map_.count(key)) return;
+    if (!family.empty()) {
+      auto f = family_.find(family);
+      if (f != family_.end()) {
+        erase_locked(f->second);
+        family_.erase(f);
+      }
+      family_[family] = key;
+    }
     lru_.push_front(key);
     bytes_ += b->size();
-    map_.emplace(key, std::make_pair(std::move(b), lru_.begin()));
-    while (bytes_ > cap_bytes()) {
-      auto victim = map_.find(lru_.back());
-      bytes_ -= victim->second.first->size();
-      map_.erase(victim);
-      lru_.pop_back();
-    }
+    map_.emplace(key, std::make_pair(b, lru_.begin()));
+    while (bytes_ > cap_bytes()) erase_locked(lru_.back());
   }
   void clear() {
     std::lock_guard<std::mutex> lock(mu_);
     map_.clear();
     lru_.clear();
+    family_.clear();
     bytes_ = 0;
   }
   uint64_t hits() {
@@ -420,9 +426,17 @@ class PackedWeights {
     }();
     return cap;
   }
+  void erase_locked(const std::string& key) {
+    auto it = map_.find(key);
+    if (it == map_.end()) return;
+    bytes_ -= it->second.first->size();
+    lru_.erase(it->second.second);
+    map_.erase(it);
+  }
   std::mutex mu_;
   std::list<std::string> lru_;
   std::unordered_map<std::string, std::pair<std::shared_ptr<Buffer>, std::list<std::string>::iterator>> map_;
+  std::unordered_map<std::string, std::string> family_;  // family -> its current key
   uint64_t bytes_ = 0, hits_ = 0;
 };
 
@@ -587,7 +601,7 @@ bool plain_conv_forced() {
 
 // Runs a cached entry: weights reorder (if any), the primitive, then the fallback epilogue.
 void execute(const Entry& e, const OutArg& dst, const std::vector<PostOp>& post, std::unordered_map<int, memory> args,
-             const float* weights_user, const std::string& weights_key = "") {
+             const float* weights_user, const std::string& weights_key = "", const std::string& weights_family = "") {
   set_thread_count_once();
   dnnl::stream& s = thread_stream();
   dnnl::engine& eng = engine();
@@ -605,8 +619,11 @@ void execute(const Entry& e, const OutArg& dst, const std::vector<PostOp>& post,
     std::memcpy(copy, dst.data, static_cast<size_t>(span) * sizeof(float));
     prev = copy;
   }
+  // The reordered weights from the cache (or just made for it): held until the primitive has run,
+  // whatever the cache does meanwhile (evict, refuse, clear).
+  std::shared_ptr<Buffer> packed;
   if (e.reorder_weights) {
-    std::shared_ptr<Buffer> packed = weights_key.empty() ? nullptr : packed_weights().get(weights_key);
+    if (!weights_key.empty()) packed = packed_weights().get(weights_key);
     if (packed) {
       args[DNNL_ARG_WEIGHTS] = memory(e.weights_prim_md, eng, packed->data());
     } else {
@@ -617,8 +634,8 @@ void execute(const Entry& e, const OutArg& dst, const std::vector<PostOp>& post,
       ++g_weight_reorders;
       args[DNNL_ARG_WEIGHTS] = prim;
       if (packed) {
-        s.wait();  // the buffer is shared once cached
-        packed_weights().put(weights_key, std::move(packed));
+        s.wait();  // complete before another thread can find it in the cache
+        packed_weights().put(weights_key, weights_family, packed);
       }
     }
   }
@@ -942,8 +959,11 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
   if (!e->reorder_weights)
     args[DNNL_ARG_WEIGHTS] = memory(e->weights_user_md, engine(), const_cast<float*>(weights.data));
   if (info) *info = ImplInfo{e->impl, e->available};
+  // The family (primitive + storage, without the version) lets a new version replace the old copy.
+  const std::string family =
+      weights.content_family.empty() ? std::string() : key.str() + " w=" + weights.content_family;
   execute(*e, dst, post, std::move(args), weights.data,
-          weights.content_tag.empty() ? std::string() : key.str() + " weights=" + weights.content_tag);
+          weights.content_tag.empty() ? std::string() : key.str() + " weights=" + weights.content_tag, family);
 }
 
 Stats stats() {

@@ -60,6 +60,9 @@ struct TensorArg {
   // every call; the cache holds FLOW_ONEDNN_WEIGHT_CACHE_MB (default 1024) MiB, least recently
   // used first out.
   std::string content_tag = {};
+  // With content_tag: what stays the same when the contents change (jit: the storage's uid and the
+  // offset), so the cached copy of an older version is dropped when a new one is stored.
+  std::string content_family = {};
 };
 // The output: written, never read (except by a Sum post-op, which reads its previous contents).
 struct OutArg {

@@ -220,10 +220,19 @@ class Fuser {
     std::string why;
     std::vector<EpilogueStep> s = match_epilogue(g_, lib, chain, n, opt_.target, why);
     if (s.empty()) return why;
-    if (opt_.library_epilogues == LibraryEpilogues::Eltwise)
+    if (opt_.library_epilogues != LibraryEpilogues::All)
       for (const EpilogueStep& st : s)
         if (is_binary_alg(st.alg))
           return "binary post-ops are off (slow in this oneDNN; FLOW_LIBRARY_EPILOGUES=1 enables them)";
+    if (opt_.library_epilogues == LibraryEpilogues::Exact)
+      for (const EpilogueStep& st : s) {
+        const bool inexact = st.alg == PostOpAlg::Relu || st.alg == PostOpAlg::Clip || st.alg == PostOpAlg::Logistic ||
+                             st.alg == PostOpAlg::GeluErf || st.alg == PostOpAlg::Hardswish ||
+                             (st.alg == PostOpAlg::Linear && n.op == "div");
+        if (inexact)
+          return std::string("the ") + post_op_alg_name(st.alg) + " post-op" + (n.op == "div" ? " of a division" : "") +
+                 " differs from torch on NaN/inf (FLOW_LIBRARY_EPILOGUES=eltwise fuses it anyway)";
+      }
     if (creates_cycle(gi, n)) return "would create a cycle between kernels";
     if (steps) *steps = std::move(s);
     return "";
@@ -453,9 +462,11 @@ class Fuser {
 
 LibraryEpilogues library_epilogues_default() {
   const char* e = std::getenv("FLOW_LIBRARY_EPILOGUES");
-  if (e && std::string(e) == "1") return LibraryEpilogues::All;
-  if (e && std::string(e) == "0") return LibraryEpilogues::None;
-  return LibraryEpilogues::Eltwise;
+  const std::string v = e ? e : "";
+  if (v == "1" || v == "all") return LibraryEpilogues::All;
+  if (v == "0") return LibraryEpilogues::None;
+  if (v == "eltwise") return LibraryEpilogues::Eltwise;
+  return LibraryEpilogues::Exact;
 }
 
 FusionPlan fuse(const Graph& g, const FusionOptions& opt) {

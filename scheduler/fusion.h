@@ -54,10 +54,16 @@ struct FusionPlan {
 // Which elementwise epilogues join library calls as post-ops.
 enum class LibraryEpilogues {
   None,     // none: every epilogue is a generated kernel
-  Eltwise,  // activations and scalar affine maps (oneDNN eltwise post-ops)
+  Exact,    // post-ops that match torch on NaN and +-inf too (tested: tests/python/test_frozen.py):
+            // silu, tanh, gelu(approximate="tanh"), scalar multiply/add (eltwise linear). Not relu,
+            // clamp, sigmoid, gelu (erf), hardswish (oneDNN 2.6: relu gives NaN for -inf on
+            // convolutions and 0 for NaN on GEMMs; clip and logistic drop NaN; gelu_erf and
+            // hardswish give NaN for +inf), nor division by a scalar (a multiply by a rounded
+            // reciprocal: x / 1e-39 overflows).
+  Eltwise,  // every eltwise post-op: faster, but NaN and +-inf may come out differently
   All,      // also binary ops with a tensor (residual adds, per-channel scales)
 };
-// FLOW_LIBRARY_EPILOGUES: "0" None, "1" All, unset Eltwise.
+// FLOW_LIBRARY_EPILOGUES: "0" None, unset or "exact" Exact, "eltwise" Eltwise, "1" or "all" All.
 LibraryEpilogues library_epilogues_default();
 
 struct FusionOptions {

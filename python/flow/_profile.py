@@ -42,7 +42,7 @@ class Profile:
         n_k = sum(1 for s in self.steps if s.kind == "kernel")
         lines = [
             f"flow profile: {len(self.steps)} steps, {self.total_seconds * 1e3:.3f} ms "
-            f"(library calls {n_k and len(self.steps) - n_k}: {by_kind['library'] * 1e3:.3f} ms, "
+            f"(library calls {len(self.steps) - n_k}: {by_kind['library'] * 1e3:.3f} ms, "
             f"kernels {n_k}: {by_kind['kernel'] * 1e3:.3f} ms)",
             f"{'ms':>9} {'share':>6}  {'kind':<7} {'group':>5}  name",
         ]

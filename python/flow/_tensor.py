@@ -737,6 +737,7 @@ class Tensor:
         except ValueError:
             raise RuntimeError(f"shape mismatch: value tensor of shape {list(src.shape)} cannot be broadcast to "
                                f"indexing result of shape {list(target_shape)}") from None
+        self._wrote()
 
     # ---- in-place ops: compute out of place, then write into self's storage ------------------
 
@@ -750,8 +751,13 @@ class Tensor:
                                "single memory location. Please clone() the tensor before performing the operation.")
         # Every eager in-place write comes through here: the version tells compiled functions that
         # cached values derived from this storage (folded weights, reordered weights) are stale.
+        # Callers bump again after writing (_wrote), so a result cached by a concurrent call from
+        # half-written data is not current either.
         c.bump_version()
         return c.numpy_view()
+
+    def _wrote(self):
+        self._c.bump_version()
 
     def _assign(self, op, result, check_cast=True):
         """Makes this tensor hold `result` (a Tensor of this shape) in place, torch's in-place contract:
@@ -792,6 +798,7 @@ class Tensor:
             raise trace_error(f"Tensor.{op}", "it would write a value of a finished trace into a tensor")
         dst = self._writable(f"Tensor.{op}")
         dst[...] = result._c.numpy_raw()
+        self._wrote()
         return self
 
     def copy_(self, src, non_blocking=False):
@@ -817,6 +824,7 @@ class Tensor:
         if self._c is not None and not isinstance(value, Tensor) and current_trace() is None:
             dst = self._writable("Tensor.fill_()")
             dst[...] = _value_array(value, self.dtype, "Tensor.fill_()")
+            self._wrote()
             return self
         v = dispatch1("cast", [value], {"dtype": self.dtype.name})
         return self._assign("fill_", v.expand(list(self.shape)), check_cast=False)
@@ -831,6 +839,7 @@ class Tensor:
             return
         dst = self._writable("Tensor.copy_()")
         dst[...] = np.broadcast_to(_value_array(value, self.dtype, "Tensor.copy_()"), dst.shape)
+        self._wrote()
 
     def add_(self, other, *, alpha=1):
         return self._assign("add_", F.add(self, other, alpha=alpha))
