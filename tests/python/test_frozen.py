@@ -195,3 +195,56 @@ def test_library_epilogues_keep_nan_and_inf(act, op, monkeypatch, gen):
     jm = flow.jit(lambda x: f_act(ff(x)))
     got = jm(to_flow(x))
     assert_same(got, want, rtol=1e-4, atol=1e-4, msg=f"{op} + {act}\n" + jm.explain(with_source=False))
+
+
+CONV_SCRIPT = """
+import sys, threading, numpy as np, flow, torch
+torch.manual_seed(0)
+tm = torch.nn.Conv2d(16, 32, 3, padding=1).eval()
+fm = flow.nn.Conv2d(16, 32, 3, padding=1)
+fm.load_state_dict(tm.state_dict())
+fm.eval()
+jm = flow.jit(fm)
+xs = torch.randn(1, 16, 8, 8)
+x = flow.tensor(xs.numpy())
+with torch.no_grad():
+    want = tm(xs).numpy()
+bad, res, n = 0, [None, None], int(sys.argv[1])
+bar = threading.Barrier(3)
+def work(i):
+    for _ in range(n):
+        bar.wait()
+        with flow.no_grad():
+            res[i] = jm(x).numpy()
+        bar.wait()
+ts = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+for t in ts:
+    t.start()
+for _ in range(n):
+    fm.weight.mul_(1.0)  # same values, a new version: both threads miss the reordered-weight cache
+    bar.wait()
+    bar.wait()
+    bad += sum(int(np.abs(r - want).max() > 1e-3) for r in res)
+for t in ts:
+    t.join()
+print(bad, flow._C.onednn_stats()["weight_cache_bytes"])
+"""
+
+
+@pytest.mark.parametrize("cap_mb", ["0", "1024"])
+def test_reordered_weights_survive_cache_refusal_and_concurrent_misses(cap_mb):
+    """The reordered weights stay alive until the convolution has read them, whether the cache keeps
+    them (two threads missing at once), refuses them (a cap of 0) or replaces them (new version);
+    and old versions do not pile up."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, FLOW_ONEDNN_WEIGHT_CACHE_MB=cap_mb,
+               PYTHONPATH=os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+    r = subprocess.run([sys.executable, "-c", CONV_SCRIPT, "150"], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    bad, cached = (int(v) for v in r.stdout.split())
+    assert bad == 0
+    assert cached <= 32 * 16 * 9 * 4 * 2  # at most the current version of the one weight (x2 slack)
