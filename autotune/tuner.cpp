@@ -6,8 +6,8 @@
 #include <memory>
 #include <optional>
 
-#include "autotune/search_space.h"
 #include "autotune/json.h"
+#include "autotune/search_space.h"
 #include "jit/cuda_launch.h"
 #include "jit/library_ops.h"
 #include "jit/log.h"
@@ -45,7 +45,11 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
   std::vector<std::string> key(nk);
   std::vector<std::string> order;
   std::map<std::string, std::vector<size_t>> users;
+  // Parameter-only kernels and library calls (computed once and cached, jit/compile.h) are not
+  // worth tuning: they are skipped.
+  auto cached = [&](int group) { return exe.group_cached(static_cast<size_t>(group)); };
   for (size_t k = 0; k < nk; ++k) {
+    if (cached(exe.kernel_group(k))) continue;
     key[k] = sched::workload_key(exe.instance(k), t);
     if (!users.count(key[k])) order.push_back(key[k]);
     users[key[k]].push_back(k);
@@ -55,7 +59,7 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
   std::vector<std::string> lib_order;
   std::map<std::string, std::vector<size_t>> lib_users;
   for (size_t i = 0; i < steps.size(); ++i) {
-    if (steps[i].library == "reference" || steps[i].workload.empty()) continue;
+    if (steps[i].library == "reference" || steps[i].workload.empty() || cached(steps[i].group)) continue;
     if (!lib_users.count(steps[i].workload)) lib_order.push_back(steps[i].workload);
     lib_users[steps[i].workload].push_back(i);
   }
@@ -126,8 +130,10 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
         auto kernel = jit::get_kernel(sk, copt);
         const Measurement m = measure(
             [&] {
-              if (cuda) jit::launch_cuda(*kernel, sk.args, values);
-              else jit::launch_cpu(*kernel, sk.args, values);
+              if (cuda)
+                jit::launch_cuda(*kernel, sk.args, values);
+              else
+                jit::launch_cpu(*kernel, sk.args, values);
             },
             MeasureOptions{opt.measure.warmup, opt.measure.repeats, opt.measure.time_limit_seconds,
                            opt.measure.min_sample_seconds, cuda});
@@ -146,7 +152,8 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
     const double remaining = opt.budget_seconds - std::chrono::duration<double>(Clock::now() - t0).count();
     SearchBudget budget{std::max(0.0, remaining / static_cast<double>(std::max<size_t>(1, left))),
                         opt.max_trials_per_kernel};
-    const SearchResult sr = search(space, start, cost, opt.strategy, budget, opt.seed ^ std::hash<std::string>{}(key[k]));
+    const SearchResult sr =
+        search(space, start, cost, opt.strategy, budget, opt.seed ^ std::hash<std::string>{}(key[k]));
     r.strategy = sr.strategy;
     r.candidates = static_cast<int>(sr.trials.size());
     r.failed = sr.failed;
@@ -223,10 +230,10 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
         jit::run_library_group(exe.graph(), step, values);
       } catch (const std::exception&) {
       }  // a failure shows again in measure(), which reports it
-      const Measurement m = measure([&] { jit::run_library_group(exe.graph(), step, values); },
-                                    MeasureOptions{opt.measure.warmup, opt.measure.repeats,
-                                                   opt.measure.time_limit_seconds, opt.measure.min_sample_seconds,
-                                                   cuda});
+      const Measurement m =
+          measure([&] { jit::run_library_group(exe.graph(), step, values); },
+                  MeasureOptions{opt.measure.warmup, opt.measure.repeats, opt.measure.time_limit_seconds,
+                                 opt.measure.min_sample_seconds, cuda});
       ++r.candidates;
       if (!m.ok) {
         ++r.failed;
@@ -257,7 +264,8 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
   // Workloads that have records need no run.
   for (const std::string& w : order) {
     const TuningRecord* rec = existing ? existing->best(w, target) : nullptr;
-    if (rec && rec->scheduler == exe.kernels()[users[w][0]]->scheduled.scheduler) finish(apply_record(users[w][0], *rec));
+    if (rec && rec->scheduler == exe.kernels()[users[w][0]]->scheduled.scheduler)
+      finish(apply_record(users[w][0], *rec));
   }
   for (const std::string& w : lib_order) {
     const TuningRecord* rec = existing ? existing->best(w, target) : nullptr;
@@ -279,7 +287,7 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
     exe.run_with_hook(
         inputs,
         [&](size_t k, const std::vector<const jit::Tensor*>& values) {
-          if (result_index.count(key[k])) return;
+          if (key[k].empty() || result_index.count(key[k])) return;
           finish(tune_one(k, values));
         },
         [&](size_t i, const std::vector<const jit::Tensor*>& values) {
@@ -291,7 +299,8 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
   for (size_t i = 0; i < steps.size(); ++i) {
     auto it = lib_winners.find(steps[i].workload);
     if (it == lib_winners.end()) continue;
-    exe.set_library_impl(i, it->second, results[result_index.at(steps[i].workload)].status == "record" ? "record" : "tuned");
+    exe.set_library_impl(i, it->second,
+                         results[result_index.at(steps[i].workload)].status == "record" ? "record" : "tuned");
   }
   for (size_t k = 0; k < nk; ++k) {
     auto it = winners.find(key[k]);

@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 
+#include "autotune/tuner.h"
 #include "dsl/graph_interpreter.h"
 #include "dsl/op_table.h"
 #include "jit/backend.h"
@@ -982,4 +983,31 @@ TEST(FrozenParameters, HooksSeeEveryKernelUnlessAskedForTheCache) {
   exe->run_with_hook(
       in, [&](size_t, const std::vector<const jit::Tensor*>&) { ++seen; }, nullptr, true);
   EXPECT_EQ(seen, 0u);
+}
+
+TEST(FrozenParameters, TheTunerSkipsParameterOnlyWork) {
+  REQUIRE_BACKENDS();
+  auto rng = test::rng(59);
+  // conv + eval batch norm + sigmoid: the folded weights are parameter-only, the sigmoid is per call.
+  dsl::Graph g;
+  const int x = g.add_input({{1, 3, 6, 6}, DType::Float32}, "x");
+  const int w = g.add_input({{4, 3, 3, 3}, DType::Float32}, "w");
+  const int s = g.add_input({{4, 1, 1}, DType::Float32}, "s");
+  g.mark_output(g.add("sigmoid", {g.add("mul", {g.add("conv2d", {x, w}, {{"padding", int64_t{1}}}), s})}));
+  const std::vector<jit::Tensor> in{random_tensor({1, 3, 6, 6}, rng), random_tensor({4, 3, 3, 3}, rng),
+                                    random_tensor({4, 1, 1}, rng)};
+  jit::CompileOptions opt;
+  opt.frozen_inputs = {false, true, true};
+  auto exe = jit::compile(g, strides_of(in), opt);
+  ASSERT_EQ(exe->num_folded(), 1);
+  ASSERT_GT(exe->num_cached_groups(), 0);
+  autotune::TuneOptions to;
+  to.budget_seconds = 5;
+  const auto results = autotune::tune_executable(*exe, in, to, nullptr, nullptr);
+  for (const auto& r : results) {
+    if (r.scheduler == "oneDNN") continue;
+    EXPECT_FALSE(exe->group_cached(exe->kernel_group(r.kernel))) << r.name << " is parameter-only";
+  }
+  EXPECT_FALSE(results.empty());
+  check(g, in, "after tuning", 1e-4, {}, exe);
 }
