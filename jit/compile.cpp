@@ -21,6 +21,7 @@
 #include "jit/log.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/cuda_stream.h"
+#include "scheduler/fold_pad.h"
 #include "scheduler/fold_scale.h"
 #include "scheduler/frozen.h"
 #include "scheduler/workload_key.h"
@@ -188,12 +189,19 @@ std::vector<uint64_t> Executable::frozen_key(const std::vector<Tensor>& inputs) 
   return key;
 }
 
-std::shared_ptr<Executable> compile(const Graph& g, const std::vector<std::vector<int64_t>>& input_strides,
+std::shared_ptr<Executable> compile(const Graph& g_in, const std::vector<std::vector<int64_t>>& input_strides,
                                     const CompileOptions& opt) {
   auto exe = std::shared_ptr<Executable>(new Executable());
   // Folding first (it adds reshapes of the scales, which materialize_unviewable may need to copy).
   CompileOptions options = opt;
   if (const char* e = std::getenv("FLOW_FREEZE"); e && std::string(e) == "0") options.frozen_inputs.clear();
+  // A zero pad read by a convolution becomes the convolution's own padding.
+  sched::PadFoldResult pads;
+  if (options.fuse) {
+    pads = sched::fold_pad_into_conv(g_in);
+    exe->num_folded_pads_ = pads.folded;
+  }
+  const Graph& g = pads.folded > 0 ? pads.graph : g_in;
   std::vector<bool> frozen = sched::frozen_values(g, options.frozen_inputs);
   if (std::find(frozen.begin(), frozen.end(), true) != frozen.end()) {
     sched::FoldResult folded = sched::fold_scale_into_conv(g, frozen);
@@ -469,6 +477,7 @@ std::string Executable::explain(bool with_source) const {
   os << "== fusion: " << plan_.groups.size() << " group(s) ==\n" << plan_.to_string(graph_) << "\n";
   os << "== kernels: " << kernels_.size() << " generated, " << library_steps_.size() << " library calls ("
      << dsl::target_name(opt_.target) << ") ==\n";
+  if (num_folded_pads_ > 0) os << "folded " << num_folded_pads_ << " zero pad(s) into convolution padding\n";
   if (!opt_.frozen_inputs.empty())
     os << "parameter-only work: " << num_cached_groups() << " group(s) computed once and cached between calls; "
        << num_folded_ << " convolution(s) absorbed a per-channel scale/shift (batch norm)\n";

@@ -1011,3 +1011,42 @@ TEST(FrozenParameters, TheTunerSkipsParameterOnlyWork) {
   EXPECT_FALSE(results.empty());
   check(g, in, "after tuning", 1e-4, {}, exe);
 }
+
+TEST(FoldPad, ZeroSpatialPadsBecomeConvolutionPadding) {
+  REQUIRE_BACKENDS();
+  auto rng = test::rng(61);
+  struct Case {
+    const char* what;
+    std::vector<int64_t> pads;
+    double value;
+    bool pad_also_output, conv_padding;
+    int folded;
+  };
+  const Case cases[] = {
+      {"asymmetric [1, 2, 0, 3]", {1, 2, 0, 3}, 0.0, false, false, 1},
+      {"on top of the conv's own padding", {1, 1, 2, 2}, 0.0, false, true, 1},
+      {"last dim only", {2, 1}, 0.0, false, false, 1},
+      {"pad also returned", {1, 1, 1, 1}, 0.0, true, false, 1},
+      {"nonzero value", {1, 1, 1, 1}, 0.5, false, false, 0},
+      {"a crop (negative)", {1, -1, 0, 0}, 0.0, false, false, 0},
+      {"channel dim padded", {0, 0, 0, 0, 1, 0}, 0.0, false, false, 0},
+  };
+  for (const Case& cs : cases) {
+    dsl::Graph g;
+    const int x = g.add_input({{2, 3, 7, 6}, DType::Float32});
+    const int p = g.add("pad", {x}, {{"pads", cs.pads}, {"value", cs.value}});
+    const int64_t cin = g.value(p).type.shape[1];
+    const int w = g.add_input({{4, cin, 3, 3}, DType::Float32});
+    dsl::Attrs ca{{"stride", int64_t{2}}};
+    if (cs.conv_padding) ca["padding"] = int64_t{1};
+    g.mark_output(g.add("sigmoid", {g.add("conv2d", {p, w}, ca)}));
+    if (cs.pad_also_output) g.mark_output(p);
+    const std::vector<jit::Tensor> in{random_tensor({2, 3, 7, 6}, rng), random_tensor({4, cin, 3, 3}, rng)};
+    auto exe = check(g, in, cs.what);
+    EXPECT_EQ(exe->num_folded_pads(), cs.folded) << cs.what << "\n" << exe->explain(false);
+    bool pad_kernel = false;
+    for (const auto& k : exe->kernels())
+      pad_kernel = pad_kernel || k->scheduled.func.name.find("pad") != std::string::npos;
+    EXPECT_EQ(pad_kernel, cs.folded == 0 || cs.pad_also_output) << cs.what << "\n" << exe->explain(false);
+  }
+}

@@ -248,3 +248,16 @@ def test_reordered_weights_survive_cache_refusal_and_concurrent_misses(cap_mb):
     bad, cached = (int(v) for v in r.stdout.split())
     assert bad == 0
     assert cached <= 32 * 16 * 9 * 4 * 2  # at most the current version of the one weight (x2 slack)
+
+
+@pytest.mark.parametrize("pads,padding", [((1, 2, 0, 3), 0), ((1, 1, 1, 1), 1), ((2, 0), 0)])
+def test_zero_pad_folds_into_the_convolution(gen, pads, padding):
+    x = torch.randn(2, 3, 9, 8, generator=gen)
+    w = torch.randn(5, 3, 3, 3, generator=gen)
+    want = torch.nn.functional.conv2d(torch.nn.functional.pad(x, pads), w, padding=padding, stride=2)
+    jm = flow.jit(lambda x: flow.nn.functional.conv2d(flow.nn.functional.pad(x, pads), to_flow(w), padding=padding,
+                                                      stride=2))
+    assert_same(jm(to_flow(x)), want, rtol=1e-4, atol=1e-4)
+    text = jm.explain(with_source=False)
+    assert "folded 1 zero pad(s) into convolution padding" in text, text
+    assert jm.num_kernels == 0, text

@@ -1,0 +1,19 @@
+// Note: folding a zero pad into the convolution that reads it (DESIGN.md §2, the constant-folding
+// pass; the torch-API issue asks for it). `conv2d(pad(x, [l, r, t, b], 0), W)` becomes
+// `conv2d(x, W)` with `t, l` added to its padding and `b, r` to its end padding: oneDNN pads on the
+// fly, so the padded copy of the activation is never written. Only zero pads of the two spatial
+// dims with no negative amount (a crop) fold; the pad node stays when something else reads it.
+#pragma once
+#include "dsl/graph.h"
+
+namespace flow::sched {
+
+struct PadFoldResult {
+  dsl::Graph graph;
+  int folded = 0;  // convolutions that absorbed a pad
+};
+
+// Graph inputs keep their order and names; the outputs keep their order.
+PadFoldResult fold_pad_into_conv(const dsl::Graph& g);
+
+}  // namespace flow::sched
