@@ -53,6 +53,45 @@ def main() -> None:
     print(f"max abs difference vs torch: {err:.3e}")
     if not err < 1e-5:
         raise SystemExit("demo: flow and torch disagree")
+    image_classifier(torch)
+
+
+def conv_net(nn):
+    """A small image classifier written against torch.nn's API (works with torch.nn and flow.nn)."""
+    return nn.Sequential(
+        nn.Conv2d(3, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(3, 2, 1),
+        nn.Conv2d(32, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.SiLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+
+
+def image_classifier(torch) -> None:
+    """The founding use: a CNN's weights from PyTorch, compiled with @flow.jit (batch norm folded
+    into the convolutions, parameter-only work cached), checked against PyTorch, and profiled."""
+    torch.manual_seed(0)
+    tm = conv_net(torch.nn).eval()
+    for m in tm.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.normal_()
+            m.running_var.uniform_(0.5, 2.0)
+    fm = conv_net(flow.nn).eval()
+    fm.load_state_dict(tm.state_dict())
+    model = flow.jit(fm)
+    x = torch.randn(8, 3, 64, 64)
+    with flow.no_grad():
+        y = model(flow.as_tensor(x))
+        prof = model.profile(flow.as_tensor(x), repeats=5)
+    with torch.no_grad():
+        ref = tm(x)
+    err = float((torch.from_numpy(y.numpy()) - ref).abs().max() / ref.abs().max())
+    print("\n== an image classifier (conv, batch norm, relu, max pool, silu, linear), batch 8, 64x64 ==")
+    for line in model.explain(with_source=False).splitlines():
+        if line.startswith(("== kernels", "parameter-only", "folded", "group")) and "library call" in line or \
+                line.startswith(("== kernels", "parameter-only", "folded")):
+            print(line)
+    print(prof.table(top=8))
+    print(f"max relative difference vs torch: {err:.3e}")
+    if not err < 1e-4:
+        raise SystemExit("demo: flow and torch disagree on the image classifier")
 
 
 if __name__ == "__main__":
