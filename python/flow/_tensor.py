@@ -17,6 +17,7 @@ applied to it. Everything goes through the one dispatcher (``flow._dispatch``):
   boolean masks, indexed assignment) raise ``flow.TraceError`` naming the op and the user's line.
 """
 import builtins
+import math
 import numbers
 import operator
 
@@ -154,6 +155,44 @@ def _check_index_range(ix, size, dim):
     bad = lo if lo < -size else hi if hi >= size else None
     if bad is not None:
         raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+
+
+def _multi_index(x, adv):
+    """x[..., i, ..., j, ...] with several integer index tensors (torch's advanced indexing): the
+    indices broadcast to one shape B; the indexed dims are flattened into one (row-major linear index)
+    and read by one index_select. B replaces the indexed dims where they stood when they are adjacent,
+    else it comes first, as in torch."""
+    if builtins.any(ix.dtype is D.bool_ for _, ix in adv):
+        raise NotImplementedError("flow: a boolean mask combined with other tensor indices is not supported; "
+                                  "index with the mask's nonzero() positions instead")
+    for d, ix in adv:
+        if ix.dtype not in (D.int64, D.int32):
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        if ix._c is not None and ix.numel() > 0:
+            _check_index_range(ix, x.shape[d], d)
+    dims = [d for d, _ in adv]
+    sizes = [x.shape[d] for d in dims]
+    try:
+        bshape = list(np.broadcast_shapes(*[tuple(ix.shape) for _, ix in adv]))
+    except ValueError:
+        raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes " +
+                         ", ".join(str(list(ix.shape)) for _, ix in adv)) from None
+    others = [d for d in range(x.ndim) if d not in dims]
+    moved = x.permute(dims + others)
+    rest = [x.shape[d] for d in others]
+    flat = moved.reshape([math.prod(sizes)] + rest)
+    linear = None
+    for (d, ix), size, stride in zip(adv, sizes, [math.prod(sizes[k + 1:]) for k in range(len(sizes))]):
+        ix = ix.to(D.int64)
+        ix = F.where(ix < 0, ix + size, ix) * stride
+        linear = ix if linear is None else linear + ix
+    linear = linear.expand(bshape).reshape(-1)
+    out = F.index_select(flat, 0, linear).reshape(bshape + rest)
+    adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
+    if not adjacent or dims[0] == 0:
+        return out
+    nb, p0 = len(bshape), dims[0]
+    return out.permute([nb + i for i in range(p0)] + list(range(nb)) + [nb + i for i in range(p0, len(rest))])
 
 
 def _numpy_index(index, ndim):
@@ -706,9 +745,7 @@ class Tensor:
         if not adv:
             return x
         if len(adv) > 1:
-            raise NotImplementedError("flow: indexing with more than one tensor index (advanced indexing over "
-                                      "several dims) is not supported; use one index tensor, gather or "
-                                      "index_select")
+            return _multi_index(x, adv)
         pos, ix = adv[0]
         s = list(x.shape)
         if ix.dtype is D.bool_:

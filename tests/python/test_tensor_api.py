@@ -226,8 +226,35 @@ def test_getitem_traced_and_errors(gen):
         assert raises_like(lambda: fn(torch, t), lambda: fn(flow, f))
     with pytest.raises(ValueError, match="step must be greater than zero"):
         f[::-1]
-    with pytest.raises(NotImplementedError, match="more than one tensor index"):
-        f[flow.tensor([0, 1]), flow.tensor([1, 2])]
+    with pytest.raises(NotImplementedError, match="boolean mask combined"):
+        f[flow.tensor([True, False, True, False]), flow.tensor([1, 2])]
+
+
+MULTI_INDEX = [
+    ("x[a, b]", lambda x, a, b: x[a, b]),
+    ("x[:, a, b]", lambda x, a, b: x[:, a, b]),
+    ("x[a, :, b] (apart: B first)", lambda x, a, b: x[a, :, b]),
+    ("x[..., a, b]", lambda x, a, b: x[..., a, b]),
+    ("x[1, a, b]", lambda x, a, b: x[1, a, b]),
+    ("x[None, a, :, b]", lambda x, a, b: x[None, a, :, b]),
+    ("x[a, b, 2:5]", lambda x, a, b: x[a, b, 2:5]),
+    ("x[a, b, a]", lambda x, a, b: x[a, b, a]),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name,fn", MULTI_INDEX, ids=[n for n, _ in MULTI_INDEX])
+def test_getitem_several_index_tensors(gen, dtype, name, fn):
+    t, f = make_pair((4, 5, 6, 7), dtype, gen, "sliced")
+    for shapes in [((3,), (3,)), ((2, 1), (3,)), ((1,), (0,))]:
+        a = torch.randint(-4, 4, shapes[0], generator=gen)
+        b = torch.randint(-4, 4, shapes[1], generator=gen)
+        want = fn(t, a, b)
+        assert_same(fn(f, to_flow(a), to_flow(b)), want, msg=f"{name} eager {shapes}")
+        jitted = flow.jit(lambda x, p, q: fn(x, p, q))
+        assert_same(jitted(f, to_flow(a), to_flow(b)), want, msg=f"{name} jit {shapes}")
+    for a, b in [(torch.tensor([0, 9]), torch.tensor([0, 1])), (torch.tensor([0, 1]), torch.tensor([0, 1, 2]))]:
+        assert raises_like(lambda: fn(t, a, b), lambda: fn(f, to_flow(a), to_flow(b)))
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
