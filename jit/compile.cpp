@@ -195,9 +195,11 @@ std::shared_ptr<Executable> compile(const Graph& g_in, const std::vector<std::ve
   // Folding first (it adds reshapes of the scales, which materialize_unviewable may need to copy).
   CompileOptions options = opt;
   if (const char* e = std::getenv("FLOW_FREEZE"); e && std::string(e) == "0") options.frozen_inputs.clear();
-  // A zero pad read by a convolution becomes the convolution's own padding.
+  // A zero pad read by a convolution becomes the convolution's own padding. The folds rebuild the
+  // graph (value ids change), so not when constants are parameters addressed by value id (eager).
+  if (!options.inline_constants) options.frozen_inputs.clear();
   sched::PadFoldResult pads;
-  if (options.fuse) {
+  if (options.fuse && options.inline_constants) {
     pads = sched::fold_pad_into_conv(g_in);
     exe->num_folded_pads_ = pads.folded;
   }

@@ -391,10 +391,11 @@ class PackedWeights {
     if (!family.empty()) {
       auto f = family_.find(family);
       if (f != family_.end()) {
-        erase_locked(f->second);
-        family_.erase(f);
+        const std::string old_key = f->second;  // erase_locked drops the family entry too
+        erase_locked(old_key);
       }
       family_[family] = key;
+      key_family_[key] = family;
     }
     lru_.push_front(key);
     bytes_ += b->size();
@@ -406,6 +407,7 @@ class PackedWeights {
     map_.clear();
     lru_.clear();
     family_.clear();
+    key_family_.clear();
     bytes_ = 0;
   }
   uint64_t hits() {
@@ -427,6 +429,12 @@ class PackedWeights {
     return cap;
   }
   void erase_locked(const std::string& key) {
+    auto kf = key_family_.find(key);
+    if (kf != key_family_.end()) {
+      auto f = family_.find(kf->second);
+      if (f != family_.end() && f->second == key) family_.erase(f);
+      key_family_.erase(kf);
+    }
     auto it = map_.find(key);
     if (it == map_.end()) return;
     bytes_ -= it->second.first->size();
@@ -436,7 +444,8 @@ class PackedWeights {
   std::mutex mu_;
   std::list<std::string> lru_;
   std::unordered_map<std::string, std::pair<std::shared_ptr<Buffer>, std::list<std::string>::iterator>> map_;
-  std::unordered_map<std::string, std::string> family_;  // family -> its current key
+  std::unordered_map<std::string, std::string> family_;      // family -> its current key
+  std::unordered_map<std::string, std::string> key_family_;  // key -> its family
   uint64_t bytes_ = 0, hits_ = 0;
 };
 

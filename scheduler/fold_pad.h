@@ -3,6 +3,10 @@
 // `conv2d(x, W)` with `t, l` added to its padding and `b, r` to its end padding: oneDNN pads on the
 // fly, so the padded copy of the activation is never written. Only zero pads of the two spatial
 // dims with no negative amount (a crop) fold; the pad node stays when something else reads it.
+//
+// One difference: with inf or NaN in the weights, torch's conv2d(pad(x)) multiplies the pad zeros by
+// them (NaN on the border) while the folded convolution skips padded taps (finite border), which is
+// what torch's own conv2d(x, padding=...) does. Finite weights give identical results.
 #pragma once
 #include "dsl/graph.h"
 
