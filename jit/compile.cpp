@@ -156,20 +156,20 @@ void launch_cpu(const CompiledKernel& k, const std::vector<sched::KernelArg>& ar
 
 // Groups computed from frozen inputs only keep their results between runs, unless a result (or a
 // view of it) is a graph output: the caller could write into it.
-void mark_cached_groups(Executable& exe, const std::vector<bool>& frozen) {
-  exe.group_cached_.assign(exe.plan_.groups.size(), false);
-  exe.cached_values_.clear();
-  std::vector<bool> escapes(exe.graph_.values().size(), false);
-  for (int o : exe.graph_.outputs()) escapes[exe.layouts_.is_view[o] ? exe.layouts_.root[o] : o] = true;
-  for (size_t gi = 0; gi < exe.plan_.groups.size(); ++gi) {
-    const sched::FusionGroup& grp = exe.plan_.groups[gi];
+void Executable::mark_cached_groups(const std::vector<bool>& frozen) {
+  group_cached_.assign(plan_.groups.size(), false);
+  cached_values_.clear();
+  std::vector<bool> escapes(graph_.values().size(), false);
+  for (int o : graph_.outputs()) escapes[layouts_.is_view[o] ? layouts_.root[o] : o] = true;
+  for (size_t gi = 0; gi < plan_.groups.size(); ++gi) {
+    const sched::FusionGroup& grp = plan_.groups[gi];
     bool cached = !grp.outputs.empty();
     for (int n : grp.nodes)
-      for (int o : exe.graph_.node(n).outputs) cached = cached && frozen[o];
+      for (int o : graph_.node(n).outputs) cached = cached && frozen[o];
     for (int o : grp.outputs) cached = cached && !escapes[o];
     if (!cached) continue;
-    exe.group_cached_[gi] = true;
-    exe.cached_values_.insert(exe.cached_values_.end(), grp.outputs.begin(), grp.outputs.end());
+    group_cached_[gi] = true;
+    cached_values_.insert(cached_values_.end(), grp.outputs.begin(), grp.outputs.end());
   }
 }
 
@@ -192,31 +192,31 @@ std::vector<uint64_t> Executable::frozen_key(const std::vector<Tensor>& inputs) 
 std::shared_ptr<Executable> compile(const Graph& g_in, const std::vector<std::vector<int64_t>>& input_strides,
                                     const CompileOptions& opt) {
   auto exe = std::shared_ptr<Executable>(new Executable());
-  // Folding first (it adds reshapes of the scales, which materialize_unviewable may need to copy).
   CompileOptions options = opt;
   if (const char* e = std::getenv("FLOW_FREEZE"); e && std::string(e) == "0") options.frozen_inputs.clear();
-  // A zero pad read by a convolution becomes the convolution's own padding. The folds rebuild the
-  // graph (value ids change), so not when constants are parameters addressed by value id (eager).
+  // The folds rebuild the graph (value ids change), so not when constants are parameters addressed
+  // by value id (eager). They run before materialize_unviewable: they add reshapes, which it may copy.
   if (!options.inline_constants) options.frozen_inputs.clear();
-  sched::PadFoldResult pads;
+  const Graph* g = &g_in;
+  sched::PadFoldResult pads;  // a zero pad read by a convolution becomes its padding
   if (options.fuse && options.inline_constants) {
-    pads = sched::fold_pad_into_conv(g_in);
+    pads = sched::fold_pad_into_conv(*g);
     exe->num_folded_pads_ = pads.folded;
+    if (pads.folded > 0) g = &pads.graph;
   }
-  const Graph& g = pads.folded > 0 ? pads.graph : g_in;
-  std::vector<bool> frozen = sched::frozen_values(g, options.frozen_inputs);
-  if (std::find(frozen.begin(), frozen.end(), true) != frozen.end()) {
-    sched::FoldResult folded = sched::fold_scale_into_conv(g, frozen);
-    exe->num_folded_ = folded.folded;
-    exe->graph_ = materialize_unviewable(folded.graph, input_strides);
-    frozen = sched::frozen_values(exe->graph_, options.frozen_inputs);
-    if (exe->num_folded_ > 0 && log_enabled("fusion"))
-      log_line("fusion",
-               "folded " + std::to_string(exe->num_folded_) + " per-channel scale/shift(s) into convolutions");
-  } else {
-    exe->graph_ = materialize_unviewable(g, input_strides);
-    frozen.assign(exe->graph_.values().size(), false);
+  sched::FoldResult scales;  // frozen per-channel scale/shift after a convolution (batch norm)
+  const std::vector<bool> frozen_before = sched::frozen_values(*g, options.frozen_inputs);
+  if (std::find(frozen_before.begin(), frozen_before.end(), true) != frozen_before.end()) {
+    scales = sched::fold_scale_into_conv(*g, frozen_before);
+    exe->num_folded_ = scales.folded;
+    if (scales.folded > 0) {
+      g = &scales.graph;
+      if (log_enabled("fusion"))
+        log_line("fusion", "folded " + std::to_string(scales.folded) + " per-channel scale/shift(s) into convolutions");
+    }
   }
+  exe->graph_ = materialize_unviewable(*g, input_strides);
+  const std::vector<bool> frozen = sched::frozen_values(exe->graph_, options.frozen_inputs);
   exe->opt_ = options;
   exe->layouts_ = compute_layouts(exe->graph_, input_strides);
   sched::FusionOptions fo;
@@ -224,7 +224,7 @@ std::shared_ptr<Executable> compile(const Graph& g_in, const std::vector<std::ve
   fo.target = opt.target;
   fo.frozen = frozen;
   exe->plan_ = sched::fuse(exe->graph_, fo);
-  mark_cached_groups(*exe, frozen);
+  exe->mark_cached_groups(frozen);
   if (log_enabled("fusion")) log_line("fusion", "\n" + exe->plan_.to_string(exe->graph_));
 
   // Each kernel reads its inputs with their layouts (views included); it writes contiguously.

@@ -122,7 +122,8 @@ class Executable {
                                const KernelHook* hook, const LibraryHook* library_hook, bool use_frozen_cache) const;
   // The identity of the frozen inputs of a run: (storage uid, version, offset) of each.
   std::vector<uint64_t> frozen_key(const std::vector<Tensor>& inputs) const;
-  friend void mark_cached_groups(Executable& exe, const std::vector<bool>& frozen);
+  // Sets group_cached_ and cached_values_ from the plan (`frozen` per graph value).
+  void mark_cached_groups(const std::vector<bool>& frozen);
   friend std::shared_ptr<Executable> compile(const dsl::Graph&, const std::vector<std::vector<int64_t>>&,
                                              const CompileOptions&);
   dsl::Graph graph_;

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "dsl/graph_replay.h"
+
 namespace flow::jit {
 
 using dsl::Graph;
@@ -38,19 +40,13 @@ Graph materialize_unviewable(const Graph& g, const std::vector<std::vector<int64
   }
   if (all_ok) return g;
 
-  Graph out;
-  std::vector<int> map(g.values().size(), -1);
-  std::vector<Layout> lay(g.values().size());
-  for (size_t i = 0; i < g.inputs().size(); ++i) {
-    const auto& v = g.value(g.inputs()[i]);
-    map[v.id] = out.add_input(v.type, v.name);
-    lay[map[v.id]] = input_layout(g, i, input_strides);
-  }
-  for (const auto& v : g.values())
-    if (v.kind == dsl::ValueKind::Constant) map[v.id] = out.add_constant(v.scalar, v.type.dtype, v.wrapped_number);
+  dsl::GraphReplay replay(g);  // inputs and constants; every node re-added through add_op below
+  Graph& out = replay.out();
+  std::vector<Layout> lay(out.values().size());
+  for (size_t i = 0; i < g.inputs().size(); ++i) lay[replay[g.inputs()[i]]] = input_layout(g, i, input_strides);
   for (const auto& n : g.nodes()) {
     std::vector<int> ins;
-    for (int i : n.inputs) ins.push_back(map[i]);
+    for (int i : n.inputs) ins.push_back(replay[i]);
     const auto& def = dsl::lookup_op(n.op);
     if (def.pattern == dsl::OpPattern::View && ins.size() == 1 &&
         !def.view(lay.size() > static_cast<size_t>(ins[0]) ? lay[ins[0]] : Layout{}, n.attrs)) {
@@ -61,13 +57,12 @@ Graph materialize_unviewable(const Graph& g, const std::vector<std::vector<int64
     const auto outs = out.add_op(n.op, ins, n.attrs);
     lay.resize(out.values().size());
     for (size_t k = 0; k < outs.size(); ++k) {
-      map[n.outputs[k]] = outs[k];
+      replay.set(n.outputs[k], outs[k]);
       lay[outs[k]] = def.pattern == dsl::OpPattern::View ? *def.view(lay[ins[0]], n.attrs)
                                                          : dsl::contiguous_layout(out.value(outs[k]).type.shape);
     }
   }
-  for (int o : g.outputs()) out.mark_output(map[o]);
-  return out;
+  return replay.finish();
 }
 
 ValueLayouts compute_layouts(const Graph& g, const std::vector<std::vector<int64_t>>& input_strides) {

@@ -122,13 +122,6 @@ Arg arg_of(const Tensor& t) {
   return a;
 }
 
-// A tag equal only for equal contents of a frozen tensor: its storage (uids are never reused), the
-// storage's version (bumped by in-place writes) and the view's offset (dims and strides are part of
-// the primitive's key).
-std::string content_tag(const Tensor& t) {
-  return std::to_string(t.storage->uid()) + ":" + std::to_string(t.storage->version()) + ":" + std::to_string(t.offset);
-}
-
 void insert_unit(Arg& a, size_t pos) {
   a.dims.insert(a.dims.begin() + static_cast<std::ptrdiff_t>(pos), 1);
   a.strides.insert(a.strides.begin() + static_cast<std::ptrdiff_t>(pos), 0);
@@ -531,9 +524,11 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
   const onednn::TensorArg bias_arg = bias.tensor();
   onednn::TensorArg w_arg = w.tensor();
   if (step.weights_frozen) {
+    // The same storage (uids are never reused) at the same offset and version holds the same
+    // weights (dims and strides are part of the primitive's key).
     const Tensor& wt = operand(values, step.operands[1]);
-    w_arg.content_tag = content_tag(wt);
-    w_arg.content_family = std::to_string(wt.storage->uid()) + ":" + std::to_string(wt.offset);
+    w_arg.content_id = std::to_string(wt.storage->uid()) + ":" + std::to_string(wt.offset);
+    w_arg.content_version = wt.storage->version();
   }
   onednn::conv2d(p, x.tensor(), w_arg, has_bias ? &bias_arg : nullptr, {static_cast<float*>(out.data()), dst_dims, {}},
                  post, step.impl, info);

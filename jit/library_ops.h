@@ -39,7 +39,7 @@ struct LibraryStep {
   std::string workload;                         // library_workload_key (set by compile)
   // The weights operand is frozen (scheduler/frozen.h): where the library reorders weights (blocked
   // convolutions), the reordered copy is cached, keyed by the storage's uid and version
-  // (runtime/onednn.h, TensorArg::content_tag).
+  // (runtime/onednn.h, TensorArg::content_id).
   bool weights_frozen = false;
   // "conv2d (oneDNN) + post-ops [add, relu]"
   std::string describe() const;

@@ -371,43 +371,32 @@ Cache& cache() {
 }
 std::atomic<uint64_t> g_fallbacks{0}, g_executions{0}, g_weight_reorders{0};
 
-// Convolution weights in a primitive's layout, by (primitive key, content tag): see
-// TensorArg::content_tag. Least recently used entries go first when the bytes exceed the cap.
+// Convolution weights in a primitive's layout, by (primitive key, TensorArg::content_id), each
+// with the content version it was made from: a new version replaces the old copy. Least recently
+// used entries go first when the bytes exceed the cap.
 class PackedWeights {
  public:
-  std::shared_ptr<Buffer> get(const std::string& key) {
+  std::shared_ptr<Buffer> get(const std::string& key, uint64_t version) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = map_.find(key);
-    if (it == map_.end()) return nullptr;
+    if (it == map_.end() || it->second.version != version) return nullptr;
     ++hits_;
-    lru_.splice(lru_.begin(), lru_, it->second.second);
-    return it->second.first;
+    lru_.splice(lru_.begin(), lru_, it->second.lru);
+    return it->second.buffer;
   }
-  // Stores `b` under `key`; an entry of the same `family` (the same weights at an older version) is
-  // dropped first, so rewritten parameters do not pile up stale copies.
-  void put(const std::string& key, const std::string& family, const std::shared_ptr<Buffer>& b) {
+  void put(const std::string& key, uint64_t version, const std::shared_ptr<Buffer>& b) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (b->size() > cap_bytes() || map_.count(key)) return;
-    if (!family.empty()) {
-      auto f = family_.find(family);
-      if (f != family_.end()) {
-        const std::string old_key = f->second;  // erase_locked drops the family entry too
-        erase_locked(old_key);
-      }
-      family_[family] = key;
-      key_family_[key] = family;
-    }
+    erase_locked(key);
+    if (b->size() > cap_bytes()) return;
     lru_.push_front(key);
     bytes_ += b->size();
-    map_.emplace(key, std::make_pair(b, lru_.begin()));
+    map_.emplace(key, Slot{version, b, lru_.begin()});
     while (bytes_ > cap_bytes()) erase_locked(lru_.back());
   }
   void clear() {
     std::lock_guard<std::mutex> lock(mu_);
     map_.clear();
     lru_.clear();
-    family_.clear();
-    key_family_.clear();
     bytes_ = 0;
   }
   uint64_t hits() {
@@ -420,6 +409,11 @@ class PackedWeights {
   }
 
  private:
+  struct Slot {
+    uint64_t version;
+    std::shared_ptr<Buffer> buffer;
+    std::list<std::string>::iterator lru;
+  };
   static size_t cap_bytes() {
     static const size_t cap = [] {
       const char* env = std::getenv("FLOW_ONEDNN_WEIGHT_CACHE_MB");
@@ -429,23 +423,15 @@ class PackedWeights {
     return cap;
   }
   void erase_locked(const std::string& key) {
-    auto kf = key_family_.find(key);
-    if (kf != key_family_.end()) {
-      auto f = family_.find(kf->second);
-      if (f != family_.end() && f->second == key) family_.erase(f);
-      key_family_.erase(kf);
-    }
     auto it = map_.find(key);
     if (it == map_.end()) return;
-    bytes_ -= it->second.first->size();
-    lru_.erase(it->second.second);
+    bytes_ -= it->second.buffer->size();
+    lru_.erase(it->second.lru);
     map_.erase(it);
   }
   std::mutex mu_;
-  std::list<std::string> lru_;
-  std::unordered_map<std::string, std::pair<std::shared_ptr<Buffer>, std::list<std::string>::iterator>> map_;
-  std::unordered_map<std::string, std::string> family_;      // family -> its current key
-  std::unordered_map<std::string, std::string> key_family_;  // key -> its family
+  std::list<std::string> lru_;  // most recent first
+  std::unordered_map<std::string, Slot> map_;
   uint64_t bytes_ = 0, hits_ = 0;
 };
 
@@ -610,7 +596,7 @@ bool plain_conv_forced() {
 
 // Runs a cached entry: weights reorder (if any), the primitive, then the fallback epilogue.
 void execute(const Entry& e, const OutArg& dst, const std::vector<PostOp>& post, std::unordered_map<int, memory> args,
-             const float* weights_user, const std::string& weights_key = "", const std::string& weights_family = "") {
+             const float* weights_user, const std::string& weights_key = "", uint64_t weights_version = 0) {
   set_thread_count_once();
   dnnl::stream& s = thread_stream();
   dnnl::engine& eng = engine();
@@ -632,7 +618,7 @@ void execute(const Entry& e, const OutArg& dst, const std::vector<PostOp>& post,
   // whatever the cache does meanwhile (evict, refuse, clear).
   std::shared_ptr<Buffer> packed;
   if (e.reorder_weights) {
-    if (!weights_key.empty()) packed = packed_weights().get(weights_key);
+    if (!weights_key.empty()) packed = packed_weights().get(weights_key, weights_version);
     if (packed) {
       args[DNNL_ARG_WEIGHTS] = memory(e.weights_prim_md, eng, packed->data());
     } else {
@@ -644,7 +630,7 @@ void execute(const Entry& e, const OutArg& dst, const std::vector<PostOp>& post,
       args[DNNL_ARG_WEIGHTS] = prim;
       if (packed) {
         s.wait();  // complete before another thread can find it in the cache
-        packed_weights().put(weights_key, weights_family, packed);
+        packed_weights().put(weights_key, weights_version, packed);
       }
     }
   }
@@ -792,7 +778,8 @@ void matmul(const TensorArg& a, const TensorArg& b, const TensorArg* bias, const
   key_dims(key, "d", dst.dims, ds);
   key_post_ops(key, post);
   key << " impl=" << impl;
-  std::shared_ptr<const Entry> e = cache().get(key.str());
+  const std::string key_str = key.str();
+  std::shared_ptr<const Entry> e = cache().get(key_str);
   if (!e || (info && !e->enumerated)) {
     auto fresh = std::make_shared<Entry>();
     const memory::desc bias_md = bias ? md_of(bias->dims, biass) : memory::desc();
@@ -804,7 +791,7 @@ void matmul(const TensorArg& a, const TensorArg& b, const TensorArg* bias, const
     });
     fresh->prim = dnnl::matmul(pd);
     fresh->scratch_md = pd.scratchpad_desc();
-    cache().put(key.str(), fresh);
+    cache().put(key_str, fresh);
     e = fresh;
   }
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(a.dims, as, a.data)},
@@ -873,7 +860,8 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
   key_dims(key, "d", dst.dims, ds);
   key_post_ops(key, post);
   key << " impl=" << impl;
-  std::shared_ptr<const Entry> e = cache().get(key.str());
+  const std::string key_str = key.str();
+  std::shared_ptr<const Entry> e = cache().get(key_str);
   if (!e || (info && !e->enumerated)) {
     auto fresh = std::make_shared<Entry>();
     const memory::desc src_md = md_of(src.dims, ss), dst_md = md_of(dst.dims, ds);
@@ -959,7 +947,7 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
     if (fresh->reorder_weights)
       fresh->weights_reorder =
           dnnl::reorder(dnnl::reorder::primitive_desc(engine(), fresh->weights_user_md, engine(), w_prim));
-    cache().put(key.str(), fresh);
+    cache().put(key_str, fresh);
     e = fresh;
   }
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(src.dims, ss, src.data)},
@@ -968,11 +956,9 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
   if (!e->reorder_weights)
     args[DNNL_ARG_WEIGHTS] = memory(e->weights_user_md, engine(), const_cast<float*>(weights.data));
   if (info) *info = ImplInfo{e->impl, e->available};
-  // The family (primitive + storage, without the version) lets a new version replace the old copy.
-  const std::string family =
-      weights.content_family.empty() ? std::string() : key.str() + " w=" + weights.content_family;
   execute(*e, dst, post, std::move(args), weights.data,
-          weights.content_tag.empty() ? std::string() : key.str() + " weights=" + weights.content_tag, family);
+          weights.content_id.empty() ? std::string() : key_str + " weights=" + weights.content_id,
+          weights.content_version);
 }
 
 Stats stats() {

@@ -54,15 +54,14 @@ struct TensorArg {
   const float* data = nullptr;
   std::vector<int64_t> dims;
   std::vector<int64_t> strides;  // empty: contiguous (row-major)
-  // Convolution weights only: non-empty when the caller guarantees that equal tags mean equal
-  // contents (jit: the storage's uid and version and the view's offset). The weights reordered to
-  // the primitive's layout are then cached under (primitive, tag) instead of being reordered on
-  // every call; the cache holds FLOW_ONEDNN_WEIGHT_CACHE_MB (default 1024) MiB, least recently
+  // Convolution weights only: when `content_id` is non-empty the caller guarantees that the same
+  // (content_id, content_version) means the same contents (jit: the storage's uid and the view's
+  // offset, and the storage's version). The weights reordered to the primitive's layout are then
+  // cached per (primitive, content_id), holding the latest version only, instead of being reordered
+  // on every call; the cache holds FLOW_ONEDNN_WEIGHT_CACHE_MB (default 1024) MiB, least recently
   // used first out.
-  std::string content_tag = {};
-  // With content_tag: what stays the same when the contents change (jit: the storage's uid and the
-  // offset), so the cached copy of an older version is dropped when a new one is stored.
-  std::string content_family = {};
+  std::string content_id = {};
+  uint64_t content_version = 0;
 };
 // The output: written, never read (except by a Sum post-op, which reads its previous contents).
 struct OutArg {
@@ -134,7 +133,7 @@ struct Stats {
   uint64_t fallback_epilogues = 0;  // post-op chains applied by loops after the primitive
   uint64_t executions = 0;
   uint64_t weight_reorders = 0;    // convolution weights reordered (not found in the weight cache)
-  uint64_t weight_cache_hits = 0;  // reordered weights reused (TensorArg::content_tag)
+  uint64_t weight_cache_hits = 0;  // reordered weights reused (TensorArg::content_id)
   uint64_t weight_cache_bytes = 0;
 };
 Stats stats();

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "dsl/graph_replay.h"
+
 namespace flow::sched {
 namespace {
 
@@ -35,51 +37,48 @@ PadFoldResult fold_pad_into_conv(const dsl::Graph& g) {
     if (n.op != "conv2d" || n.inputs.empty() || g.value(n.inputs[0]).kind != dsl::ValueKind::OpResult) return false;
     return spatial_zero_pad(g, g.node(g.value(n.inputs[0]).producer), amount);
   };
+  std::vector<bool> folding(g.nodes().size(), false);
+  for (const dsl::Node& n : g.nodes()) {
+    int64_t amount[4];
+    folding[n.id] = folds(n, amount);
+  }
+  if (std::find(folding.begin(), folding.end(), true) == folding.end()) return r;
   std::vector<bool> dead(g.nodes().size(), false);
   for (const dsl::Node& n : g.nodes()) {
     int64_t amount[4];
     if (!spatial_zero_pad(g, n, amount)) continue;
     const int v = n.outputs[0];
-    bool all = true;
-    for (int o : g.outputs()) all = all && o != v;
+    bool all = std::find(g.outputs().begin(), g.outputs().end(), v) == g.outputs().end();
     for (int c : g.consumers(v)) {
       const dsl::Node& cn = g.node(c);
-      all = all && folds(cn, amount) && cn.inputs[0] == v && std::count(cn.inputs.begin(), cn.inputs.end(), v) == 1;
+      all = all && folding[c] && cn.inputs[0] == v && std::count(cn.inputs.begin(), cn.inputs.end(), v) == 1;
     }
     dead[n.id] = all;
   }
-  dsl::Graph& out = r.graph;
-  std::vector<int> map(g.values().size(), -1);
-  for (int in : g.inputs()) map[in] = out.add_input(g.value(in).type, g.value(in).name);
-  for (const auto& v : g.values())
-    if (v.kind == dsl::ValueKind::Constant) map[v.id] = out.add_constant(v.scalar, v.type.dtype, v.wrapped_number);
+  dsl::GraphReplay replay(g);
   for (const dsl::Node& n : g.nodes()) {
-    std::vector<int> ins;
-    for (int i : n.inputs) ins.push_back(map[i]);
     if (dead[n.id]) continue;
     int64_t amount[4];
-    if (folds(n, amount)) {
-      const int producer = g.value(n.inputs[0]).producer;
-      const std::vector<int64_t> pad = dsl::attr_ints(n.attrs, "padding", "conv2d");
-      std::vector<int64_t> end = pad;
-      if (dsl::attr_find(n.attrs, "padding_end")) end = dsl::attr_ints(n.attrs, "padding_end", "conv2d");
-      dsl::Attrs a = n.attrs;
-      const std::vector<int64_t> begin{pad[0] + amount[0], pad[1] + amount[1]};
-      const std::vector<int64_t> finish{end[0] + amount[2], end[1] + amount[3]};
-      a["padding"] = begin;
-      a.erase("padding_end");
-      if (finish != begin) a["padding_end"] = finish;
-      ins[0] = map[g.node(producer).inputs[0]];
-      map[n.outputs[0]] = out.add("conv2d", ins, a);
-      ++r.folded;
+    if (!folding[n.id] || !folds(n, amount)) {
+      replay.copy(n);
       continue;
     }
-    std::vector<dsl::TensorType> types;
-    for (int o : n.outputs) types.push_back(g.value(o).type);
-    const int id = out.append_node(n.op, ins, types, n.attrs);
-    for (size_t k = 0; k < n.outputs.size(); ++k) map[n.outputs[k]] = out.node(id).outputs[k];
+    const std::vector<int64_t> pad = dsl::attr_ints(n.attrs, "padding", "conv2d");
+    const std::vector<int64_t> end =
+        dsl::attr_find(n.attrs, "padding_end") ? dsl::attr_ints(n.attrs, "padding_end", "conv2d") : pad;
+    dsl::Attrs a = n.attrs;
+    const std::vector<int64_t> begin{pad[0] + amount[0], pad[1] + amount[1]};
+    const std::vector<int64_t> finish{end[0] + amount[2], end[1] + amount[3]};
+    a["padding"] = begin;
+    a.erase("padding_end");
+    if (finish != begin) a["padding_end"] = finish;
+    std::vector<int> ins;
+    for (int i : n.inputs) ins.push_back(replay[i]);
+    ins[0] = replay[g.node(g.value(n.inputs[0]).producer).inputs[0]];
+    replay.set(n.outputs[0], replay.out().add("conv2d", ins, a));
+    ++r.folded;
   }
-  for (int o : g.outputs()) out.mark_output(map[o]);
+  r.graph = replay.finish();
   return r;
 }
 

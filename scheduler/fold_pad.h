@@ -13,8 +13,8 @@
 namespace flow::sched {
 
 struct PadFoldResult {
-  dsl::Graph graph;
-  int folded = 0;  // convolutions that absorbed a pad
+  dsl::Graph graph;  // the rewritten graph; left empty when nothing folds (folded == 0)
+  int folded = 0;    // convolutions that absorbed a pad
 };
 
 // Graph inputs keep their order and names; the outputs keep their order.

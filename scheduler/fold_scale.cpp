@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "dsl/graph_replay.h"
+
 namespace flow::sched {
 namespace {
 
@@ -105,10 +107,7 @@ std::vector<Fold> find_folds(const Graph& g, const std::vector<bool>& frozen) {
 FoldResult fold_scale_into_conv(const Graph& g, const std::vector<bool>& frozen) {
   FoldResult r;
   const std::vector<Fold> folds = find_folds(g, frozen);
-  if (folds.empty()) {
-    r.graph = g;
-    return r;
-  }
+  if (folds.empty()) return r;
   std::map<int, const Fold*> skip;     // nodes not copied -> their fold
   std::map<int, const Fold*> emit_at;  // last node -> fold
   for (const Fold& f : folds) {
@@ -117,11 +116,8 @@ FoldResult fold_scale_into_conv(const Graph& g, const std::vector<bool>& frozen)
     if (f.shift_node >= 0) skip[f.shift_node] = &f;
     emit_at[f.last_node] = &f;
   }
-  Graph& out = r.graph;
-  std::vector<int> map(g.values().size(), -1);
-  for (int in : g.inputs()) map[in] = out.add_input(g.value(in).type, g.value(in).name);
-  for (const auto& v : g.values())
-    if (v.kind == dsl::ValueKind::Constant) map[v.id] = out.add_constant(v.scalar, v.type.dtype, v.wrapped_number);
+  dsl::GraphReplay map(g);
+  Graph& out = map.out();
   for (const Node& n : g.nodes()) {
     if (skip.count(n.id)) {
       auto it = emit_at.find(n.id);
@@ -153,19 +149,13 @@ FoldResult fold_scale_into_conv(const Graph& g, const std::vector<bool>& frozen)
       }
       std::vector<int> ins{map[c.inputs[0]], w};
       if (b >= 0) ins.push_back(b);
-      map[f.replaced] = out.add("conv2d", ins, c.attrs);
+      map.set(f.replaced, out.add("conv2d", ins, c.attrs));
       ++r.folded;
       continue;
     }
-    std::vector<int> ins;
-    ins.reserve(n.inputs.size());
-    for (int i : n.inputs) ins.push_back(map[i]);
-    std::vector<dsl::TensorType> types;
-    for (int o : n.outputs) types.push_back(g.value(o).type);
-    const int id = out.append_node(n.op, ins, types, n.attrs);
-    for (size_t k = 0; k < n.outputs.size(); ++k) map[n.outputs[k]] = out.node(id).outputs[k];
+    map.copy(n);
   }
-  for (int o : g.outputs()) out.mark_output(map[o]);
+  r.graph = map.finish();
   return r;
 }
 

@@ -11,7 +11,7 @@
 // in torch.fx's fuse_conv_bn_eval and TVM's FoldScaleAxis.
 //
 // The conv output must have no other reader and not be a graph output, the operands must have the
-// output's dtype, and an add must have alpha 1. Other graphs are returned unchanged.
+// output's dtype, and an add must have alpha 1.
 #pragma once
 #include <vector>
 
@@ -20,8 +20,8 @@
 namespace flow::sched {
 
 struct FoldResult {
-  dsl::Graph graph;
-  int folded = 0;  // convolutions that absorbed a scale and/or a shift
+  dsl::Graph graph;  // the rewritten graph; left empty when nothing folds (folded == 0)
+  int folded = 0;    // convolutions that absorbed a scale and/or a shift
 };
 
 // `frozen` per value of `g` (scheduler/frozen.h). Graph inputs keep their order and names; the

@@ -226,10 +226,7 @@ class Fuser {
           return "binary post-ops are off (slow in this oneDNN; FLOW_LIBRARY_EPILOGUES=1 enables them)";
     if (opt_.library_epilogues == LibraryEpilogues::Exact)
       for (const EpilogueStep& st : s) {
-        const bool inexact = st.alg == PostOpAlg::Relu || st.alg == PostOpAlg::Clip || st.alg == PostOpAlg::Logistic ||
-                             st.alg == PostOpAlg::GeluErf || st.alg == PostOpAlg::Hardswish ||
-                             (st.alg == PostOpAlg::Linear && n.op == "div");
-        if (inexact)
+        if (!is_exact_post_op(st.alg, n.op))
           return std::string("the ") + post_op_alg_name(st.alg) + " post-op" + (n.op == "div" ? " of a division" : "") +
                  " differs from torch on NaN/inf (FLOW_LIBRARY_EPILOGUES=eltwise fuses it anyway)";
       }

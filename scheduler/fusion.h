@@ -54,12 +54,8 @@ struct FusionPlan {
 // Which elementwise epilogues join library calls as post-ops.
 enum class LibraryEpilogues {
   None,     // none: every epilogue is a generated kernel
-  Exact,    // post-ops that match torch on NaN and +-inf too (tested: tests/python/test_frozen.py):
-            // silu, tanh, gelu(approximate="tanh"), scalar multiply/add (eltwise linear). Not relu,
-            // clamp, sigmoid, gelu (erf), hardswish (oneDNN 2.6: relu gives NaN for -inf on
-            // convolutions and 0 for NaN on GEMMs; clip and logistic drop NaN; gelu_erf and
-            // hardswish give NaN for +inf), nor division by a scalar (a multiply by a rounded
-            // reciprocal: x / 1e-39 overflows).
+  Exact,    // the eltwise post-ops that match torch on NaN and +-inf too (is_exact_post_op,
+            // scheduler/library_patterns.h)
   Eltwise,  // every eltwise post-op: faster, but NaN and +-inf may come out differently
   All,      // also binary ops with a tensor (residual adds, per-channel scales)
 };
@@ -70,8 +66,8 @@ struct FusionOptions {
   bool enable = true;                     // false: one group per node (eager mode, debugging)
   int max_buffers = 64;                   // kernel argument cap (NVRTC parameter space and launch limits)
   dsl::Target target = dsl::Target::CPU;  // which library epilogues exist (library_patterns.h)
-  // Fuse elementwise epilogues into library calls as post-ops. Eltwise post-ops (relu, gelu, ...)
-  // cost oneDNN nothing extra and save a pass over the output. Binary post-ops are off by default:
+  // Fuse elementwise epilogues into library calls as post-ops, saving a pass over the output. By
+  // default only the exact eltwise ones (see LibraryEpilogues). Binary post-ops are off by default:
   // with Debian's oneDNN 2.6 a 1x1 convolution with a per-channel binary post-op measured 6x slower
   // (48 ms) than the plain convolution followed by one generated epilogue kernel (8 ms), and
   // ResNet-50's convolutions with a residual [add, relu] chain 4-15x slower.

@@ -1,7 +1,7 @@
-#include <cstdlib>
 #include "scheduler/library_patterns.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <map>
@@ -47,6 +47,21 @@ const char* post_op_alg_name(PostOpAlg a) {
 
 bool is_binary_alg(PostOpAlg a) {
   return a == PostOpAlg::Add || a == PostOpAlg::Sub || a == PostOpAlg::Mul || a == PostOpAlg::Div;
+}
+
+bool is_exact_post_op(PostOpAlg alg, const std::string& op) {
+  switch (alg) {
+    case PostOpAlg::Relu:
+    case PostOpAlg::Clip:
+    case PostOpAlg::Logistic:
+    case PostOpAlg::GeluErf:
+    case PostOpAlg::Hardswish:
+      return false;
+    case PostOpAlg::Linear:
+      return op != "div";
+    default:
+      return true;
+  }
 }
 
 namespace {

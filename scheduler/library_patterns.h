@@ -25,6 +25,12 @@ namespace flow::sched {
 enum class PostOpAlg { Relu, GeluErf, GeluTanh, Swish, Logistic, Tanh, Clip, Hardswish, Linear, Add, Sub, Mul, Div };
 const char* post_op_alg_name(PostOpAlg a);
 bool is_binary_alg(PostOpAlg a);
+// Whether the library computes post-op `alg` (implementing node op `op`) exactly as torch computes
+// the op, NaN and +-inf included. Measured on oneDNN 2.6 (tests/python/test_frozen.py): its relu
+// gives NaN for -inf on convolutions and 0 for NaN on GEMMs, clip and logistic drop NaN, gelu_erf
+// and hardswish give NaN for +inf, and a division by a scalar becomes a multiply by its rounded
+// reciprocal (x / 1e-39 overflows). silu, tanh, tanh-gelu and scalar multiply/add are exact.
+bool is_exact_post_op(PostOpAlg alg, const std::string& op);
 
 // One post-op of a library group's epilogue.
 struct EpilogueStep {

@@ -23,7 +23,7 @@ import tempfile
 
 from . import _C
 from ._jit import JitFunction, JitModule, _flatten, _layout_key, _module_tensors, build_outputs
-from ._profile import profile_executable
+from ._profile import check_repeats, profile_executable
 from ._safetensors import load_file, save_file
 from ._tensor import Tensor
 
@@ -227,8 +227,7 @@ class LoadedModel:
     def __call__(self, *args, **kwargs):
         flat, spec = _flatten((args, kwargs))
         v = self._select(flat, spec)
-        inputs = [(flat[x] if kind == "arg" else self.weights[x])._c for kind, x in v.bindings]
-        outs = v.exe.run(inputs)
+        outs = v.exe.run(self._inputs(v, flat))
         for name, k in v.mutations:
             self.weights[name].copy_(Tensor._wrap(outs[k]))
 
@@ -240,12 +239,14 @@ class LoadedModel:
 
     def profile(self, *args, repeats: int = 10, **kwargs):
         """Times every kernel and library call of the variant these arguments select (a ``flow.Profile``)."""
-        if not isinstance(repeats, int) or repeats < 1:
-            raise ValueError(f"flow.LoadedModel.profile: repeats must be a positive int, got {repeats!r}")
+        check_repeats(repeats, "flow.LoadedModel")
         flat, spec = _flatten((args, kwargs))
         v = self._select(flat, spec)
-        inputs = [(flat[x] if kind == "arg" else self.weights[x])._c for kind, x in v.bindings]
-        return profile_executable(v.exe, inputs, repeats)
+        return profile_executable(v.exe, self._inputs(v, flat), repeats)
+
+    def _inputs(self, v, flat):
+        """The graph inputs of a call of variant `v` (flow._C tensors), in graph-input order."""
+        return [(flat[x] if kind == "arg" else self.weights[x])._c for kind, x in v.bindings]
 
     def _select(self, flat, spec):
         # A variant of the current mode (train()/eval()) first, else any that takes these arguments.

@@ -33,7 +33,7 @@ import sys
 from . import _C
 from ._dispatch import TraceContext, current_trace
 from ._errors import TraceError
-from ._profile import Profile, profile_executable
+from ._profile import Profile, check_repeats, profile_executable
 from ._tensor import Tensor
 
 __all__ = ["jit", "JitFunction"]
@@ -346,8 +346,7 @@ class JitFunction:
     def profile(self, *args, repeats: int = 10, **kwargs):
         """Times every kernel and library call of the variant these arguments select (compiling
         it first if needed) over ``repeats`` real runs; returns a ``flow.Profile`` (print it)."""
-        if not isinstance(repeats, int) or repeats < 1:
-            raise ValueError(f"flow.jit.profile: repeats must be a positive int, got {repeats!r}")
+        check_repeats(repeats, "flow.jit")
         self(*args, **kwargs)
         flat, _ = _flatten((args, kwargs))
         v = self._latest

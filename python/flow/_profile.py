@@ -61,5 +61,10 @@ class Profile:
         return f"Profile({len(self.steps)} steps, {self.total_seconds * 1e3:.3f} ms)"
 
 
+def check_repeats(repeats, who: str) -> None:
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"{who}.profile: repeats must be a positive int, got {repeats!r}")
+
+
 def profile_executable(exe, inputs, repeats: int = 10, warmup: int = 2) -> Profile:
     return Profile([StepTime(**d) for d in exe.profile(inputs, repeats, warmup)])
