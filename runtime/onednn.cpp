@@ -19,7 +19,7 @@
 #include <unordered_map>
 
 #include "runtime/buffer.h"
-#include "runtime/thread_pool.h"
+#include "runtime/parallel.h"
 
 #ifdef FLOW_HAVE_ONEDNN
 #include <dlfcn.h>

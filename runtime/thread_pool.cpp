@@ -43,16 +43,6 @@ void run_std_function(void* ctx, int64_t begin, int64_t end) {
   (*static_cast<const std::function<void(int64_t, int64_t)>*>(ctx))(begin, end);
 }
 
-int threads_from_env() {
-  if (const char* env = std::getenv("FLOW_NUM_THREADS"); env != nullptr && *env != '\0') {
-    char* end = nullptr;
-    const long v = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && v >= 1) return static_cast<int>(std::min<long>(v, kMaxThreads));
-  }
-  const unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : static_cast<int>(std::min<unsigned>(hw, kMaxThreads));
-}
-
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
@@ -188,17 +178,24 @@ void ThreadPool::worker_loop() {
   }
 }
 
+int threads_from_env() {
+  if (const char* env = std::getenv("FLOW_NUM_THREADS"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && v >= 1) return static_cast<int>(std::min<long>(v, kMaxThreads));
+  }
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 ? 1 : static_cast<int>(std::min<unsigned>(hw, kMaxThreads));
+}
+
+bool in_forked_child() {
+  register_fork_handler();
+  return g_forked_child.load(std::memory_order_relaxed);
+}
+
 ThreadPool& global_thread_pool() {
   static ThreadPool pool(threads_from_env());
   return pool;
-}
-
-int num_threads() {
-  return global_thread_pool().num_threads();
-}
-
-void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-  global_thread_pool().parallel_for(n, fn);
 }
 
 }  // namespace flow::runtime

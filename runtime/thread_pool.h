@@ -1,6 +1,6 @@
-// Note: the CPU thread pool behind every parallel loop of a generated kernel. It is called once per
-// kernel launch, so a call costs no allocation and no thread creation: the workers are started once
-// and spin briefly on a generation counter before sleeping on a condition variable.
+// Note: flow's own CPU thread pool, the parallel backend when there is no OpenMP
+// (runtime/parallel.h). It is called once per kernel launch, so a call costs no allocation and no thread creation: the
+// workers are started once and spin briefly on a generation counter before sleeping on a condition variable.
 //
 // A pool of size N has N-1 worker threads; the calling thread is the N-th participant. parallel_for
 // splits [0, n) into min(n, N) contiguous ranges of near-equal size (sizes differ by at most one,
@@ -79,12 +79,15 @@ class ThreadPool {
   std::exception_ptr error_;
 };
 
-// The process-wide pool, created on first use with FLOW_NUM_THREADS threads (default:
-// std::thread::hardware_concurrency()).
+// The process-wide pool, created on first use with threads_from_env() threads. It runs the parallel
+// loops when it is the process's parallel backend (runtime/parallel.h).
 ThreadPool& global_thread_pool();
-int num_threads();
 
-// parallel_for on the global pool.
-void parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn);
+// FLOW_NUM_THREADS, else std::thread::hardware_concurrency().
+int threads_from_env();
+
+// True in a child process created by fork() after a pool was created or in_forked_child() was first
+// called (the fork handler is registered then).
+bool in_forked_child();
 
 }  // namespace flow::runtime

@@ -2,11 +2,14 @@
 // loading, and NVRTC (which runs without a GPU).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -17,6 +20,7 @@
 #include "runtime/cuda_driver.h"
 #include "runtime/dynlib.h"
 #include "runtime/nvrtc.h"
+#include "runtime/parallel.h"
 #include "runtime/parallel_abi.h"
 #include "runtime/thread_pool.h"
 #include "test_util.h"
@@ -24,23 +28,37 @@
 namespace flow::runtime {
 namespace {
 
-// Runs parallel_for over n and checks that every index was visited exactly once, by contiguous,
-// non-empty ranges that tile [0, n) in index order when sorted.
-void check_covers(ThreadPool& pool, int64_t n) {
+// Runs `run` (a parallel_for over n) and checks that every index was visited exactly once, by
+// contiguous, non-empty ranges that tile [0, n), at most `threads` of them, of sizes that differ by
+// at most one.
+template <typename Run>
+void check_covers_with(const Run& run, int threads, int64_t n) {
   std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
-  std::atomic<int64_t> calls{0};
-  pool.parallel_for(n, [&](int64_t begin, int64_t end) {
+  std::mutex sizes_mutex;
+  std::vector<int64_t> sizes;
+  run(n, [&](int64_t begin, int64_t end) {
     ASSERT_LT(begin, end);
     ASSERT_GE(begin, 0);
     ASSERT_LE(end, n);
-    calls.fetch_add(1);
+    {
+      const std::lock_guard<std::mutex> lock(sizes_mutex);
+      sizes.push_back(end - begin);
+    }
     for (int64_t i = begin; i < end; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
   });
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "n=" << n << " index " << i;
-  EXPECT_LE(calls.load(), std::max<int64_t>(1, std::min<int64_t>(n, pool.num_threads())));
+  EXPECT_LE(static_cast<int64_t>(sizes.size()), std::max<int64_t>(1, std::min<int64_t>(n, threads)));
   if (n == 0) {
-    EXPECT_EQ(calls.load(), 0);
+    EXPECT_TRUE(sizes.empty());
+  } else {
+    const auto [lo, hi] = std::minmax_element(sizes.begin(), sizes.end());
+    EXPECT_LE(*hi - *lo, 1) << "n=" << n;
   }
+}
+
+void check_covers(ThreadPool& pool, int64_t n) {
+  check_covers_with([&](int64_t m, const std::function<void(int64_t, int64_t)>& fn) { pool.parallel_for(m, fn); },
+                    pool.num_threads(), n);
 }
 
 TEST(ThreadPool, CoversEachIndexExactlyOnce) {
@@ -158,9 +176,51 @@ TEST(ThreadPool, ConcurrentCallersFromOutsideThreads) {
   EXPECT_EQ(failures.load(), 0);
 }
 
+// The process's parallel backend (OpenMP next to an OpenMP oneDNN, else the global ThreadPool)
+// keeps the ThreadPool's contract.
+TEST(ParallelBackend, CoversEachIndexExactlyOnce) {
+  const std::string backend = parallel_backend();
+  EXPECT_TRUE(backend == "openmp" || backend == "flow") << backend;
+  auto rng = flow::test::rng(7);
+  for (int iter = 0; iter < 300; ++iter) {
+    const int64_t n = iter < 12 ? iter : static_cast<int64_t>(rng() % 5000);
+    check_covers_with([](int64_t m, const std::function<void(int64_t, int64_t)>& fn) { parallel_for(m, fn); },
+                      num_threads(), n);
+  }
+}
+
+TEST(ParallelBackend, ExceptionsPropagateAndNestedCallsRunSerially) {
+  for (int round = 0; round < 20; ++round) {
+    const int64_t bad = round % 7;
+    try {
+      parallel_for(7, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          if (i == bad) throw std::runtime_error("boom at " + std::to_string(i));
+        }
+      });
+      FAIL() << "no exception";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()), "boom at " + std::to_string(bad));
+    }
+  }
+  std::atomic<int> inner_calls{0};
+  std::atomic<int64_t> sum{0};
+  parallel_for(4, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      parallel_for(50, [&](int64_t ib, int64_t ie) {
+        inner_calls.fetch_add(1);  // serial: one call covering all 50
+        for (int64_t k = ib; k < ie; ++k) sum.fetch_add(k);
+      });
+    }
+  });
+  EXPECT_EQ(inner_calls.load(), 4);
+  EXPECT_EQ(sum.load(), 4 * (50 * 49 / 2));
+}
+
 TEST(ThreadPool, GlobalPoolHonoursAtLeastOneThread) {
   EXPECT_GE(num_threads(), 1);
   EXPECT_EQ(num_threads(), global_thread_pool().num_threads());
+  EXPECT_EQ(num_threads(), threads_from_env());
   ThreadPool clamped(0);
   EXPECT_EQ(clamped.num_threads(), 1);
 }
