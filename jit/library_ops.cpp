@@ -349,6 +349,19 @@ void collapse_batch_rows(Arg& a, Arg& b, Shape& dst, Arg* bias, std::vector<oned
   dst = {rows, dst[r - 1]};
 }
 
+// The weights operand (operand 1) for oneDNN, with its identity for the packed-weight cache
+// (TensorArg::content_id) when it is frozen: the same storage (uids are never reused) at the same
+// offset and version holds the same weights (dims and strides are part of the primitive's key).
+onednn::TensorArg weights_arg(const LibraryStep& step, const std::vector<const Tensor*>& values, const Arg& w) {
+  onednn::TensorArg arg = w.tensor();
+  if (step.weights_frozen) {
+    const Tensor& wt = operand(values, step.operands[1]);
+    arg.content_id = std::to_string(wt.storage->uid()) + ":" + std::to_string(wt.offset);
+    arg.content_version = wt.storage->version();
+  }
+  return arg;
+}
+
 void run_matmul(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out, Copies& copies,
                 onednn::ImplInfo* info) {
   const Tensor* ta = &operand(values, step.operands[0]);
@@ -400,8 +413,8 @@ void run_matmul(const LibraryStep& step, const std::vector<const Tensor*>& value
     return;
   }
   collapse_batch_rows(a, b, dst_dims, nullptr, post);
-  onednn::matmul(a.tensor(), b.tensor(), nullptr, {static_cast<float*>(out.data()), dst_dims, {}}, post, step.impl,
-                 info);
+  onednn::matmul(a.tensor(), weights_arg(step, values, b), nullptr, {static_cast<float*>(out.data()), dst_dims, {}},
+                 post, step.impl, info);
 }
 
 void run_linear(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out, Copies& copies,
@@ -455,7 +468,7 @@ void run_linear(const LibraryStep& step, const std::vector<const Tensor*>& value
   }
   collapse_batch_rows(x, w, dst_dims, native_bias ? &bias : nullptr, post);
   const onednn::TensorArg bias_arg = bias.tensor();
-  onednn::matmul(x.tensor(), w.tensor(), native_bias ? &bias_arg : nullptr,
+  onednn::matmul(x.tensor(), weights_arg(step, values, w), native_bias ? &bias_arg : nullptr,
                  {static_cast<float*>(out.data()), dst_dims, {}}, post, step.impl, info);
 }
 
@@ -522,14 +535,7 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
   if (unbatched) unit_pos.push_back(0);
   const std::vector<onednn::PostOp> post = post_ops(step, values, out.sizes, unit_pos, copies);
   const onednn::TensorArg bias_arg = bias.tensor();
-  onednn::TensorArg w_arg = w.tensor();
-  if (step.weights_frozen) {
-    // The same storage (uids are never reused) at the same offset and version holds the same
-    // weights (dims and strides are part of the primitive's key).
-    const Tensor& wt = operand(values, step.operands[1]);
-    w_arg.content_id = std::to_string(wt.storage->uid()) + ":" + std::to_string(wt.offset);
-    w_arg.content_version = wt.storage->version();
-  }
+  const onednn::TensorArg w_arg = weights_arg(step, values, w);
   onednn::conv2d(p, x.tensor(), w_arg, has_bias ? &bias_arg : nullptr, {static_cast<float*>(out.data()), dst_dims, {}},
                  post, step.impl, info);
 }

@@ -776,30 +776,43 @@ void matmul(const TensorArg& a, const TensorArg& b, const TensorArg* bias, const
   key_dims(key, "b", b.dims, bs);
   if (bias) key_dims(key, "bias", bias->dims, biass);
   key_dims(key, "d", dst.dims, ds);
+  // Frozen 2-D weights (a linear layer's) are described with format_tag::any, so the primitive picks
+  // its packed layout; the packed copy is cached like a convolution's (measured on 2.6: the
+  // encoder's GEMMs 2-7% faster than over the plain [N, K] weights).
+  const bool pack_b = !b.content_id.empty() && rank == 2;
   key_post_ops(key, post);
-  key << " impl=" << impl;
+  key << (pack_b ? " packed" : "") << " impl=" << impl;
   const std::string key_str = key.str();
   std::shared_ptr<const Entry> e = cache().get(key_str);
   if (!e || (info && !e->enumerated)) {
     auto fresh = std::make_shared<Entry>();
     const memory::desc bias_md = bias ? md_of(bias->dims, biass) : memory::desc();
+    const memory::desc b_md = md_of(b.dims, bs);
+    const memory::desc b_prim_md = pack_b ? memory::desc(Dims(b.dims.begin(), b.dims.end()), kF32, Tag::any) : b_md;
     // The op descriptor outlives every primitive_desc made from it: oneDNN 2.6's implementation
     // iterator keeps a pointer to it and reads it again on next_impl().
-    const dnnl::matmul::desc d(md_of(a.dims, as), md_of(b.dims, bs), bias_md, md_of(dst.dims, ds));
+    const dnnl::matmul::desc d(md_of(a.dims, as), b_prim_md, bias_md, md_of(dst.dims, ds));
     const auto pd = make_pd("matmul", post, *fresh, impl, info != nullptr, [&](const dnnl::primitive_attr& attr) {
       return dnnl::matmul::primitive_desc(d, attr, engine());
     });
     fresh->prim = dnnl::matmul(pd);
     fresh->scratch_md = pd.scratchpad_desc();
+    fresh->weights_user_md = b_md;
+    fresh->weights_prim_md = pd.weights_desc();
+    fresh->reorder_weights = !(fresh->weights_prim_md == b_md);
+    if (fresh->reorder_weights)
+      fresh->weights_reorder =
+          dnnl::reorder(dnnl::reorder::primitive_desc(engine(), b_md, engine(), fresh->weights_prim_md));
     cache().put(key_str, fresh);
     e = fresh;
   }
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(a.dims, as, a.data)},
-                                       {DNNL_ARG_WEIGHTS, mem(b.dims, bs, b.data)},
                                        {DNNL_ARG_DST, mem(dst.dims, ds, dst.data)}};
+  if (!e->reorder_weights) args[DNNL_ARG_WEIGHTS] = mem(b.dims, bs, b.data);
   if (bias) args[DNNL_ARG_BIAS] = mem(bias->dims, biass, bias->data);
   if (info) *info = ImplInfo{e->impl, e->available};
-  execute(*e, dst, post, std::move(args), nullptr);
+  execute(*e, dst, post, std::move(args), b.data, pack_b ? key_str + " weights=" + b.content_id : std::string(),
+          b.content_version);
 }
 
 void linear(const TensorArg& x, const TensorArg& w, const TensorArg* bias, const OutArg& dst,
@@ -807,7 +820,7 @@ void linear(const TensorArg& x, const TensorArg& w, const TensorArg* bias, const
   if (x.dims.size() != 2 || w.dims.size() != 2 || dst.dims.size() != 2 || (bias && bias->dims.size() != 1))
     throw std::invalid_argument("onednn::linear: x, w and dst must be 2-D and bias 1-D");
   const std::vector<int64_t> ws = strides_of(w.dims, w.strides);
-  const TensorArg wt{w.data, {w.dims[1], w.dims[0]}, {ws[1], ws[0]}};  // w^T as a strided view
+  const TensorArg wt{w.data, {w.dims[1], w.dims[0]}, {ws[1], ws[0]}, w.content_id, w.content_version};  // w^T
   if (!bias) return matmul(x, wt, nullptr, dst, post, impl, info);
   const std::vector<int64_t> bs = strides_of(bias->dims, bias->strides);
   const TensorArg b2{bias->data, {1, bias->dims[0]}, {bias->dims[0] * bs[0], bs[0]}};

@@ -54,12 +54,12 @@ struct TensorArg {
   const float* data = nullptr;
   std::vector<int64_t> dims;
   std::vector<int64_t> strides;  // empty: contiguous (row-major)
-  // Convolution weights only: when `content_id` is non-empty the caller guarantees that the same
-  // (content_id, content_version) means the same contents (jit: the storage's uid and the view's
-  // offset, and the storage's version). The weights reordered to the primitive's layout are then
-  // cached per (primitive, content_id), holding the latest version only, instead of being reordered
-  // on every call; the cache holds FLOW_ONEDNN_WEIGHT_CACHE_MB (default 1024) MiB, least recently
-  // used first out.
+  // Weights (a convolution's, or the 2-D b of a matmul): when `content_id` is non-empty the caller
+  // guarantees that the same (content_id, content_version) means the same contents (jit: the
+  // storage's uid and the view's offset, and the storage's version). The weights reordered to the
+  // primitive's layout are then cached per (primitive, content_id), holding the latest version
+  // only, instead of being reordered on every call; the cache holds FLOW_ONEDNN_WEIGHT_CACHE_MB
+  // (default 1024) MiB, least recently used first out.
   std::string content_id = {};
   uint64_t content_version = 0;
 };

@@ -115,6 +115,37 @@ def test_reordered_weights_are_reused(gen):
     assert s1["weight_cache_hits"] > s0["weight_cache_hits"], (s0, s1)
 
 
+@pytest.mark.parametrize("shape", [(5, 24), (2, 7, 24), (1, 24)], ids=["2d", "3d", "one_row"])
+def test_packed_linear_weights_follow_every_change(gen, shape):
+    """Frozen Linear weights are packed once into oneDNN's layout and reused; in-place writes,
+    load_state_dict and .data replacement all reach the next call."""
+    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
+    tm = torch.nn.Sequential(torch.nn.Linear(24, 40), torch.nn.GELU(), torch.nn.Linear(40, 9, bias=False)).eval()
+    fm = flow.nn.Sequential(flow.nn.Linear(24, 40), flow.nn.GELU(), flow.nn.Linear(40, 9, bias=False)).eval()
+    fm.load_state_dict(tm.state_dict())
+    jm = flow.jit(fm)
+    x = torch.randn(*shape, generator=gen)
+    _forward(tm, fm, jm, x)
+    s0 = flow._C.onednn_stats()
+    _forward(tm, fm, jm, x)
+    s1 = flow._C.onednn_stats()
+    assert s1["weight_cache_hits"] >= s0["weight_cache_hits"] + 2, (s0, s1)
+    with torch.no_grad():
+        tm[0].weight.mul_(-2.0)
+    with flow.no_grad():
+        fm[0].weight.mul_(-2.0)
+    _forward(tm, fm, jm, x)
+    w = torch.randn(9, 40, generator=gen)
+    tm[2].weight.data = w.clone()
+    fm[2].weight.data = to_flow(w)
+    _forward(tm, fm, jm, x)
+    tm2 = torch.nn.Sequential(torch.nn.Linear(24, 40), torch.nn.GELU(), torch.nn.Linear(40, 9, bias=False))
+    tm.load_state_dict(tm2.state_dict())
+    fm.load_state_dict(tm2.state_dict())
+    _forward(tm, fm, jm, x)
+    assert jm.num_traces == 1
+
+
 def test_tensor_version_counts_in_place_writes():
     t = flow.zeros(4)
     seen = [t._version]
