@@ -21,6 +21,8 @@
 #include "jit/log.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/cuda_stream.h"
+#include "runtime/onednn.h"
+#include "scheduler/channels_last.h"
 #include "scheduler/fold_pad.h"
 #include "scheduler/fold_scale.h"
 #include "scheduler/frozen.h"
@@ -31,6 +33,12 @@ namespace flow::jit {
 using dsl::Graph;
 
 namespace {
+
+// FLOW_CHANNELS_LAST=0 keeps every activation NCHW (scheduler/channels_last.h).
+bool channels_last_enabled() {
+  const char* e = std::getenv("FLOW_CHANNELS_LAST");
+  return !(e && std::string(e) == "0");
+}
 
 std::atomic<uint64_t>& launches() {
   static std::atomic<uint64_t> n{0};
@@ -213,6 +221,18 @@ std::shared_ptr<Executable> compile(const Graph& g_in, const std::vector<std::ve
       g = &scales.graph;
       if (log_enabled("fusion"))
         log_line("fusion", "folded " + std::to_string(scales.folded) + " per-channel scale/shift(s) into convolutions");
+    }
+  }
+  sched::ChannelsLastResult nhwc;  // activations stay NHWC between oneDNN convolutions
+  if (options.fuse && options.inline_constants && options.target == dsl::Target::CPU && runtime::onednn::available() &&
+      channels_last_enabled()) {
+    nhwc = sched::to_channels_last(*g);
+    exe->num_channels_last_ = nhwc.convolutions;
+    if (nhwc.convolutions > 0) {
+      g = &nhwc.graph;
+      if (log_enabled("fusion"))
+        log_line("fusion", "channels-last: " + std::to_string(nhwc.convolutions) + " convolution(s) and " +
+                               std::to_string(nhwc.ops) + " op(s) between them run on NHWC values");
     }
   }
   exe->graph_ = materialize_unviewable(*g, input_strides);
@@ -480,6 +500,10 @@ std::string Executable::explain(bool with_source) const {
   os << "== kernels: " << kernels_.size() << " generated, " << library_steps_.size() << " library calls ("
      << dsl::target_name(opt_.target) << ") ==\n";
   if (num_folded_pads_ > 0) os << "folded " << num_folded_pads_ << " zero pad(s) into convolution padding\n";
+  if (num_channels_last_ > 0)
+    os << "channels-last: " << num_channels_last_
+       << " convolution(s) produce NHWC, and the elementwise, pad and slice ops between them run on NHWC "
+          "(FLOW_CHANNELS_LAST=0 turns this off)\n";
   if (!opt_.frozen_inputs.empty())
     os << "parameter-only work: " << num_cached_groups() << " group(s) computed once and cached between calls; "
        << num_folded_ << " convolution(s) absorbed a per-channel scale/shift (batch norm)\n";

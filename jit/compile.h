@@ -85,7 +85,8 @@ class Executable {
   // Parameter-only work (CompileOptions::frozen_inputs): convolutions that absorbed a batch norm's
   // scale/shift, and whether plan group `gi` is computed once and cached.
   int num_folded() const { return num_folded_; }
-  int num_folded_pads() const { return num_folded_pads_; }  // zero pads absorbed by convolutions
+  int num_folded_pads() const { return num_folded_pads_; }      // zero pads absorbed by convolutions
+  int num_channels_last() const { return num_channels_last_; }  // convolutions producing NHWC
   bool group_cached(size_t gi) const { return gi < group_cached_.size() && group_cached_[gi]; }
   int num_cached_groups() const;
   // Library calls (conv, GEMM through oneDNN), in plan order; they are not kernels.
@@ -140,6 +141,7 @@ class Executable {
   std::vector<LibraryStep> library_steps_;  // Library groups (jit/library_ops.h), ascending group
   int num_folded_ = 0;
   int num_folded_pads_ = 0;
+  int num_channels_last_ = 0;
   std::vector<bool> group_cached_;  // per plan group
   std::vector<int> cached_values_;  // the outputs of cached groups
   // The results of cached groups from the last run that computed them, and the frozen inputs'

@@ -14,6 +14,7 @@
 #include "dsl/op_table.h"
 #include "jit/eager.h"
 #include "runtime/onednn.h"
+#include "scheduler/kernel_instance.h"
 
 namespace flow::jit {
 
@@ -491,6 +492,10 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
     Arg x = arg_of(t);
     if (unbatched) insert_unit(x, 0);
     tidy_unit_strides(x);
+    // A batch of one is outermost: tidy_unit_strides gives an NHWC input's N the stride C, which
+    // oneDNN reads as another layout ("cdab") that only its reference convolution takes.
+    if (x.dims[0] == 1)
+      x.strides[0] = std::max({x.strides[1] * x.dims[1], x.strides[2] * x.dims[2], x.strides[3] * x.dims[3]});
     return x;
   };
   Arg x = norm_x(*tx);
@@ -508,8 +513,16 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
   std::vector<int64_t> pad_end = pad;
   if (const dsl::AttrValue* pe = dsl::attr_find(step.attrs, "padding_end"))
     pad_end = std::get<std::vector<int64_t>>(*pe);
+  // channels_last: the output buffer is [N, OH, OW, C]; oneDNN sees the NCHW dims with NHWC strides.
+  const bool channels_last = dsl::attr_find(step.attrs, "channels_last") != nullptr;
   Shape dst_dims = out.sizes;
   if (unbatched) dst_dims.insert(dst_dims.begin(), 1);
+  std::vector<int64_t> dst_strides;
+  if (channels_last) {
+    const Shape& o = out.sizes;
+    dst_dims = {o[0], o[3], o[1], o[2]};
+    dst_strides = {o[1] * o[2] * o[3], 1, o[2] * o[3], o[3]};
+  }
   for (int d = 0; d < 2; ++d) {
     p.stride[d] = stride[d];
     p.dilation[d] = dil[d];
@@ -533,11 +546,19 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
   }
   std::vector<size_t> unit_pos;
   if (unbatched) unit_pos.push_back(0);
-  const std::vector<onednn::PostOp> post = post_ops(step, values, out.sizes, unit_pos, copies);
+  std::vector<onednn::PostOp> post = post_ops(step, values, out.sizes, unit_pos, copies);
+  if (channels_last) {
+    for (onednn::PostOp& op : post) {  // binary operands follow the NHWC output: to NCHW order
+      if (op.kind != onednn::PostOp::Kind::Binary) continue;
+      auto nchw = [](const std::vector<int64_t>& v) { return std::vector<int64_t>{v[0], v[3], v[1], v[2]}; };
+      op.src1.strides = nchw(op.src1.strides.empty() ? sched::contiguous_strides(op.src1.dims) : op.src1.strides);
+      op.src1.dims = nchw(op.src1.dims);
+    }
+  }
   const onednn::TensorArg bias_arg = bias.tensor();
   const onednn::TensorArg w_arg = weights_arg(step, values, w);
-  onednn::conv2d(p, x.tensor(), w_arg, has_bias ? &bias_arg : nullptr, {static_cast<float*>(out.data()), dst_dims, {}},
-                 post, step.impl, info);
+  onednn::conv2d(p, x.tensor(), w_arg, has_bias ? &bias_arg : nullptr,
+                 {static_cast<float*>(out.data()), dst_dims, dst_strides}, post, step.impl, info);
 }
 
 }  // namespace

@@ -118,6 +118,7 @@ void bind_jit(py::module_& m) {
       .def_property_readonly("num_compiled", [](const PyExecutable& e) { return e.exe->num_compiled(); })
       .def_property_readonly("num_library_calls", [](const PyExecutable& e) { return e.exe->num_library_calls(); })
       .def_property_readonly("num_folded", [](const PyExecutable& e) { return e.exe->num_folded(); })
+      .def_property_readonly("num_channels_last", [](const PyExecutable& e) { return e.exe->num_channels_last(); })
       .def_property_readonly("num_cached_groups", [](const PyExecutable& e) { return e.exe->num_cached_groups(); })
       .def_property_readonly("input_strides", [](const PyExecutable& e) { return e.input_strides; })
       .def_property_readonly("graph", [](const PyExecutable& e) { return dsl::Graph(e.exe->graph()); })

@@ -7,6 +7,8 @@
 //   conv2d:           stride [2], padding [2] (top, left), dilation [2], groups; "padding_end" [2]
 //                     (bottom, right) only when it differs from padding (padding="same" with an even
 //                     kernel extent). padding may be given as an int, a pair, "valid" or "same".
+//                     "channels_last" 1 (set by the layout pass, scheduler/channels_last.h, never by
+//                     users): the output is [N, OH, OW, C], the NHWC order of torch's result.
 //   conv_transpose2d: stride [2], padding [2], output_padding [2], dilation [2], groups.
 // Float32 and float64 are supported (float64 runs by reference loops on the CPU: oneDNN has no f64
 // matmul/conv); other dtypes raise NotImplemented, which torch would run but flow does not yet.
@@ -191,7 +193,7 @@ Attrs conv_canonicalize(const std::string& op, bool transposed, const Graph& g, 
   if (transposed) {
     check_attrs(op, a, {"stride", "padding", "output_padding", "dilation", "groups"});
   } else {
-    check_attrs(op, a, {"stride", "padding", "padding_end", "dilation", "groups"});
+    check_attrs(op, a, {"stride", "padding", "padding_end", "dilation", "groups", "channels_last"});
   }
   if (in.size() != 2 && in.size() != 3) {
     throw OpError(OpError::Kind::Type,
@@ -237,6 +239,10 @@ Attrs conv_canonicalize(const std::string& op, bool transposed, const Graph& g, 
   out["dilation"] = dilation;
   out["groups"] = groups;
   if (!transposed && pad_end != pad) out["padding_end"] = pad_end;
+  if (!transposed && attr_find(a, "channels_last") && attr_int(a, "channels_last", op) != 0) {
+    if (g.value(in[0]).type.shape.size() != 4) value_error(op + ": channels_last needs a 4-D input");
+    out["channels_last"] = int64_t{1};
+  }
   if (transposed) {
     const std::vector<int64_t> op_pad = pair_attr(a, "output_padding", op, 0);
     for (int d = 0; d < 2; ++d) {
@@ -335,6 +341,7 @@ std::vector<TensorType> conv_infer(const std::string& op, bool transposed, const
   }
   check_supported_dtype(op, x.dtype);
   if (!batched) out.erase(out.begin());
+  if (attr_find(a, "channels_last")) out = {out[0], out[2], out[3], out[1]};
   return {TensorType{out, x.dtype}};
 }
 

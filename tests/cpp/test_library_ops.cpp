@@ -14,6 +14,7 @@
 #include "jit/compile.h"
 #include "jit/eager.h"
 #include "runtime/onednn.h"
+#include "scheduler/channels_last.h"
 #include "scheduler/fusion.h"
 #include "test_util.h"
 
@@ -1050,3 +1051,95 @@ TEST(FoldPad, ZeroSpatialPadsBecomeConvolutionPadding) {
     EXPECT_EQ(pad_kernel, cs.folded == 0 || cs.pad_also_output) << cs.what << "\n" << exe->explain(false);
   }
 }
+
+namespace flow {
+namespace {
+
+// A ResNet-like stem and block: conv + per-channel bias + relu, a -inf pad and the 3x3/2 max pool as
+// strided slices, a 3x3 conv, a 1x1 conv, a residual add + relu and a spatial mean. `nchw_reader`
+// adds a full-size NCHW input to the block's output, which keeps the convolutions feeding it NCHW.
+dsl::Graph resnet_like(int64_t n, int64_t h, int64_t w, bool nchw_reader) {
+  dsl::Graph g;
+  const int x = g.add_input({{n, 3, h, w}, DType::Float32});
+  const int w1 = g.add_input({{8, 3, 5, 5}, DType::Float32});
+  const int b1 = g.add_input({{8, 1, 1}, DType::Float32});
+  const int w2 = g.add_input({{8, 8, 3, 3}, DType::Float32});
+  const int w3 = g.add_input({{8, 8, 1, 1}, DType::Float32});
+  const int y =
+      g.add("relu", {g.add("add", {g.add("conv2d", {x, w1}, {{"stride", int64_t{2}}, {"padding", int64_t{2}}}), b1})});
+  const int p = g.add("pad", {y}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"value", -INFINITY}});
+  const int64_t ph = g.value(p).type.shape[2], pw = g.value(p).type.shape[3];
+  const int64_t oh = (ph - 3) / 2 + 1, ow = (pw - 3) / 2 + 1;
+  int pool = -1;
+  for (int64_t i = 0; i < 3; ++i) {
+    for (int64_t j = 0; j < 3; ++j) {
+      const int rows =
+          g.add("slice", {p}, {{"dim", int64_t{2}}, {"start", i}, {"end", i + (oh - 1) * 2 + 1}, {"step", int64_t{2}}});
+      const int at = g.add("slice", {rows},
+                           {{"dim", int64_t{-1}}, {"start", j}, {"end", j + (ow - 1) * 2 + 1}, {"step", int64_t{2}}});
+      pool = pool < 0 ? at : g.add("maximum", {pool, at});
+    }
+  }
+  const int z = g.add("relu", {g.add("conv2d", {pool, w2}, {{"padding", int64_t{1}}})});
+  int out = g.add("relu", {g.add("add", {g.add("conv2d", {z, w3}), pool})});
+  if (nchw_reader) {
+    const int other = g.add_input({g.value(out).type.shape, DType::Float32});
+    out = g.add("mul", {out, other});
+  }
+  g.mark_output(g.add("mean", {out}, {{"dims", std::vector<int64_t>{2, 3}}, {"keepdim", false}}));
+  g.mark_output(z);  // an NHWC value returned: the caller sees its NCHW view
+  return g;
+}
+
+TEST(ChannelsLast, ConvolutionsAndTheOpsBetweenThemRunOnNhwc) {
+  REQUIRE_BACKENDS();
+  auto rng = test::rng(71);
+  for (const auto& [n, h, w] : std::vector<std::array<int64_t, 3>>{{1, 17, 15}, {2, 24, 24}, {3, 9, 30}}) {
+    const dsl::Graph g = resnet_like(n, h, w, false);
+    const sched::ChannelsLastResult r = sched::to_channels_last(g);
+    EXPECT_EQ(r.convolutions, 3);
+    EXPECT_EQ(r.ops, 2 + 1 + 18 + 8 + 1 + 2);  // add, relu; pad; slices; maximums; relu; add, relu
+    // The rewrite is an identity: the interpreter gives the same values on both graphs.
+    std::vector<jit::Tensor> in{random_tensor({n, 3, h, w}, rng), random_tensor({8, 3, 5, 5}, rng),
+                                random_tensor({8, 1, 1}, rng), random_tensor({8, 8, 3, 3}, rng),
+                                random_tensor({8, 8, 1, 1}, rng)};
+    std::vector<dsl::HostTensor> hin;
+    for (const auto& t : in) hin.push_back(host_of(t));
+    const auto a = dsl::interpret_graph(g, hin, true), b = dsl::interpret_graph(r.graph, hin, true);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t o = 0; o < a.size(); ++o) {
+      EXPECT_EQ(a[o].type.shape, b[o].type.shape);
+      EXPECT_EQ(a[o].data, b[o].data) << "output " << o;
+    }
+    // Compiled: every convolution writes NHWC, and the results match the interpreter.
+    const std::string what = "n=" + std::to_string(n) + " " + std::to_string(h) + "x" + std::to_string(w);
+    auto exe = check(g, in, what);
+    EXPECT_EQ(exe->num_channels_last(), 3) << exe->explain(false);
+    const auto outs = exe->run(in);
+    EXPECT_FALSE(outs[1].is_contiguous()) << "the returned conv output is the NCHW view of an NHWC buffer";
+    // Off: the same values, NCHW throughout.
+    setenv("FLOW_CHANNELS_LAST", "0", 1);
+    auto off = check(g, in, what + " (off)");
+    unsetenv("FLOW_CHANNELS_LAST");
+    EXPECT_EQ(off->num_channels_last(), 0);
+  }
+}
+
+TEST(ChannelsLast, AConvolutionReadByAnNchwElementwiseOpStaysNchw) {
+  REQUIRE_BACKENDS();
+  auto rng = test::rng(72);
+  const dsl::Graph g = resnet_like(2, 16, 16, true);
+  const sched::ChannelsLastResult r = sched::to_channels_last(g);
+  // `mul` reads the block's output in NCHW. That output comes, through NHWC ops, from the 1x1 conv
+  // and (through the residual, the pool and the stem's relu) from the stem conv: both stay NCHW.
+  // The 3x3 conv's result is read only by a conv and as a graph output, so it still converts.
+  EXPECT_EQ(r.convolutions, 1);
+  std::vector<jit::Tensor> in{random_tensor({2, 3, 16, 16}, rng), random_tensor({8, 3, 5, 5}, rng),
+                              random_tensor({8, 1, 1}, rng),      random_tensor({8, 8, 3, 3}, rng),
+                              random_tensor({8, 8, 1, 1}, rng),   random_tensor({2, 8, 4, 4}, rng)};
+  auto exe = check(g, in, "NCHW reader");
+  EXPECT_EQ(exe->num_channels_last(), 1) << exe->explain(false);
+}
+
+}  // namespace
+}  // namespace flow

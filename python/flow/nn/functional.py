@@ -327,9 +327,9 @@ def _pool_out_size(size, k, s, p, d, ceil_mode):
     return out
 
 
-def _windows(input, fn, kernel_size, stride, padding, dilation, ceil_mode, pad_value):
-    """The pooling windows of a 4-D [N, C, H, W] (or 3-D [C, H, W]) input as a 6-D (5-D) view
-    [..., OH, OW, kH, kW] of the padded input, and (OH, OW)."""
+def _padded_for_pool(input, fn, kernel_size, stride, padding, dilation, ceil_mode, pad_value):
+    """The padded 4-D [N, C, Hp, Wp] (or 3-D) input of a pooling, with (OH, OW), kernel, stride,
+    padding and dilation pairs. The padding covers ceil_mode's last partial window too."""
     if input.ndim not in (3, 4):
         raise RuntimeError(f"{fn}: expected 3D or 4D input, got {input.ndim}D")
     k = _pair(kernel_size, 2, "kernel_size")
@@ -341,7 +341,6 @@ def _windows(input, fn, kernel_size, stride, padding, dilation, ceil_mode, pad_v
         if p[i] * 2 > k[i]:
             raise RuntimeError(f"{fn}: pad should be at most half of effective kernel size, but got pad={p[i]}, "
                                f"kernel_size={k[i]} and dilation={d[i]}")
-    lead = list(input.shape[:-2])
     H, W = input.shape[-2], input.shape[-1]
     OH = _pool_out_size(H, k[0], s[0], p[0], d[0], ceil_mode)
     OW = _pool_out_size(W, k[1], s[1], p[1], d[1], ceil_mode)
@@ -349,7 +348,16 @@ def _windows(input, fn, kernel_size, stride, padding, dilation, ceil_mode, pad_v
     need_w = (OW - 1) * s[1] + d[1] * (k[1] - 1) + 1
     ph_hi, pw_hi = builtins.max(p[0], need_h - H - p[0]), builtins.max(p[1], need_w - W - p[1])
     xp = dispatch1("pad", [input], {"pads": [p[1], pw_hi, p[0], ph_hi], "value": builtins.float(pad_value)})
-    Hp, Wp = H + p[0] + ph_hi, W + p[1] + pw_hi
+    return xp, (OH, OW), k, s, p, d
+
+
+def _windows(input, fn, kernel_size, stride, padding, dilation, ceil_mode, pad_value):
+    """The pooling windows of a 4-D [N, C, H, W] (or 3-D [C, H, W]) input as a 6-D (5-D) view
+    [..., OH, OW, kH, kW] of the padded input, and (OH, OW)."""
+    xp, (OH, OW), k, s, p, d = _padded_for_pool(input, fn, kernel_size, stride, padding, dilation, ceil_mode,
+                                                pad_value)
+    lead = list(input.shape[:-2])
+    Hp, Wp = xp.shape[-2], xp.shape[-1]
     lead_strides = []
     acc = Hp * Wp
     for n in reversed(lead):
@@ -360,6 +368,17 @@ def _windows(input, fn, kernel_size, stride, padding, dilation, ceil_mode, pad_v
     return win, (OH, OW), k, s, p
 
 
+def _window_position(xp, out_size, s, d, i, j):
+    """The [..., OH, OW] strided slice of the padded input `xp` at window position (i, j). Slices,
+    not as_strided, so the graph's layout pass can run the pool on NHWC values
+    (scheduler/channels_last.h)."""
+    n = xp.ndim
+    rows = dispatch1("slice", [xp], {"dim": n - 2, "start": i * d[0], "end": i * d[0] + (out_size[0] - 1) * s[0] + 1,
+                                     "step": s[0]})
+    return dispatch1("slice", [rows], {"dim": n - 1, "start": j * d[1],
+                                       "end": j * d[1] + (out_size[1] - 1) * s[1] + 1, "step": s[1]})
+
+
 _MAX_POOL_UNROLLED_WINDOW = 16  # windows up to this many elements are unrolled (see max_pool2d)
 
 
@@ -367,11 +386,14 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     _check_tensor("max_pool2d", input)
     if return_indices:
         raise NotImplementedError("flow: max_pool2d(return_indices=True) is not supported")
-    win, _, k, _, _ = _windows(input, "max_pool2d", kernel_size, stride, padding, dilation, ceil_mode,
-                               -math.inf)
-    n = win.ndim
+    k = _pair(kernel_size, 2, "kernel_size")
     if k[0] * k[1] > _MAX_POOL_UNROLLED_WINDOW:
+        win, _, k, _, _ = _windows(input, "max_pool2d", kernel_size, stride, padding, dilation, ceil_mode,
+                                   -math.inf)
+        n = win.ndim
         return dispatch1("amax", [win], {"dims": [n - 2, n - 1], "keepdim": False})
+    xp, out_size, k, s, _, d = _padded_for_pool(input, "max_pool2d", kernel_size, stride, padding, dilation,
+                                                ceil_mode, -math.inf)
     # Small windows: the elementwise maximum of the k*k window positions (each a strided view of the
     # padded input), one pointwise kernel vectorized along the output row. A reduction over a 3x3
     # window is a 9-element row per output, which the row-reduction schedule runs 2-3x slower
@@ -379,8 +401,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     out = None
     for i in range(k[0]):
         for j in range(k[1]):
-            pos = dispatch1("select", [dispatch1("select", [win], {"dim": n - 2, "index": i})],
-                            {"dim": n - 2, "index": j})
+            pos = _window_position(xp, out_size, s, d, i, j)
             out = pos if out is None else dispatch1("maximum", [out, pos])
     return out
 

@@ -1,0 +1,169 @@
+#include "scheduler/channels_last.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "dsl/graph_replay.h"
+#include "dsl/op_table.h"
+
+namespace flow::sched {
+namespace {
+
+const std::vector<int64_t> kToNchw{0, 3, 1, 2};  // permute dims: NHWC value -> NCHW view
+const std::vector<int64_t> kToNhwc{0, 2, 3, 1};  // permute dims: NCHW value -> NHWC view
+constexpr int64_t kNhwcPos[4] = {0, 3, 1, 2};    // where NCHW dim d sits in NHWC order
+
+bool convertible_conv(const dsl::Graph& g, const dsl::Node& n) {
+  if (n.op != "conv2d" || dsl::attr_find(n.attrs, "channels_last")) return false;
+  const dsl::TensorType& x = g.value(n.inputs[0]).type;
+  return x.shape.size() == 4 && x.dtype == dsl::DType::Float32;
+}
+
+// An operand smaller than the output (a per-channel bias, a scalar): read in NHWC order through a
+// permuted view, which costs nothing. A full-size NCHW operand would be a transposing read.
+bool broadcast_operand(const dsl::Graph& g, int v, const dsl::Shape& out) {
+  const dsl::Shape& s = g.value(v).type.shape;
+  return s.size() <= 4 && dsl::numel(s) < dsl::numel(out);
+}
+
+// Which nodes run on NHWC values, given the convolutions allowed to: a forward pass over the graph.
+std::vector<bool> plan(const dsl::Graph& g, const std::vector<bool>& allowed) {
+  std::vector<bool> node_nhwc(g.nodes().size(), false), value_nhwc(g.values().size(), false);
+  for (const dsl::Node& n : g.nodes()) {
+    if (n.outputs.size() != 1) continue;
+    const int v = n.outputs[0];
+    const dsl::Shape& shape = g.value(v).type.shape;
+    bool ok = false;
+    if (allowed[n.id]) {
+      ok = true;
+    } else if (shape.size() == 4 && !n.inputs.empty() && value_nhwc[n.inputs[0]] &&
+               (n.op == "slice" || (n.op == "pad" && n.inputs.size() == 1))) {
+      ok = true;
+    } else if (shape.size() == 4 && dsl::lookup_op(n.op).pattern == dsl::OpPattern::Elementwise) {
+      bool any = false;
+      ok = true;
+      for (int i : n.inputs) {
+        if (value_nhwc[i] && g.value(i).type.shape == shape) {
+          any = true;
+        } else if (!broadcast_operand(g, i, shape)) {
+          ok = false;
+        }
+      }
+      ok = ok && any;
+    }
+    node_nhwc[n.id] = ok;
+    value_nhwc[v] = ok;
+  }
+  return node_nhwc;
+}
+
+}  // namespace
+
+ChannelsLastResult to_channels_last(const dsl::Graph& g) {
+  ChannelsLastResult r;
+  // Convert every eligible convolution, then drop those whose NHWC result (or a value computed
+  // from it in NHWC) an elementwise op would still read in NCHW: that op would lose the post-op
+  // fusion and read its input transposed. Repeat until nothing changes.
+  std::vector<bool> allowed(g.nodes().size(), false);
+  for (const dsl::Node& n : g.nodes()) allowed[n.id] = convertible_conv(g, n);
+  std::vector<bool> nhwc_node;
+  for (;;) {
+    nhwc_node = plan(g, allowed);
+    // The convolutions an NHWC value comes from, through NHWC nodes.
+    auto disallow_sources = [&](int v, auto&& self) -> bool {
+      if (g.value(v).kind != dsl::ValueKind::OpResult) return false;
+      const dsl::Node& p = g.node(g.value(v).producer);
+      if (!nhwc_node[p.id]) return false;
+      bool changed = false;
+      if (allowed[p.id]) {
+        allowed[p.id] = false;
+        changed = true;
+      }
+      if (p.op != "conv2d")
+        for (int i : p.inputs) changed = self(i, self) || changed;
+      return changed;
+    };
+    bool changed = false;
+    for (const dsl::Node& n : g.nodes()) {
+      if (nhwc_node[n.id] || dsl::lookup_op(n.op).pattern != dsl::OpPattern::Elementwise) continue;
+      for (int i : n.inputs) changed = disallow_sources(i, disallow_sources) || changed;
+    }
+    if (!changed) break;
+  }
+  if (std::find(allowed.begin(), allowed.end(), true) == allowed.end()) return r;
+
+  dsl::GraphReplay replay(g);
+  dsl::Graph& out = replay.out();
+  std::vector<int> nhwc(g.values().size(), -1);           // old value -> new id of its NHWC form
+  std::vector<bool> view_made(g.values().size(), false);  // its NCHW view exists in `out`
+  // Readers of an NHWC value's NCHW form get a permute view, made on first use only (an unused
+  // view would count as a second reader of a convolution and stop its post-op fusion).
+  auto nchw = [&](int v) {
+    if (nhwc[v] >= 0 && !view_made[v]) {
+      replay.set(v, out.add("permute", {nhwc[v]}, {{"dims", kToNchw}}));
+      view_made[v] = true;
+    }
+    return replay[v];
+  };
+  for (const dsl::Node& n : g.nodes()) {
+    if (!nhwc_node[n.id]) {
+      for (int i : n.inputs) nchw(i);
+      replay.copy(n);
+      continue;
+    }
+    const int v = n.outputs[0];
+    const dsl::Shape& shape = g.value(v).type.shape;
+    int made = -1;
+    if (n.op == "conv2d") {
+      std::vector<int> ins;
+      for (int i : n.inputs) ins.push_back(nchw(i));  // an NHWC input: its view, read as NHWC strides
+      dsl::Attrs a = n.attrs;
+      a["channels_last"] = int64_t{1};
+      made = out.add("conv2d", ins, a);
+      ++r.convolutions;
+    } else if (n.op == "pad") {
+      // torch's pads run from the last dim: [W, H, C, N] pairs for NCHW, [C, W, H, N] for NHWC.
+      std::vector<int64_t> p = dsl::attr_ints(n.attrs, "pads", "pad");
+      p.resize(8, 0);
+      dsl::Attrs a = n.attrs;
+      a["pads"] = std::vector<int64_t>{p[4], p[5], p[0], p[1], p[2], p[3], p[6], p[7]};
+      made = out.add("pad", {nhwc[n.inputs[0]]}, a);
+      ++r.ops;
+    } else if (n.op == "slice") {
+      dsl::Attrs a = n.attrs;
+      int64_t d = dsl::attr_int(n.attrs, "dim", "slice");
+      if (d < 0) d += 4;
+      a["dim"] = kNhwcPos[d];
+      made = out.add("slice", {nhwc[n.inputs[0]]}, a);
+      ++r.ops;
+    } else {  // elementwise
+      std::vector<int> ins;
+      for (int i : n.inputs) {
+        if (nhwc[i] >= 0 && g.value(i).type.shape == shape) {
+          ins.push_back(nhwc[i]);
+          continue;
+        }
+        // A smaller operand, right-aligned to 4-D, then permuted like the output.
+        const dsl::Shape& s = g.value(i).type.shape;
+        int o = nchw(i);
+        if (dsl::numel(s) > 1) {
+          if (s.size() < 4) {
+            dsl::Shape s4(4 - s.size(), 1);
+            s4.insert(s4.end(), s.begin(), s.end());
+            o = out.add("reshape", {o}, {{"shape", std::vector<int64_t>(s4.begin(), s4.end())}});
+          }
+          o = out.add("permute", {o}, {{"dims", kToNhwc}});
+        }
+        ins.push_back(o);
+      }
+      made = out.add(n.op, ins, n.attrs);
+      ++r.ops;
+    }
+    nhwc[v] = made;
+  }
+  for (int o : g.outputs()) nchw(o);
+  r.graph = replay.finish();
+  return r;
+}
+
+}  // namespace flow::sched

@@ -1,0 +1,33 @@
+// Note: channels-last layout propagation for CPU convolutions (DESIGN.md §2, the layout pass).
+//
+// oneDNN's fast CPU convolutions (brgconv, brgconv_1x1) work on NHWC activations. With NCHW
+// tensors between them, every convolution reordered its input to NHWC and its output back (ResNet-50
+// at batch 8: 37 ms of reorders per forward) and 1x1 convolutions ran as NCHW GEMMs, 10-60% slower
+// than on NHWC. This pass keeps activations NHWC between convolutions without changing any
+// kernel's contract (each writes a fresh contiguous tensor): it rewrites the graph so that
+//   - a float32 4-D conv2d produces its result in NHWC order ([N, OH, OW, C], attribute
+//     channels_last), and the NCHW value the graph had is a permute view of it;
+//   - the ops between convolutions run on the NHWC values directly: elementwise ops whose full-size
+//     operands are all NHWC (smaller ones, a per-channel bias or a scalar, are read through a
+//     permuted view), constant pads of a 4-D NHWC value, and slices of one (max pooling reads its
+//     windows so);
+//   - a convolution reading an NHWC value gets the NCHW permute view, whose strides oneDNN reads as
+//     NHWC without a reorder.
+// Every other reader keeps reading the NCHW view, so the rewrite is an identity whatever it
+// reaches: each step is a permute moved past an op that commutes with it. A convolution whose
+// result an elementwise op would still read in NCHW stays NCHW (that op would lose the post-op
+// fusion and read its input transposed); the decision is iterated to a fixed point.
+#pragma once
+#include "dsl/graph.h"
+
+namespace flow::sched {
+
+struct ChannelsLastResult {
+  dsl::Graph graph;      // empty when nothing changed
+  int convolutions = 0;  // conv2d nodes that now produce NHWC
+  int ops = 0;           // elementwise, pad and slice nodes moved to NHWC
+};
+
+ChannelsLastResult to_channels_last(const dsl::Graph& g);
+
+}  // namespace flow::sched

@@ -1,0 +1,62 @@
+"""The channels-last layout pass under @flow.jit (scheduler/channels_last.h): convolutions and the
+ops between them run on NHWC values, and the results are torch's, with the pass on and off."""
+import pytest
+import torch
+
+import flow
+from conftest import assert_same, to_flow
+
+
+def _block(lib):
+    nn = lib.nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv2d(3, 16, 7, stride=2, padding=3, bias=False)
+            self.bn = nn.BatchNorm2d(16)
+            self.pool = nn.MaxPool2d(3, 2, 1)
+            self.c2 = nn.Conv2d(16, 16, 3, padding=1)
+            self.c3 = nn.Conv2d(16, 16, 1)
+            self.down = nn.Conv2d(16, 32, 1, stride=2)
+
+        def forward(self, x):
+            y = self.pool(lib.relu(self.bn(self.stem(x))))
+            z = lib.relu(self.c2(y))
+            r = lib.relu(self.c3(z) + y)
+            d = self.down(r)
+            return d.mean((2, 3)), z
+
+    return Block()
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 33, 31), (3, 3, 20, 24), (2, 3, 9, 9)], ids=str)
+@pytest.mark.parametrize("enabled", [True, False], ids=["nhwc", "off"])
+def test_resnet_block_matches_torch(shape, enabled, monkeypatch, gen):
+    if not enabled:
+        monkeypatch.setenv("FLOW_CHANNELS_LAST", "0")
+    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
+    tm = _block(torch).eval()
+    tm.bn.running_mean.normal_()
+    tm.bn.running_var.uniform_(0.5, 2.0)
+    fm = _block(flow)
+    fm.load_state_dict(tm.state_dict())
+    fm.eval()
+    jm = flow.jit(fm)
+    x = torch.randn(*shape, generator=gen)
+    with torch.no_grad():
+        want = tm(x)
+    with flow.no_grad():
+        got = jm(to_flow(x))
+        got_again = jm(to_flow(x))
+    for g, g2, w in zip(got, got_again, want):
+        assert_same(g, w, rtol=1e-4, atol=1e-4, msg=jm.explain(with_source=False)[-3000:])
+        assert_same(g2, w, rtol=1e-4, atol=1e-4)
+    text = jm.explain(with_source=False)
+    if enabled:
+        assert "channels-last: 4 convolution(s) produce NHWC" in text, text[-3000:]
+        # The returned z is an NCHW view of an NHWC buffer; it behaves like any tensor.
+        assert not got[1].is_contiguous()
+        assert_same(got[1].contiguous() * 2.0, want[1] * 2.0, rtol=1e-4, atol=1e-4)
+    else:
+        assert "channels-last" not in text
