@@ -107,11 +107,16 @@ struct Arg {  // dims/strides of a float32 operand as passed to oneDNN
   onednn::TensorArg tensor() const { return {data, dims, strides}; }
 };
 
-// Size-1 dims get the stride a dense layout would give them (oneDNN checks plain strides).
+// Size-1 dims get the stride a dense layout would give them (oneDNN checks plain strides): the
+// extent of every later dim, so the unit dim sits outside all of them whatever their order. (An
+// NHWC tensor's N of one must get H*W*C, not C: oneDNN reads the latter as a "cdab" layout that
+// only its reference convolution takes.)
 void tidy_unit_strides(Arg& a) {
   for (size_t d = a.dims.size(); d-- > 0;) {
     if (a.dims[d] != 1) continue;
-    a.strides[d] = d + 1 < a.dims.size() ? a.strides[d + 1] * std::max<int64_t>(a.dims[d + 1], 1) : 1;
+    int64_t s = 1;
+    for (size_t k = d + 1; k < a.dims.size(); ++k) s = std::max(s, a.strides[k] * std::max<int64_t>(a.dims[k], 1));
+    a.strides[d] = s;
   }
 }
 
@@ -492,10 +497,6 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
     Arg x = arg_of(t);
     if (unbatched) insert_unit(x, 0);
     tidy_unit_strides(x);
-    // A batch of one is outermost: tidy_unit_strides gives an NHWC input's N the stride C, which
-    // oneDNN reads as another layout ("cdab") that only its reference convolution takes.
-    if (x.dims[0] == 1)
-      x.strides[0] = std::max({x.strides[1] * x.dims[1], x.strides[2] * x.dims[2], x.strides[3] * x.dims[3]});
     return x;
   };
   Arg x = norm_x(*tx);

@@ -12,10 +12,6 @@
 namespace flow::runtime {
 namespace {
 
-void run_std_function(void* ctx, int64_t begin, int64_t end) {
-  (*static_cast<const std::function<void(int64_t, int64_t)>*>(ctx))(begin, end);
-}
-
 #if defined(FLOW_PARALLEL_OPENMP)
 // Inside one of our own OpenMP ranges (omp_in_parallel() also sees oneDNN's regions).
 thread_local bool t_in_range = false;
@@ -81,8 +77,8 @@ void parallel_for(int64_t n, ParallelBody body, void* ctx) {
 }
 
 void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-  // const_cast only to pass through void*; run_std_function reads it as const again.
-  parallel_for(n, &run_std_function, const_cast<std::function<void(int64_t, int64_t)>*>(&fn));
+  // const_cast only to pass through void*; call_std_function reads it as const again.
+  parallel_for(n, &call_std_function, const_cast<std::function<void(int64_t, int64_t)>*>(&fn));
 }
 
 }  // namespace flow::runtime

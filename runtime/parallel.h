@@ -27,7 +27,7 @@ int num_threads();
 void parallel_for(int64_t n, ParallelBody body, void* ctx);
 void parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn);
 
-// "openmp" or "flow" (the ThreadPool): shown by explain-style diagnostics and tested.
+// "openmp" or "flow" (the ThreadPool).
 const char* parallel_backend();
 
 }  // namespace flow::runtime

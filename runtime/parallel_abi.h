@@ -5,9 +5,9 @@
 // than by a dynamic-symbol lookup, so it works in a static library with no -rdynamic and taking the
 // address is also what keeps this object linked in.
 //
-// The body is called with contiguous ranges covering [0, n) exactly once, on the process's parallel backend
-// (runtime/parallel.h), and the call returns when all have finished. A call from inside a
-// parallel region runs serially. The body must not throw (generated code does not): an exception
+// The body is called with contiguous ranges covering [0, n) exactly once, on the process's
+// parallel backend (runtime/parallel.h), and the call returns when all have finished. A call from
+// inside a parallel region runs serially. The body must not throw (generated code does not): an exception
 // reaching this boundary is reported on stderr and aborts the process, since it cannot unwind
 // through JIT-compiled frames.
 #pragma once

@@ -39,10 +39,6 @@ inline void cpu_relax() {
 #endif
 }
 
-void run_std_function(void* ctx, int64_t begin, int64_t end) {
-  (*static_cast<const std::function<void(int64_t, int64_t)>*>(ctx))(begin, end);
-}
-
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
@@ -71,8 +67,8 @@ bool ThreadPool::in_parallel_region() {
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-  // const_cast only to pass through void*; run_std_function reads it as const again.
-  parallel_for(n, &run_std_function, const_cast<std::function<void(int64_t, int64_t)>*>(&fn));
+  // const_cast only to pass through void*; call_std_function reads it as const again.
+  parallel_for(n, &call_std_function, const_cast<std::function<void(int64_t, int64_t)>*>(&fn));
 }
 
 void ThreadPool::parallel_for(int64_t n, ParallelBody body, void* ctx) {
@@ -176,6 +172,10 @@ void ThreadPool::worker_loop() {
     }
     run_ranges(seen, body, ctx, n, ranges);
   }
+}
+
+void call_std_function(void* ctx, int64_t begin, int64_t end) {
+  (*static_cast<const std::function<void(int64_t, int64_t)>*>(ctx))(begin, end);
 }
 
 int threads_from_env() {

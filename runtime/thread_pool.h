@@ -1,6 +1,7 @@
 // Note: flow's own CPU thread pool, the parallel backend when there is no OpenMP
-// (runtime/parallel.h). It is called once per kernel launch, so a call costs no allocation and no thread creation: the
-// workers are started once and spin briefly on a generation counter before sleeping on a condition variable.
+// (runtime/parallel.h). It is called once per kernel launch, so a call costs no allocation and no
+// thread creation: the workers are started once and spin briefly on a generation counter before
+// sleeping on a condition variable.
 //
 // A pool of size N has N-1 worker threads; the calling thread is the N-th participant. parallel_for
 // splits [0, n) into min(n, N) contiguous ranges of near-equal size (sizes differ by at most one,
@@ -28,6 +29,9 @@ namespace flow::runtime {
 
 // The body of a parallel loop in C form (what generated code passes): runs [begin, end).
 using ParallelBody = void (*)(void* ctx, int64_t begin, int64_t end);
+
+// A ParallelBody that calls the const std::function<void(int64_t, int64_t)> `ctx` points to.
+void call_std_function(void* ctx, int64_t begin, int64_t end);
 
 class ThreadPool {
  public:

@@ -69,11 +69,13 @@ ChannelsLastResult to_channels_last(const dsl::Graph& g) {
   std::vector<bool> nhwc_node;
   for (;;) {
     nhwc_node = plan(g, allowed);
-    // The convolutions an NHWC value comes from, through NHWC nodes.
+    // The convolutions an NHWC value comes from, through NHWC nodes (each node visited once).
+    std::vector<bool> visited(g.nodes().size(), false);
     auto disallow_sources = [&](int v, auto&& self) -> bool {
       if (g.value(v).kind != dsl::ValueKind::OpResult) return false;
       const dsl::Node& p = g.node(g.value(v).producer);
-      if (!nhwc_node[p.id]) return false;
+      if (!nhwc_node[p.id] || visited[p.id]) return false;
+      visited[p.id] = true;
       bool changed = false;
       if (allowed[p.id]) {
         allowed[p.id] = false;
