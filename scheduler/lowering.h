@@ -84,6 +84,9 @@ class GroupValues {
   dsl::Expr stored_value(int v);
   // Binds a row-level value (a reduction result, or a row op computed at row scope).
   void bind_row(int v, dsl::Expr e) { row_[v] = std::move(e); }
+  // Binds a full-domain value for the current body only (e.g. reloaded from where an earlier pass
+  // stored it), so that it is not recomputed there.
+  void bind_body(int v, dsl::Expr e) { body_values_[v] = std::move(e); }
   bool is_row_value(int v) const;
   dsl::Expr index(const KernelBuffer& b) const;  // element offset at the current indices
   // The op compute expression of node `n` over its inputs' values (no binding).

@@ -1,8 +1,9 @@
 // Note: composite ops, expanded into primitive ops when added to a graph, so the fuser, every
 // backend and the interpreter only ever see the primitives:
-//   softmax(x, dim)     = e / sum(e, dim, keepdim)            with e = exp(x - amax(x, dim, keepdim))
+//   softmax(x, dim)     = e * (1 / sum(e, dim, keepdim))      with e = exp(x - amax(x, dim, keepdim))
 //   log_softmax(x, dim) = (x - m) - log(sum(exp(x - m), dim, keepdim)),  m = amax(x, dim, keepdim)
-// as torch computes them, so a row of all -inf gives NaN (x - m = -inf - -inf). The optional
+// as torch computes them (its CPU kernels also multiply by the sum's reciprocal, one division per
+// row instead of one per element), so a row of all -inf gives NaN (x - m = -inf - -inf). The optional
 // "dtype" attr converts the input first (torch's dtype=). Half inputs are computed in float32 and
 // the result cast back, as torch's kernels accumulate in float. A softmax dim of size 0 has an
 // empty result: the (converted) input is returned, since amax would refuse the empty extent.
@@ -32,7 +33,7 @@ std::vector<int> softmax_decompose(const std::string& op, bool log, Graph& g, co
   const int shifted = g.add("sub", {x, m});
   const int e = g.add("exp", {shifted});
   const int z = g.add("sum", {e}, red);
-  int out = log ? g.add("sub", {shifted, g.add("log", {z})}) : g.add("div", {e, z});
+  int out = log ? g.add("sub", {shifted, g.add("log", {z})}) : g.add("mul", {e, g.add("reciprocal", {z})});
   if (is_half(t)) out = g.add("cast", {out}, {{"dtype", std::string(dtype_name(t))}});
   return {out};
 }

@@ -293,3 +293,90 @@ TEST(RandomGraphs, SquareDomainWeightBroadcasts) {
   expect_close(ref[0], gather(out[0]).data(), exe->explain(false));
 }
 #endif
+
+#ifdef FLOW_HAS_LLVM
+namespace {
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+std::string cpu_loop_nest(const std::string& explain) {
+  const size_t begin = explain.find("-- loop nest --");
+  return explain.substr(begin, explain.find("-- CUDA", begin) - begin);
+}
+}  // namespace
+
+// Softmax-like groups: exp(x - m) feeds the last reduction and the outputs, so the reduction pass
+// stores it into an output and the final pass reads it back (exp appears once per loop: the SIMD
+// steps and the tail). Rows with -inf, +inf and NaN, rows shorter than one vector, several reduced
+// dims and a second full output (read after the first output's store overwrote the stored value)
+// all match the graph interpreter.
+TEST(RandomGraphs, LastReductionInputIsStoredOnceAndReadBack) {
+  auto rng = test::rng(15);
+  std::normal_distribution<double> v(0.0, 3.0);
+  for (const dsl::Shape& shape :
+       {dsl::Shape{1, 1, 1}, dsl::Shape{3, 1, 7}, dsl::Shape{2, 1, 64}, dsl::Shape{5, 2, 65}, dsl::Shape{4, 3, 130}}) {
+    for (bool two_outputs : {false, true}) {
+      dsl::Graph g;
+      const int x = g.add_input({shape, DType::Float32}, "x");
+      const dsl::Attrs red{{"dims", std::vector<int64_t>{1, 2}}, {"keepdim", true}};
+      const int e = g.add("exp", {g.add("sub", {x, g.add("amax", {x}, red)})});
+      g.mark_output(g.add("mul", {e, g.add("reciprocal", {g.add("sum", {e}, red)})}));
+      if (two_outputs) g.mark_output(g.add("add", {e, g.add_constant(1.0, DType::Float64, true)}));
+      dsl::HostTensor h{{shape, DType::Float32}, std::vector<double>(dsl::numel(shape))};
+      for (auto& el : h.data) el = static_cast<float>(v(rng));
+      if (shape[0] >= 4) {  // row 1: one -inf; row 2: one +inf (NaN row); row 3: a NaN
+        const int64_t row = dsl::numel(shape) / shape[0];
+        h.data[row + 3] = -INFINITY;
+        h.data[2 * row + 5] = INFINITY;
+        h.data[3 * row + 1] = NAN;
+      }
+      const auto ref = dsl::interpret_graph(g, {h});
+      auto exe = jit::compile(g, {}, {});
+      const std::string what = "shape " + dsl::shape_str(shape) + (two_outputs ? " two outputs" : "");
+      ASSERT_EQ(exe->num_kernels(), 1) << what << "\n" << exe->explain(false);
+      EXPECT_EQ(count_of(cpu_loop_nest(exe->explain(true)), "exp("), 2) << what << "\n" << exe->explain(true);
+      const auto outs = exe->run({to_tensor(h)});
+      for (size_t o = 0; o < outs.size(); ++o) expect_close(ref[o], gather(outs[o]).data(), what);
+    }
+  }
+}
+
+// Where the output does not use the last reduction's input (layer norm's output uses x - mean, not
+// its square), or the stored dtype would differ (a half softmax computes exp in float32), nothing is
+// stored: the final pass computes its values as before, and the results match.
+TEST(RandomGraphs, NothingStoredWhenTheOutputDoesNotUseTheLastReductionInput) {
+  auto rng = test::rng(16);
+  std::normal_distribution<double> v(0.0, 2.0);
+  const dsl::Shape shape{6, 100};
+  dsl::HostTensor h{{shape, DType::Float32}, std::vector<double>(dsl::numel(shape))};
+  for (auto& el : h.data) el = v(rng);
+  {
+    dsl::Graph g;
+    const int x = g.add_input({shape, DType::Float32}, "x");
+    const dsl::Attrs red{{"dims", std::vector<int64_t>{1}}, {"keepdim", true}};
+    const int c = g.add("sub", {x, g.add("mean", {x}, red)});
+    const int var = g.add("mean", {g.add("mul", {c, c})}, red);
+    g.mark_output(g.add("mul", {c, g.add("rsqrt", {var})}));
+    auto exe = jit::compile(g, {}, {});
+    const std::string nest = cpu_loop_nest(exe->explain(true));
+    EXPECT_EQ(count_of(nest, "= out"), 0) << nest;  // no output element is read back
+    expect_close(dsl::interpret_graph(g, {h})[0], gather(exe->run({to_tensor(h)})[0]).data(), "layer norm");
+  }
+  {
+    dsl::Graph g;
+    const int x = g.add_input({shape, DType::Float32}, "x");
+    const int half = g.add("cast", {x}, {{"dtype", std::string("float16")}});
+    g.mark_output(g.add("softmax", {half}, {{"dim", int64_t{-1}}}));
+    auto exe = jit::compile(g, {}, {});
+    const std::string nest = cpu_loop_nest(exe->explain(true));
+    EXPECT_EQ(count_of(nest, "exp("), 4) << nest;  // computed in the sum's pass and again in the last
+    const auto ref = dsl::interpret_graph(g, {h});
+    const auto out = exe->run({to_tensor(h)})[0];
+    const auto* p = static_cast<const uint16_t*>(out.data());
+    for (size_t i = 0; i < ref[0].data.size(); ++i)
+      ASSERT_NEAR(dsl::half_bits_to_float(p[i]), ref[0].data[i], 2e-3) << "half softmax element " << i;
+  }
+}
+#endif
