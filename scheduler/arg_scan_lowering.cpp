@@ -72,7 +72,6 @@ void bind_outputs(const Graph& g, int node, GroupValues& gv, StmtList& scope, co
   gv.bind_row(n.outputs.back(), var(name, DType::Int64));
 }
 
-
 }  // namespace
 
 void emit_arg_reduction_cpu(const KernelInstance& ki, const KernelSignature& sig, GroupValues& gv, int node, int64_t W,

@@ -102,7 +102,8 @@ KernelInstance specialize(const dsl::Graph& g, const FusionGroup& grp, const Gro
     if (st.size() != val.type.shape.size())
       throw std::invalid_argument("layout of %" + std::to_string(v) + " has rank " + std::to_string(st.size()) +
                                   ", expected " + std::to_string(val.type.shape.size()));
-    raws.push_back({v, out, domain_strides(grp, val.type.shape, st, out), indexed.count(v) ? st : std::vector<int64_t>{}});
+    raws.push_back(
+        {v, out, domain_strides(grp, val.type.shape, st, out), indexed.count(v) ? st : std::vector<int64_t>{}});
   };
   for (int v : grp.inputs) add(v, false);
   for (int v : grp.outputs) add(v, true);

@@ -229,6 +229,12 @@ Expr GroupValues::stored_value(int v) {
   return cast(st, value(v));
 }
 
+int64_t register_lanes(const KernelInstance& ki) {
+  int widest = 1;
+  for (const auto& b : ki.buffers) widest = std::max(widest, dtype_size(b.dtype));
+  return 32 / std::max(4, widest);
+}
+
 std::string kernel_name(const KernelInstance& ki, const char* kind) {
   std::string name = std::string("flow_") + kind;
   std::set<std::string> seen;

@@ -104,6 +104,11 @@ class GroupValues {
 
 std::string kernel_name(const KernelInstance& ki, const char* kind);
 
+// Lanes of one 256-bit register for the kernel's widest buffer (8 for float32 and halves, which
+// compute in float32; 4 for 8-byte types). CPU SIMD steps are wider (several registers per step);
+// what is left of a row after them runs in steps of one register, then scalar.
+int64_t register_lanes(const KernelInstance& ki);
+
 // Binds the digits of `linear` in the mixed radix `sizes` (outermost first) as Lets
 // <prefix><d> (quotients <prefix>q<d>) in `body`; returns the index variables, outermost first.
 std::vector<dsl::Expr> unravel(StmtList& body, dsl::Expr linear, const std::vector<dsl::Expr>& sizes,

@@ -33,8 +33,13 @@ class PointwiseScheduler final : public Scheduler {
     PointwiseParams p;
     int widest = 1;
     for (const auto& b : ki.buffers) widest = std::max(widest, dtype_size(b.dtype));
-    p.cpu_vector_width = std::max(4, 32 / std::max(4, widest));  // one 256-bit register of 32-bit lanes
-    p.gpu_vector_width = std::max(1, 16 / widest);               // 16-byte accesses
+    // Four 256-bit registers per SIMD step: independent registers hide the latency of exp/erf/tanh
+    // chains and the loop overhead (exp 1.36x, gelu 1.37x, a 6-op chain 1.58x faster than one
+    // register per step at 1.5M-16M floats; bandwidth-bound adds unchanged; in-process A/B, 2-core
+    // AVX-512 Xeon). Not size-dependent, so one eager kernel serves every size: short innermost dims
+    // run the one-register remainder loop.
+    p.cpu_vector_width = static_cast<int>(register_lanes(ki)) * 4;
+    p.gpu_vector_width = std::max(1, 16 / widest);  // 16-byte accesses
     p.gpu_elements_per_thread = std::max(4, p.gpu_vector_width);
     (void)t;
     return p;
@@ -85,12 +90,22 @@ class PointwiseScheduler final : public Scheduler {
     };
     // SIMD steps: for c: for u unrolled: for l vectorized.
     const Expr offset = var("c") * make_int(step) + var("u") * make_int(W);
-    Stmt lanes = make_for("l", make_int(0), make_int(W), ForKind::Vectorized, body_at(offset + var("l")));
+    Stmt simd = make_for("l", make_int(0), make_int(W), ForKind::Vectorized, body_at(offset + var("l")));
     Stmt unrolled =
-        U > 1 ? make_for("u", make_int(0), make_int(U), ForKind::Unrolled, lanes) : make_let("u", make_int(0), lanes);
+        U > 1 ? make_for("u", make_int(0), make_int(U), ForKind::Unrolled, simd) : make_let("u", make_int(0), simd);
     task.add(make_for("c", make_int(0), var("jn") / make_int(step), ForKind::Serial, unrolled));
-    task.add(make_for("j", var("jn") / make_int(step) * make_int(step),
-                      var("jn") - var("jn") / make_int(step) * make_int(step), ForKind::Serial, body_at(var("j"))));
+    // What the wide steps leave: one-register steps, then scalar.
+    const int64_t lanes = register_lanes(ki);
+    const Expr wide_end = var("jn") / make_int(step) * make_int(step);
+    Expr scalar_from = wide_end;
+    if (lanes < step && step % lanes == 0) {
+      const Expr from = wide_end / make_int(lanes);
+      task.add(make_for("cr", from, var("jn") / make_int(lanes) - from, ForKind::Serial,
+                        make_for("l", make_int(0), make_int(lanes), ForKind::Vectorized,
+                                 body_at(var("cr") * make_int(lanes) + var("l")))));
+      scalar_from = var("jn") / make_int(lanes) * make_int(lanes);
+    }
+    task.add(make_for("j", scalar_from, var("jn") - scalar_from, ForKind::Serial, body_at(var("j"))));
     StmtList top;
     top.let("ntile", ntile);
     top.add(make_for("t", make_int(0), outer * var("ntile"), ForKind::Parallel, task.build()));
@@ -122,8 +137,8 @@ class PointwiseScheduler final : public Scheduler {
     GroupValues gv(ki, sig);
     auto body_at_linear = [&](Expr linear) {
       StmtList body;
-      gv.kept_idx = ki.kept.size() == 1 ? std::vector<Expr>{linear}
-                                        : unravel(body, linear, kept_sizes(sig, ki.kept.size()), "i");
+      gv.kept_idx =
+          ki.kept.size() == 1 ? std::vector<Expr>{linear} : unravel(body, linear, kept_sizes(sig, ki.kept.size()), "i");
       gv.begin_body(&body);
       emit_outputs(ki, gv, body);
       return body.build();

@@ -93,12 +93,11 @@ class ReductionScheduler final : public Scheduler {
 
   Params heuristics(const KernelInstance& ki, Target) const override {
     ReductionParams p;
-    int widest = 1;
-    for (const auto& b : ki.buffers) widest = std::max(widest, dtype_size(b.dtype));
     const int64_t r = ki.row_size();
-    // Two 256-bit vectors of float lanes per step for rows long enough to fill them: two independent
-    // accumulator chains hide the add/max latency (softmax over rows of 128-4096: 1.1-1.2x over 8).
-    p.cpu_vector_width = widest >= 8 ? 4 : r >= 64 ? 16 : 8;
+    // Two 256-bit registers of partial accumulators per step: two independent chains hide the
+    // add/max latency (softmax over rows of 128-4096: 1.1-1.2x over one). Not size-dependent, so
+    // one eager kernel serves every row length: short rows run the one-register remainder loop.
+    p.cpu_vector_width = static_cast<int>(register_lanes(ki)) * 2;
     p.gpu_block_x = r >= 2048 ? 512 : r >= 512 ? 256 : r >= 128 ? 128 : 64;
     p.gpu_block_y = 1;
     return p;
@@ -161,6 +160,7 @@ class ReductionScheduler final : public Scheduler {
     const size_t K = ki.kept.size();
     const size_t R = ki.reduced.size();
     const int64_t W = std::max(1, p.cpu_vector_width);
+    const int64_t lanes = register_lanes(ki);
     GroupValues gv(ki, sig);
     StmtList row;
     const std::vector<Expr> kept_idx = unravel(row, var("row"), kept_sizes(sig, K), "i");
@@ -175,13 +175,22 @@ class ReductionScheduler final : public Scheduler {
       for (size_t d = 0; d + 1 < R; ++d) red[d] = var("r" + std::to_string(d) + "i");
       red[R - 1] = var("c") * make_int(W) + var("l");
       gv.red_idx = red;
-      const Stmt simd = make_for("c", make_int(0), inner / make_int(W), ForKind::Serial,
-                                 make_for("l", make_int(0), make_int(W), ForKind::Vectorized, body(true)));
+      std::vector<Stmt> loops{make_for("c", make_int(0), inner / make_int(W), ForKind::Serial,
+                                       make_for("l", make_int(0), make_int(W), ForKind::Vectorized, body(true)))};
+      // What the W-lane steps leave: one-register steps (into the first lanes), then scalar.
+      Expr scalar_from = inner / make_int(W) * make_int(W);
+      if (lanes < W && W % lanes == 0) {
+        red[R - 1] = var("cr") * make_int(lanes) + var("l");
+        gv.red_idx = red;
+        const Expr from = scalar_from / make_int(lanes);
+        loops.push_back(make_for("cr", from, inner / make_int(lanes) - from, ForKind::Serial,
+                                 make_for("l", make_int(0), make_int(lanes), ForKind::Vectorized, body(true))));
+        scalar_from = inner / make_int(lanes) * make_int(lanes);
+      }
       red[R - 1] = var("j");
       gv.red_idx = red;
-      const Stmt tail = make_for("j", inner / make_int(W) * make_int(W), inner - inner / make_int(W) * make_int(W),
-                                 ForKind::Serial, body(false));
-      Stmt s = make_block({simd, tail});
+      loops.push_back(make_for("j", scalar_from, inner - scalar_from, ForKind::Serial, body(false)));
+      Stmt s = make_block(loops);
       for (size_t d = R - 1; d-- > 0;)
         s = make_for("r" + std::to_string(d) + "i", make_int(0), sig.reduced_size(d), ForKind::Serial, s);
       return s;

@@ -21,8 +21,8 @@ void put_ints(std::string& out, const std::vector<int64_t>& xs) {
 std::string workload_key(const KernelInstance& ki, dsl::Target t) {
   const Scheduler& s = scheduler_for(ki, t);
   // Default-constructed Params of the scheduler's kind: a canonical schedule.
-  const Params canonical = std::visit([](const auto& p) -> Params { return std::decay_t<decltype(p)>{}; },
-                                      s.heuristics(ki, t));
+  const Params canonical =
+      std::visit([](const auto& p) -> Params { return std::decay_t<decltype(p)>{}; }, s.heuristics(ki, t));
   std::string bytes = kWorkloadKeySalt;
   bytes += '\0';
   bytes += s.name();
