@@ -119,8 +119,8 @@ TEST(Records, RoundTripThroughJson) {
   EXPECT_EQ(back.workload, r.workload);
   EXPECT_EQ(back.target, r.target);
   EXPECT_EQ(back.params_json, r.params_json);
-  EXPECT_EQ(sched::params_from_json(back.params_json), sched::Params(std::get<sched::PointwiseParams>(
-                                                            sched::params_from_json(r.params_json))));
+  EXPECT_EQ(sched::params_from_json(back.params_json),
+            sched::Params(std::get<sched::PointwiseParams>(sched::params_from_json(r.params_json))));
   EXPECT_DOUBLE_EQ(back.best_us, 12.5);
   EXPECT_EQ(back.candidates, 9);
   EXPECT_EQ(back.failed, 2);
@@ -198,13 +198,15 @@ TEST(Strategy, RandomAndEvolutionaryFindTheOptimumOfALargeSpace) {
   const double optimum = 1.0;
   for (Strategy st : {Strategy::Random, Strategy::Evolutionary}) {
     for (uint64_t seed : {test::rng(7)(), test::rng(8)()}) {
-      const CostFn cost = [](const sched::Params& p, std::string*) -> std::optional<double> { return synthetic_cost(p); };
+      const CostFn cost = [](const sched::Params& p, std::string*) -> std::optional<double> {
+        return synthetic_cost(p);
+      };
       // Random: enough trials to see every point. Evolutionary: far fewer than the space.
       const int cap = st == Strategy::Random ? 400 : 150;
       const SearchResult r = search(s, sched::PointwiseParams{}, cost, st, {1e9, cap}, seed);
       EXPECT_EQ(r.strategy, strategy_name(st));
-      EXPECT_DOUBLE_EQ(r.best_cost, optimum) << strategy_name(st) << " seed " << seed << " after "
-                                             << r.trials.size() << " trials";
+      EXPECT_DOUBLE_EQ(r.best_cost, optimum)
+          << strategy_name(st) << " seed " << seed << " after " << r.trials.size() << " trials";
       EXPECT_LE(static_cast<int>(r.trials.size()), cap);
     }
   }
@@ -270,14 +272,15 @@ TEST(WorkloadKey, DependsOnSizesAndLayoutNotOnParams) {
   auto key_of = [](const dsl::Graph& g, const std::vector<std::vector<int64_t>>& strides) {
     auto exe = jit::compile(g, strides, {});
     std::vector<std::string> keys;
-    for (int k = 0; k < exe->num_kernels(); ++k) keys.push_back(sched::workload_key(exe->instance(k), dsl::Target::CPU));
+    for (int k = 0; k < exe->num_kernels(); ++k)
+      keys.push_back(sched::workload_key(exe->instance(k), dsl::Target::CPU));
     return keys;
   };
   const auto a = key_of(two_kernel_graph(8, 64), {});
   ASSERT_EQ(a.size(), 2u);
   EXPECT_NE(a[0], a[1]);
-  EXPECT_EQ(a, key_of(two_kernel_graph(8, 64), {}));   // deterministic
-  EXPECT_NE(a, key_of(two_kernel_graph(8, 128), {}));  // sizes matter
+  EXPECT_EQ(a, key_of(two_kernel_graph(8, 64), {}));                  // deterministic
+  EXPECT_NE(a, key_of(two_kernel_graph(8, 128), {}));                 // sizes matter
   EXPECT_NE(a[0], key_of(two_kernel_graph(8, 64), {{1, 8}, {}})[0]);  // layouts matter
   EXPECT_EQ(a[0].size(), 32u);
 }
@@ -296,12 +299,13 @@ TEST(Tuner, TunesInPlaceKeepsOutputsAndHonoursRecords) {
   opt.measure = MeasureOptions{1, 3, 1.0, 1e-4, false};
   std::vector<TuningRecord> appended;
   size_t calls = 0;
-  const auto results = tune_executable(*exe, {x, y}, opt, nullptr, [&](const KernelTuneResult& r, size_t done, size_t total) {
-    ++calls;
-    EXPECT_EQ(total, 2u);
-    EXPECT_EQ(done, calls);
-    appended.push_back(r.record);
-  });
+  const auto results =
+      tune_executable(*exe, {x, y}, opt, nullptr, [&](const KernelTuneResult& r, size_t done, size_t total) {
+        ++calls;
+        EXPECT_EQ(total, 2u);
+        EXPECT_EQ(done, calls);
+        appended.push_back(r.record);
+      });
   ASSERT_EQ(results.size(), 2u);
   for (const auto& r : results) {
     EXPECT_EQ(r.status, "tuned") << r.name;
@@ -373,7 +377,8 @@ TEST(Tuner, EveryReductionGridPointComputesTheSameResult) {
       const auto out = tuned->run({x, y});
       const float* rf = static_cast<const float*>(ref[1].data());
       const float* o = static_cast<const float*>(out[1].data());
-      for (int64_t j = 0; j < x.numel(); ++j) ASSERT_NEAR(rf[j], o[j], 1e-6f) << rows << " " << r.params_json << " " << j;
+      for (int64_t j = 0; j < x.numel(); ++j)
+        ASSERT_NEAR(rf[j], o[j], 1e-6f) << rows << " " << r.params_json << " " << j;
     }
   }
 }
