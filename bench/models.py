@@ -4,15 +4,18 @@ torch eager and torch.compile. Not a test.
 
     PYTHONPATH=python .venv/bin/python bench/models.py [--quick] [--models resnet50_b1,...] [--no-compile]
 
-Every measurement runs in a fresh subprocess (this file with --worker):
-- flow, twice per model: first with an empty FLOW_CACHE_DIR (cold: every kernel generated and
-  compiled), then with that directory warm (kernels loaded from the disk cache). Each run reports
-  the first @flow.jit call (trace + compile + one run) and, from the warm run, the median latency of
-  the jitted and the eager forward;
-- torch: eager latency, and torch.compile's first call (with a fresh inductor cache dir: cold) and
-  its median latency.
-Latency is the median of repeats after warm-up; ratios are relative to torch eager. The models come
-from tests/models/ (the same files the acceptance tests use). JSON goes to bench/out/models.json.
+Per model, three fresh processes (this file with --worker):
+- flow cold: an empty FLOW_CACHE_DIR; reports the first @flow.jit call (trace + compile + one run);
+- flow warm: the same directory, now warm; reports the first call again (kernels from the disk cache);
+- latency, side by side: flow jit (warm cache), flow eager, torch eager and torch.compile (a fresh
+  inductor cache: its first call is reported too) are built in one process and timed in
+  interleaved rounds, one call of each per round, in an order that rotates every round. The VM's
+  speed drifts 10-20% from minute to minute; interleaving exposes every contender to the same
+  drift, where back-to-back processes measured minutes apart did not (the same build measured
+  0.97x-1.11x torch eager in separate processes).
+Latency is the median over rounds after warm-up; each ratio is the median over rounds of that
+round's ratio. The models come from tests/models/ (the same files the acceptance tests use). JSON
+goes to bench/out/models.json.
 """
 import argparse
 import json
@@ -62,18 +65,6 @@ def _build(name, framework):
     return fm, flow.as_tensor(x)
 
 
-def _median_latency(fn, repeats, warmup, budget):
-    for _ in range(warmup):
-        fn()
-    samples = []
-    start = time.perf_counter()
-    while len(samples) < repeats and (len(samples) < 2 or time.perf_counter() - start < budget):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples), len(samples)
-
-
 def _explain_counts(text):
     for line in text.splitlines():
         if line.startswith("== kernels:"):
@@ -83,7 +74,8 @@ def _explain_counts(text):
     return None, None
 
 
-def worker_flow(name, repeats, warmup, budget, latency):
+def worker_flow(name, repeats, warmup, budget, flag):
+    """The first @flow.jit call in this process (cold or warm disk cache: the driver decides)."""
     import flow
 
     fm, x = _build(name, "flow")
@@ -94,27 +86,48 @@ def worker_flow(name, repeats, warmup, budget, latency):
     first = time.perf_counter() - t0
     stats = flow.cache_stats()
     kernels, libcalls = _explain_counts(jm.explain(with_source=False))
-    out = {"first_call_s": first, "compile_s": stats.get("compile_seconds"), "cache": stats,
-           "kernels": kernels, "library_calls": libcalls}
-    if latency:
-        out["jit_s"], out["jit_n"] = _median_latency(lambda: jm(x), repeats, warmup, budget)
-        out["eager_s"], out["eager_n"] = _median_latency(lambda: fm(x), repeats, warmup, budget)
-    return out
+    return {"first_call_s": first, "compile_s": stats.get("compile_seconds"), "cache": stats,
+            "kernels": kernels, "library_calls": libcalls}
 
 
-def worker_torch(name, repeats, warmup, budget, compile_):
+def worker_latency(name, repeats, warmup, budget, compile_):
+    """flow jit, flow eager, torch eager and torch.compile timed side by side in interleaved rounds."""
+    import flow
     import torch
 
-    tm, x = _build(name, "torch")
+    tm, tx = _build(name, "torch")
+    fm, fx = _build(name, "flow")
+    jm = flow.jit(fm)
     out = {"threads": torch.get_num_threads()}
     with torch.no_grad():
-        out["eager_s"], out["eager_n"] = _median_latency(lambda: tm(x), repeats, warmup, budget)
+        jm(fx)
+        calls = {"flow_jit": lambda: jm(fx), "flow_eager": lambda: fm(fx), "torch_eager": lambda: tm(tx)}
         if compile_:
             cm = torch.compile(tm, dynamic=False)
             t0 = time.perf_counter()
-            cm(x)
+            cm(tx)
             out["compile_first_call_s"] = time.perf_counter() - t0
-            out["compile_s"], out["compile_n"] = _median_latency(lambda: cm(x), repeats, warmup, budget)
+            calls["torch_compile"] = lambda: cm(tx)
+        names = list(calls)
+        samples = {n: [] for n in names}
+        start = None
+        for r in range(warmup + repeats):
+            if r == warmup:
+                start = time.perf_counter()
+            elif r > warmup and r - warmup >= 3 and time.perf_counter() - start > budget:
+                break
+            order = names[r % len(names):] + names[:r % len(names)]
+            for n in order:
+                t0 = time.perf_counter()
+                calls[n]()
+                if r >= warmup:
+                    samples[n].append(time.perf_counter() - t0)
+    for n in names:
+        out[n + "_s"] = statistics.median(samples[n])
+        out[n + "_n"] = len(samples[n])
+    for a, b in (("flow_jit", "torch_eager"), ("flow_eager", "torch_eager"), ("flow_jit", "torch_compile")):
+        if a in samples and b in samples:
+            out[f"{a}/{b}"] = statistics.median(x / y for x, y in zip(samples[a], samples[b]))
     return out
 
 
@@ -144,10 +157,6 @@ def fmt_ms(s):
     return "-" if s is None else f"{s * 1e3:.1f}"
 
 
-def fmt_ratio(a, b):
-    return "-" if a is None or b is None else f"{a / b:.2f}x"
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats (3) and a shorter time budget")
@@ -161,13 +170,13 @@ def main():
     if a.worker:
         kind, name, repeats, warmup, budget, flag = a.worker
         repeats, warmup, budget, flag = int(repeats), int(warmup), float(budget), flag == "1"
-        r = (worker_flow if kind == "flow" else worker_torch)(name, repeats, warmup, budget, flag)
+        r = (worker_flow if kind == "flow" else worker_latency)(name, repeats, warmup, budget, flag)
         print("RESULT " + json.dumps(r))
         return
 
     from common import git_rev, machine, print_table, write_json
 
-    repeats, warmup, budget = (3, 1, 20.0) if a.quick else (10, 2, 45.0)
+    repeats, warmup, budget = (3, 1, 60.0) if a.quick else (10, 2, 180.0)
     names = [n for n in a.models.split(",") if n]
     for n in names:
         if n not in MODELS:
@@ -179,37 +188,40 @@ def main():
         r = {}
         with tempfile.TemporaryDirectory(prefix="flow-cache-") as cache, \
                 tempfile.TemporaryDirectory(prefix="inductor-cache-") as inductor:
+            args = [name, str(repeats), str(warmup), str(budget)]
             env = {"FLOW_CACHE_DIR": cache}
-            r["flow_cold"] = run_worker(["flow", name, str(repeats), str(warmup), str(budget), "0"], env, a.timeout)
+            r["flow_cold"] = run_worker(["flow"] + args + ["0"], env, a.timeout)
             print(f"[{time.perf_counter() - t_start:6.1f}s] {name}: flow warm ...", flush=True)
-            r["flow_warm"] = run_worker(["flow", name, str(repeats), str(warmup), str(budget), "1"], env, a.timeout)
-            print(f"[{time.perf_counter() - t_start:6.1f}s] {name}: torch ...", flush=True)
-            r["torch"] = run_worker(["torch", name, str(repeats), str(warmup), str(budget),
-                                     "0" if a.no_compile else "1"],
-                                    {"TORCHINDUCTOR_CACHE_DIR": inductor}, a.timeout)
+            r["flow_warm"] = run_worker(["flow"] + args + ["0"], env, a.timeout)
+            print(f"[{time.perf_counter() - t_start:6.1f}s] {name}: latency, side by side ...", flush=True)
+            r["latency"] = run_worker(["latency"] + args + ["0" if a.no_compile else "1"],
+                                      dict(env, TORCHINDUCTOR_CACHE_DIR=inductor), a.timeout)
         results[name] = r
-        fw, tr, fc = r["flow_warm"], r["torch"], r["flow_cold"]
-        for part in (fc, fw, tr):
+        fw, lat, fc = r["flow_warm"], r["latency"], r["flow_cold"]
+        for part in (fc, fw, lat):
             if "error" in part:
                 print(f"  error: {part['error']}")
+        ratio = lambda key: "-" if lat.get(key) is None else f"{lat[key]:.2f}x"  # noqa: E731
         rows.append({
             "model": name,
-            "flow eager ms": fmt_ms(fw.get("eager_s")),
-            "flow jit ms": fmt_ms(fw.get("jit_s")),
-            "torch eager ms": fmt_ms(tr.get("eager_s")),
-            "torch.compile ms": fmt_ms(tr.get("compile_s")),
-            "eager/torch": fmt_ratio(fw.get("eager_s"), tr.get("eager_s")),
-            "jit/torch": fmt_ratio(fw.get("jit_s"), tr.get("eager_s")),
-            "jit/compile": fmt_ratio(fw.get("jit_s"), tr.get("compile_s")),
+            "flow eager ms": fmt_ms(lat.get("flow_eager_s")),
+            "flow jit ms": fmt_ms(lat.get("flow_jit_s")),
+            "torch eager ms": fmt_ms(lat.get("torch_eager_s")),
+            "torch.compile ms": fmt_ms(lat.get("torch_compile_s")),
+            "eager/torch": ratio("flow_eager/torch_eager"),
+            "jit/torch": ratio("flow_jit/torch_eager"),
+            "jit/compile": ratio("flow_jit/torch_compile"),
+            "rounds": str(lat.get("flow_jit_n", "-")),
             "flow 1st call cold s": "-" if fc.get("first_call_s") is None else f"{fc['first_call_s']:.1f}",
             "flow 1st call warm s": "-" if fw.get("first_call_s") is None else f"{fw['first_call_s']:.1f}",
-            "torch.compile 1st call s": ("-" if tr.get("compile_first_call_s") is None
-                                         else f"{tr['compile_first_call_s']:.1f}"),
+            "torch.compile 1st call s": ("-" if lat.get("compile_first_call_s") is None
+                                         else f"{lat['compile_first_call_s']:.1f}"),
             "kernels+lib": f"{fw.get('kernels')}+{fw.get('library_calls')}",
         })
     columns = list(rows[0]) if rows else []
-    print_table(f"models ({machine()}; median latency; ratios vs torch eager / torch.compile; 1st call = "
-                "trace + compile + run, cold = empty FLOW_CACHE_DIR)", rows, columns)
+    print_table(f"models ({machine()}; median latency over interleaved rounds; ratios: median per-round ratio "
+                "vs torch eager / torch.compile; 1st call = trace + compile + run, cold = empty FLOW_CACHE_DIR)",
+                rows, columns)
     write_json(a.out, {"machine": machine(), "git": git_rev(), "quick": a.quick, "repeats": repeats,
                        "wall_s": time.perf_counter() - t_start, "models": results, "table": rows})
 
