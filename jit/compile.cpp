@@ -181,6 +181,34 @@ void Executable::mark_cached_groups(const std::vector<bool>& frozen) {
   }
 }
 
+// Note: a CPU run drops each intermediate right after the group that uses it last, as eager torch
+// frees a tensor when its last reference goes, instead of holding every intermediate until the run
+// ends. The host block cache (runtime/buffer.h) then hands the block, still in cache, to the next
+// output of a similar size: the encoder's forward had touched ~1 GB of distinct buffers per call,
+// each kernel writing memory last touched a whole forward earlier. A view keeps its root alive until
+// the view's last use (views bind lazily from the root). Graph inputs and outputs, and the results
+// of cached groups (kept between runs), are never dropped. Groups run in plan order (library steps
+// between the kernels, all ascending), so "after group gi" is well defined. CUDA runs keep every
+// intermediate to the end: kernels run asynchronously on a stream.
+void Executable::plan_releases() {
+  const size_t nv = graph_.values().size();
+  std::vector<int> last(nv, -1);
+  auto root = [&](int v) { return layouts_.is_view[v] ? layouts_.root[v] : v; };
+  for (size_t gi = 0; gi < plan_.groups.size(); ++gi)
+    for (int v : plan_.groups[gi].inputs) {
+      last[v] = std::max(last[v], static_cast<int>(gi));
+      last[root(v)] = std::max(last[root(v)], static_cast<int>(gi));
+    }
+  std::vector<bool> keep(nv, false);
+  for (int v : graph_.inputs()) keep[v] = true;
+  for (int v : graph_.outputs()) keep[v] = keep[root(v)] = true;
+  for (int v : cached_values_) keep[v] = true;
+  release_after_.assign(plan_.groups.size(), {});
+  for (size_t v = 0; v < nv; ++v)
+    if (last[v] >= 0 && !keep[v] && !keep[root(static_cast<int>(v))])
+      release_after_[static_cast<size_t>(last[v])].push_back(static_cast<int>(v));
+}
+
 int Executable::num_cached_groups() const {
   return static_cast<int>(std::count(group_cached_.begin(), group_cached_.end(), true));
 }
@@ -245,6 +273,7 @@ std::shared_ptr<Executable> compile(const Graph& g_in, const std::vector<std::ve
   fo.frozen = frozen;
   exe->plan_ = sched::fuse(exe->graph_, fo);
   exe->mark_cached_groups(frozen);
+  exe->plan_releases();
   if (log_enabled("fusion")) log_line("fusion", "\n" + exe->plan_.to_string(exe->graph_));
 
   // Each kernel reads its inputs with their layouts (views included); it writes contiguously.
@@ -391,6 +420,13 @@ std::vector<Tensor> Executable::run_impl(const std::vector<Tensor>& inputs,
       for (int v : cached_values_) bound[v] = &slots[v];
   }
   auto skip_group = [&](int gi) { return reuse && group_cached_[gi]; };
+  auto release_after = [&](int gi) {
+    if (gpu) return;
+    for (int v : release_after_[static_cast<size_t>(gi)]) {
+      slots[v] = Tensor();
+      bound[v] = nullptr;
+    }
+  };
   // A view is its root's storage seen through the layout computed at compile time.
   auto bind_view = [&](int v) {
     if (bound[v] || !layouts_.is_view[v]) return;
@@ -421,43 +457,45 @@ std::vector<Tensor> Executable::run_impl(const std::vector<Tensor>& inputs,
           if (e.scalar >= 0 && e.scalar == c.first)
             throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
                                "a library post-op built from a constant cannot take a new constant value");
-      if (skip_group(step.group)) continue;
-      bind_group(plan_.groups[step.group]);
-      if (library_hook) (*library_hook)(next_library, bound);
-      run_library_group(g, step, bound);
+      if (!skip_group(step.group)) {
+        bind_group(plan_.groups[step.group]);
+        if (library_hook) (*library_hook)(next_library, bound);
+        run_library_group(g, step, bound);
+      }
+      release_after(step.group);
     }
   };
-  for (size_t k = 0; k < kernels_.size(); ++k) {
-    run_library_before(kernel_group_[k]);
-    if (skip_group(kernel_group_[k])) continue;
+  auto run_kernel = [&](size_t k) {
     const auto& grp = plan_.groups[kernel_group_[k]];
     bind_group(grp);
     bool empty = false;
     for (int64_t s : instances_[k].kept) empty = empty || s == 0;
-    if (empty) continue;
+    if (empty) return;
     if (hook) (*hook)(k, bound);
-    auto launch = [&](const std::vector<sched::KernelArg>& args) {
-      if (gpu) {
-        launch_cuda(*kernels_[k], args, bound);
-        ++launches();
-      } else {
-        launch_cpu(*kernels_[k], args, bound);
+    std::vector<sched::KernelArg> with_constants;
+    if (!constants.empty()) {
+      with_constants = kernel_args_[k];
+      for (auto& a : with_constants) {
+        if (a.kind == sched::KernelArg::Kind::Buffer || a.value < 0) continue;
+        for (const auto& [v, x] : constants)
+          if (v == a.value) {
+            a.f = x;
+            a.i = static_cast<int64_t>(x);
+          }
       }
-    };
-    if (constants.empty()) {
-      launch(kernel_args_[k]);
-      continue;
     }
-    std::vector<sched::KernelArg> args = kernel_args_[k];
-    for (auto& a : args) {
-      if (a.kind == sched::KernelArg::Kind::Buffer || a.value < 0) continue;
-      for (const auto& [v, x] : constants)
-        if (v == a.value) {
-          a.f = x;
-          a.i = static_cast<int64_t>(x);
-        }
+    const std::vector<sched::KernelArg>& args = constants.empty() ? kernel_args_[k] : with_constants;
+    if (gpu) {
+      launch_cuda(*kernels_[k], args, bound);
+      ++launches();
+    } else {
+      launch_cpu(*kernels_[k], args, bound);
     }
-    launch(args);
+  };
+  for (size_t k = 0; k < kernels_.size(); ++k) {
+    run_library_before(kernel_group_[k]);
+    if (!skip_group(kernel_group_[k])) run_kernel(k);
+    release_after(kernel_group_[k]);
   }
   run_library_before(static_cast<int>(plan_.groups.size()));
   if (caching && !reuse) {

@@ -125,6 +125,8 @@ class Executable {
   std::vector<uint64_t> frozen_key(const std::vector<Tensor>& inputs) const;
   // Sets group_cached_ and cached_values_ from the plan (`frozen` per graph value).
   void mark_cached_groups(const std::vector<bool>& frozen);
+  // Sets release_after_ from the plan, the layouts and cached_values_.
+  void plan_releases();
   friend std::shared_ptr<Executable> compile(const dsl::Graph&, const std::vector<std::vector<int64_t>>&,
                                              const CompileOptions&);
   dsl::Graph graph_;
@@ -144,6 +146,9 @@ class Executable {
   int num_channels_last_ = 0;
   std::vector<bool> group_cached_;  // per plan group
   std::vector<int> cached_values_;  // the outputs of cached groups
+  // Per plan group: the values a CPU run drops right after that group, their last use (see
+  // plan_releases in jit/compile.cpp).
+  std::vector<std::vector<int>> release_after_;
   // The results of cached groups from the last run that computed them, and the frozen inputs'
   // identity then (guarded by mu: runs may be concurrent).
   struct FrozenResults {

@@ -52,7 +52,9 @@ class HostBlockCache {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (capacity >= kCachedMin && cached_ + capacity <= limit_) {
-        free_.emplace(capacity, p);
+        // Before the blocks of the same capacity: take() hands out the most recently freed one,
+        // whose lines are the likeliest to still be in cache.
+        free_.emplace_hint(free_.lower_bound(capacity), capacity, p);
         cached_ += capacity;
         return;
       }

@@ -109,6 +109,45 @@ TEST(Pipeline, NonContiguousInputUsesStrides) {
       ASSERT_NEAR(f32(out)[i * 5 + j], std::exp(f32(base)[j * 9 + i]), 1e-5 * std::exp(f32(base)[j * 9 + i]));
 }
 
+// Intermediates are dropped after their last use and their blocks reused while still in cache: in
+// an unfused chain x -> a -> b -> c -> d, b dies after c, so d is written into b's block; a stays
+// alive until its view's last use at the end; the results are unchanged.
+TEST(Pipeline, IntermediatesAreReleasedAfterTheirLastUse) {
+  auto rng = test::rng(5);
+  using I = std::vector<int64_t>;
+  const int64_t rows = 512, cols = 1024;  // 2 MiB per value: above the host cache's minimum block
+  dsl::Graph g;
+  const int x = g.add_input({{rows, cols}, DType::Float32}, "x");
+  const int a = g.add("exp", {x});
+  const int b = g.add("add", {a, g.add_constant(1.0, DType::Float64, true)});
+  const int c = g.add("mul", {b, g.add_constant(2.0, DType::Float64, true)});
+  const int d = g.add("sub", {c, g.add_constant(3.0, DType::Float64, true)});
+  const int a_view = g.add("reshape", {a}, {{"shape", I{cols, rows}}});
+  g.mark_output(g.add("add", {g.add("reshape", {d}, {{"shape", I{cols, rows}}}), a_view}));
+  jit::CompileOptions opt;
+  opt.fuse = false;
+  auto exe = jit::compile(g, {}, opt);
+  ASSERT_EQ(exe->num_kernels(), 5) << exe->explain(false);
+  ASSERT_EQ(exe->plan().groups.size(), 5u);
+  std::vector<const void*> out_ptr;
+  std::vector<std::vector<bool>> alive;  // per kernel: is each of a, b, c bound when it starts
+  const auto tx = random_tensor({rows, cols}, rng);
+  const auto out = exe->run_with_hook({tx}, [&](size_t k, const std::vector<const jit::Tensor*>& values) {
+    const int o = exe->plan().groups[k].outputs.at(0);
+    out_ptr.push_back(values[o]->data());
+    alive.push_back({values[a] != nullptr, values[b] != nullptr, values[c] != nullptr});
+  })[0];
+  ASSERT_EQ(out_ptr.size(), 5u);
+  EXPECT_EQ(alive[3], (std::vector<bool>{true, false, true})) << "b is dropped after c, its last use";
+  EXPECT_EQ(alive[4], (std::vector<bool>{true, false, false})) << "a lives until its view's last use";
+  EXPECT_EQ(out_ptr[3], out_ptr[1]) << "d reuses b's block, the most recently freed";
+  for (int64_t i = 0; i < rows * cols; ++i) {  // element i of the [cols, rows] output is x's i
+    const double ea = std::exp(double(f32(tx)[i]));
+    const double ref = (ea + 1) * 2 - 3 + ea;
+    ASSERT_NEAR(f32(out)[i], ref, 1e-5 * (1 + std::fabs(ref))) << i;
+  }
+}
+
 #endif  // FLOW_HAS_LLVM
 
 // The GPU schedules, run by the reference interpreter, give the same answers; NVRTC compiles them.

@@ -241,6 +241,24 @@ TEST(Buffer, AlignedSizedAndOwned) {
   EXPECT_STREQ(device_type_name(DeviceType::CUDA), "cuda");
 }
 
+// Large host blocks are cached on release and handed out most recently freed first (the block
+// likeliest to still be in cache), for any request within a quarter above.
+TEST(Buffer, HostCacheReusesTheMostRecentlyFreedBlock) {
+  release_cached_host_memory();
+  const size_t bytes = size_t{3} << 20;
+  auto first = Buffer::allocate(bytes), second = Buffer::allocate(bytes);
+  const void* first_ptr = first->data();
+  const void* second_ptr = second->data();
+  first.reset();
+  second.reset();
+  EXPECT_GE(cached_host_bytes(), 2 * bytes);
+  auto again = Buffer::allocate(bytes - 4096);
+  EXPECT_EQ(again->data(), second_ptr);
+  auto next = Buffer::allocate(bytes);
+  EXPECT_EQ(next->data(), first_ptr);
+  release_cached_host_memory();
+}
+
 TEST(Buffer, CudaAllocationWorksOrIsAClearError) {
   if (flow::runtime::cuda::cuda_available()) {
     auto b = Buffer::allocate(16, DeviceType::CUDA);
