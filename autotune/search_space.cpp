@@ -38,7 +38,8 @@ SearchSpace search_space(const sched::KernelInstance& ki, const sched::Params& s
   const bool cpu = t == dsl::Target::CPU;
   if (std::holds_alternative<sched::PointwiseParams>(start)) {
     if (cpu) {
-      s.knobs = {{"cpu_tile", {4096, 16384, 32768, 131072}}, {"cpu_vector_width", {4, 8, 16}}, {"cpu_unroll", {1, 2, 4}}};
+      s.knobs = {
+          {"cpu_tile", {4096, 16384, 32768, 131072}}, {"cpu_vector_width", {4, 8, 16, 32}}, {"cpu_unroll", {1, 2, 4}}};
     } else {
       s.knobs = {{"gpu_threads", {128, 256, 512, 1024}},
                  {"gpu_elements_per_thread", {1, 2, 4, 8, 16}},

@@ -107,7 +107,8 @@ class Executable {
   void replace_kernel(size_t k, std::shared_ptr<const CompiledKernel> kernel, std::vector<sched::KernelArg> args,
                       const std::string& origin);
   // Called before each kernel launch with the kernel's index and every value bound so far (indexed
-  // by graph value id), so a candidate kernel can be launched in its place on the real buffers.
+  // by graph value id; null for values not bound yet and for intermediates already released after
+  // their last use), so a candidate kernel can be launched in its place on the real buffers.
   using KernelHook = std::function<void(size_t k, const std::vector<const Tensor*>& values)>;
   // The same before each library call (index into library_steps()), with its operands bound.
   using LibraryHook = std::function<void(size_t step, const std::vector<const Tensor*>& values)>;

@@ -52,8 +52,9 @@ class HostBlockCache {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (capacity >= kCachedMin && cached_ + capacity <= limit_) {
-        // Before the blocks of the same capacity: take() hands out the most recently freed one,
-        // whose lines are the likeliest to still be in cache.
+        // Before the blocks of the same capacity: of those, take() hands out the most recently
+        // freed one, whose lines are the likeliest to still be in cache (a smaller fitting
+        // capacity still comes first).
         free_.emplace_hint(free_.lower_bound(capacity), capacity, p);
         cached_ += capacity;
         return;
