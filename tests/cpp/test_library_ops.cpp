@@ -815,6 +815,7 @@ TEST(LibraryOps, SharedWeightsBatchCollapseKeepsBroadcasts) {
 // Batched matmul whose operands are expanded (stride-0 batch dims) writes every batch element; an
 // empty contraction (K = 0) gives zeros. (Both once left parts of the output unwritten.)
 TEST(LibraryOps, MatmulExpandedBatchAndEmptyK) {
+  REQUIRE_BACKENDS();
   auto rng = test::rng(91);
   for (const bool expand_b : {false, true}) {
     jit::Tensor a = random_tensor({1, 3, 4}, rng);
