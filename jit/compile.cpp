@@ -168,7 +168,7 @@ void Executable::mark_cached_groups(const std::vector<bool>& frozen) {
   group_cached_.assign(plan_.groups.size(), false);
   cached_values_.clear();
   std::vector<bool> escapes(graph_.values().size(), false);
-  for (int o : graph_.outputs()) escapes[layouts_.is_view[o] ? layouts_.root[o] : o] = true;
+  for (int o : graph_.outputs()) escapes[layouts_.root[o]] = true;
   for (size_t gi = 0; gi < plan_.groups.size(); ++gi) {
     const sched::FusionGroup& grp = plan_.groups[gi];
     bool cached = !grp.outputs.empty();
@@ -192,20 +192,20 @@ void Executable::mark_cached_groups(const std::vector<bool>& frozen) {
 // intermediate to the end: kernels run asynchronously on a stream.
 void Executable::plan_releases() {
   const size_t nv = graph_.values().size();
+  const std::vector<int>& root = layouts_.root;  // a value's own id unless it is a view
   std::vector<int> last(nv, -1);
-  auto root = [&](int v) { return layouts_.is_view[v] ? layouts_.root[v] : v; };
   for (size_t gi = 0; gi < plan_.groups.size(); ++gi)
     for (int v : plan_.groups[gi].inputs) {
       last[v] = std::max(last[v], static_cast<int>(gi));
-      last[root(v)] = std::max(last[root(v)], static_cast<int>(gi));
+      last[root[v]] = std::max(last[root[v]], static_cast<int>(gi));
     }
   std::vector<bool> keep(nv, false);
   for (int v : graph_.inputs()) keep[v] = true;
-  for (int v : graph_.outputs()) keep[v] = keep[root(v)] = true;
+  for (int v : graph_.outputs()) keep[v] = keep[root[v]] = true;
   for (int v : cached_values_) keep[v] = true;
   release_after_.assign(plan_.groups.size(), {});
   for (size_t v = 0; v < nv; ++v)
-    if (last[v] >= 0 && !keep[v] && !keep[root(static_cast<int>(v))])
+    if (last[v] >= 0 && !keep[v] && !keep[root[v]])
       release_after_[static_cast<size_t>(last[v])].push_back(static_cast<int>(v));
 }
 

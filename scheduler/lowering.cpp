@@ -235,6 +235,21 @@ int64_t register_lanes(const KernelInstance& ki) {
   return 32 / std::max(4, widest);
 }
 
+std::vector<Stmt> simd_remainder(const Expr& n, int64_t step, int64_t lanes,
+                                 const std::function<Stmt(Expr index, bool simd)>& element) {
+  std::vector<Stmt> loops;
+  Expr scalar_from = n / make_int(step) * make_int(step);
+  if (lanes < step && step % lanes == 0) {
+    const Expr from = scalar_from / make_int(lanes);
+    loops.push_back(make_for("cr", from, n / make_int(lanes) - from, ForKind::Serial,
+                             make_for("l", make_int(0), make_int(lanes), ForKind::Vectorized,
+                                      element(var("cr") * make_int(lanes) + var("l"), true))));
+    scalar_from = n / make_int(lanes) * make_int(lanes);
+  }
+  loops.push_back(make_for("j", scalar_from, n - scalar_from, ForKind::Serial, element(var("j"), false)));
+  return loops;
+}
+
 std::string kernel_name(const KernelInstance& ki, const char* kind) {
   std::string name = std::string("flow_") + kind;
   std::set<std::string> seen;

@@ -109,6 +109,12 @@ std::string kernel_name(const KernelInstance& ki, const char* kind);
 // what is left of a row after them runs in steps of one register, then scalar.
 int64_t register_lanes(const KernelInstance& ki);
 
+// The loops for what a loop of wide SIMD steps over [0, n / step * step) leaves of [0, n): steps of
+// one register, `element(cr * lanes + l, true)` under a vectorized l (when step is a multiple of
+// lanes), then one element at a time, `element(j, false)`. `element` is called in that order.
+std::vector<dsl::Stmt> simd_remainder(const dsl::Expr& n, int64_t step, int64_t lanes,
+                                      const std::function<dsl::Stmt(dsl::Expr index, bool simd)>& element);
+
 // Binds the digits of `linear` in the mixed radix `sizes` (outermost first) as Lets
 // <prefix><d> (quotients <prefix>q<d>) in `body`; returns the index variables, outermost first.
 std::vector<dsl::Expr> unravel(StmtList& body, dsl::Expr linear, const std::vector<dsl::Expr>& sizes,

@@ -94,18 +94,8 @@ class PointwiseScheduler final : public Scheduler {
     Stmt unrolled =
         U > 1 ? make_for("u", make_int(0), make_int(U), ForKind::Unrolled, simd) : make_let("u", make_int(0), simd);
     task.add(make_for("c", make_int(0), var("jn") / make_int(step), ForKind::Serial, unrolled));
-    // What the wide steps leave: one-register steps, then scalar.
-    const int64_t lanes = register_lanes(ki);
-    const Expr wide_end = var("jn") / make_int(step) * make_int(step);
-    Expr scalar_from = wide_end;
-    if (lanes < step && step % lanes == 0) {
-      const Expr from = wide_end / make_int(lanes);
-      task.add(make_for("cr", from, var("jn") / make_int(lanes) - from, ForKind::Serial,
-                        make_for("l", make_int(0), make_int(lanes), ForKind::Vectorized,
-                                 body_at(var("cr") * make_int(lanes) + var("l")))));
-      scalar_from = var("jn") / make_int(lanes) * make_int(lanes);
-    }
-    task.add(make_for("j", scalar_from, var("jn") - scalar_from, ForKind::Serial, body_at(var("j"))));
+    for (const Stmt& s : simd_remainder(var("jn"), step, register_lanes(ki), [&](Expr j, bool) { return body_at(j); }))
+      task.add(s);
     StmtList top;
     top.let("ntile", ntile);
     top.add(make_for("t", make_int(0), outer * var("ntile"), ForKind::Parallel, task.build()));

@@ -50,6 +50,14 @@ struct StoredInput {
   const KernelBuffer* buffer = nullptr;
 };
 
+// Whether value v is computed by a node of the kernel's group.
+bool computed_in_group(const KernelInstance& ki, int v) {
+  const Graph& g = *ki.graph;
+  const auto& nodes = ki.group->nodes;
+  return g.value(v).kind == ValueKind::OpResult &&
+         std::find(nodes.begin(), nodes.end(), g.value(v).producer) != nodes.end();
+}
+
 bool uses_value(const KernelInstance& ki, const GroupValues& gv, int from, int target) {
   const Graph& g = *ki.graph;
   std::vector<int> stack{from};
@@ -58,11 +66,8 @@ bool uses_value(const KernelInstance& ki, const GroupValues& gv, int from, int t
     const int v = stack.back();
     stack.pop_back();
     if (v == target) return true;
-    if (!seen.insert(v).second || gv.is_row_value(v) || g.value(v).kind != ValueKind::OpResult) continue;
-    const int producer = g.value(v).producer;
-    const auto& nodes = ki.group->nodes;
-    if (std::find(nodes.begin(), nodes.end(), producer) == nodes.end()) continue;
-    for (int in : g.node(producer).inputs) stack.push_back(in);
+    if (!seen.insert(v).second || gv.is_row_value(v) || !computed_in_group(ki, v)) continue;
+    for (int in : g.node(g.value(v).producer).inputs) stack.push_back(in);
   }
   return false;
 }
@@ -74,10 +79,7 @@ StoredInput last_reduction_input_to_store(const KernelInstance& ki, const GroupV
     if (is_reduction_node(g, n)) last = n;
   if (last < 0 || lookup_op(g.node(last).op).reduce->arg) return {};
   const int in = g.node(last).inputs.at(0);
-  const auto& nodes = ki.group->nodes;
-  if (g.value(in).kind != ValueKind::OpResult || gv.is_row_value(in) ||
-      std::find(nodes.begin(), nodes.end(), g.value(in).producer) == nodes.end())
-    return {};
+  if (gv.is_row_value(in) || !computed_in_group(ki, in)) return {};
   for (const KernelBuffer& b : ki.buffers) {
     if (!b.is_output || b.dtype != g.value(in).type.dtype || g.value(b.value).type.shape != ki.group->domain) continue;
     if (uses_value(ki, gv, b.value, in)) return {in, &b};
@@ -160,7 +162,6 @@ class ReductionScheduler final : public Scheduler {
     const size_t K = ki.kept.size();
     const size_t R = ki.reduced.size();
     const int64_t W = std::max(1, p.cpu_vector_width);
-    const int64_t lanes = register_lanes(ki);
     GroupValues gv(ki, sig);
     StmtList row;
     const std::vector<Expr> kept_idx = unravel(row, var("row"), kept_sizes(sig, K), "i");
@@ -177,19 +178,13 @@ class ReductionScheduler final : public Scheduler {
       gv.red_idx = red;
       std::vector<Stmt> loops{make_for("c", make_int(0), inner / make_int(W), ForKind::Serial,
                                        make_for("l", make_int(0), make_int(W), ForKind::Vectorized, body(true)))};
-      // What the W-lane steps leave: one-register steps (into the first lanes), then scalar.
-      Expr scalar_from = inner / make_int(W) * make_int(W);
-      if (lanes < W && W % lanes == 0) {
-        red[R - 1] = var("cr") * make_int(lanes) + var("l");
-        gv.red_idx = red;
-        const Expr from = scalar_from / make_int(lanes);
-        loops.push_back(make_for("cr", from, inner / make_int(lanes) - from, ForKind::Serial,
-                                 make_for("l", make_int(0), make_int(lanes), ForKind::Vectorized, body(true))));
-        scalar_from = inner / make_int(lanes) * make_int(lanes);
-      }
-      red[R - 1] = var("j");
-      gv.red_idx = red;
-      loops.push_back(make_for("j", scalar_from, inner - scalar_from, ForKind::Serial, body(false)));
+      // The rest of the row: one-register steps (into the first lanes), then scalar.
+      for (Stmt& s : simd_remainder(inner, W, register_lanes(ki), [&](Expr j, bool simd) {
+             red[R - 1] = std::move(j);
+             gv.red_idx = red;
+             return body(simd);
+           }))
+        loops.push_back(std::move(s));
       Stmt s = make_block(loops);
       for (size_t d = R - 1; d-- > 0;)
         s = make_for("r" + std::to_string(d) + "i", make_int(0), sig.reduced_size(d), ForKind::Serial, s);
