@@ -2,7 +2,10 @@
 
 In one run: the 6-op pointwise chain at 2^28 float32 elements against the device copy bandwidth
 measured in the same run; softmax and layer norm (rows of 4096) against torch eager and
-torch.compile. Times use CUDA events (torch's) around many launches; results print as a table and
+torch.compile; ResNet-50 inference at batch 64 in float16 NHWC (flow.jit(amp="float16") with
+heuristic and exhaustive cuDNN search and with CUDA graphs, against torch eager with channels_last
+and autocast, and torch.compile); the floor of that row is the FLOP count at the H100/H200's dense
+float16 tensor-core peak (989 TFLOP/s). Times use CUDA events (torch's) around many launches; results print as a table and
 go to JSON ($OUT/gpu_bench.json when OUT is set).
 """
 from __future__ import annotations
@@ -36,6 +39,66 @@ def cuda_time(fn, repeats: int = 20, warmup: int = 3) -> float:
         times.append(start.elapsed_time(end) / 1e3)
     times.sort()
     return times[len(times) // 2]
+
+
+def resnet_rows(results: dict) -> None:
+    """ResNet-50 inference at batch 64 in float16, NHWC: flow.jit(amp="float16") (heuristic and
+    exhaustive cuDNN search, with and without CUDA graphs) against torch eager (channels_last plus
+    autocast) and torch.compile of the same; rows go into results["workloads"], the search
+    comparison into results["conv_search"]."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, "..", "tests"))
+    from models import loader
+
+    torch.backends.cudnn.benchmark = True  # torch's own algorithm search, its best case
+    tmod, fmod = loader.load("resnet", "torch"), loader.load("resnet", "flow")
+    torch.manual_seed(0)
+    tm, fm = tmod.resnet50().eval(), fmod.resnet50()
+    fm.load_state_dict(tm.state_dict())
+    fm.eval()
+    tm = tm.cuda().to(memory_format=torch.channels_last)
+    fm = fm.cuda()
+    x = torch.randn(64, 3, 224, 224, device="cuda")
+    xc = x.contiguous(memory_format=torch.channels_last)
+    fx = flow.tensor(x.cpu().numpy()).cuda()
+
+    def torch_eager():
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):
+            return tm(xc)
+
+    ref = torch_eager()
+    variants = {}
+    for name, kw in (("flow jit (heuristic)", {}), ("flow jit (exhaustive)", {"conv_search": "exhaustive"}),
+                     ("flow jit + CUDA graph", {"cuda_graphs": True})):
+        try:
+            jm = flow.jit(fm, amp="float16", **kw)
+            out = jm(fx)
+            err = float((torch.as_tensor(out.float().cpu().numpy()) - ref.float().cpu()).abs().max() /
+                        ref.float().abs().max().cpu())
+            variants[name] = (cuda_time(lambda: jm(fx), repeats=10), err)
+        except Exception as e:  # keep the other figures
+            print(f"{name} failed: {type(e).__name__}: {e}")
+    t_eager = cuda_time(torch_eager, repeats=10)
+    t_comp = None
+    try:
+        comp = torch.compile(tm)
+
+        def torch_compiled():
+            with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):
+                return comp(xc)
+
+        torch_compiled()
+        t_comp = cuda_time(torch_compiled, repeats=10)
+    except Exception as e:
+        print("torch.compile failed:", e)
+    flops = 2 * 4.09e9 * 64  # ResNet-50 multiply-adds at 224x224, times batch
+    for name, (t, err) in variants.items():
+        results["workloads"].append({"name": f"resnet50 b64 fp16: {name}", "flow_jit_s": t, "torch_eager_s": t_eager,
+                                     "torch_compile_s": t_comp, "floor_s": flops / 989e12, "max_err": err,
+                                     "images_per_s": 64 / t})
+    if "flow jit (heuristic)" in variants and "flow jit (exhaustive)" in variants:
+        results["conv_search"] = {"heuristic_s": variants["flow jit (heuristic)"][0],
+                                  "exhaustive_s": variants["flow jit (exhaustive)"][0]}
 
 
 def main() -> None:
@@ -108,6 +171,8 @@ def main() -> None:
         nbytes = 2 * rows * cols * 4
         results["workloads"].append({"name": name, "flow_jit_s": tf, "torch_eager_s": tt, "torch_compile_s": tc,
                                      "floor_s": nbytes / bw, "max_err": err})
+
+    resnet_rows(results)
 
     print(f"\n{'workload':18} {'flow jit ms':>12} {'torch ms':>10} {'compile ms':>11} {'floor ms':>9} "
           f"{'eager/flow':>11} {'compile/flow':>13} {'max err':>9}")

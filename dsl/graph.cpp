@@ -13,7 +13,6 @@
 #include "dsl/graph.h"
 
 #include <algorithm>
-
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -187,17 +186,24 @@ int Graph::append_node(const std::string& op, const std::vector<int>& inputs, co
   return nodes_.back().id;
 }
 
-std::vector<int> Graph::add_op(const std::string& op, const std::vector<int>& inputs, const Attrs& attrs) {
+std::vector<int> Graph::add_op(const std::string& op, const std::vector<int>& given, const Attrs& attrs) {
   const OpDef& def = lookup_op(op);
-  if (def.num_inputs >= 0 && static_cast<int>(inputs.size()) != def.num_inputs) {
+  struct Depth {  // restores the nesting count on every exit, exceptions included
+    int& d;
+    explicit Depth(int& x) : d(++x) {}
+    ~Depth() { --d; }
+  } depth(add_depth_);
+  const bool outermost = add_depth_ == 1;
+  if (def.num_inputs >= 0 && static_cast<int>(given.size()) != def.num_inputs) {
     throw OpError(OpError::Kind::Type, op + "() takes " + std::to_string(def.num_inputs) + " input(s) but " +
-                                           std::to_string(inputs.size()) + " were given");
+                                           std::to_string(given.size()) + " were given");
   }
-  for (int in : inputs) {
+  for (int in : given) {
     if (in < 0 || in >= static_cast<int>(values_.size())) {
       throw OpError(OpError::Kind::Value, op + "(): input %" + std::to_string(in) + " is not a value of this graph");
     }
   }
+  const std::vector<int> inputs = autocast_ && outermost ? autocast_inputs(*this, op, given, *autocast_) : given;
   if (def.pattern == OpPattern::Composite) {
     if (!def.decompose) throw std::logic_error("op table: composite op '" + op + "' has no decompose");
     return def.decompose(*this, inputs, attrs);

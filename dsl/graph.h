@@ -8,11 +8,13 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "dsl/autocast.h"
 #include "dsl/serialize.h"
 #include "dsl/types.h"
 
@@ -61,6 +63,11 @@ class Graph {
   std::vector<int> add_op(const std::string& op, const std::vector<int>& inputs, const Attrs& attrs = {});
   int add(const std::string& op, const std::vector<int>& inputs, const Attrs& attrs = {});  // one output
   void mark_output(int value);
+  // Autocast (dsl/autocast.h): while a policy is set, add_op first casts the inputs of each op added
+  // from outside (not the primitives of a composite) by the op's autocast class. Not part of the
+  // graph's identity: the casts it adds are ordinary nodes.
+  void set_autocast(std::optional<AutocastPolicy> policy) { autocast_ = policy; }
+  const std::optional<AutocastPolicy>& autocast() const { return autocast_; }
 
   const std::vector<Value>& values() const { return values_; }
   const std::vector<Node>& nodes() const { return nodes_; }
@@ -88,6 +95,8 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<int> inputs_;
   std::vector<int> outputs_;
+  std::optional<AutocastPolicy> autocast_;
+  int add_depth_ = 0;  // nesting of add_op calls (composites add their primitives from inside)
 };
 
 // Errors in user input: the message reads like torch's (e.g. "The size of tensor a (3) must match

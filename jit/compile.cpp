@@ -14,6 +14,7 @@
 #include "dsl/ir_visitor.h"
 #include "dsl/serialize.h"
 #include "jit/backend.h"
+#include "jit/cuda_graph_runner.h"
 #include "jit/cuda_launch.h"
 #include "jit/kernel_cache.h"
 #include "jit/layouts.h"
@@ -209,6 +210,8 @@ void Executable::plan_releases() {
       release_after_[static_cast<size_t>(last[v])].push_back(static_cast<int>(v));
 }
 
+Executable::~Executable() = default;
+
 int Executable::num_cached_groups() const {
   return static_cast<int>(std::count(group_cached_.begin(), group_cached_.end(), true));
 }
@@ -251,10 +254,12 @@ std::shared_ptr<Executable> compile(const Graph& g_in, const std::vector<std::ve
         log_line("fusion", "folded " + std::to_string(scales.folded) + " per-channel scale/shift(s) into convolutions");
     }
   }
-  sched::ChannelsLastResult nhwc;  // activations stay NHWC between oneDNN convolutions
-  if (options.fuse && options.inline_constants && options.target == dsl::Target::CPU && runtime::onednn::available() &&
-      channels_last_enabled()) {
-    nhwc = sched::to_channels_last(*g);
+  // Activations stay NHWC between oneDNN convolutions (float32, CPU) or cuDNN's tensor-core ones
+  // (half precision, CUDA).
+  sched::ChannelsLastResult nhwc;
+  const bool nhwc_library = options.target == dsl::Target::CUDA || runtime::onednn::available();
+  if (options.fuse && options.inline_constants && nhwc_library && channels_last_enabled()) {
+    nhwc = sched::to_channels_last(*g, options.target);
     exe->num_channels_last_ = nhwc.convolutions;
     if (nhwc.convolutions > 0) {
       g = &nhwc.graph;
@@ -287,6 +292,7 @@ std::shared_ptr<Executable> compile(const Graph& g_in, const std::vector<std::ve
     const auto& grp = exe->plan_.groups[gi];
     if (grp.kind == sched::GroupKind::Library) {  // no kernel: a library call (jit/library_ops.h)
       LibraryStep step = make_library_step(exe->graph_, grp, static_cast<int>(gi), opt.target);
+      step.exhaustive_search = opt.conv_search == "exhaustive";
       if (value_strides.empty()) {  // once per compile, for the library workload keys
         value_strides.resize(exe->graph_.values().size());
         for (size_t v = 0; v < value_strides.size(); ++v) value_strides[v] = exe->layouts_.layout[v].strides;
@@ -339,11 +345,29 @@ std::shared_ptr<Executable> compile(const Graph& g_in, const std::vector<std::ve
     exe->kernel_args_.push_back(sk.args);
     exe->kernel_group_.push_back(static_cast<int>(gi));
   }
+  if (options.cuda_graphs && options.target == dsl::Target::CUDA)
+    exe->graph_runner_ = std::make_unique<CudaGraphRunner>(*exe);
   return exe;
 }
 
 std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) const {
-  return run(inputs, {});
+  if (graph_runner_) return graph_runner_->run(inputs);
+  return run_impl(inputs, {}, nullptr, nullptr, true);
+}
+
+bool Executable::graph_captured() const {
+  return graph_runner_ && graph_runner_->captured();
+}
+
+int64_t Executable::num_graph_replays() const {
+  return graph_runner_ ? graph_runner_->num_replays() : 0;
+}
+
+bool Executable::frozen_cache_current(const std::vector<Tensor>& inputs) const {
+  if (cached_values_.empty()) return true;
+  const std::vector<uint64_t> key = frozen_key(inputs);
+  std::lock_guard<std::mutex> lock(frozen_results_->mu);
+  return frozen_results_->valid && frozen_results_->key == key;
 }
 
 std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs,
@@ -360,6 +384,7 @@ void Executable::set_library_impl(size_t i, const std::string& impl, const std::
   LibraryStep& step = library_steps_.at(i);
   step.impl = impl;
   step.impl_origin = origin;
+  if (graph_runner_) graph_runner_->reset();  // a captured graph would keep the old choice
 }
 
 void Executable::replace_kernel(size_t k, std::shared_ptr<const CompiledKernel> kernel,
@@ -368,6 +393,7 @@ void Executable::replace_kernel(size_t k, std::shared_ptr<const CompiledKernel> 
   kernels_[k] = std::move(kernel);
   kernel_args_[k] = std::move(args);
   kernel_origin_[k] = origin;
+  if (graph_runner_) graph_runner_->reset();  // a captured graph would launch the old kernel
 }
 
 std::string target_id(const CompileOptions& opt) {
@@ -377,7 +403,8 @@ std::string target_id(const CompileOptions& opt) {
 
 std::vector<Tensor> Executable::run_impl(const std::vector<Tensor>& inputs,
                                          const std::vector<std::pair<int, double>>& constants, const KernelHook* hook,
-                                         const LibraryHook* library_hook, bool use_frozen_cache) const {
+                                         const LibraryHook* library_hook, bool use_frozen_cache,
+                                         std::vector<Tensor>* keep_alive) const {
   const bool gpu = opt_.target == dsl::Target::CUDA;
   const auto dev = gpu ? runtime::DeviceType::CUDA : runtime::DeviceType::CPU;
   const Graph& g = graph_;
@@ -419,6 +446,9 @@ std::vector<Tensor> Executable::run_impl(const std::vector<Tensor>& inputs,
     if (reuse)
       for (int v : cached_values_) bound[v] = &slots[v];
   }
+  // A graph capture must not fill the cache below: the fill synchronizes, which ends a capture.
+  if (keep_alive && caching && !reuse)
+    throw std::logic_error("a CUDA graph capture needs the frozen-results cache filled by an earlier run");
   auto skip_group = [&](int gi) { return reuse && group_cached_[gi]; };
   auto release_after = [&](int gi) {
     if (gpu) return;
@@ -528,6 +558,9 @@ std::vector<Tensor> Executable::run_impl(const std::vector<Tensor>& inputs,
     }
     outs.push_back(*bound[v]);
   }
+  if (keep_alive)
+    for (const Tensor& t : slots)
+      if (t.storage) keep_alive->push_back(t);
   return outs;
 }
 
@@ -542,6 +575,9 @@ std::string Executable::explain(bool with_source) const {
     os << "channels-last: " << num_channels_last_
        << " convolution(s) produce NHWC, and the elementwise, pad and slice ops between them run on NHWC "
           "(FLOW_CHANNELS_LAST=0 turns this off)\n";
+  if (opt_.cuda_graphs)
+    os << "CUDA graph: " << (graph_runner_ ? graph_runner_->status() : std::string("off (the target is the CPU)"))
+       << "\n";
   if (!opt_.frozen_inputs.empty())
     os << "parameter-only work: " << num_cached_groups() << " group(s) computed once and cached between calls; "
        << num_folded_ << " convolution(s) absorbed a per-channel scale/shift (batch norm)\n";

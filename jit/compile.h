@@ -21,6 +21,8 @@
 
 namespace flow::jit {
 
+class CudaGraphRunner;
+
 struct CompileOptions {
   dsl::Target target = dsl::Target::CPU;
   std::string cuda_arch = "sm_90";  // CUDA target: the architecture NVRTC compiles for (the
@@ -36,6 +38,16 @@ struct CompileOptions {
   // per-channel scales and shifts fold into convolution weights (scheduler/fold_scale.h), and
   // oneDNN keeps frozen convolution weights in its own layout between calls.
   std::vector<bool> frozen_inputs;
+  // CUDA target only (like torch.compile's mode="reduce-overhead"): after a warm-up run, the second
+  // run captures the whole Executable into one CUDA graph and later runs replay it: one driver call
+  // instead of one launch per kernel, for launch-bound models with static shapes. Each run copies its
+  // inputs into buffers the graph owns and returns copies of the graph's outputs (one extra device
+  // copy per input and output); runs of the Executable are serialized. A failed capture falls back to
+  // normal runs (FLOW_LOG=cuda says why). See jit/cuda_graph_runner.h.
+  bool cuda_graphs = false;
+  // CUDA convolutions: "heuristic" (cuDNN's ranking, nothing timed) or "exhaustive" (every cuDNN
+  // algorithm timed on the first call's buffers). A tuning record's choice wins over both.
+  std::string conv_search = "heuristic";
 };
 
 // The target a kernel is built for, as tuning records name it: backend and CPU model/features
@@ -69,6 +81,7 @@ void launch_cpu(const CompiledKernel& k, const std::vector<sched::KernelArg>& ar
 
 class Executable {
  public:
+  ~Executable();
   // Runs the graph: inputs in graph-input order (any strides matching those compiled for);
   // returns the outputs in graph-output order (new contiguous tensors, or input aliases).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
@@ -93,6 +106,10 @@ class Executable {
   const std::vector<LibraryStep>& library_steps() const { return library_steps_; }
   int num_library_calls() const { return static_cast<int>(library_steps_.size()); }
   int num_compiled() const { return num_compiled_; }  // kernels this compile produced (not cached)
+  // CompileOptions::cuda_graphs: whether runs replay a captured CUDA graph now, and how many runs
+  // did (the capturing run itself is not counted).
+  bool graph_captured() const;
+  int64_t num_graph_replays() const;
   // Graph, fusion groups, rejected merges, kernels with Params and cache status, loop nests and
   // (with_source) the generated CUDA C++ of each kernel for `cuda_arch`.
   std::string explain(bool with_source = true) const;
@@ -120,8 +137,14 @@ class Executable {
   void set_library_impl(size_t i, const std::string& impl, const std::string& origin);
 
  private:
+  // `keep_alive` (a CUDA graph capture, jit/cuda_graph_runner.h): receives every tensor the run bound
+  // (inputs, cached results, intermediates, outputs); the frozen-results cache must then be current.
   std::vector<Tensor> run_impl(const std::vector<Tensor>& inputs, const std::vector<std::pair<int, double>>& constants,
-                               const KernelHook* hook, const LibraryHook* library_hook, bool use_frozen_cache) const;
+                               const KernelHook* hook, const LibraryHook* library_hook, bool use_frozen_cache,
+                               std::vector<Tensor>* keep_alive = nullptr) const;
+  // Whether the frozen-results cache holds the results for these inputs' frozen inputs (or there
+  // is nothing to cache).
+  bool frozen_cache_current(const std::vector<Tensor>& inputs) const;
   // The identity of the frozen inputs of a run: (storage uid, version, offset) of each.
   std::vector<uint64_t> frozen_key(const std::vector<Tensor>& inputs) const;
   // Sets group_cached_ and cached_values_ from the plan (`frozen` per graph value).
@@ -130,6 +153,7 @@ class Executable {
   void plan_releases();
   friend std::shared_ptr<Executable> compile(const dsl::Graph&, const std::vector<std::vector<int64_t>>&,
                                              const CompileOptions&);
+  friend class CudaGraphRunner;
   dsl::Graph graph_;
   CompileOptions opt_;
   ValueLayouts layouts_;
@@ -159,6 +183,8 @@ class Executable {
     bool valid = false;
   };
   std::unique_ptr<FrozenResults> frozen_results_ = std::make_unique<FrozenResults>();
+  // CompileOptions::cuda_graphs on the CUDA target: runs go through it (null otherwise).
+  std::unique_ptr<CudaGraphRunner> graph_runner_;
 };
 
 // Compiles `g` for inputs with the given element strides (one vector per graph input; empty

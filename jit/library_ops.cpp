@@ -12,6 +12,7 @@
 
 #include "dsl/library_reference.h"
 #include "dsl/op_table.h"
+#include "jit/cuda_library_ops.h"
 #include "jit/eager.h"
 #include "runtime/onednn.h"
 #include "scheduler/kernel_instance.h"
@@ -86,6 +87,15 @@ LibraryStep make_library_step(const dsl::Graph& g, const sched::FusionGroup& grp
                        "op '" + lib.op + "' has no library implementation on " + dsl::target_name(target) + " yet");
   }
   const dsl::DType dt = g.value(lib.outputs.at(0)).type.dtype;
+  if (target == dsl::Target::CUDA) {
+    if (dt == dsl::DType::Float64)
+      throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
+                         "\"" + lib.op +
+                             "\" not implemented for 'Double' on CUDA in flow (cuDNN/cuBLASLt calls take "
+                             "float32, float16 and bfloat16)");
+    st.library = pat->library;
+    return st;
+  }
   if (dt == dsl::DType::Float64) {
     st.library = "reference";
     if (!st.epilogue.empty()) throw std::logic_error("library group: a float64 " + lib.op + " has post-ops");
@@ -562,6 +572,28 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
                  {static_cast<float*>(out.data()), dst_dims, dst_strides}, post, step.impl, info);
 }
 
+// float16/bfloat16 on the CPU: the half operands widened to float32 (exactly), one float32 call,
+// the result rounded once to the output dtype. That is what torch's CPU kernels compute (half
+// inputs, float32 accumulation, one rounding), without oneDNN's half primitives, which not every
+// CPU has. The weights are converted on every call, so the reordered-weight cache is not used.
+void run_half_as_float32(const dsl::Graph& g, const LibraryStep& step, const std::vector<const Tensor*>& values,
+                         const Tensor& out, onednn::ImplInfo* info) {
+  std::vector<Tensor> held;
+  held.reserve(step.operands.size() + 1);  // no reallocation: `wide` points into it
+  std::vector<const Tensor*> wide = values;
+  for (int v : step.operands) {
+    held.push_back(eager_contiguous(operand(values, v), dsl::DType::Float32));
+    wide[v] = &held.back();
+  }
+  held.push_back(Tensor::empty(out.sizes, dsl::DType::Float32));
+  wide[step.output] = &held.back();
+  LibraryStep wide_step = step;
+  wide_step.weights_frozen = false;
+  run_library_group(g, wide_step, wide, info);
+  const Tensor narrow = eager_contiguous(held.back(), out.dtype);
+  std::memcpy(out.data(), narrow.data(), static_cast<size_t>(out.numel()) * dsl::dtype_size(out.dtype));
+}
+
 }  // namespace
 
 void run_library_group(const dsl::Graph& g, const LibraryStep& step, const std::vector<const Tensor*>& values,
@@ -571,7 +603,9 @@ void run_library_group(const dsl::Graph& g, const LibraryStep& step, const std::
   if (!out) return;  // nothing reads the result
   if (!out->is_contiguous()) throw std::logic_error("library call: output tensor is not contiguous");
   if (out->numel() == 0) return;
+  if (out->device() == runtime::DeviceType::CUDA) return run_cuda_library_group(g, step, values, info);
   if (step.library == "reference") return run_reference(g, step, values, *out);
+  if (dsl::is_half(out->dtype)) return run_half_as_float32(g, step, values, *out, info);
   for (int v : step.operands)
     if (operand(values, v).dtype != dsl::DType::Float32)
       throw std::logic_error("library call: " + step.op + " with a non-float32 operand");

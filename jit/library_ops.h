@@ -1,7 +1,8 @@
 // Note: the executor side of library groups (conv2d, conv_transpose2d, matmul, linear with their
 // fused epilogues). A Library group has no generated kernel: compile() records a LibraryStep
 // (which op, its attrs, operands, output and epilogue post-ops) and Executable::run() calls
-// run_library_group with the bound tensors, which calls oneDNN through runtime/onednn.h.
+// run_library_group with the bound tensors, which calls oneDNN through runtime/onednn.h on the
+// CPU, and cuDNN/cuBLASLt through jit/cuda_library_ops.h for tensors on a GPU.
 //
 // Operand layouts: a strided operand is passed to oneDNN with its strides where oneDNN takes them
 // (matmul/linear operands whose last two dims have a unit stride in one of them; conv input
@@ -41,6 +42,9 @@ struct LibraryStep {
   // convolutions), the reordered copy is cached, keyed by the storage's uid and version
   // (runtime/onednn.h, TensorArg::content_id).
   bool weights_frozen = false;
+  // CUDA convolutions without a recorded implementation: time every cuDNN algorithm on the first
+  // call (CompileOptions::conv_search == "exhaustive") instead of taking cuDNN's heuristic choice.
+  bool exhaustive_search = false;
   // "conv2d (oneDNN) + post-ops [add, relu]"
   std::string describe() const;
 };

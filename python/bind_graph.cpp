@@ -3,6 +3,9 @@
 // Graph::add_op, so a traced op fails with the same torch-like message as the eager op would.
 #include <pybind11/stl.h>
 
+#include <optional>
+#include <string>
+
 #include "bind_common.h"
 
 namespace flow::python {
@@ -40,6 +43,22 @@ void bind_graph(py::module_& m) {
             return g.add_op(op, inputs, attrs_from_dict(attrs));
           },
           py::arg("op"), py::arg("inputs"), py::arg("attrs") = py::dict())
+      .def(
+          "set_autocast",
+          [](dsl::Graph& g, const std::optional<std::string>& dtype, const std::string& device) {
+            if (!dtype) return g.set_autocast(std::nullopt);
+            dsl::AutocastPolicy p;
+            p.dtype = dsl::dtype_from_name(*dtype);
+            if (!dsl::is_half(p.dtype))
+              throw py::value_error("autocast: dtype must be 'float16' or 'bfloat16', got '" + *dtype + "'");
+            try {
+              p.device = dsl::autocast_device_from_name(device);
+            } catch (const std::invalid_argument& e) {
+              throw py::value_error(e.what());
+            }
+            g.set_autocast(p);
+          },
+          py::arg("dtype"), py::arg("device") = "cuda")
       .def(
           "mark_output",
           [](dsl::Graph& g, int id) {

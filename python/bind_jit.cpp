@@ -120,6 +120,7 @@ void bind_jit(py::module_& m) {
       .def_property_readonly("num_folded", [](const PyExecutable& e) { return e.exe->num_folded(); })
       .def_property_readonly("num_channels_last", [](const PyExecutable& e) { return e.exe->num_channels_last(); })
       .def_property_readonly("num_cached_groups", [](const PyExecutable& e) { return e.exe->num_cached_groups(); })
+      .def_property_readonly("num_graph_replays", [](const PyExecutable& e) { return e.exe->num_graph_replays(); })
       .def_property_readonly("input_strides", [](const PyExecutable& e) { return e.input_strides; })
       .def_property_readonly("graph", [](const PyExecutable& e) { return dsl::Graph(e.exe->graph()); })
       .def("kernels", [](const PyExecutable& e) {
@@ -141,7 +142,7 @@ void bind_jit(py::module_& m) {
       "compile",
       [](const dsl::Graph& g, const std::vector<std::vector<int64_t>>& input_strides, const std::string& target,
          const std::string& cuda_arch, bool fuse, std::shared_ptr<autotune::TuningDatabase> tuning,
-         const std::vector<bool>& frozen_inputs) {
+         const std::vector<bool>& frozen_inputs, bool cuda_graphs, const std::string& conv_search) {
         if (input_strides.size() != g.inputs().size()) {
           throw py::value_error("flow.compile: " + std::to_string(g.inputs().size()) + " graph inputs but " +
                                 std::to_string(input_strides.size()) + " stride lists");
@@ -164,6 +165,11 @@ void bind_jit(py::module_& m) {
         opt.fuse = fuse;
         opt.tuning = std::move(tuning);
         opt.frozen_inputs = frozen_inputs;
+        opt.cuda_graphs = cuda_graphs;
+        if (conv_search != "heuristic" && conv_search != "exhaustive")
+          throw py::value_error("flow.compile: conv_search must be 'heuristic' or 'exhaustive', got '" + conv_search +
+                                "'");
+        opt.conv_search = conv_search;
         std::shared_ptr<jit::Executable> exe;
         {
           py::gil_scoped_release release;
@@ -173,9 +179,12 @@ void bind_jit(py::module_& m) {
       },
       py::arg("graph"), py::arg("input_strides"), py::arg("target") = "cpu", py::arg("cuda_arch") = "sm_90",
       py::arg("fuse") = true, py::arg("tuning") = nullptr, py::arg("frozen_inputs") = std::vector<bool>{},
+      py::arg("cuda_graphs") = false, py::arg("conv_search") = "heuristic",
       "Compiles a graph for inputs with the given element strides ([] = contiguous); `tuning` (a "
       "TuningDatabase) replaces heuristic Params by recorded ones; `frozen_inputs` (one bool per graph "
-      "input) marks parameters whose derived values are cached between runs");
+      "input) marks parameters whose derived values are cached between runs; `cuda_graphs` (CUDA "
+      "target) replays the whole graph as one CUDA graph from the third run on; `conv_search` picks "
+      "cuDNN algorithms by 'heuristic' or 'exhaustive' timing");
 
   m.def("cache_stats", &cache_stats, "The process-wide kernel cache counters");
   m.def(

@@ -1,6 +1,7 @@
 #include "runtime/cuda_allocator.h"
 
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 
 #include "runtime/cuda_stream.h"
@@ -37,6 +38,14 @@ void* CudaCachingAllocator::allocate(size_t bytes) {
       p = driver::mem_alloc(size);
     } catch (const CudaError& e) {
       if (e.code() != driver::kErrorOutOfMemory) throw;
+      // Emptying the cache synchronizes the device, which is an error while the stream captures.
+      if (capturing_.count(stream) > 0 || driver::stream_is_capturing(stream))
+        throw CudaError(std::string(e.what()) + " (flow's allocator on device " + std::to_string(device_) +
+                            ": out of memory while the stream captures a CUDA graph; the cache cannot be "
+                            "emptied during a capture: requested " +
+                            std::to_string(bytes) + " bytes, " + std::to_string(stats_.allocated) +
+                            " bytes allocated, " + std::to_string(stats_.cached) + " bytes cached)",
+                        e.code());
       synchronize_device();
       release_cached_locked();
       try {
@@ -66,6 +75,23 @@ void CudaCachingAllocator::free(void* p) noexcept {
     std::fprintf(stderr, "flow: CudaCachingAllocator(device %d): free of unknown pointer %p ignored\n", device_, p);
     return;
   }
+  if (!capturing_.empty()) {
+    auto c = capturing_.find(it->second.stream);
+    if (c != capturing_.end()) {
+      try {
+        c->second.push_back(p);  // held for the graph: stays live until release_held
+      } catch (...) {
+        // Out of host memory: the block stays live and is never handed out again (a leak, not a race).
+      }
+      return;
+    }
+  }
+  cache_locked(p);
+}
+
+void CudaCachingAllocator::cache_locked(void* p) noexcept {
+  auto it = live_.find(p);
+  if (it == live_.end()) return;
   const Block b = it->second;
   live_.erase(it);
   stats_.allocated -= b.size;
@@ -79,6 +105,26 @@ void CudaCachingAllocator::free(void* p) noexcept {
     // Out of host memory while caching: drop the block (leaks device memory, never crashes).
     stats_.cached -= b.size;
   }
+}
+
+void CudaCachingAllocator::begin_capture(Stream s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!capturing_.emplace(s, std::vector<void*>()).second)
+    throw std::logic_error("flow: CudaCachingAllocator::begin_capture: the stream is already capturing");
+}
+
+std::vector<void*> CudaCachingAllocator::end_capture(Stream s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = capturing_.find(s);
+  if (it == capturing_.end()) return {};
+  std::vector<void*> held = std::move(it->second);
+  capturing_.erase(it);
+  return held;
+}
+
+void CudaCachingAllocator::release_held(const std::vector<void*>& blocks) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (void* p : blocks) cache_locked(p);
 }
 
 size_t CudaCachingAllocator::release_cached_locked() {

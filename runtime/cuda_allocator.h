@@ -10,6 +10,14 @@
 // device, returns every cached block to the driver and tries once more; a second failure throws a
 // CudaError (CUDA_ERROR_OUT_OF_MEMORY) that reports the allocator's state. Cached blocks stay until
 // empty_cache(). One allocator per device, for the life of the process.
+//
+// CUDA-graph capture (runtime/cuda_graph.h): nothing runs while a stream captures, and a device
+// synchronize would invalidate the capture, so an out-of-memory during a capture throws at once (no
+// retry) with a CudaError that says so. A cache hit needs no driver call; a miss calls cuMemAlloc
+// in relaxed capture mode (driver::mem_alloc; the graph only sees the address). A block freed on a
+// stream between begin_capture(s) and end_capture(s) is held instead of cached: every replay of the
+// graph still writes it, so it must not be handed to anyone else; the graph gives the held blocks
+// back with release_held() when it is destroyed.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -51,6 +59,12 @@ class CudaCachingAllocator {
   size_t empty_cache();
   AllocatorStats stats() const;
   void reset_peak();
+  // Held frees for a graph captured on `s` (see the note at the top). begin_capture throws
+  // std::logic_error if `s` is already in a capture; end_capture returns the held blocks (still
+  // counted as allocated), release_held puts them on their free lists.
+  void begin_capture(Stream s);
+  std::vector<void*> end_capture(Stream s);
+  void release_held(const std::vector<void*>& blocks) noexcept;
   int device() const { return device_; }
 
   static size_t round_size(size_t bytes);
@@ -61,13 +75,15 @@ class CudaCachingAllocator {
     size_t requested = 0;
     Stream stream = nullptr;
   };
-  size_t release_cached_locked();  // caller holds mu_ and has synchronized
+  size_t release_cached_locked();       // caller holds mu_ and has synchronized
+  void cache_locked(void* p) noexcept;  // moves a live block to its free list; caller holds mu_
 
   const int device_;
   mutable std::mutex mu_;
   std::map<std::pair<Stream, size_t>, std::vector<void*>> free_;
   std::unordered_map<void*, Block> live_;
   std::unordered_map<void*, Block> cached_blocks_;
+  std::map<Stream, std::vector<void*>> capturing_;  // stream in a capture -> blocks freed on it since
   AllocatorStats stats_;
 };
 

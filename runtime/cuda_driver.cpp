@@ -50,40 +50,48 @@ namespace {
 
 // Every entry point flow uses. cuda.h #defines many of these names to versioned ones
 // (cuMemAlloc -> cuMemAlloc_v2); the member and the symbol string both go through that #define.
-#define FLOW_CU_FUNCTIONS(X)  \
-  X(cuGetErrorName)           \
-  X(cuGetErrorString)         \
-  X(cuInit)                   \
-  X(cuDriverGetVersion)       \
-  X(cuDeviceGetCount)         \
-  X(cuDeviceGet)              \
-  X(cuDeviceGetName)          \
-  X(cuDeviceGetAttribute)     \
-  X(cuDeviceTotalMem)         \
-  X(cuDevicePrimaryCtxRetain) \
-  X(cuCtxGetCurrent)          \
-  X(cuCtxSetCurrent)          \
-  X(cuCtxSynchronize)         \
-  X(cuMemGetInfo)             \
-  X(cuMemAlloc)               \
-  X(cuMemFree)                \
-  X(cuMemcpyHtoDAsync)        \
-  X(cuMemcpyDtoHAsync)        \
-  X(cuMemcpyDtoDAsync)        \
-  X(cuMemsetD8Async)          \
-  X(cuStreamCreate)           \
-  X(cuStreamDestroy)          \
-  X(cuStreamSynchronize)      \
-  X(cuEventCreate)            \
-  X(cuEventDestroy)           \
-  X(cuEventRecord)            \
-  X(cuEventSynchronize)       \
-  X(cuEventElapsedTime)       \
-  X(cuModuleLoadData)         \
-  X(cuModuleUnload)           \
-  X(cuModuleGetFunction)      \
-  X(cuFuncSetAttribute)       \
-  X(cuLaunchKernel)
+#define FLOW_CU_FUNCTIONS(X)           \
+  X(cuGetErrorName)                    \
+  X(cuGetErrorString)                  \
+  X(cuInit)                            \
+  X(cuDriverGetVersion)                \
+  X(cuDeviceGetCount)                  \
+  X(cuDeviceGet)                       \
+  X(cuDeviceGetName)                   \
+  X(cuDeviceGetAttribute)              \
+  X(cuDeviceTotalMem)                  \
+  X(cuDevicePrimaryCtxRetain)          \
+  X(cuCtxGetCurrent)                   \
+  X(cuCtxSetCurrent)                   \
+  X(cuCtxSynchronize)                  \
+  X(cuMemGetInfo)                      \
+  X(cuMemAlloc)                        \
+  X(cuMemFree)                         \
+  X(cuMemcpyHtoDAsync)                 \
+  X(cuMemcpyDtoHAsync)                 \
+  X(cuMemcpyDtoDAsync)                 \
+  X(cuMemsetD8Async)                   \
+  X(cuStreamCreate)                    \
+  X(cuStreamDestroy)                   \
+  X(cuStreamSynchronize)               \
+  X(cuEventCreate)                     \
+  X(cuEventDestroy)                    \
+  X(cuEventRecord)                     \
+  X(cuEventSynchronize)                \
+  X(cuEventElapsedTime)                \
+  X(cuModuleLoadData)                  \
+  X(cuModuleUnload)                    \
+  X(cuModuleGetFunction)               \
+  X(cuFuncSetAttribute)                \
+  X(cuLaunchKernel)                    \
+  X(cuStreamBeginCapture)              \
+  X(cuStreamEndCapture)                \
+  X(cuStreamIsCapturing)               \
+  X(cuThreadExchangeStreamCaptureMode) \
+  X(cuGraphInstantiate)                \
+  X(cuGraphLaunch)                     \
+  X(cuGraphExecDestroy)                \
+  X(cuGraphDestroy)
 
 struct Api {
 #define FLOW_X(fn) decltype(&::fn) fn = nullptr;
@@ -394,7 +402,10 @@ void launch(Function f, const std::array<unsigned, 3>& grid, const std::array<un
   const CUresult r = a.cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_bytes, stream,
                                       params, nullptr);
   if (r != CUDA_SUCCESS) fail(r, "cuLaunchKernel(" + shape() + ")", __FILE__, __LINE__);
-  if (sync_after_launch()) {
+  // Not while `stream` captures a CUDA graph: nothing runs then, and a synchronize would end the capture.
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (sync_after_launch() && a.cuStreamIsCapturing(stream, &capture) == CUDA_SUCCESS &&
+      capture == CU_STREAM_CAPTURE_STATUS_NONE) {
     const CUresult s = a.cuStreamSynchronize(stream);
     if (s != CUDA_SUCCESS)
       fail(s, "cuStreamSynchronize after cuLaunchKernel(" + shape() + ") [FLOW_CUDA_SYNC]", __FILE__, __LINE__);
@@ -417,8 +428,16 @@ void* mem_alloc(size_t bytes) {
   const Api& a = api();
   ensure_context();
   CUdeviceptr p = 0;
-  FLOW_CU_CHECK(a.cuMemAlloc(&p, bytes),
-                "cuMemAlloc(" + std::to_string(bytes) + " bytes, device " + std::to_string(current_device()) + ")");
+  // cuMemAlloc is a "potentially unsafe" call during a stream capture on this thread: relaxed mode
+  // allows it (as PyTorch's allocator does). A graph only ever sees the address, and flow never
+  // frees a block a graph uses while the graph exists (runtime/cuda_allocator.h).
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  FLOW_CU_CHECK(a.cuThreadExchangeStreamCaptureMode(&mode), "cuThreadExchangeStreamCaptureMode(relaxed)");
+  const CUresult r = a.cuMemAlloc(&p, bytes);
+  a.cuThreadExchangeStreamCaptureMode(&mode);  // restores the thread's mode
+  if (r != CUDA_SUCCESS)
+    fail(r, "cuMemAlloc(" + std::to_string(bytes) + " bytes, device " + std::to_string(current_device()) + ")",
+         __FILE__, __LINE__);
   return reinterpret_cast<void*>(static_cast<uintptr_t>(p));
 }
 
@@ -506,6 +525,52 @@ float event_elapsed_ms(Event start, Event stop) {
   float ms = 0;
   FLOW_CU_CHECK(a.cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
   return ms;
+}
+
+void stream_begin_capture(Stream s) {
+  const Api& a = api();
+  ensure_context();
+  FLOW_CU_CHECK(a.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture(thread-local)");
+}
+
+GraphHandle stream_end_capture(Stream s) {
+  const Api& a = api();
+  ensure_context();
+  CUgraph g = nullptr;
+  FLOW_CU_CHECK(a.cuStreamEndCapture(s, &g), "cuStreamEndCapture");
+  return g;
+}
+
+bool stream_is_capturing(Stream s) {
+  const Api& a = api();
+  ensure_context();
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  FLOW_CU_CHECK(a.cuStreamIsCapturing(s, &status), "cuStreamIsCapturing");
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+GraphExecHandle graph_instantiate(GraphHandle g) {
+  const Api& a = api();
+  ensure_context();
+  CUgraphExec e = nullptr;
+  FLOW_CU_CHECK(a.cuGraphInstantiate(&e, g, 0), "cuGraphInstantiate");
+  return e;
+}
+
+void graph_launch(GraphExecHandle e, Stream s) {
+  const Api& a = api();
+  ensure_context();
+  FLOW_CU_CHECK(a.cuGraphLaunch(e, s), "cuGraphLaunch");
+}
+
+void graph_exec_destroy(GraphExecHandle e) noexcept {
+  if (!e || !state().ok) return;
+  state().api.cuGraphExecDestroy(e);
+}
+
+void graph_destroy(GraphHandle g) noexcept {
+  if (!g || !state().ok) return;
+  state().api.cuGraphDestroy(g);
 }
 
 }  // namespace driver
@@ -615,6 +680,26 @@ float event_elapsed_ms(Event, Event) {
   require_cuda();
   return 0;
 }
+void stream_begin_capture(Stream) {
+  require_cuda();
+}
+GraphHandle stream_end_capture(Stream) {
+  require_cuda();
+  return nullptr;
+}
+bool stream_is_capturing(Stream) {
+  require_cuda();
+  return false;
+}
+GraphExecHandle graph_instantiate(GraphHandle) {
+  require_cuda();
+  return nullptr;
+}
+void graph_launch(GraphExecHandle, Stream) {
+  require_cuda();
+}
+void graph_exec_destroy(GraphExecHandle) noexcept {}
+void graph_destroy(GraphHandle) noexcept {}
 }  // namespace driver
 
 #endif  // FLOW_HAVE_CUDA_HEADERS

@@ -24,12 +24,16 @@ struct CUfunc_st;
 struct CUmod_st;
 struct CUstream_st;
 struct CUevent_st;
+struct CUgraph_st;
+struct CUgraphExec_st;
 
 namespace flow::runtime::cuda {
 
-using Function = CUfunc_st*;  // CUfunction
-using Stream = CUstream_st*;  // CUstream (nullptr: the legacy default stream)
-using Event = CUevent_st*;    // CUevent
+using Function = CUfunc_st*;              // CUfunction
+using Stream = CUstream_st*;              // CUstream (nullptr: the legacy default stream)
+using Event = CUevent_st*;                // CUevent
+using GraphHandle = CUgraph_st*;          // CUgraph (runtime/cuda_graph.h owns them)
+using GraphExecHandle = CUgraphExec_st*;  // CUgraphExec
 
 // A failed driver call. what(): "flow: CUDA error in cuMemAlloc(1048576 bytes) at
 // runtime/cuda_allocator.cpp:42: CUDA_ERROR_OUT_OF_MEMORY: out of memory".
@@ -154,6 +158,15 @@ void event_destroy(Event e) noexcept;  // errors ignored (teardown)
 void event_record(Event e, Stream s);
 void event_synchronize(Event e);
 float event_elapsed_ms(Event start, Event stop);
+// Stream capture and graphs (runtime/cuda_graph.h). Capture is in CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+// mode. stream_is_capturing: true while a capture is active on `s`, or was invalidated and not ended.
+void stream_begin_capture(Stream s);
+GraphHandle stream_end_capture(Stream s);
+bool stream_is_capturing(Stream s);
+GraphExecHandle graph_instantiate(GraphHandle g);
+void graph_launch(GraphExecHandle e, Stream s);
+void graph_exec_destroy(GraphExecHandle e) noexcept;  // errors ignored (teardown)
+void graph_destroy(GraphHandle g) noexcept;           // errors ignored (teardown)
 }  // namespace driver
 
 }  // namespace flow::runtime::cuda

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdlib>
@@ -89,6 +90,11 @@ const char* cuda_lib_name(CudaLib which) {
   return "an unknown CUDA library";
 }
 
+// FLOW_CUDA_LIB_PATH: an optional colon-separated list of directories searched before everything
+// else (each soname under each directory, in order), for libraries outside the linker's search
+// path, e.g. the cuDNN and cuBLAS of PyTorch's pip packages (.../site-packages/nvidia/cudnn/lib). A
+// Python process that imported torch first already has them loaded, and the plain soname finds that
+// copy. Not used for the driver, which is only ever loaded by soname (see dynlib.h).
 std::vector<std::string> cuda_library_candidates(CudaLib which) {
   std::vector<std::string> sonames;
   switch (which) {
@@ -104,12 +110,24 @@ std::vector<std::string> cuda_library_candidates(CudaLib which) {
       sonames = {"libcublasLt.so.13", "libcublasLt.so.12"};
       break;
   }
+  std::vector<std::string> out;
+  if (const char* path = std::getenv("FLOW_CUDA_LIB_PATH"); path != nullptr) {
+    const std::string list(path);
+    size_t begin = 0;
+    while (begin <= list.size()) {
+      const size_t end = std::min(list.find(':', begin), list.size());
+      const std::string dir = list.substr(begin, end - begin);
+      if (!dir.empty())
+        for (const std::string& s : sonames) out.push_back(dir + "/" + s);
+      begin = end + 1;
+    }
+  }
   std::vector<std::string> dirs;
   if (const char* home = std::getenv("CUDA_HOME"); home != nullptr && *home != '\0') {
     dirs.push_back(std::string(home) + "/lib64");
   }
   if (dirs.empty() || dirs[0] != "/usr/local/cuda/lib64") dirs.push_back("/usr/local/cuda/lib64");
-  std::vector<std::string> out = sonames;
+  out.insert(out.end(), sonames.begin(), sonames.end());
   for (const std::string& d : dirs)
     for (const std::string& s : sonames) out.push_back(d + "/" + s);
   return out;

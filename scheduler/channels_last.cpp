@@ -13,10 +13,13 @@ const std::vector<int64_t> kToNchw{0, 3, 1, 2};  // permute dims: NHWC value -> 
 const std::vector<int64_t> kToNhwc{0, 2, 3, 1};  // permute dims: NCHW value -> NHWC view
 constexpr int64_t kNhwcPos[4] = {0, 3, 1, 2};    // where NCHW dim d sits in NHWC order
 
-bool convertible_conv(const dsl::Graph& g, const dsl::Node& n) {
+// CPU: float32 convolutions (oneDNN's brgconv). CUDA: half-precision ones (cuDNN's tensor-core
+// kernels want NHWC; its float32 kernels run NCHW as fast, so those stay).
+bool convertible_conv(const dsl::Graph& g, const dsl::Node& n, dsl::Target target) {
   if (n.op != "conv2d" || dsl::attr_find(n.attrs, "channels_last")) return false;
   const dsl::TensorType& x = g.value(n.inputs[0]).type;
-  return x.shape.size() == 4 && x.dtype == dsl::DType::Float32;
+  if (x.shape.size() != 4) return false;
+  return target == dsl::Target::CUDA ? dsl::is_half(x.dtype) : x.dtype == dsl::DType::Float32;
 }
 
 // An operand smaller than the output (a per-channel bias, a scalar): read in NHWC order through a
@@ -59,13 +62,13 @@ std::vector<bool> plan(const dsl::Graph& g, const std::vector<bool>& allowed) {
 
 }  // namespace
 
-ChannelsLastResult to_channels_last(const dsl::Graph& g) {
+ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target) {
   ChannelsLastResult r;
   // Convert every eligible convolution, then drop those whose NHWC result (or a value computed
   // from it in NHWC) an elementwise op would still read in NCHW: that op would lose the post-op
   // fusion and read its input transposed. Repeat until nothing changes.
   std::vector<bool> allowed(g.nodes().size(), false);
-  for (const dsl::Node& n : g.nodes()) allowed[n.id] = convertible_conv(g, n);
+  for (const dsl::Node& n : g.nodes()) allowed[n.id] = convertible_conv(g, n, target);
   std::vector<bool> nhwc_node;
   for (;;) {
     nhwc_node = plan(g, allowed);

@@ -1,4 +1,5 @@
-// Note: channels-last layout propagation for CPU convolutions (DESIGN.md §2, the layout pass).
+// Note: channels-last layout propagation for convolutions (DESIGN.md §2, the layout pass): float32
+// convolutions on the CPU (oneDNN), half-precision ones on CUDA (cuDNN's tensor cores take NHWC).
 //
 // oneDNN's fast CPU convolutions (brgconv, brgconv_1x1) work on NHWC activations. With NCHW
 // tensors between them, every convolution reordered its input to NHWC and its output back (ResNet-50
@@ -19,6 +20,7 @@
 // fusion and read its input transposed); the decision is iterated to a fixed point.
 #pragma once
 #include "dsl/graph.h"
+#include "dsl/stmt.h"
 
 namespace flow::sched {
 
@@ -28,6 +30,8 @@ struct ChannelsLastResult {
   int ops = 0;           // elementwise, pad and slice nodes moved to NHWC
 };
 
-ChannelsLastResult to_channels_last(const dsl::Graph& g);
+// `target` picks the convolutions that go NHWC: float32 ones on the CPU (oneDNN), float16/bfloat16
+// ones on CUDA (cuDNN's tensor cores).
+ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target = dsl::Target::CPU);
 
 }  // namespace flow::sched

@@ -19,6 +19,12 @@ struct Fold {
   int scale_node = -1, shift_node = -1;  // the mul / add nodes
   int last_node = -1;                    // where the folded conv is emitted
   int replaced = -1;                     // the value the folded conv's output stands for
+  // Mixed precision (a half conv whose batch norm computes in float32, dsl/autocast.h): the casts
+  // to float32 after the conv and back after the shift, and the float32 weight and bias the conv's
+  // operands were cast from (-1: the operand is not such a cast).
+  int widen_node = -1, narrow_node = -1;
+  int weight32 = -1, bias32 = -1;
+  int weight_cast_node = -1, bias_cast_node = -1;  // those casts, dropped when the conv was their only reader
 };
 
 bool is_graph_output(const Graph& g, int v) {
@@ -65,6 +71,26 @@ int channel_operand(const Graph& g, const Node& n, const char* op, int chain, co
   return per_channel(g, other, out, frozen[other]) ? other : -1;
 }
 
+// Whether node `n` casts one value to `to`.
+bool is_cast_to(const Node& n, dsl::DType to) {
+  const dsl::AttrValue* a = n.op == "cast" ? dsl::attr_find(n.attrs, "dtype") : nullptr;
+  const std::string* name = a ? std::get_if<std::string>(a) : nullptr;
+  return name && *name == dsl::dtype_name(to) && n.inputs.size() == 1;
+}
+
+// The float32 value that half value `v` was cast from, or -1; `cast_node` is set to that cast when
+// `v` has no other reader than `reader` (the cast can then be dropped).
+int float32_source(const Graph& g, int v, int reader, int& cast_node) {
+  cast_node = -1;
+  const dsl::Value& val = g.value(v);
+  if (val.kind != dsl::ValueKind::OpResult) return -1;
+  const Node& n = g.node(val.producer);
+  if (!is_cast_to(n, val.type.dtype) || g.value(n.inputs[0]).type.dtype != dsl::DType::Float32) return -1;
+  const std::vector<int> readers = g.consumers(v);
+  if (readers.size() == 1 && readers[0] == reader && !is_graph_output(g, v)) cast_node = n.id;
+  return n.inputs[0];
+}
+
 std::vector<Fold> find_folds(const Graph& g, const std::vector<bool>& frozen) {
   std::vector<Fold> folds;
   for (const Node& c : g.nodes()) {
@@ -77,6 +103,12 @@ std::vector<Fold> find_folds(const Graph& g, const std::vector<bool>& frozen) {
     f.conv = c.id;
     int chain = y;
     int next = sole_consumer(g, chain);
+    const dsl::DType conv_dtype = g.value(y).type.dtype;
+    if (next >= 0 && dsl::is_half(conv_dtype) && is_cast_to(g.node(next), dsl::DType::Float32)) {
+      f.widen_node = next;
+      chain = g.node(next).outputs[0];
+      next = sole_consumer(g, chain);
+    }
     if (next >= 0) {
       const int s = channel_operand(g, g.node(next), "mul", chain, frozen);
       if (s >= 0) {
@@ -96,6 +128,14 @@ std::vector<Fold> find_folds(const Graph& g, const std::vector<bool>& frozen) {
     }
     if (f.scale < 0 && f.shift < 0) continue;
     f.last_node = f.shift_node >= 0 ? f.shift_node : f.scale_node;
+    if (f.widen_node >= 0) {  // the float32 result must be cast straight back to the conv's dtype
+      const int back = sole_consumer(g, chain);
+      if (back < 0 || !is_cast_to(g.node(back), conv_dtype)) continue;
+      f.narrow_node = f.last_node = back;
+      chain = g.node(back).outputs[0];
+      f.weight32 = float32_source(g, c.inputs[1], c.id, f.weight_cast_node);
+      if (c.inputs.size() > 2) f.bias32 = float32_source(g, c.inputs[2], c.id, f.bias_cast_node);
+    }
     f.replaced = chain;
     folds.push_back(f);
   }
@@ -114,6 +154,8 @@ FoldResult fold_scale_into_conv(const Graph& g, const std::vector<bool>& frozen)
     skip[f.conv] = &f;
     if (f.scale_node >= 0) skip[f.scale_node] = &f;
     if (f.shift_node >= 0) skip[f.shift_node] = &f;
+    for (int n : {f.widen_node, f.narrow_node, f.weight_cast_node, f.bias_cast_node})
+      if (n >= 0) skip[n] = &f;
     emit_at[f.last_node] = &f;
   }
   dsl::GraphReplay map(g);
@@ -125,8 +167,21 @@ FoldResult fold_scale_into_conv(const Graph& g, const std::vector<bool>& frozen)
       const Fold& f = *it->second;
       const Node& c = g.node(f.conv);
       const int64_t channels = g.value(c.inputs[1]).type.shape.at(0);
-      int w = map[c.inputs[1]];
-      int b = c.inputs.size() > 2 ? map[c.inputs[2]] : -1;
+      // Mixed precision: the scale and shift apply to the float32 weight and bias (the ones the
+      // half operands were cast from, else the half operands widened), and the results are cast
+      // to the conv's dtype once.
+      const bool mixed = f.widen_node >= 0;
+      const dsl::DType conv_dtype = g.value(c.outputs[0]).type.dtype;
+      auto widened = [&](int operand, int source32) {
+        if (!mixed) return map[operand];
+        if (source32 >= 0) return map[source32];
+        return out.add("cast", {map[operand]}, {{"dtype", std::string("float32")}});
+      };
+      auto narrowed = [&](int v) {
+        return mixed ? out.add("cast", {v}, {{"dtype", std::string(dsl::dtype_name(conv_dtype))}}) : v;
+      };
+      int w = widened(c.inputs[1], f.weight32);
+      int b = c.inputs.size() > 2 ? widened(c.inputs[2], f.bias32) : -1;
       if (f.scale >= 0) {
         const int64_t k = dsl::numel(g.value(f.scale).type.shape);  // 1 or channels
         const int s4 = out.add("reshape", {map[f.scale]}, {{"shape", std::vector<int64_t>{k, 1, 1, 1}}});
@@ -147,8 +202,8 @@ FoldResult fold_scale_into_conv(const Graph& g, const std::vector<bool>& frozen)
           b = t;
         }
       }
-      std::vector<int> ins{map[c.inputs[0]], w};
-      if (b >= 0) ins.push_back(b);
+      std::vector<int> ins{map[c.inputs[0]], narrowed(w)};
+      if (b >= 0) ins.push_back(narrowed(b));
       map.set(f.replaced, out.add("conv2d", ins, c.attrs));
       ++r.folded;
       continue;

@@ -12,6 +12,13 @@
 //
 // The conv output must have no other reader and not be a graph output, the operands must have the
 // output's dtype, and an add must have alpha 1.
+//
+// Mixed precision (dsl/autocast.h): a half conv whose batch norm computes in float32 reads
+//     y = cast<half>(cast<float32>(conv2d(x, cast<half>(W) [, cast<half>(b)])) * s + t)
+// and folds to conv2d(x, cast<half>(W * s), cast<half>(b * s + t)): the scale meets the float32
+// weights before their one rounding to half, as torch.fx's fuse_conv_bn_eval followed by autocast
+// would compute them. The result differs from the unfolded graph by one half rounding of the
+// output (the unfolded graph rounds the conv output, then the normalized value).
 #pragma once
 #include <vector>
 

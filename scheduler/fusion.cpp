@@ -218,13 +218,14 @@ class Fuser {
       if (o == chain) return "library output is a graph output";
     if (opt_.library_epilogues == LibraryEpilogues::None) return "library epilogues are off (FLOW_LIBRARY_EPILOGUES=0)";
     std::string why;
-    std::vector<EpilogueStep> s = match_epilogue(g_, lib, chain, n, opt_.target, why);
+    std::vector<EpilogueStep> s = match_epilogue(g_, lib, chain, n, opt_.target, w.epilogue, why);
     if (s.empty()) return why;
-    if (opt_.library_epilogues != LibraryEpilogues::All)
+    const bool onednn = opt_.target == dsl::Target::CPU;  // the gates below are oneDNN's measurements
+    if (onednn && opt_.library_epilogues != LibraryEpilogues::All)
       for (const EpilogueStep& st : s)
         if (is_binary_alg(st.alg))
           return "binary post-ops are off (slow in this oneDNN; FLOW_LIBRARY_EPILOGUES=1 enables them)";
-    if (opt_.library_epilogues == LibraryEpilogues::Exact)
+    if (onednn && opt_.library_epilogues == LibraryEpilogues::Exact)
       for (const EpilogueStep& st : s) {
         if (!is_exact_post_op(st.alg, n.op))
           return std::string("the ") + post_op_alg_name(st.alg) + " post-op" + (n.op == "div" ? " of a division" : "") +

@@ -172,6 +172,78 @@ const std::map<std::string, Translate>& epilogue_table() {
   return t;
 }
 
+// ---- CUDA: cuDNN and cuBLASLt epilogues ------------------------------------------------------------
+
+// The dim of the library output that a bias runs along: the channel dim of a convolution (last
+// under channels_last), the last dim of a matrix product.
+size_t bias_dim(const Node& lib, size_t rank) {
+  if (lib.op == "conv2d") {
+    const dsl::AttrValue* cl = dsl::attr_find(lib.attrs, "channels_last");
+    const int64_t* v = cl ? std::get_if<int64_t>(cl) : nullptr;
+    if (v && *v != 0) return rank - 1;
+    return rank == 4 ? 1 : 0;  // [N, C, H, W] or unbatched [C, H, W]
+  }
+  return rank - 1;
+}
+
+bool library_has_bias(const Node& lib) {
+  return (lib.op == "conv2d" || lib.op == "linear") && lib.inputs.size() > 2;
+}
+
+// The CUDA epilogue grammar: y = act(lib(x) [+ bias] [+ residual]), each at most once, the
+// activation last. cuDNN (conv2d) takes relu; cuBLASLt (matmul, linear) relu and the tanh GELU.
+Steps cuda_epilogue(const Graph& g, const Node& lib, int chain, const Node& n, const std::vector<EpilogueStep>& so_far,
+                    std::string& why) {
+  const bool gemm = lib.op != "conv2d";
+  bool has_bias = library_has_bias(lib), has_residual = false, has_activation = false;
+  for (const EpilogueStep& e : so_far) {
+    if (e.alg == PostOpAlg::Add && e.scalar < 0) {
+      const dsl::Shape& s = g.value(e.operand).type.shape;
+      const dsl::Shape& out = g.value(lib.outputs.at(0)).type.shape;
+      (s == out ? has_residual : has_bias) = true;
+    } else {
+      has_activation = true;
+    }
+  }
+  if (has_activation) return why = "nothing follows the activation of a cuDNN/cuBLASLt epilogue", Steps{};
+  if (n.op == "relu") return {step(n, PostOpAlg::Relu)};
+  if (n.op == "gelu") {
+    const dsl::AttrValue* a = dsl::attr_find(n.attrs, "approximate");
+    if (!gemm) return why = "cuDNN's fused convolution takes relu only", Steps{};
+    if (!(a && std::get<std::string>(*a) == "tanh"))
+      return why = "cuBLASLt's GELU epilogue is the tanh approximation (approximate='tanh')", Steps{};
+    return {step(n, PostOpAlg::GeluTanh)};
+  }
+  // add: a bias (one value per output channel / column) or a residual (the output's shape).
+  if (n.inputs.size() != 2 || n.inputs[0] == n.inputs[1]) return why = "not an add of another tensor", Steps{};
+  if (const dsl::AttrValue* a = dsl::attr_find(n.attrs, "alpha"); a && bound_of(*a) != 1)
+    return why = "alpha != 1", Steps{};
+  const int other = n.inputs[0] == chain ? n.inputs[1] : n.inputs[0];
+  const dsl::Value& ov = g.value(other);
+  const dsl::TensorType& out = g.value(lib.outputs.at(0)).type;
+  if (ov.kind == dsl::ValueKind::Constant) return why = "a scalar add is not a cuDNN/cuBLASLt epilogue", Steps{};
+  if (ov.type.dtype != out.dtype) return why = "the added tensor's dtype differs from the library output's", Steps{};
+  if (ov.type.shape == out.shape) {
+    if (has_residual) return why = "a second residual add", Steps{};
+    return {step(n, PostOpAlg::Add, 0, 0, other)};
+  }
+  const dsl::Shape& s = ov.type.shape;
+  const size_t bd = bias_dim(lib, out.shape.size());
+  bool vector = s.size() <= out.shape.size();
+  for (size_t i = 0; vector && i < s.size(); ++i) {
+    const size_t d = out.shape.size() - s.size() + i;
+    vector = d == bd ? s[i] == out.shape[d] : s[i] == 1;
+  }
+  if (!vector || s.empty() || out.shape[bd] != dsl::numel(s))
+    return why = "the added tensor is neither a bias along dim " + std::to_string(bd) + " nor the output's shape",
+           Steps{};
+  if (has_bias) return why = "a second bias", Steps{};
+  return {step(n, PostOpAlg::Add, 0, 0, other)};
+}
+
+const std::vector<std::string> kCudnnEpilogues = {"add", "relu"};
+const std::vector<std::string> kCublasLtEpilogues = {"add", "relu", "gelu"};
+
 }  // namespace
 
 const std::vector<LibraryPattern>& library_patterns() {
@@ -180,6 +252,9 @@ const std::vector<LibraryPattern>& library_patterns() {
       {"conv_transpose2d", dsl::Target::CPU, "oneDNN", kOneDnnEpilogues},
       {"matmul", dsl::Target::CPU, "oneDNN", kOneDnnEpilogues},
       {"linear", dsl::Target::CPU, "oneDNN", kOneDnnEpilogues},
+      {"conv2d", dsl::Target::CUDA, "cuDNN", kCudnnEpilogues},
+      {"matmul", dsl::Target::CUDA, "cuBLASLt", kCublasLtEpilogues},
+      {"linear", dsl::Target::CUDA, "cuBLASLt", kCublasLtEpilogues},
   };
   return table;
 }
@@ -191,7 +266,7 @@ const LibraryPattern* find_library_pattern(const std::string& op, dsl::Target ta
 }
 
 std::vector<EpilogueStep> match_epilogue(const Graph& g, const Node& lib, int chain, const Node& n, dsl::Target target,
-                                         std::string& why) {
+                                         const std::vector<EpilogueStep>& so_far, std::string& why) {
   const LibraryPattern* pat = find_library_pattern(lib.op, target);
   if (!pat) {
     why = "no library epilogues for " + lib.op + " on " + dsl::target_name(target);
@@ -208,6 +283,17 @@ std::vector<EpilogueStep> match_epilogue(const Graph& g, const Node& lib, int ch
   }
   const dsl::TensorType& lib_t = g.value(lib.outputs.at(0)).type;
   const dsl::TensorType& out_t = g.value(n.outputs.at(0)).type;
+  if (target == dsl::Target::CUDA) {
+    if (out_t.dtype != lib_t.dtype || out_t.shape != lib_t.shape) {
+      why = "the epilogue's output " + out_t.str() + " differs from the library output " + lib_t.str();
+      return {};
+    }
+    if (lib_t.dtype == dsl::DType::Float64) {
+      why = "float64 library calls take no epilogue";
+      return {};
+    }
+    return cuda_epilogue(g, lib, chain, n, so_far, why);
+  }
   if (lib_t.dtype != dsl::DType::Float32) {
     why = "library output is " + std::string(dsl::dtype_name(lib_t.dtype)) + ", post-ops need float32";
     return {};

@@ -12,7 +12,17 @@
 //   add/sub/mul/div with a tensor broadcasting to the output -> binary add/sub/mul/div
 //     (other - chain: binary sub then linear(-1); other / chain is refused; alpha != 1 refused)
 //   add/sub/mul/div with a constant scalar -> eltwise linear (alpha * x + beta)
-// CUDA: no library ops yet (no entry: the ops raise NotImplemented at compile time).
+//
+// Table (CUDA; float32, float16, bfloat16; float32 accumulation, no TF32):
+//   conv2d -> cuDNN: y = relu(conv(x) + bias + residual), each part optional (bias: one value
+//     per output channel, from the conv's own bias operand or one add; residual: an add of a
+//     tensor of the output's shape; relu last). cudnnConvolutionBiasActivationForward when it
+//     applies, else the convolution then cuDNN's add and activation (runtime/cudnn.h).
+//   matmul, linear -> cuBLASLt: y = act(a @ b + bias + residual), act relu or tanh-GELU
+//     (cuBLASLt's GELU is the tanh form, so exact GELU stays a generated kernel); bias along the
+//     last dim.
+//   conv_transpose2d has no CUDA entry (it raises NotImplemented at compile time).
+// On CUDA the oneDNN-specific gates (FLOW_LIBRARY_EPILOGUES's exact/binary modes) do not apply.
 #pragma once
 #include <string>
 #include <vector>
@@ -57,12 +67,12 @@ const std::vector<LibraryPattern>& library_patterns();
 const LibraryPattern* find_library_pattern(const std::string& op, dsl::Target target);
 
 // May elementwise node `n`, which reads `chain` (the current output of a library group whose
-// library node is `lib`), join that group's epilogue? Checks rules (b) and (c): the op is in the
-// table, its other operand is a constant scalar or a float32 tensor broadcasting to the output, and
+// library node is `lib` and whose epilogue so far is `so_far`), join that group's epilogue? Checks rules (b) and (c):
+// the op is in the table, its other operand is a constant scalar or a float32 tensor broadcasting to the output, and
 // its output has the library output's shape and float32 dtype. Returns the steps `n` becomes, or
 // an empty vector with `why` set to the named reason. Rule (a) (graph structure, cycles) is the
 // fuser's.
 std::vector<EpilogueStep> match_epilogue(const dsl::Graph& g, const dsl::Node& lib, int chain, const dsl::Node& n,
-                                         dsl::Target target, std::string& why);
+                                         dsl::Target target, const std::vector<EpilogueStep>& so_far, std::string& why);
 
 }  // namespace flow::sched

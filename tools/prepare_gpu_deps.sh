@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Fills .deps/ with what the GPU machine may lack (it has no internet and no apt): the xxHash
-# header (.deps/include/xxhash.h, from /usr/include) and the pybind11 Python package
-# (.deps/pybind11, from the project venv or python3). tools/gpu_check.sh looks there. .deps/ is
-# git-ignored: carry it to the GPU machine explicitly (carry: [".deps"]).
+# header (.deps/include/xxhash.h, from /usr/include), the cuDNN headers (.deps/include/cudnn*.h,
+# from the directory holding cudnn.h: $FLOW_CUDNN_SRC, else the CUDA toolkit's include directory;
+# the GPU machine has libcudnn.so.9 in PyTorch's pip packages but maybe no headers) and the pybind11
+# Python package (.deps/pybind11, from the project venv or python3). tools/gpu_check.sh and the
+# CMake configuration look there. .deps/ is git-ignored: carry it to the GPU machine explicitly
+# (carry: [".deps"]).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 deps="$root/.deps"
@@ -15,6 +18,24 @@ if [ ! -f "$xx_dir/xxhash.h" ]; then
 fi
 cp "$xx_dir/xxhash.h" "$deps/include/"
 [ -f "$xx_dir/xxh3.h" ] && cp "$xx_dir/xxh3.h" "$deps/include/"
+
+# cuDNN headers: cudnn.h includes its siblings (cudnn_version.h, cudnn_graph.h, cudnn_ops.h, ...), so
+# all of cudnn*.h from one directory go together. Without them flow still builds (GPU convolutions
+# then throw "built without cuDNN headers"), so a missing cudnn.h is a warning.
+cudnn_src=""
+for d in ${FLOW_CUDNN_SRC:-} ${CUDA_HOME:+$CUDA_HOME/include} /usr/local/cuda/include /usr/include \
+  /usr/include/x86_64-linux-gnu; do
+  if [ -f "$d/cudnn.h" ]; then cudnn_src=$d; break; fi
+done
+cudnn_note="no cudnn.h"
+if [ -n "$cudnn_src" ]; then
+  rm -f "$deps"/include/cudnn*.h
+  cp "$cudnn_src"/cudnn*.h "$deps/include/"
+  cudnn_note="cudnn*.h from $cudnn_src"
+else
+  echo "[flow] prepare_gpu_deps: warning: cudnn.h not found (set FLOW_CUDNN_SRC to its directory);" \
+    "the GPU build will have no cuDNN convolutions" >&2
+fi
 
 py=${PYTHON:-}
 if [ -z "$py" ]; then
@@ -33,4 +54,4 @@ case "$cmakedir" in
   "$deps"/pybind11/*) ;;
   *) echo "[flow] prepare_gpu_deps: PYTHONPATH=.deps resolves pybind11 to $cmakedir, not .deps" >&2; exit 1 ;;
 esac
-echo "[flow] .deps ready: $(du -sh "$deps" | cut -f1) (xxhash.h, pybind11 $("$py" -c 'import pybind11; print(pybind11.__version__)'))"
+echo "[flow] .deps ready: $(du -sh "$deps" | cut -f1) (xxhash.h, $cudnn_note, pybind11 $("$py" -c 'import pybind11; print(pybind11.__version__)'))"

@@ -10,8 +10,10 @@
 //                     "channels_last" 1 (set by the layout pass, scheduler/channels_last.h, never by
 //                     users): the output is [N, OH, OW, C], the NHWC order of torch's result.
 //   conv_transpose2d: stride [2], padding [2], output_padding [2], dilation [2], groups.
-// Float32 and float64 are supported (float64 runs by reference loops on the CPU: oneDNN has no f64
-// matmul/conv); other dtypes raise NotImplemented, which torch would run but flow does not yet.
+// Floating dtypes are supported: float64 runs by reference loops on the CPU (oneDNN has no f64
+// matmul/conv); float16/bfloat16 run on the CPU as float32 products of the half inputs rounded
+// once to the output dtype (jit/library_ops.cpp), and on CUDA through cuDNN/cuBLASLt with float32
+// accumulation. Integer dtypes raise NotImplemented, which torch would run but flow does not yet.
 #include <string>
 
 #include "dsl/ops/op_util.h"
@@ -46,9 +48,9 @@ const char* c10_name(DType t) {
 }
 
 void check_supported_dtype(const std::string& op, DType t) {
-  if (t != DType::Float32 && t != DType::Float64) {
+  if (!is_floating(t)) {
     throw OpError(OpError::Kind::NotImplemented, "\"" + op + "\" not implemented for '" + torch_dtype_name(t) +
-                                                     "' in flow (library ops take Float and Double)");
+                                                     "' in flow (library ops take floating-point tensors)");
   }
 }
 

@@ -102,6 +102,17 @@ def _leaf_key(x):
         return ("R", type(x), repr(x))
 
 
+def _amp_dtype_name(amp):
+    """'float16' / 'bfloat16' / None from a name or a flow or torch dtype."""
+    if amp is None or amp is False:
+        return None
+    name = amp if isinstance(amp, str) else str(getattr(amp, "name", amp)).replace("torch.", "")
+    name = {"half": "float16", "fp16": "float16", "bf16": "bfloat16"}.get(name, name)
+    if name not in ("float16", "bfloat16"):
+        raise ValueError(f"flow.jit: amp must be 'float16' or 'bfloat16', got {amp!r}")
+    return name
+
+
 # ---- compiled variants ---------------------------------------------------------------------------
 
 
@@ -201,9 +212,14 @@ class JitFunction:
     its compile produced (not found in the cache); ``num_traces`` counts traces."""
 
     def __init__(self, fn, module=None, target="cpu", fuse=True, cuda_arch="sm_90", tuning=None,
-                 autotune=False, budget=None):
+                 autotune=False, budget=None, amp=None, conv_search="heuristic", cuda_graphs=False):
         if budget is not None and not (isinstance(budget, (int, float)) and budget > 0):
             raise ValueError(f"flow.jit: budget must be a positive number of seconds, got {budget!r}")
+        self._amp = _amp_dtype_name(amp)
+        if conv_search not in ("heuristic", "exhaustive"):
+            raise ValueError(f"flow.jit: conv_search must be 'heuristic' or 'exhaustive', got {conv_search!r}")
+        self._conv_search = conv_search
+        self._cuda_graphs = bool(cuda_graphs)
         self._fn = fn
         self._module = module
         self._target = target
@@ -281,6 +297,10 @@ class JitFunction:
     def _trace_and_compile(self, flat, spec):
         ctx = TraceContext()
         ctx.device = next((x.device for x in flat if isinstance(x, Tensor) and x._c is not None and x.is_cuda), None)
+        if self._amp is not None:
+            # torch.autocast's lists differ by device type (see dsl/autocast.h).
+            on_cuda = ctx.device is not None or self._target == "cuda"
+            ctx.graph.set_autocast(self._amp, "cuda" if on_cuda else "cpu")
         self.num_traces += 1
         with ctx:
             traced = []
@@ -331,7 +351,8 @@ class JitFunction:
             target = "cuda" if on_gpu else self._target
             arch = _C.default_cuda_arch() if on_gpu else self._cuda_arch
             exe = _C.compile(ctx.graph, strides, target, arch, self._fuse, self._database(),
-                             frozen_inputs(bindings, mutations))
+                             frozen_inputs(bindings, mutations), cuda_graphs=self._cuda_graphs,
+                             conv_search=self._conv_search)
             if self._autotune:
                 self._tune(exe, bound)
         return _Variant(ctx.graph, exe, bindings, out_spec, out_leaves, self._module, mutations)
@@ -454,13 +475,20 @@ def _jit_module_class(cls, opts):
     return type(cls.__name__, (cls,), ns)
 
 
-def jit(obj=None, *, target="cpu", fuse=True, cuda_arch="sm_90", tuning=None, autotune=False, budget=None):
+def jit(obj=None, *, target="cpu", fuse=True, cuda_arch="sm_90", tuning=None, autotune=False, budget=None,
+        amp=None, conv_search="heuristic", cuda_graphs=False):
     """Compile a function, an nn.Module subclass or an nn.Module instance (see the module doc).
 
     tuning: a directory of tuning records to compile with (default: $FLOW_TUNING).
-    autotune: tune each new variant on its first call for ``budget`` seconds (default 30)."""
+    autotune: tune each new variant on its first call for ``budget`` seconds (default 30).
+    amp: ``"float16"`` or ``"bfloat16"`` (or the flow/torch dtype): automatic mixed precision, as
+    ``torch.autocast(device_type, dtype=amp)`` around the call would give (dsl/autocast.h).
+    conv_search: how cuDNN convolution algorithms are chosen on CUDA: ``"heuristic"`` (cuDNN's
+    ranking, no timing) or ``"exhaustive"`` (every algorithm timed on the first call's buffers).
+    cuda_graphs: on CUDA, replay each compiled variant as one CUDA graph from its third call on (as
+    torch.compile's ``mode="reduce-overhead"``; outputs are copied out of the graph's buffers)."""
     opts = {"target": target, "fuse": fuse, "cuda_arch": cuda_arch, "tuning": tuning, "autotune": autotune,
-            "budget": budget}
+            "budget": budget, "amp": amp, "conv_search": conv_search, "cuda_graphs": cuda_graphs}
     if obj is None:
         return lambda o: jit(o, **opts)
     from .nn.modules import Module

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "runtime/cuda_allocator.h"
 #include "runtime/cuda_copy.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/cuda_graph.h"
 #include "runtime/cuda_stream.h"
 #include "runtime/dynlib.h"
 #include "scheduler/fusion.h"
@@ -184,6 +186,10 @@ TEST(CudaRuntime, DriverSymbolNamesExistInTheToolkitStub) {
   if (names.empty()) GTEST_SKIP() << "built without cuda.h";
   EXPECT_TRUE(std::find(names.begin(), names.end(), "cuMemAlloc_v2") != names.end());
   EXPECT_TRUE(std::find(names.begin(), names.end(), "cuDevicePrimaryCtxRetain") != names.end());
+  // CUDA graphs (runtime/cuda_graph.h), by the names cuda.h maps them to.
+  for (const char* n : {"cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuStreamIsCapturing",
+                        "cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy"})
+    EXPECT_TRUE(std::find(names.begin(), names.end(), n) != names.end()) << n;
   std::vector<std::string> dirs;
   if (const char* home = std::getenv("CUDA_HOME")) dirs.push_back(std::string(home) + "/lib64/stubs");
   dirs.push_back("/usr/local/cuda/lib64/stubs");
@@ -531,7 +537,8 @@ TEST(CudaExecutable, CompiledGraphAndEagerOpsRunOnTheDevice) {
     ASSERT_FLOAT_EQ(static_cast<const float*>(out.data())[i], std::max(0.f, xv * av) + 1.f) << i;
   }
   // Eager on the device: an op, a softmax (reduction kernel), and a transposed view.
-  const auto e = flow::jit::to_device(flow::jit::eager_op("mul", {dev[0], dev[1]}, {}).at(0), flow::runtime::DeviceType::CPU);
+  const auto e =
+      flow::jit::to_device(flow::jit::eager_op("mul", {dev[0], dev[1]}, {}).at(0), flow::runtime::DeviceType::CPU);
   for (int64_t i = 0; i < n; ++i)
     ASSERT_FLOAT_EQ(static_cast<const float*>(e.data())[i],
                     static_cast<float*>(host[0].data())[i] * static_cast<float*>(host[1].data())[i]);
@@ -541,4 +548,218 @@ TEST(CudaExecutable, CompiledGraphAndEagerOpsRunOnTheDevice) {
   double total = 0;
   for (int64_t i = 0; i < n; ++i) total += static_cast<const float*>(sm.data())[i];
   EXPECT_NEAR(total, 1.0, 1e-4);
+}
+
+// ---- CUDA graphs (runtime/cuda_graph.h, jit/cuda_graph_runner.h) -----------------------------------
+
+namespace {
+
+// out = x * (a * a + b) + 1: with `a` and `b` frozen, a * a + b is parameter-only work.
+dsl::Graph param_graph(int64_t n) {
+  dsl::Graph g;
+  const int x = g.add_input({{n}, DType::Float32}, "x");
+  const int a = g.add_input({{n}, DType::Float32}, "a");
+  const int b = g.add_input({{n}, DType::Float32}, "b");
+  const int w = g.add("add", {g.add("mul", {a, a}), b});
+  const int xw = g.add("mul", {x, w});
+  g.mark_output(g.add("add", {xw, g.add_constant(1.0, DType::Float64, true)}));
+  return g;
+}
+
+void expect_same(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_FLOAT_EQ(got[i], want[i]) << what << " at " << i;
+}
+
+}  // namespace
+
+// Without a GPU: compiling with cuda_graphs needs no device, the executable reports that nothing
+// was captured yet, and the graph API is a clear error.
+TEST(CudaGraphs, OptionCompilesWithoutADeviceAndGraphApiIsAClearError) {
+  jit::CompileOptions opt;
+  opt.target = dsl::Target::CUDA;
+  opt.cuda_arch = jit::default_cuda_arch();
+  EXPECT_FALSE(opt.cuda_graphs);  // opt-in
+  opt.cuda_graphs = true;
+  std::shared_ptr<jit::Executable> exe;
+  try {
+    exe = jit::compile(chain_graph(1000), {}, opt);
+  } catch (const std::runtime_error& e) {
+    if (contains(e.what(), "NVRTC") || contains(e.what(), "nvrtc")) GTEST_SKIP() << e.what();
+    throw;
+  }
+  EXPECT_FALSE(exe->graph_captured());
+  EXPECT_EQ(exe->num_graph_replays(), 0);
+  const std::string text = exe->explain(false);
+  EXPECT_TRUE(contains(text, "CUDA graph: not captured yet (the first run warms up, the second captures)")) << text;
+  opt.cuda_graphs = false;
+  EXPECT_FALSE(contains(jit::compile(chain_graph(1000), {}, opt)->explain(false), "CUDA graph")) << "no line when off";
+  if (rc::cuda_available()) return;
+  try {
+    rc::CudaGraph::capture(nullptr, [] {});
+    FAIL() << "no exception";
+  } catch (const rc::CudaError& e) {
+    EXPECT_EQ(e.code(), -1);
+    EXPECT_TRUE(contains(e.what(), "CUDA is not available")) << e.what();
+  }
+  EXPECT_THROW(rc::is_capturing(nullptr), rc::CudaError);
+}
+
+// Capture records without running; replay runs; a work function that throws, or that synchronizes
+// (which the driver refuses during a capture), ends the capture and leaves the stream usable.
+TEST(CudaGraph, CaptureReplaysAndAFailedCaptureLeavesTheStreamUsable) {
+  FLOW_REQUIRE_GPU();
+  rc::CudaStream stream;
+  const rc::Stream s = stream.get();
+  rc::StreamGuard guard(s);
+  const size_t n = size_t{1} << 20;
+  auto buf = Buffer::allocate(n, DeviceType::CUDA);
+  auto bytes = [&] {
+    std::vector<unsigned char> host(n);
+    rc::copy_device_to_host(host.data(), buf->data(), n);
+    return host;
+  };
+  auto all = [](const std::vector<unsigned char>& v, unsigned char x) {
+    return std::all_of(v.begin(), v.end(), [x](unsigned char c) { return c == x; });
+  };
+  rc::memset_device(buf->data(), 0, n);
+  EXPECT_FALSE(rc::is_capturing(s));
+  bool capturing_inside = false;
+  rc::CudaGraph graph = rc::CudaGraph::capture(s, [&] {
+    capturing_inside = rc::is_capturing(s);
+    rc::driver::memset_d8(buf->data(), 7, n, s);
+  });
+  EXPECT_TRUE(capturing_inside);
+  EXPECT_FALSE(rc::is_capturing(s));
+  EXPECT_TRUE(all(bytes(), 0)) << "a capture runs nothing";
+  graph.replay(s);
+  EXPECT_TRUE(all(bytes(), 7));
+
+  try {
+    rc::CudaGraph::capture(s, [&] {
+      rc::driver::memset_d8(buf->data(), 9, n, s);
+      throw std::runtime_error("boom");
+    });
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "boom");
+  }
+  EXPECT_FALSE(rc::is_capturing(s));
+  EXPECT_THROW(rc::CudaGraph::capture(s,
+                                      [&] {
+                                        rc::driver::memset_d8(buf->data(), 9, n, s);
+                                        rc::driver::stream_synchronize(s);
+                                      }),
+               rc::CudaError);
+  EXPECT_FALSE(rc::is_capturing(s));
+  EXPECT_TRUE(all(bytes(), 7)) << "the failed captures ran nothing";
+  rc::memset_device(buf->data(), 3, n);
+  EXPECT_TRUE(all(bytes(), 3)) << "the stream works after failed captures";
+  graph.replay(s);
+  EXPECT_TRUE(all(bytes(), 7)) << "and so does the first graph";
+}
+
+// A block freed on the capture stream during a capture is the graph's until it is destroyed: a
+// replay writes it, so the allocator must not hand it to anyone else meanwhile.
+TEST(CudaAllocator, FreesDuringACaptureAreHeldByTheGraph) {
+  FLOW_REQUIRE_GPU();
+  rc::CudaStream stream;
+  const rc::Stream s = stream.get();
+  rc::StreamGuard guard(s);
+  rc::CudaCachingAllocator& alloc = rc::current_allocator();
+  void* inside = nullptr;
+  std::optional<rc::CudaGraph> graph;
+  graph.emplace(rc::CudaGraph::capture(s, [&] {
+    inside = alloc.allocate(4096);
+    rc::driver::memset_d8(inside, 1, 4096, s);
+    alloc.free(inside);
+  }));
+  EXPECT_EQ(graph->held_blocks(), 1u);
+  graph->replay(s);
+  void* after = alloc.allocate(4096);
+  EXPECT_NE(after, inside) << "a block the graph writes was handed out";
+  alloc.free(after);
+  graph.reset();  // gives the block back
+  void* again = alloc.allocate(4096);
+  EXPECT_EQ(again, inside) << "the block returns to the stream's free list with the graph";
+  alloc.free(again);
+  rc::synchronize();
+}
+
+// cuda_graphs: the first run warms up, the second captures, later runs replay; results equal the
+// normal path's on fresh inputs every call, and a returned output is never overwritten later.
+TEST(CudaGraphs, ChainGraphReplaysMatchTheNormalPath) {
+  FLOW_REQUIRE_GPU();
+  auto rng = flow::test::rng(91);
+  const int64_t n = 100003;
+  const dsl::Graph g = chain_graph(n);
+  jit::CompileOptions opt = gpu_options();
+  auto plain = jit::compile(g, {}, opt);
+  opt.cuda_graphs = true;
+  auto graphed = jit::compile(g, {}, opt);
+  jit::Tensor out3;
+  std::vector<float> out3_host;
+  for (int call = 1; call <= 4; ++call) {
+    std::vector<jit::Tensor> in;
+    for (int i = 0; i < 3; ++i) in.push_back(to_device(random_floats(static_cast<size_t>(n), rng), {n}));
+    const std::vector<jit::Tensor> got = graphed->run(in);
+    const std::vector<jit::Tensor> want = plain->run(in);
+    ASSERT_EQ(got.size(), 1u);
+    expect_same(to_host(got[0]), to_host(want[0]), "call " + std::to_string(call));
+    EXPECT_NE(got[0].storage, want[0].storage);
+    EXPECT_EQ(graphed->graph_captured(), call >= 2) << call;
+    EXPECT_EQ(graphed->num_graph_replays(), std::max(0, call - 2)) << call;
+    if (call == 3) {
+      out3 = got[0];
+      out3_host = to_host(out3);
+    }
+  }
+  expect_same(to_host(out3), out3_host, "call 3's output after call 4");
+  EXPECT_EQ(graphed->num_graph_replays(), 2);
+  const std::string text = graphed->explain(false);
+  EXPECT_TRUE(contains(text, "CUDA graph: captured, 2 replays")) << text;
+  // The eager-style entry point (constants as parameters) never replays.
+  graphed->run({to_device(random_floats(static_cast<size_t>(n), rng), {n}),
+                to_device(random_floats(static_cast<size_t>(n), rng), {n}),
+                to_device(random_floats(static_cast<size_t>(n), rng), {n})},
+               {});
+  EXPECT_EQ(graphed->num_graph_replays(), 2);
+}
+
+// Frozen inputs are read in place by the graph (not copied) and their parameter-only work stays
+// cached; a new parameter tensor or an in-place update (version bump) drops the graph: that run
+// takes the normal path and the next one captures again.
+TEST(CudaGraphs, NewParameterStateRecaptures) {
+  FLOW_REQUIRE_GPU();
+  auto rng = flow::test::rng(92);
+  const int64_t n = 4099;
+  const dsl::Graph g = param_graph(n);
+  jit::CompileOptions opt = gpu_options();
+  opt.frozen_inputs = {false, true, true};
+  auto plain = jit::compile(g, {}, opt);
+  opt.cuda_graphs = true;
+  auto graphed = jit::compile(g, {}, opt);
+  auto fresh = [&] { return to_device(random_floats(static_cast<size_t>(n), rng), {n}); };
+  jit::Tensor a = fresh(), b = fresh();
+  auto check = [&](const std::string& what) {
+    const std::vector<jit::Tensor> in = {fresh(), a, b};
+    expect_same(to_host(graphed->run(in).at(0)), to_host(plain->run(in).at(0)), what);
+  };
+  for (int call = 1; call <= 4; ++call) check("call " + std::to_string(call));
+  EXPECT_EQ(graphed->num_graph_replays(), 2);
+  a = fresh();  // a new parameter tensor
+  check("new parameter");
+  EXPECT_FALSE(graphed->graph_captured());
+  check("recapture");
+  EXPECT_TRUE(graphed->graph_captured());
+  check("replay after recapture");
+  EXPECT_EQ(graphed->num_graph_replays(), 3);
+  const std::vector<float> b_new = random_floats(static_cast<size_t>(n), rng);
+  rc::copy_host_to_device(b.storage->data(), b_new.data(), b_new.size() * sizeof(float));
+  b.storage->bump_version();  // an in-place update of a parameter
+  check("in-place update");
+  EXPECT_FALSE(graphed->graph_captured());
+  check("recapture after the update");
+  check("replay after the update");
+  EXPECT_EQ(graphed->num_graph_replays(), 4);
 }

@@ -896,6 +896,42 @@ TEST(FrozenParameters, BatchNormFoldsIntoTheConvolution) {
   }
 }
 
+TEST(FrozenParameters, MixedPrecisionBatchNormFoldsIntoTheHalfConvolution) {
+  // Under autocast the conv runs in half and its batch norm in float32 between two casts
+  // (scheduler/fold_scale.h): the scale and shift still fold, into the float32 weights.
+  REQUIRE_BACKENDS();
+  auto rng = test::rng(53);
+  for (const DType half : {DType::Float16, DType::BFloat16}) {
+    dsl::Graph g;
+    g.set_autocast(dsl::AutocastPolicy{half, dsl::AutocastDevice::CUDA});
+    const int x = g.add_input({{2, 5, 9, 9}, DType::Float32}, "x");
+    const int w = g.add_input({{7, 5, 3, 3}, DType::Float32}, "w");
+    std::vector<int> stats;
+    for (const char* name : {"mean", "var", "gamma", "beta"}) stats.push_back(g.add_input({{7}, DType::Float32}, name));
+    const int y = g.add("conv2d", {x, w}, {{"padding", int64_t{1}}});
+    ASSERT_EQ(g.value(y).type.dtype, half);
+    const int bn = g.add("batch_norm", {y, stats[0], stats[1], stats[2], stats[3]},
+                         {{"eps", 1e-5}, {"training", false}, {"has_running_stats", true}});
+    const int r = g.add("relu", {bn});
+    g.set_autocast(std::nullopt);
+    g.mark_output(g.add("cast", {r}, {{"dtype", std::string("float32")}}));
+    const auto in = conv_bn_inputs(g, rng);
+    // The folded graph rounds once where the unfolded one (the reference) rounds twice.
+    const double tol = half == DType::Float16 ? 4e-3 : 3e-2;
+    auto exe = check(g, in, std::string("half conv + float32 batch norm, folded: ") + dsl::dtype_name(half), tol,
+                     frozen_all_but_first(g));
+    EXPECT_EQ(exe->num_folded(), 1) << exe->explain(false);
+    EXPECT_EQ(exe->num_library_calls(), 1);
+    // Per call: the input's cast, the conv, and one kernel for relu and the output cast; the weight
+    // work is cached.
+    int per_call = 0;
+    for (size_t k = 0; k < exe->kernels().size(); ++k) per_call += exe->group_cached(exe->kernel_group(k)) ? 0 : 1;
+    EXPECT_EQ(per_call, 2) << exe->explain(false);
+    // Without frozen parameters nothing folds; same values within the same tolerance.
+    EXPECT_EQ(check(g, in, "unfolded", tol)->num_folded(), 0);
+  }
+}
+
 TEST(FrozenParameters, OnlyPerChannelFrozenScalesFold) {
   REQUIRE_BACKENDS();
   auto rng = test::rng(43);

@@ -122,3 +122,185 @@ def test_jit_chain_softmax_layernorm_on_gpu():
 def test_mixed_devices_raise():
     with pytest.raises(RuntimeError, match="same device"):
         flow.add(flow.ones(3).cuda(), flow.ones(3))
+
+
+# ---- library calls: cuDNN convolutions, cuBLASLt matrix products -----------------------------------
+
+# float32 library calls are strict FP32 in flow (no TF32), as torch's matmul default; torch's cuDNN
+# default allows TF32, so the oracle turns it off.
+torch.backends.cudnn.allow_tf32 = False
+torch.backends.cuda.matmul.allow_tf32 = False
+LIB_TOL = {torch.float32: (1e-4, 1e-4), torch.float16: (5e-3, 5e-3), torch.bfloat16: (3e-2, 3e-2)}
+
+
+def check_lib(got, want, dtype):
+    g = to_torch(got).float()
+    w = want.detach().float().cpu()
+    rtol, atol = LIB_TOL[dtype]
+    torch.testing.assert_close(g, w, rtol=rtol, atol=atol * max(1.0, float(w.abs().max())), equal_nan=False)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,kw", [
+    ((2, 8, 17, 13), dict(out=16, k=3, stride=1, padding=1)),
+    ((1, 3, 32, 32), dict(out=8, k=7, stride=2, padding=3)),
+    ((4, 16, 9, 9), dict(out=16, k=3, stride=1, padding=2, dilation=2, groups=4)),
+    ((2, 32, 8, 8), dict(out=64, k=1, stride=2, padding=0)),
+])
+def test_conv2d_cudnn(dtype, shape, kw):
+    x = torch.randn(*shape, device="cuda", dtype=dtype)
+    w = torch.randn(kw["out"], shape[1] // kw.get("groups", 1), kw["k"], kw["k"], device="cuda", dtype=dtype) * 0.2
+    b = torch.randn(kw["out"], device="cuda", dtype=dtype)
+    args = dict(stride=kw["stride"], padding=kw["padding"], dilation=kw.get("dilation", 1), groups=kw.get("groups", 1))
+    want = torch.nn.functional.conv2d(x, w, b, **args)
+    check_lib(flow.nn.functional.conv2d(to_flow_cuda(x), to_flow_cuda(w), to_flow_cuda(b), **args), want, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("sa,sb", [((33, 17), (17, 9)), ((4, 33, 17), (17, 9)), ((3, 1, 5, 8), (2, 8, 6)),
+                                   ((17,), (17, 9)), ((4, 33, 17), (17,)), ((5, 64, 64), (5, 64, 64))])
+def test_matmul_cublaslt(dtype, sa, sb):
+    a = torch.randn(*sa, device="cuda", dtype=dtype)
+    b = torch.randn(*sb, device="cuda", dtype=dtype)
+    check_lib(flow.matmul(to_flow_cuda(a), to_flow_cuda(b)), torch.matmul(a, b), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_matmul_transposed_and_linear(dtype):
+    a = torch.randn(40, 24, device="cuda", dtype=dtype)
+    b = torch.randn(56, 24, device="cuda", dtype=dtype)
+    bias = torch.randn(56, device="cuda", dtype=dtype)
+    fa, fb = to_flow_cuda(a), to_flow_cuda(b)
+    check_lib(flow.matmul(fa, fb.t()), a @ b.t(), dtype)
+    check_lib(flow.matmul(fa.t(), to_flow_cuda(a)), a.t() @ a, dtype)
+    check_lib(flow.nn.functional.linear(fa, fb, to_flow_cuda(bias)), torch.nn.functional.linear(a, b, bias), dtype)
+    x3 = torch.randn(3, 7, 24, device="cuda", dtype=dtype)
+    check_lib(flow.nn.functional.linear(to_flow_cuda(x3), fb), torch.nn.functional.linear(x3, b), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_jit_conv_epilogue_is_fused_into_cudnn(dtype):
+    def block(m):
+        def f(x, w, b, r):
+            return m.relu(m.nn.functional.conv2d(x, w, b, padding=1) + r)
+        return f
+
+    x = torch.randn(2, 16, 12, 12, device="cuda", dtype=dtype)
+    w = torch.randn(16, 16, 3, 3, device="cuda", dtype=dtype) * 0.1
+    b = torch.randn(16, device="cuda", dtype=dtype)
+    r = torch.randn(2, 16, 12, 12, device="cuda", dtype=dtype)
+    jf = flow.jit(block(flow))
+    got = jf(*[to_flow_cuda(t) for t in (x, w, b, r)])
+    check_lib(got, block(torch)(x, w, b, r), dtype)
+    assert jf.num_kernels == 0, jf.explain(False)  # bias, residual and relu all in the cuDNN call
+    assert "cuDNN" in jf.explain(False)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_jit_linear_bias_gelu_tanh_is_one_cublaslt_call(dtype):
+    def mlp(m):
+        return lambda x, w, b: m.nn.functional.gelu(m.nn.functional.linear(x, w, b), approximate="tanh")
+
+    x = torch.randn(64, 128, device="cuda", dtype=dtype)
+    w = torch.randn(256, 128, device="cuda", dtype=dtype) * 0.1
+    b = torch.randn(256, device="cuda", dtype=dtype)
+    jf = flow.jit(mlp(flow))
+    check_lib(jf(*[to_flow_cuda(t) for t in (x, w, b)]), mlp(torch)(x, w, b), dtype)
+    assert jf.num_kernels == 0, jf.explain(False)
+    assert "cuBLASLt" in jf.explain(False)
+
+
+def test_conv_search_exhaustive_matches_heuristic():
+    x = torch.randn(4, 32, 28, 28, device="cuda", dtype=torch.float16)
+    w = torch.randn(64, 32, 3, 3, device="cuda", dtype=torch.float16) * 0.1
+
+    def f(m):
+        return lambda x, w: m.relu(m.nn.functional.conv2d(x, w, padding=1))
+
+    want = f(torch)(x, w)
+    for search in ("heuristic", "exhaustive"):
+        check_lib(flow.jit(f(flow), conv_search=search)(to_flow_cuda(x), to_flow_cuda(w)), want, torch.float16)
+
+
+# ---- whole models: float32 and autocast, CUDA graphs ------------------------------------------------
+
+def _twins(name, factory):
+    import sys as _sys
+    _sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from models import loader
+    tmod, fmod = loader.load(name, "torch"), loader.load(name, "flow")
+    torch.manual_seed(0)
+    tm, fm = getattr(tmod, factory)(), getattr(fmod, factory)()
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for mod in tm.modules():
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                mod.running_mean.normal_(0, 0.1, generator=g)
+                mod.running_var.uniform_(0.5, 1.5, generator=g)
+                mod.weight.uniform_(0.5, 1.5, generator=g)
+    tm.eval()
+    fm.load_state_dict(tm.state_dict())
+    fm.eval()
+    return tm.cuda(), fm.cuda()
+
+
+def _rel(got, want):
+    g, w = to_torch(got).double(), want.detach().double().cpu()
+    return float((g - w).abs().max() / w.abs().max())
+
+
+@pytest.mark.parametrize("amp", [None, "float16", "bfloat16"])
+def test_resnet50_on_gpu(amp):
+    tm, fm = _twins("resnet", "resnet50")
+    x = torch.randn(2, 3, 64, 64, device="cuda")
+    with torch.no_grad():
+        exact = tm(x)
+        if amp is None:
+            want = exact
+        else:
+            with torch.autocast("cuda", dtype=getattr(torch, amp)):
+                want = tm(x)
+    jm = flow.jit(fm, amp=amp)
+    got = jm(to_flow_cuda(x))
+    if amp is None:
+        assert _rel(got, want) < 1e-4
+        assert _rel(fm(to_flow_cuda(x)), want) < 1e-4  # eager
+    else:
+        assert got.dtype.name == amp
+        # As close to the float32 result as torch's own autocast result is (with a margin).
+        assert _rel(got, exact) < 3 * _rel(flow.tensor(want.float().cpu().numpy()), exact) + 2e-3
+        assert jm._jit.executable.num_channels_last > 0  # half convolutions run NHWC
+
+
+@pytest.mark.parametrize("amp", [None, "float16"])
+def test_vit_encoder_on_gpu(amp):
+    tm, fm = _twins("vit", "vit_b_16")
+    x = torch.randn(1, 3, 224, 224, device="cuda")
+    with torch.no_grad():
+        exact = tm(x)
+        want = exact
+        if amp is not None:
+            with torch.autocast("cuda", dtype=getattr(torch, amp)):
+                want = tm(x)
+    got = flow.jit(fm, amp=amp)(to_flow_cuda(x))
+    if amp is None:
+        assert _rel(got, want) < 1e-4
+    else:
+        assert got.dtype == flow.float32 or got.dtype.name == amp
+        assert _rel(got, exact) < 3 * _rel(flow.tensor(want.float().cpu().numpy()), exact) + 2e-3
+
+
+def test_cuda_graph_replay_matches_normal_runs():
+    tm, fm = _twins("resnet", "resnet50")
+    plain = flow.jit(fm, amp="float16")
+    graphed = flow.jit(fm, amp="float16", cuda_graphs=True)
+    outs = []
+    for i in range(4):
+        x = to_flow_cuda(torch.randn(2, 3, 64, 64, device="cuda"))
+        a, b = plain(x), graphed(x)
+        torch.testing.assert_close(to_torch(b).float(), to_torch(a).float(), rtol=0, atol=0)
+        outs.append((b, to_torch(b).clone()))
+    exe = graphed._jit.executable
+    assert exe.num_graph_replays == 2, exe.num_graph_replays
+    # An output returned earlier is not overwritten by later replays.
+    torch.testing.assert_close(to_torch(outs[2][0]), outs[2][1], rtol=0, atol=0)

@@ -1,0 +1,390 @@
+#include "jit/cuda_library_ops.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+#include "jit/eager.h"
+#include "runtime/cublaslt.h"
+#include "runtime/cuda_stream.h"
+#include "runtime/cudnn.h"
+
+namespace flow::jit {
+
+namespace rc = runtime::cuda;
+using dsl::Shape;
+
+namespace {
+
+rc::DataType data_type(dsl::DType t) {
+  switch (t) {
+    case dsl::DType::Float32:
+      return rc::DataType::Float32;
+    case dsl::DType::Float16:
+      return rc::DataType::Float16;
+    case dsl::DType::BFloat16:
+      return rc::DataType::BFloat16;
+    default:
+      break;
+  }
+  throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
+                     std::string("cuDNN/cuBLASLt calls take float32, float16 and bfloat16, not ") + dsl::dtype_name(t));
+}
+
+const Tensor& bound(const std::vector<const Tensor*>& values, int v) {
+  const Tensor* t = values.at(v);
+  if (!t) throw std::logic_error("CUDA library call: value %" + std::to_string(v) + " is not bound");
+  return *t;
+}
+
+// Tensors made for one call (contiguous copies, views) that must live until the call is enqueued;
+// the caching allocator keeps their memory safe for reuse on the same stream afterwards.
+class Held {
+ public:
+  const Tensor& keep(Tensor t) {
+    items_.push_back(std::move(t));
+    return items_.back();
+  }
+  const Tensor& contiguous(const Tensor& t) { return t.is_contiguous() ? t : keep(eager_contiguous(t, t.dtype)); }
+
+ private:
+  std::deque<Tensor> items_;  // stable addresses
+};
+
+Tensor view_of(const Tensor& t, Shape sizes, std::vector<int64_t> strides) {
+  Tensor v = t;
+  v.sizes = std::move(sizes);
+  v.strides = std::move(strides);
+  return v;
+}
+
+// ---- epilogue ------------------------------------------------------------------------------------
+
+struct Epilogue {
+  const Tensor* bias = nullptr;      // contiguous, one value per output channel / column
+  const Tensor* residual = nullptr;  // the output's shape, contiguous
+  bool relu = false, gelu_tanh = false;
+};
+
+Epilogue epilogue_of(const LibraryStep& step, const std::vector<const Tensor*>& values, const Shape& out, Held& held) {
+  Epilogue e;
+  for (const sched::EpilogueStep& s : step.epilogue) {
+    switch (s.alg) {
+      case sched::PostOpAlg::Relu:
+        e.relu = true;
+        break;
+      case sched::PostOpAlg::GeluTanh:
+        e.gelu_tanh = true;
+        break;
+      case sched::PostOpAlg::Add: {
+        const Tensor& t = bound(values, s.operand);
+        if (t.sizes == out) {
+          e.residual = &held.contiguous(t);
+        } else {
+          const Tensor& c = held.contiguous(t);
+          e.bias = &c;
+        }
+        break;
+      }
+      default:
+        throw std::logic_error(std::string("CUDA library epilogue: unexpected post-op ") +
+                               sched::post_op_alg_name(s.alg));
+    }
+  }
+  return e;
+}
+
+// ---- matmul / linear: cuBLASLt -------------------------------------------------------------------
+
+// Dims [0, n) of (sizes, strides) as one batch stride: each dim of size > 1 must step by the
+// extent of the next inner one (all zero: a broadcast, stride 0). Size-1 dims are skipped.
+bool collapse_batch(const Shape& sizes, const std::vector<int64_t>& strides, size_t n, int64_t& stride) {
+  stride = 0;
+  bool first = true;
+  int64_t expect = 0;
+  for (size_t d = n; d-- > 0;) {
+    if (sizes[d] == 1) continue;
+    if (first) {
+      stride = strides[d];
+      first = false;
+    } else if (strides[d] != expect) {
+      return false;
+    }
+    expect = strides[d] * sizes[d];
+  }
+  return true;
+}
+
+// An operand as [batch..., rows, cols] with the output's batch dims (broadcast by stride 0).
+struct MatrixOperand {
+  const Tensor* t = nullptr;
+  int64_t row = 0, col = 0, batch = 0;
+};
+
+// `t` viewed as [batch dims of `out_batch`..., rows, cols]; `vec_as_row` says how a 1-D t is read.
+Tensor as_batched_matrix(const Tensor& t, const Shape& out_batch, bool vec_as_row) {
+  Shape s = t.sizes;
+  std::vector<int64_t> st = t.strides;
+  if (s.size() == 1) {
+    if (vec_as_row) {
+      s = {1, s[0]};
+      st = {0, st[0]};
+    } else {
+      s = {s[0], 1};
+      st = {st[0], 0};
+    }
+  }
+  const size_t own_batch = s.size() - 2;
+  Shape bs(out_batch.size(), 1);
+  std::vector<int64_t> bst(out_batch.size(), 0);
+  for (size_t i = 0; i < own_batch; ++i) {
+    const size_t d = out_batch.size() - own_batch + i;
+    bs[d] = out_batch[d];
+    bst[d] = s[i] == 1 ? 0 : st[i];
+  }
+  for (size_t d = 0; d < out_batch.size(); ++d) bs[d] = out_batch[d];
+  bs.push_back(s[own_batch]);
+  bs.push_back(s[own_batch + 1]);
+  bst.push_back(st[own_batch]);
+  bst.push_back(st[own_batch + 1]);
+  return view_of(t, bs, bst);
+}
+
+// Batch stride and matrix strides of a [batch..., r, c] view; copies it contiguous when the batch
+// does not collapse or neither matrix stride is 1.
+MatrixOperand matrix_operand(const Tensor& v, Held& held) {
+  const size_t nb = v.sizes.size() - 2;
+  MatrixOperand m;
+  const Tensor* t = &v;
+  int64_t bstride = 0;
+  const int64_t r = v.sizes[nb], c = v.sizes[nb + 1];
+  const int64_t rs = r == 1 ? c : v.strides[nb], cs = c == 1 ? 1 : v.strides[nb + 1];
+  if (!collapse_batch(v.sizes, v.strides, nb, bstride) || !(rs == 1 || cs == 1) || rs <= 0 || cs <= 0) {
+    t = &held.keep(eager_contiguous(v, v.dtype));
+    collapse_batch(t->sizes, t->strides, nb, bstride);
+    m.t = t;
+    m.row = c;
+    m.col = 1;
+    m.batch = bstride;
+    return m;
+  }
+  m.t = t;
+  m.row = rs;
+  m.col = cs;
+  m.batch = bstride;
+  return m;
+}
+
+void run_gemm(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out) {
+  Held held;
+  const Tensor& a0 = bound(values, step.operands.at(0));
+  const Tensor& b0 = bound(values, step.operands.at(1));
+  const bool linear = step.op == "linear";
+  // Both as batched matrices over the output's batch dims.
+  Tensor a, b;
+  Shape batch;
+  if (linear) {
+    // x [..., K] -> rows; w [N, K] read as B = W^T (strides swapped).
+    const Tensor& xc = a0.sizes.size() <= 2 ? a0 : held.contiguous(a0);
+    const int64_t k = xc.sizes.back();
+    const int64_t rows = xc.sizes.size() == 1 ? 1 : dsl::numel(xc.sizes) / std::max<int64_t>(k, 1);
+    const int64_t row_stride = xc.sizes.size() == 1 ? k : (xc.sizes.size() == 2 ? xc.strides[0] : k);
+    a = view_of(xc, {1, rows, k}, {0, row_stride, xc.strides.back()});
+    b = view_of(b0, {1, b0.sizes[1], b0.sizes[0]}, {0, b0.strides[1], b0.strides[0]});
+    batch = {1};
+  } else {
+    const size_t ro = out.sizes.size();
+    const bool a_vec = a0.sizes.size() == 1, b_vec = b0.sizes.size() == 1;
+    // The output's batch dims: all but its matrix dims (a vector operand drops one of them).
+    const size_t matrix_dims = (a_vec ? 0 : 1) + (b_vec ? 0 : 1);
+    batch.assign(out.sizes.begin(), out.sizes.end() - static_cast<std::ptrdiff_t>(std::min(matrix_dims, ro)));
+    a = as_batched_matrix(a0, batch, /*vec_as_row=*/true);
+    b = as_batched_matrix(b0, batch, /*vec_as_row=*/false);
+  }
+  const MatrixOperand ma = matrix_operand(a, held), mb = matrix_operand(b, held);
+  const size_t nb = a.sizes.size() - 2;
+  rc::cublaslt::MatmulProblem p;
+  p.batch = dsl::numel(Shape(a.sizes.begin(), a.sizes.begin() + static_cast<std::ptrdiff_t>(nb)));
+  p.m = a.sizes[nb];
+  p.k = a.sizes[nb + 1];
+  p.n = b.sizes[nb + 1];
+  p.in_type = data_type(a0.dtype);
+  p.out_type = data_type(out.dtype);
+  p.a_row = ma.row;
+  p.a_col = ma.col;
+  p.a_batch = ma.batch;
+  p.b_row = mb.row;
+  p.b_col = mb.col;
+  p.b_batch = mb.batch;
+  p.out_row = p.n;
+  p.out_batch = p.m * p.n;
+  const Epilogue e = epilogue_of(step, values, out.sizes, held);
+  const Tensor* bias = e.bias;
+  if (linear && step.operands.size() > 2) bias = &held.contiguous(bound(values, step.operands[2]));
+  p.bias = bias != nullptr;
+  p.residual = e.residual != nullptr;
+  p.activation = e.relu        ? rc::cublaslt::Activation::Relu
+                 : e.gelu_tanh ? rc::cublaslt::Activation::GeluTanh
+                               : rc::cublaslt::Activation::None;
+  std::string why;
+  if (!rc::cublaslt::supported(p, &why))
+    throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
+                       step.op + " on CUDA: cuBLASLt cannot run " + rc::cublaslt::describe(p) + ": " + why);
+  rc::cublaslt::matmul(p, ma.t->data(), mb.t->data(), bias ? bias->data() : nullptr,
+                       e.residual ? e.residual->data() : nullptr, out.data(), rc::current_stream());
+}
+
+// ---- conv2d: cuDNN -------------------------------------------------------------------------------
+
+bool dense_as(const Tensor& t, const std::array<int64_t, 4>& dense) {
+  for (size_t d = 0; d < 4; ++d)
+    if (t.sizes[d] != 1 && t.strides[d] != dense[d]) return false;
+  return true;
+}
+
+std::array<int64_t, 4> nchw_strides(const Shape& s) {
+  return {s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
+}
+std::array<int64_t, 4> nhwc_strides(const Shape& s) {  // (n, c, h, w) order
+  return {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
+}
+
+// KRSC copies of frozen KCRS weights, per (storage, offset, version): a model's filters are
+// permuted once. Bounded: the oldest entries go first.
+class FilterCache {
+ public:
+  Tensor get(const Tensor& w, bool frozen) {
+    if (!frozen) return permuted(w);
+    const auto key = std::make_tuple(w.storage->uid(), w.offset, static_cast<int>(w.dtype));
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(key);
+    if (it != entries_.end() && it->second.first == w.storage->version()) return it->second.second;
+    Tensor p = permuted(w);
+    if (it == entries_.end()) {
+      order_.push_back(key);
+      if (order_.size() > kMaxEntries) {
+        entries_.erase(order_.front());
+        order_.pop_front();
+      }
+    }
+    entries_[key] = {w.storage->version(), p};
+    return p;
+  }
+
+ private:
+  static Tensor permuted(const Tensor& w) {
+    const Tensor v = view_of(w, {w.sizes[0], w.sizes[2], w.sizes[3], w.sizes[1]},
+                             {w.strides[0], w.strides[2], w.strides[3], w.strides[1]});
+    return eager_contiguous(v, w.dtype);
+  }
+  static constexpr size_t kMaxEntries = 512;
+  using Key = std::tuple<uint64_t, int64_t, int>;
+  std::mutex mu_;
+  std::map<Key, std::pair<uint64_t, Tensor>> entries_;
+  std::deque<Key> order_;
+};
+
+FilterCache& filter_cache() {
+  static FilterCache* cache = new FilterCache();  // never destroyed: tensors may outlive statics
+  return *cache;
+}
+
+void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out,
+              runtime::onednn::ImplInfo* info) {
+  Held held;
+  const dsl::Attrs& at = step.attrs;
+  const Tensor& x0 = bound(values, step.operands.at(0));
+  const Tensor& w0 = bound(values, step.operands.at(1));
+  if (w0.sizes.size() != 4) throw std::logic_error("conv2d on CUDA: weights are not [K, C, R, S]");
+  const std::vector<int64_t> pad = dsl::attr_ints(at, "padding", "conv2d");
+  if (const dsl::AttrValue* pe = dsl::attr_find(at, "padding_end"); pe && std::get<std::vector<int64_t>>(*pe) != pad)
+    throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
+                       "conv2d on CUDA: asymmetric padding (padding='same' with an even kernel) is not supported by "
+                       "cuDNN's convolution; pad the input explicitly");
+  const std::vector<int64_t> stride = dsl::attr_ints(at, "stride", "conv2d");
+  const std::vector<int64_t> dil = dsl::attr_ints(at, "dilation", "conv2d");
+  const int64_t groups = dsl::attr_int(at, "groups", "conv2d");
+  bool channels_last = false;
+  if (const dsl::AttrValue* cl = dsl::attr_find(at, "channels_last"))
+    channels_last = std::get_if<int64_t>(cl) && std::get<int64_t>(*cl) != 0;
+
+  // The input as [N, C, H, W] (an unbatched [C, H, W] gets N = 1).
+  Tensor x = x0.sizes.size() == 3 ? view_of(x0, {1, x0.sizes[0], x0.sizes[1], x0.sizes[2]},
+                                            {dsl::numel(x0.sizes), x0.strides[0], x0.strides[1], x0.strides[2]})
+                                  : x0;
+  bool x_nhwc = dense_as(x, nhwc_strides(x.sizes)) && !dense_as(x, nchw_strides(x.sizes));
+  if (!x_nhwc && !dense_as(x, nchw_strides(x.sizes))) {
+    x = held.keep(eager_contiguous(x, x.dtype));
+    x_nhwc = false;
+  }
+  rc::cudnn::ConvProblem p;
+  p.n = x.sizes[0];
+  p.c = x.sizes[1];
+  p.h = x.sizes[2];
+  p.w = x.sizes[3];
+  p.k = w0.sizes[0];
+  p.r = w0.sizes[2];
+  p.s = w0.sizes[3];
+  p.groups = groups;
+  p.pad_h = pad[0];
+  p.pad_w = pad[1];
+  p.stride_h = stride[0];
+  p.stride_w = stride[1];
+  p.dil_h = dil[0];
+  p.dil_w = dil[1];
+  p.dtype = data_type(out.dtype);
+  p.x_strides = x_nhwc ? nhwc_strides(x.sizes) : nchw_strides(x.sizes);
+  p.out_h = rc::cudnn::conv_out_size(p.h, p.pad_h, p.dil_h, p.r, p.stride_h);
+  p.out_w = rc::cudnn::conv_out_size(p.w, p.pad_w, p.dil_w, p.s, p.stride_w);
+  const Shape y_nchw{p.n, p.k, p.out_h, p.out_w};
+  p.y_strides = channels_last ? nhwc_strides(y_nchw) : nchw_strides(y_nchw);
+  // The filter: KRSC for an NHWC input (the tensor-core layout), else dense KCRS.
+  const Tensor* w = nullptr;
+  if (x_nhwc) {
+    w = &held.keep(filter_cache().get(w0, step.weights_frozen));
+    p.w_nhwc = true;
+  } else {
+    w = &held.contiguous(w0);
+  }
+  const Epilogue e = epilogue_of(step, values, out.sizes, held);
+  const Tensor* bias = e.bias;
+  if (step.operands.size() > 2) bias = &held.contiguous(bound(values, step.operands[2]));
+  p.bias = bias != nullptr;
+  p.residual = e.residual != nullptr;
+  p.relu = e.relu;
+  std::string why;
+  if (!rc::cudnn::supported(p, &why))
+    throw dsl::OpError(dsl::OpError::Kind::NotImplemented, "conv2d on CUDA: cuDNN cannot run it: " + why);
+  rc::cudnn::Algo algo;
+  if (!step.impl.empty()) {
+    algo.id = rc::cudnn::algo_id(step.impl);
+    algo.name = step.impl;
+    if (algo.id < 0) throw std::invalid_argument("conv2d on CUDA: unknown cuDNN algorithm '" + step.impl + "'");
+  } else {
+    algo = rc::cudnn::choose(p, step.exhaustive_search ? rc::cudnn::Search::Exhaustive : rc::cudnn::Search::Heuristic,
+                             x.data(), w->data(), out.data());
+  }
+  rc::cudnn::forward(p, algo, x.data(), w->data(), bias ? bias->data() : nullptr,
+                     e.residual ? e.residual->data() : nullptr, out.data(), rc::current_stream());
+  if (info) {
+    info->chosen = algo.name;
+    info->available = rc::cudnn::algo_names();
+  }
+}
+
+}  // namespace
+
+void run_cuda_library_group(const dsl::Graph& g, const LibraryStep& step, const std::vector<const Tensor*>& values,
+                            runtime::onednn::ImplInfo* info) {
+  (void)g;
+  const Tensor& out = bound(values, step.output);
+  if (step.op == "conv2d") return run_conv(step, values, out, info);
+  if (step.op == "matmul" || step.op == "linear") return run_gemm(step, values, out);
+  throw dsl::OpError(dsl::OpError::Kind::NotImplemented, "op '" + step.op + "' has no CUDA library implementation");
+}
+
+}  // namespace flow::jit

@@ -1,0 +1,34 @@
+// Note: the CUDA side of library groups: conv2d through cuDNN, matmul and linear through
+// cuBLASLt (runtime/cudnn.h, runtime/cublaslt.h), with the epilogue the fuser gave the group
+// (scheduler/library_patterns.h: bias, residual add, relu / tanh-GELU). This file turns flow's
+// tensors into the libraries' problem descriptions:
+//
+// - matmul/linear become one strided-batched row-major GEMM: 1-D operands become a row or column
+//   matrix, batch dims are broadcast to the output's and collapsed to one batch stride, linear's
+//   weight [N, K] is read as B = W^T through its strides. An operand whose batch dims do not
+//   collapse, or whose matrix strides cuBLASLt cannot take (no unit stride), is first copied to a
+//   contiguous tensor (a generated kernel), as is a bias or residual that is not dense.
+// - conv2d takes an NCHW- or NHWC-dense input (anything else is copied to NCHW). Its output is
+//   NCHW, or NHWC when the layout pass marked it channels_last. With an NHWC input the filter is
+//   given to cuDNN as KRSC (the tensor-core layout): a permuted copy of the [K, C, R, S] weights,
+//   cached per weight storage and version when the weights are frozen, so a model's filters are
+//   permuted once.
+// - the algorithm: a tuning record's choice (LibraryStep::impl) when there is one, else cuDNN's
+//   heuristic ranking, or an exhaustive timed search when compiled with conv_search="exhaustive";
+//   runtime/cudnn.h caches the choice per (problem, layout, dtype, arch) for the process.
+#pragma once
+#include <vector>
+
+#include "dsl/graph.h"
+#include "jit/library_ops.h"
+#include "jit/tensor.h"
+#include "runtime/onednn.h"
+
+namespace flow::jit {
+
+// Runs one library step whose tensors live on the current CUDA device (see run_library_group).
+// `info` (optional) receives the algorithm used and those cuDNN offers (convolutions).
+void run_cuda_library_group(const dsl::Graph& g, const LibraryStep& step, const std::vector<const Tensor*>& values,
+                            runtime::onednn::ImplInfo* info);
+
+}  // namespace flow::jit

@@ -1,0 +1,516 @@
+// Note: the cuBLASLt function table follows cuda_driver.cpp: an X-macro list of the entry points,
+// resolved once from load_cuda_library(CudaLib::CublasLt), each typed by the real header's
+// prototype (decltype(&::name)). The pure parts (supported(), describe(), symbol_names()) are
+// compiled with or without the headers; the rest needs cublasLt.h (found next to cuda.h).
+//
+// Operand orientation: a row-major operand (column stride 1) of our product is a column-major
+// operand of the transposed product with CUBLAS_OP_N; a column-major one (row stride 1) gets
+// CUBLAS_OP_T. Strides of size-1 dimensions are ignored, so views torch reports with odd strides
+// there still run.
+//
+// Alignment: cuBLASLt's heuristic assumes 256-byte aligned operands unless told otherwise
+// (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES), and a kernel chosen under that assumption faults
+// on a view that starts mid-buffer. The alignment of every pointer (and of each batch's offset)
+// is passed in, and is part of the algorithm cache key; the bias pointer is set on the descriptor
+// before the heuristic runs, which reads its alignment from it.
+#include "runtime/cublaslt.h"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <utility>
+
+#include "runtime/cuda_allocator.h"
+#include "runtime/cuda_stream.h"
+#include "runtime/dynlib.h"
+
+#if defined(FLOW_HAVE_CUDA_HEADERS) && __has_include(<cublasLt.h>)
+#include <cublasLt.h>
+#define FLOW_HAVE_CUBLASLT 1
+#endif
+
+namespace flow::runtime::cuda::cublaslt {
+
+#define FLOW_LT_STR2(x) #x
+#define FLOW_LT_STR(x) FLOW_LT_STR2(x)
+
+// Every cuBLASLt entry point flow uses (all exported by cuBLASLt 12 and 13).
+#define FLOW_LT_FUNCTIONS(X)              \
+  X(cublasLtGetVersion)                   \
+  X(cublasLtGetStatusName)                \
+  X(cublasLtGetStatusString)              \
+  X(cublasLtCreate)                       \
+  X(cublasLtMatmulDescCreate)             \
+  X(cublasLtMatmulDescDestroy)            \
+  X(cublasLtMatmulDescSetAttribute)       \
+  X(cublasLtMatrixLayoutCreate)           \
+  X(cublasLtMatrixLayoutDestroy)          \
+  X(cublasLtMatrixLayoutSetAttribute)     \
+  X(cublasLtMatmulPreferenceCreate)       \
+  X(cublasLtMatmulPreferenceDestroy)      \
+  X(cublasLtMatmulPreferenceSetAttribute) \
+  X(cublasLtMatmulAlgoGetHeuristic)       \
+  X(cublasLtMatmul)
+
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+// How one operand of our row-major product is stored: row-major (column stride 1) with leading
+// dimension ld = the row stride, or column-major (row stride 1) with ld = the column stride.
+struct Orientation {
+  bool row_major = true;
+  int64_t ld = 1;
+};
+
+std::string strides_text(int64_t row, int64_t col) {
+  return "(row " + std::to_string(row) + ", col " + std::to_string(col) + ")";
+}
+
+// The orientation of a rows x cols operand with the given strides; false (with the reason) when it
+// is neither layout. A stride of a size-1 dimension does not matter.
+bool orient(const char* name, int64_t rows, int64_t cols, int64_t rs, int64_t cs, Orientation* out, std::string* why) {
+  auto reject = [&](const std::string& reason) {
+    if (why != nullptr) *why = reason;
+    return false;
+  };
+  if (rows == 1 && cols == 1) {
+    *out = {true, 1};
+  } else if (cols == 1) {
+    if (rs < 1) return reject(std::string(name) + " has row stride " + std::to_string(rs) + " (broadcast rows)");
+    *out = {true, rs};
+  } else if (rows == 1) {
+    if (cs == 1) {
+      *out = {true, cols};
+    } else {
+      if (cs < 1)
+        return reject(std::string(name) + " has column stride " + std::to_string(cs) + " (broadcast columns)");
+      *out = {false, cs};
+    }
+  } else if (cs == 1 && rs >= cols) {
+    *out = {true, rs};
+  } else if (rs == 1 && cs >= rows) {
+    *out = {false, cs};
+  } else {
+    return reject(std::string(name) + " strides " + strides_text(rs, cs) +
+                  " are neither row-major (col stride 1, row stride >= " + std::to_string(cols) +
+                  ") nor column-major (row stride 1, col stride >= " + std::to_string(rows) + ")");
+  }
+  if (out->ld > INT_MAX)
+    return reject(std::string(name) + " leading dimension " + std::to_string(out->ld) + " exceeds 2^31-1");
+  return true;
+}
+
+bool is_16bit(DataType t) {
+  return t == DataType::Float16 || t == DataType::BFloat16;
+}
+
+// The row stride cuBLASLt sees for out (and the residual): any value when m == 1.
+int64_t out_ld(const MatmulProblem& p) {
+  return p.m == 1 ? p.n : p.out_row;
+}
+
+}  // namespace
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::None:
+      return "none";
+    case Activation::Relu:
+      return "relu";
+    case Activation::GeluTanh:
+      return "gelu_tanh";
+  }
+  return "unknown";
+}
+
+std::string describe(const MatmulProblem& p) {
+  std::string s = "batch " + std::to_string(p.batch) + ", m " + std::to_string(p.m) + ", n " + std::to_string(p.n) +
+                  ", k " + std::to_string(p.k) + ", " + data_type_name(p.in_type) + " -> " +
+                  data_type_name(p.out_type) + ", A" + strides_text(p.a_row, p.a_col) + " batch " +
+                  std::to_string(p.a_batch) + ", B" + strides_text(p.b_row, p.b_col) + " batch " +
+                  std::to_string(p.b_batch) + ", out row " + std::to_string(p.out_row) + " batch " +
+                  std::to_string(p.out_batch);
+  if (p.bias) s += ", bias";
+  if (p.residual) s += ", residual";
+  if (p.activation != Activation::None) s += std::string(", ") + activation_name(p.activation);
+  return s;
+}
+
+bool supported(const MatmulProblem& p, std::string* why) {
+  auto reject = [&](const std::string& reason) {
+    if (why != nullptr) *why = reason;
+    return false;
+  };
+  if (p.batch < 0 || p.m < 0 || p.n < 0 || p.k < 0) return reject("negative size (" + describe(p) + ")");
+  if (p.batch > INT_MAX || p.m > INT_MAX || p.n > INT_MAX || p.k > INT_MAX)
+    return reject("a size exceeds 2^31-1 (" + describe(p) + ")");
+  if (p.in_type != p.out_type && !(is_16bit(p.in_type) && p.out_type == DataType::Float32))
+    return reject(std::string("in_type ") + data_type_name(p.in_type) + " with out_type " + data_type_name(p.out_type) +
+                  " is not a cuBLASLt configuration (equal types, or float16/bfloat16 in with float32 out)");
+  if (p.batch == 0 || p.m == 0 || p.n == 0) return true;  // empty output: nothing to run
+  const int64_t ld = out_ld(p);
+  if (ld < p.n || ld > INT_MAX)
+    return reject("out row stride " + std::to_string(p.out_row) + " is not in [n = " + std::to_string(p.n) +
+                  ", 2^31-1] (out has column stride 1)");
+  if (p.batch > 1) {
+    if (p.out_batch < 0) return reject("negative out batch stride " + std::to_string(p.out_batch));
+    if (p.out_batch < (p.m - 1) * ld + p.n)
+      return reject("out batch stride " + std::to_string(p.out_batch) + " makes the batches of out overlap (m " +
+                    std::to_string(p.m) + ", row stride " + std::to_string(ld) + ")");
+    if (p.k > 0 && (p.a_batch < 0 || p.b_batch < 0))
+      return reject("negative batch stride (A " + std::to_string(p.a_batch) + ", B " + std::to_string(p.b_batch) + ")");
+  }
+  if (p.k == 0) return true;  // A and B are not read
+  Orientation o;
+  if (!orient("A", p.m, p.k, p.a_row, p.a_col, &o, why)) return false;
+  if (!orient("B", p.k, p.n, p.b_row, p.b_col, &o, why)) return false;
+  return true;
+}
+
+std::vector<std::string> symbol_names() {
+  return {
+#define FLOW_X(fn) FLOW_LT_STR(fn),
+      FLOW_LT_FUNCTIONS(FLOW_X)
+#undef FLOW_X
+  };
+}
+
+#if defined(FLOW_HAVE_CUBLASLT)
+
+namespace {
+
+struct Api {
+#define FLOW_X(fn) decltype(&::fn) fn = nullptr;
+  FLOW_LT_FUNCTIONS(FLOW_X)
+#undef FLOW_X
+};
+
+Api resolve(const DynamicLibrary& lib) {
+  Api a;
+#define FLOW_X(fn) a.fn = lib.function<decltype(&::fn)>(FLOW_LT_STR(fn));
+  FLOW_LT_FUNCTIONS(FLOW_X)
+#undef FLOW_X
+  return a;
+}
+
+// A failed load throws out of the initializer and is retried by the next call.
+const Api& api() {
+  static const Api instance = resolve(load_cuda_library(CudaLib::CublasLt));
+  return instance;
+}
+
+std::string status_text(cublasStatus_t s) {
+  const Api& a = api();
+  const char* name = a.cublasLtGetStatusName(s);
+  const char* text = a.cublasLtGetStatusString(s);
+  std::string out = name != nullptr ? name : "CUBLAS_STATUS " + std::to_string(static_cast<int>(s));
+  if (text != nullptr && *text != '\0') out += std::string(": ") + text;
+  return out;
+}
+
+[[noreturn]] void fail(cublasStatus_t s, const std::string& call, const std::string& context) {
+  throw std::runtime_error("flow: cuBLASLt error in " + call + " (" + context + "): " + status_text(s));
+}
+
+#define FLOW_LT_CHECK(expr, call, context)                                    \
+  do {                                                                        \
+    const cublasStatus_t flow_lt_s_ = (expr);                                 \
+    if (flow_lt_s_ != CUBLAS_STATUS_SUCCESS) fail(flow_lt_s_, call, context); \
+  } while (0)
+
+struct Deleter {
+  void operator()(cublasLtMatmulDescOpaque_t* d) const noexcept { api().cublasLtMatmulDescDestroy(d); }
+  void operator()(cublasLtMatrixLayoutOpaque_t* d) const noexcept { api().cublasLtMatrixLayoutDestroy(d); }
+  void operator()(cublasLtMatmulPreferenceOpaque_t* d) const noexcept { api().cublasLtMatmulPreferenceDestroy(d); }
+};
+using MatmulDesc = std::unique_ptr<cublasLtMatmulDescOpaque_t, Deleter>;
+using Layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, Deleter>;
+using Preference = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, Deleter>;
+
+cudaDataType_t cuda_type(DataType t) {
+  switch (t) {
+    case DataType::Float32:
+      return CUDA_R_32F;
+    case DataType::Float16:
+      return CUDA_R_16F;
+    case DataType::BFloat16:
+      return CUDA_R_16BF;
+  }
+  throw std::logic_error("flow: cuBLASLt: unknown data type");
+}
+
+// The device's handle, created on first use and kept for the process (see the header's note).
+cublasLtHandle_t handle(int device) {
+  static std::mutex mu;
+  static auto* handles = new std::map<int, cublasLtHandle_t>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = handles->find(device);
+  if (it != handles->end()) return it->second;
+  ensure_context(device);
+  cublasLtHandle_t h = nullptr;
+  FLOW_LT_CHECK(api().cublasLtCreate(&h), "cublasLtCreate", "device " + std::to_string(device));
+  handles->emplace(device, h);
+  return h;
+}
+
+// The 32 MiB workspace of (device, stream), allocated on that stream on first use and kept. Work
+// on one stream runs in order, so every matmul on the stream may use the same workspace.
+void* workspace(int device, Stream stream) {
+  static std::mutex mu;
+  static auto* blocks = new std::map<std::pair<int, Stream>, void*>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = blocks->find({device, stream});
+  if (it != blocks->end()) return it->second;
+  DeviceGuard device_guard(device);
+  StreamGuard stream_guard(stream);
+  void* p = device_allocator(device).allocate(kWorkspaceBytes);
+  blocks->emplace(std::make_pair(device, stream), p);
+  return p;
+}
+
+// A temporary device block on `stream`, returned to the allocator (stream-ordered) when dropped.
+class TempBlock {
+ public:
+  TempBlock(int device, Stream stream, size_t bytes) : device_(device) {
+    StreamGuard guard(stream);
+    p_ = device_allocator(device).allocate(bytes);
+  }
+  ~TempBlock() { device_allocator(device_).free(p_); }
+  TempBlock(const TempBlock&) = delete;
+  TempBlock& operator=(const TempBlock&) = delete;
+  void* get() const { return p_; }
+
+ private:
+  int device_;
+  void* p_ = nullptr;
+};
+
+// The largest power of two (<= 256) that divides the address and, for a strided batch, each
+// batch's byte offset.
+uint32_t alignment(const void* p, int64_t batch, int64_t batch_stride, DataType t) {
+  uint64_t v = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p));
+  if (batch > 1 && batch_stride != 0) v |= static_cast<uint64_t>(batch_stride) * data_type_size(t);
+  uint32_t a = 256;
+  while (a > 1 && v % a != 0) a /= 2;
+  return a;
+}
+
+template <typename T>
+void set_layout(const Layout& l, cublasLtMatrixLayoutAttribute_t attr, const T& value, const std::string& context) {
+  FLOW_LT_CHECK(api().cublasLtMatrixLayoutSetAttribute(l.get(), attr, &value, sizeof(value)),
+                "cublasLtMatrixLayoutSetAttribute(" + std::to_string(static_cast<int>(attr)) + ")", context);
+}
+
+template <typename T>
+void set_desc(const MatmulDesc& d, cublasLtMatmulDescAttributes_t attr, const T& value, const std::string& context) {
+  FLOW_LT_CHECK(api().cublasLtMatmulDescSetAttribute(d.get(), attr, &value, sizeof(value)),
+                "cublasLtMatmulDescSetAttribute(" + std::to_string(static_cast<int>(attr)) + ")", context);
+}
+
+template <typename T>
+void set_pref(const Preference& pr, cublasLtMatmulPreferenceAttributes_t attr, const T& value,
+              const std::string& context) {
+  FLOW_LT_CHECK(api().cublasLtMatmulPreferenceSetAttribute(pr.get(), attr, &value, sizeof(value)),
+                "cublasLtMatmulPreferenceSetAttribute(" + std::to_string(static_cast<int>(attr)) + ")", context);
+}
+
+Layout make_layout(DataType t, int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t batch_stride,
+                   const std::string& context) {
+  cublasLtMatrixLayout_t raw = nullptr;
+  FLOW_LT_CHECK(api().cublasLtMatrixLayoutCreate(&raw, cuda_type(t), static_cast<uint64_t>(rows),
+                                                 static_cast<uint64_t>(cols), ld),
+                "cublasLtMatrixLayoutCreate", context);
+  Layout l(raw);
+  if (batch > 1) {
+    set_layout(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, static_cast<int32_t>(batch), context);
+    set_layout(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, batch_stride, context);
+  }
+  return l;
+}
+
+cublasLtEpilogue_t epilogue(const MatmulProblem& p) {
+  switch (p.activation) {
+    case Activation::None:
+      return p.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    case Activation::Relu:
+      return p.bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case Activation::GeluTanh:
+      return p.bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+  }
+  throw std::logic_error("flow: cuBLASLt: unknown activation");
+}
+
+// The algorithm cache: problem + alignments + device -> the heuristic's first algorithm.
+struct AlgoCache {
+  std::mutex mu;
+  std::map<std::string, cublasLtMatmulAlgo_t> algos;
+};
+AlgoCache& algo_cache() {
+  static auto* cache = new AlgoCache();  // never destroyed: matmuls may run from static destructors
+  return *cache;
+}
+
+// Runs a supported, non-empty problem with k >= 1.
+void run(const MatmulProblem& p, const void* a, const void* b, const void* bias, const void* residual, void* out,
+         Stream stream) {
+  const std::string context = describe(p);
+  const int device = current_device();
+  ensure_context(device);
+  const cublasLtHandle_t h = handle(device);
+  void* const ws = workspace(device, stream);
+
+  Orientation oa, ob;
+  std::string why;
+  if (!orient("A", p.m, p.k, p.a_row, p.a_col, &oa, &why) || !orient("B", p.k, p.n, p.b_row, p.b_col, &ob, &why))
+    throw std::logic_error("flow: cuBLASLt: " + why);  // supported() checked this
+
+  // out^T (n x m, column-major) = B^T (n x k) * A^T (k x m): cuBLASLt's A is our B, its B our A.
+  const cublasOperation_t trans_a = ob.row_major ? CUBLAS_OP_N : CUBLAS_OP_T;
+  const cublasOperation_t trans_b = oa.row_major ? CUBLAS_OP_N : CUBLAS_OP_T;
+  const Layout la = ob.row_major ? make_layout(p.in_type, p.n, p.k, ob.ld, p.batch, p.b_batch, context)
+                                 : make_layout(p.in_type, p.k, p.n, ob.ld, p.batch, p.b_batch, context);
+  const Layout lb = oa.row_major ? make_layout(p.in_type, p.k, p.m, oa.ld, p.batch, p.a_batch, context)
+                                 : make_layout(p.in_type, p.m, p.k, oa.ld, p.batch, p.a_batch, context);
+  const Layout lc = make_layout(p.out_type, p.n, p.m, out_ld(p), p.batch, p.out_batch, context);
+  const Layout ld = make_layout(p.out_type, p.n, p.m, out_ld(p), p.batch, p.out_batch, context);
+
+  cublasLtMatmulDesc_t raw_desc = nullptr;
+  FLOW_LT_CHECK(api().cublasLtMatmulDescCreate(&raw_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate",
+                context);
+  const MatmulDesc desc(raw_desc);
+  set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(trans_a), context);
+  set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(trans_b), context);
+  set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(epilogue(p)), context);
+  if (p.bias) {
+    set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias, context);
+    set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(cuda_type(p.out_type)), context);
+  }
+
+  const void* c = p.residual ? residual : out;
+  const uint32_t align_a = alignment(b, p.batch, p.b_batch, p.in_type);  // cuBLASLt's A is our B
+  const uint32_t align_b = alignment(a, p.batch, p.a_batch, p.in_type);
+  const uint32_t align_c = alignment(c, p.batch, p.out_batch, p.out_type);
+  const uint32_t align_d = alignment(out, p.batch, p.out_batch, p.out_type);
+  const uint32_t align_bias = p.bias ? alignment(bias, 1, 0, p.out_type) : 0;
+  const std::string key = context + " | align " + std::to_string(align_a) + "," + std::to_string(align_b) + "," +
+                          std::to_string(align_c) + "," + std::to_string(align_d) + "," + std::to_string(align_bias) +
+                          " | device " + std::to_string(device);
+
+  cublasLtMatmulAlgo_t algo{};
+  bool found = false;
+  {
+    AlgoCache& cache = algo_cache();
+    std::lock_guard<std::mutex> lock(cache.mu);
+    auto it = cache.algos.find(key);
+    if (it != cache.algos.end()) {
+      algo = it->second;
+      found = true;
+    }
+  }
+  if (!found) {
+    cublasLtMatmulPreference_t raw_pref = nullptr;
+    FLOW_LT_CHECK(api().cublasLtMatmulPreferenceCreate(&raw_pref), "cublasLtMatmulPreferenceCreate", context);
+    const Preference pref(raw_pref);
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(kWorkspaceBytes), context);
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a, context);
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b, context);
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c, context);
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d, context);
+    cublasLtMatmulHeuristicResult_t result{};
+    int returned = 0;
+    FLOW_LT_CHECK(api().cublasLtMatmulAlgoGetHeuristic(h, desc.get(), la.get(), lb.get(), lc.get(), ld.get(),
+                                                       pref.get(), 1, &result, &returned),
+                  "cublasLtMatmulAlgoGetHeuristic", context);
+    if (returned < 1) fail(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic (no algorithm)", context);
+    if (result.state != CUBLAS_STATUS_SUCCESS) fail(result.state, "cublasLtMatmulAlgoGetHeuristic (result)", context);
+    algo = result.algo;
+    AlgoCache& cache = algo_cache();
+    std::lock_guard<std::mutex> lock(cache.mu);
+    cache.algos.emplace(key, algo);
+  }
+
+  const float alpha = 1.0f;
+  const float beta = p.residual ? 1.0f : 0.0f;
+  FLOW_LT_CHECK(api().cublasLtMatmul(h, desc.get(), &alpha, b, la.get(), a, lb.get(), &beta, c, lc.get(), out, ld.get(),
+                                     &algo, ws, kWorkspaceBytes, stream),
+                "cublasLtMatmul", context);
+}
+
+}  // namespace
+
+void matmul(const MatmulProblem& p, const void* a, const void* b, const void* bias, const void* residual, void* out,
+            Stream stream) {
+  std::string why;
+  if (!supported(p, &why)) throw std::invalid_argument("flow: cuBLASLt cannot run this matmul: " + why);
+  if (p.batch == 0 || p.m == 0 || p.n == 0) return;
+  auto need = [&](const void* ptr, const char* what) {
+    if (ptr == nullptr)
+      throw std::invalid_argument(std::string("flow: cuBLASLt matmul: ") + what + " is null (" + describe(p) + ")");
+  };
+  need(out, "out");
+  if (p.bias) need(bias, "bias");
+  if (p.residual) need(residual, "residual");
+  require_cuda();
+  (void)api();
+  if (p.k > 0) {
+    need(a, "A");
+    need(b, "B");
+    run(p, a, b, bias, residual, out, stream);
+    return;
+  }
+  // k == 0: out = act(0 + bias + residual). Run it as a k = 1 product of broadcast zeros, so that the
+  // epilogue (bias, residual, activation) is cuBLASLt's as for every other k.
+  const int device = current_device();
+  const TempBlock zeros(device, stream, static_cast<size_t>(std::max(p.m, p.n)) * data_type_size(p.in_type));
+  driver::memset_d8(zeros.get(), 0, static_cast<size_t>(std::max(p.m, p.n)) * data_type_size(p.in_type), stream);
+  MatmulProblem q = p;
+  q.k = 1;
+  q.a_row = 1;  // A: m x 1 zeros
+  q.a_col = 1;
+  q.a_batch = 0;
+  q.b_row = p.n;  // B: 1 x n zeros
+  q.b_col = 1;
+  q.b_batch = 0;
+  run(q, zeros.get(), zeros.get(), bias, residual, out, stream);
+}
+
+void load() {
+  (void)api();
+}
+
+std::string version() {
+  const size_t v = api().cublasLtGetVersion();
+  return "cuBLASLt " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
+#else  // !FLOW_HAVE_CUBLASLT
+
+namespace {
+[[noreturn]] void no_headers() {
+  throw std::runtime_error(
+      "flow was built without the cuBLASLt header (cublasLt.h, next to cuda.h): GPU matrix products are unavailable");
+}
+}  // namespace
+
+void matmul(const MatmulProblem& p, const void*, const void*, const void*, const void*, void*, Stream) {
+  std::string why;
+  if (!supported(p, &why)) throw std::invalid_argument("flow: cuBLASLt cannot run this matmul: " + why);
+  if (p.batch == 0 || p.m == 0 || p.n == 0) return;
+  no_headers();
+}
+
+void load() {
+  no_headers();
+}
+
+std::string version() {
+  no_headers();
+}
+
+#endif  // FLOW_HAVE_CUBLASLT
+
+}  // namespace flow::runtime::cuda::cublaslt

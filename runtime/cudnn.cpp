@@ -1,0 +1,751 @@
+// Note: the cuDNN function table follows cuda_driver.cpp: an X-macro list of the entry points,
+// resolved once from load_cuda_library(CudaLib::Cudnn), each typed by the real header's prototype
+// (decltype(&::name)). The library is built against cudnn.h (FLOW_HAVE_CUDNN_HEADERS, found next to
+// cuda.h or in .deps/include, which tools/prepare_gpu_deps.sh fills); without it the pure parts
+// (supported(), problem_key(), algo_names()) still work and the rest throws "flow was built without
+// cuDNN headers (cudnn.h)". Only entry points present in every cuDNN 9.x are used.
+//
+// Descriptors are built from the problem on every call (host-only and cheap) and owned by
+// unique_ptrs; x and y get the dense strides of the filter's layout (supported() checked that they
+// are dense in it, up to strides of size-1 dimensions, which cuDNN must not see).
+//
+// Errors: every call is checked and throws "flow: cuDNN error in <call> (<problem key>):
+// CUDNN_STATUS_...: <detail>". The status name is cudnnGetErrorString's (cuDNN 9 returns the enum
+// name; a category name otherwise); the detail is cudnnGetLastErrorString's, which the legacy calls
+// often leave empty (seen for BAD_PARAM from the descriptor functions), and then a hint to cuDNN's
+// own logging. cuDNN 9 reports NOT_SUPPORTED as a category (3000..3999) of specific codes; the
+// fused-path fallback treats the whole category as "not supported".
+#include "runtime/cudnn.h"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <utility>
+
+#include "runtime/cuda_allocator.h"
+#include "runtime/cuda_stream.h"
+#include "runtime/dynlib.h"
+
+#if defined(FLOW_HAVE_CUDA_HEADERS) && defined(FLOW_HAVE_CUDNN_HEADERS)
+#include <cudnn.h>
+#define FLOW_HAVE_CUDNN 1
+#endif
+
+namespace flow::runtime::cuda::cudnn {
+
+#define FLOW_DNN_STR2(x) #x
+#define FLOW_DNN_STR(x) FLOW_DNN_STR2(x)
+
+// Every cuDNN entry point flow uses (all exported by libcudnn.so.9 since 9.0).
+#define FLOW_DNN_FUNCTIONS(X)                    \
+  X(cudnnGetVersion)                             \
+  X(cudnnGetErrorString)                         \
+  X(cudnnGetLastErrorString)                     \
+  X(cudnnCreate)                                 \
+  X(cudnnSetStream)                              \
+  X(cudnnCreateTensorDescriptor)                 \
+  X(cudnnSetTensor4dDescriptorEx)                \
+  X(cudnnDestroyTensorDescriptor)                \
+  X(cudnnCreateFilterDescriptor)                 \
+  X(cudnnSetFilter4dDescriptor)                  \
+  X(cudnnDestroyFilterDescriptor)                \
+  X(cudnnCreateConvolutionDescriptor)            \
+  X(cudnnSetConvolution2dDescriptor)             \
+  X(cudnnSetConvolutionGroupCount)               \
+  X(cudnnSetConvolutionMathType)                 \
+  X(cudnnDestroyConvolutionDescriptor)           \
+  X(cudnnCreateActivationDescriptor)             \
+  X(cudnnSetActivationDescriptor)                \
+  X(cudnnDestroyActivationDescriptor)            \
+  X(cudnnGetConvolution2dForwardOutputDim)       \
+  X(cudnnGetConvolutionForwardAlgorithmMaxCount) \
+  X(cudnnGetConvolutionForwardAlgorithm_v7)      \
+  X(cudnnFindConvolutionForwardAlgorithmEx)      \
+  X(cudnnGetConvolutionForwardWorkspaceSize)     \
+  X(cudnnConvolutionForward)                     \
+  X(cudnnConvolutionBiasActivationForward)       \
+  X(cudnnAddTensor)                              \
+  X(cudnnActivationForward)
+
+namespace {
+
+constexpr int kAlgoCount = 8;
+const char* const kAlgoNames[kAlgoCount] = {
+    "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+
+// Dense strides of an (n, c, h, w) tensor, in (n, c, h, w) order.
+std::array<int64_t, 4> dense_strides(const std::array<int64_t, 4>& dims, bool nhwc) {
+  const int64_t c = dims[1], h = dims[2], w = dims[3];
+  if (nhwc) return {h * w * c, 1, w * c, c};
+  return {c * h * w, h * w, w, 1};
+}
+
+// Whether `strides` address the same elements as the dense strides (a size-1 dimension's stride
+// does not matter).
+bool dense_in(const std::array<int64_t, 4>& dims, const std::array<int64_t, 4>& strides, bool nhwc) {
+  const std::array<int64_t, 4> want = dense_strides(dims, nhwc);
+  for (size_t i = 0; i < 4; ++i)
+    if (dims[i] != 1 && strides[i] != want[i]) return false;
+  return true;
+}
+
+std::string list4(const std::array<int64_t, 4>& v) {
+  return "[" + std::to_string(v[0]) + "," + std::to_string(v[1]) + "," + std::to_string(v[2]) + "," +
+         std::to_string(v[3]) + "]";
+}
+
+// a * b * c * d, saturated at INT64_MAX (all non-negative).
+int64_t product(std::initializer_list<int64_t> values) {
+  int64_t r = 1;
+  for (const int64_t v : values) {
+    if (v != 0 && r > INT64_MAX / v) return INT64_MAX;
+    r *= v;
+  }
+  return r;
+}
+
+std::array<int64_t, 4> x_dims(const ConvProblem& p) {
+  return {p.n, p.c, p.h, p.w};
+}
+std::array<int64_t, 4> y_dims(const ConvProblem& p) {
+  return {p.n, p.k, p.out_h, p.out_w};
+}
+
+bool empty_output(const ConvProblem& p) {
+  return p.n == 0 || p.k == 0;
+}
+
+// What choose() returns for an empty output (nothing will run).
+Algo empty_algo() {
+  Algo a;
+  a.id = 0;
+  a.name = kAlgoNames[0];
+  return a;
+}
+
+void check_supported(const ConvProblem& p) {
+  std::string why;
+  if (!supported(p, &why)) throw std::invalid_argument("flow: cuDNN cannot run this convolution: " + why);
+}
+
+// The argument checks of choose(): false when there is nothing to run (an empty output).
+bool check_choose_args(const ConvProblem& p, Search search, const void* x, const void* w, const void* y) {
+  check_supported(p);
+  if (empty_output(p)) return false;
+  if (search == Search::Exhaustive && (x == nullptr || w == nullptr || y == nullptr))
+    throw std::invalid_argument("flow: cuDNN exhaustive search needs x, w and y buffers (" + problem_key(p) + ")");
+  return true;
+}
+
+// The argument checks of forward(): false when there is nothing to run (an empty output).
+bool check_forward_args(const ConvProblem& p, const Algo& algo, const void* x, const void* w, const void* bias,
+                        const void* z, const void* y) {
+  check_supported(p);
+  if (empty_output(p)) return false;
+  auto need = [&](const void* ptr, const char* what) {
+    if (ptr == nullptr)
+      throw std::invalid_argument(std::string("flow: cuDNN forward: ") + what + " is null (" + problem_key(p) + ")");
+  };
+  need(x, "x");
+  need(w, "w");
+  need(y, "y");
+  if (p.bias) need(bias, "bias");
+  if (p.residual) need(z, "z");
+  if (algo.id < 0 || algo.id >= kAlgoCount)
+    throw std::invalid_argument("flow: cuDNN forward: unknown algorithm id " + std::to_string(algo.id) + " (" +
+                                problem_key(p) + ")");
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::string> algo_names() {
+  return std::vector<std::string>(kAlgoNames, kAlgoNames + kAlgoCount);
+}
+
+int algo_id(const std::string& name) {
+  for (int i = 0; i < kAlgoCount; ++i)
+    if (name == kAlgoNames[i]) return i;
+  return -1;
+}
+
+int64_t conv_out_size(int64_t in, int64_t pad, int64_t dil, int64_t f, int64_t stride) {
+  const int64_t span = in + 2 * pad - dil * (f - 1) - 1;
+  if (span < 0 || stride < 1) return 0;
+  return span / stride + 1;
+}
+
+bool supported(const ConvProblem& p, std::string* why) {
+  auto reject = [&](const std::string& reason) {
+    if (why != nullptr) *why = reason;
+    return false;
+  };
+  auto positive = [&](int64_t v, const char* name, int64_t min) {
+    if (v >= min) return true;
+    if (why != nullptr)
+      *why = std::string(name) + " = " + std::to_string(v) + " (must be >= " + std::to_string(min) + ")";
+    return false;
+  };
+  if (!positive(p.n, "n", 0) || !positive(p.c, "c", 1) || !positive(p.h, "h", 1) || !positive(p.w, "w", 1) ||
+      !positive(p.k, "k", 0) || !positive(p.r, "r", 1) || !positive(p.s, "s", 1) || !positive(p.groups, "groups", 1) ||
+      !positive(p.pad_h, "pad_h", 0) || !positive(p.pad_w, "pad_w", 0) || !positive(p.stride_h, "stride_h", 1) ||
+      !positive(p.stride_w, "stride_w", 1) || !positive(p.dil_h, "dil_h", 1) || !positive(p.dil_w, "dil_w", 1))
+    return false;
+  for (const int64_t v : {p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.groups, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
+                          p.dil_h, p.dil_w, p.out_h, p.out_w})
+    if (v > INT_MAX) return reject("a size or parameter exceeds 2^31-1 (" + problem_key(p) + ")");
+  if (p.c % p.groups != 0 || p.k % p.groups != 0)
+    return reject("groups = " + std::to_string(p.groups) + " does not divide c = " + std::to_string(p.c) +
+                  " and k = " + std::to_string(p.k));
+  const int64_t oh = conv_out_size(p.h, p.pad_h, p.dil_h, p.r, p.stride_h);
+  const int64_t ow = conv_out_size(p.w, p.pad_w, p.dil_w, p.s, p.stride_w);
+  if (oh < 1 || ow < 1)
+    return reject("the dilated filter (" + std::to_string(p.dil_h * (p.r - 1) + 1) + " x " +
+                  std::to_string(p.dil_w * (p.s - 1) + 1) + ") is larger than the padded input (" +
+                  std::to_string(p.h + 2 * p.pad_h) + " x " + std::to_string(p.w + 2 * p.pad_w) + ")");
+  if (p.out_h != oh || p.out_w != ow)
+    return reject("out_h x out_w = " + std::to_string(p.out_h) + " x " + std::to_string(p.out_w) +
+                  ", but the convolution gives " + std::to_string(oh) + " x " + std::to_string(ow));
+  if (product({p.n, p.c, p.h, p.w}) > INT_MAX || product({p.n, p.k, p.out_h, p.out_w}) > INT_MAX ||
+      product({p.k, p.c / p.groups, p.r, p.s}) > INT_MAX)
+    return reject("a tensor has more than 2^31-1 elements (split the batch): " + problem_key(p));
+  if (empty_output(p)) return true;  // nothing to run
+  const char* layout = p.w_nhwc ? "NHWC" : "NCHW";
+  const char* filter = p.w_nhwc ? "KRSC" : "KCRS";
+  if (!dense_in(x_dims(p), p.x_strides, p.w_nhwc))
+    return reject("x strides " + list4(p.x_strides) + " are not " + layout + "-dense (the filter is " + filter +
+                  ", so x and y must be " + layout + ")");
+  if (!dense_in(y_dims(p), p.y_strides, p.w_nhwc))
+    return reject("y strides " + list4(p.y_strides) + " are not " + layout + "-dense (the filter is " + filter +
+                  ", so x and y must be " + layout + ")");
+  return true;
+}
+
+std::string problem_key(const ConvProblem& p) {
+  std::string s = "n" + std::to_string(p.n) + "c" + std::to_string(p.c) + "h" + std::to_string(p.h) + "w" +
+                  std::to_string(p.w) + "_k" + std::to_string(p.k) + "r" + std::to_string(p.r) + "s" +
+                  std::to_string(p.s) + "_g" + std::to_string(p.groups) + "_p" + std::to_string(p.pad_h) + "x" +
+                  std::to_string(p.pad_w) + "_s" + std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) +
+                  "_d" + std::to_string(p.dil_h) + "x" + std::to_string(p.dil_w) + "_o" + std::to_string(p.out_h) +
+                  "x" + std::to_string(p.out_w) + "_" + data_type_name(p.dtype) + "_x" + list4(p.x_strides) + "_y" +
+                  list4(p.y_strides) + (p.w_nhwc ? "_KRSC" : "_KCRS");
+  if (p.bias) s += "_bias";
+  if (p.residual) s += "_res";
+  if (p.relu) s += "_relu";
+  return s;
+}
+
+std::vector<std::string> symbol_names() {
+  return {
+#define FLOW_X(fn) FLOW_DNN_STR(fn),
+      FLOW_DNN_FUNCTIONS(FLOW_X)
+#undef FLOW_X
+  };
+}
+
+#if defined(FLOW_HAVE_CUDNN)
+
+namespace {
+
+constexpr size_t kMaxWorkspace = size_t{1} << 30;
+
+// algo_names() is the enum, in order.
+static_assert(CUDNN_CONVOLUTION_FWD_ALGO_COUNT == kAlgoCount, "cuDNN's forward algorithms changed");
+static_assert(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM == 0 && CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM == 1 &&
+                  CUDNN_CONVOLUTION_FWD_ALGO_GEMM == 2 && CUDNN_CONVOLUTION_FWD_ALGO_DIRECT == 3 &&
+                  CUDNN_CONVOLUTION_FWD_ALGO_FFT == 4 && CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING == 5 &&
+                  CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD == 6 && CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED == 7,
+              "algo_names() must follow cudnnConvolutionFwdAlgo_t");
+
+struct Api {
+#define FLOW_X(fn) decltype(&::fn) fn = nullptr;
+  FLOW_DNN_FUNCTIONS(FLOW_X)
+#undef FLOW_X
+};
+
+Api resolve(const DynamicLibrary& lib) {
+  Api a;
+#define FLOW_X(fn) a.fn = lib.function<decltype(&::fn)>(FLOW_DNN_STR(fn));
+  FLOW_DNN_FUNCTIONS(FLOW_X)
+#undef FLOW_X
+  return a;
+}
+
+// A failed load throws out of the initializer and is retried by the next call.
+const Api& api() {
+  static const Api instance = resolve(load_cuda_library(CudaLib::Cudnn));
+  return instance;
+}
+
+// cuDNN's thread-local detail of the last error (empty if none); reading it clears it.
+std::string last_error() {
+  char buf[1024] = {0};
+  api().cudnnGetLastErrorString(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+std::string status_text(cudnnStatus_t s) {
+  const int code = static_cast<int>(s);
+  const char* text = api().cudnnGetErrorString(s);
+  std::string name = text != nullptr ? text : "";
+  std::string message;
+  if (name.rfind("CUDNN_STATUS_", 0) != 0) {  // not an enum name: name it by category
+    message = name;
+    switch (code / 1000 * 1000) {
+      case 1000:
+        name = "CUDNN_STATUS_NOT_INITIALIZED";
+        break;
+      case 2000:
+        name = "CUDNN_STATUS_BAD_PARAM";
+        break;
+      case 3000:
+        name = "CUDNN_STATUS_NOT_SUPPORTED";
+        break;
+      case 4000:
+        name = "CUDNN_STATUS_INTERNAL_ERROR";
+        break;
+      case 5000:
+        name = "CUDNN_STATUS_EXECUTION_FAILED";
+        break;
+      default:
+        name = "CUDNN_STATUS";
+    }
+    name += " (" + std::to_string(code) + ")";
+  }
+  const std::string detail = last_error();
+  if (!detail.empty()) message = detail;
+  if (message.empty()) message = "no detail from cuDNN (CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr logs its calls)";
+  return name + ": " + message;
+}
+
+[[noreturn]] void fail(cudnnStatus_t s, const std::string& call, const std::string& context) {
+  throw std::runtime_error("flow: cuDNN error in " + call + " (" + context + "): " + status_text(s));
+}
+
+#define FLOW_DNN_CHECK(expr, call, context)                                    \
+  do {                                                                         \
+    const cudnnStatus_t flow_dnn_s_ = (expr);                                  \
+    if (flow_dnn_s_ != CUDNN_STATUS_SUCCESS) fail(flow_dnn_s_, call, context); \
+  } while (0)
+
+bool not_supported(cudnnStatus_t s) {
+  return static_cast<int>(s) / 1000 * 1000 == 3000;
+}
+
+struct Deleter {
+  void operator()(cudnnTensorStruct* d) const noexcept { api().cudnnDestroyTensorDescriptor(d); }
+  void operator()(cudnnFilterStruct* d) const noexcept { api().cudnnDestroyFilterDescriptor(d); }
+  void operator()(cudnnConvolutionStruct* d) const noexcept { api().cudnnDestroyConvolutionDescriptor(d); }
+  void operator()(cudnnActivationStruct* d) const noexcept { api().cudnnDestroyActivationDescriptor(d); }
+};
+using TensorDesc = std::unique_ptr<cudnnTensorStruct, Deleter>;
+using FilterDesc = std::unique_ptr<cudnnFilterStruct, Deleter>;
+using ConvDesc = std::unique_ptr<cudnnConvolutionStruct, Deleter>;
+using ActivationDesc = std::unique_ptr<cudnnActivationStruct, Deleter>;
+
+cudnnDataType_t cudnn_type(DataType t) {
+  switch (t) {
+    case DataType::Float32:
+      return CUDNN_DATA_FLOAT;
+    case DataType::Float16:
+      return CUDNN_DATA_HALF;
+    case DataType::BFloat16:
+      return CUDNN_DATA_BFLOAT16;
+  }
+  throw std::logic_error("flow: cuDNN: unknown data type");
+}
+
+cudnnMathType_t math_type(DataType t) {
+  return t == DataType::Float32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+}
+
+// A result cuDNN reports for a math type flow does not allow: tensor ops (TF32) for float32.
+bool math_allowed(DataType t, cudnnMathType_t m) {
+  return t != DataType::Float32 || (m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+}
+
+TensorDesc tensor_desc(DataType t, const std::array<int64_t, 4>& dims, const std::array<int64_t, 4>& strides,
+                       const std::string& context) {
+  cudnnTensorDescriptor_t raw = nullptr;
+  FLOW_DNN_CHECK(api().cudnnCreateTensorDescriptor(&raw), "cudnnCreateTensorDescriptor", context);
+  TensorDesc d(raw);
+  FLOW_DNN_CHECK(api().cudnnSetTensor4dDescriptorEx(
+                     raw, cudnn_type(t), static_cast<int>(dims[0]), static_cast<int>(dims[1]),
+                     static_cast<int>(dims[2]), static_cast<int>(dims[3]), static_cast<int>(strides[0]),
+                     static_cast<int>(strides[1]), static_cast<int>(strides[2]), static_cast<int>(strides[3])),
+                 "cudnnSetTensor4dDescriptorEx(" + list4(dims) + ", strides " + list4(strides) + ")", context);
+  return d;
+}
+
+// x, the filter and the convolution: what the output dims need.
+struct ConvDescs {
+  TensorDesc x;
+  FilterDesc w;
+  ConvDesc conv;
+};
+
+ConvDescs conv_descs(const ConvProblem& p, const std::string& context) {
+  const Api& a = api();
+  ConvDescs d;
+  d.x = tensor_desc(p.dtype, x_dims(p), dense_strides(x_dims(p), p.w_nhwc), context);
+  cudnnFilterDescriptor_t raw_w = nullptr;
+  FLOW_DNN_CHECK(a.cudnnCreateFilterDescriptor(&raw_w), "cudnnCreateFilterDescriptor", context);
+  d.w.reset(raw_w);
+  FLOW_DNN_CHECK(
+      a.cudnnSetFilter4dDescriptor(raw_w, cudnn_type(p.dtype), p.w_nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                   static_cast<int>(p.k), static_cast<int>(p.c / p.groups), static_cast<int>(p.r),
+                                   static_cast<int>(p.s)),
+      "cudnnSetFilter4dDescriptor", context);
+  cudnnConvolutionDescriptor_t raw_conv = nullptr;
+  FLOW_DNN_CHECK(a.cudnnCreateConvolutionDescriptor(&raw_conv), "cudnnCreateConvolutionDescriptor", context);
+  d.conv.reset(raw_conv);
+  FLOW_DNN_CHECK(a.cudnnSetConvolution2dDescriptor(raw_conv, static_cast<int>(p.pad_h), static_cast<int>(p.pad_w),
+                                                   static_cast<int>(p.stride_h), static_cast<int>(p.stride_w),
+                                                   static_cast<int>(p.dil_h), static_cast<int>(p.dil_w),
+                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                 "cudnnSetConvolution2dDescriptor", context);
+  FLOW_DNN_CHECK(a.cudnnSetConvolutionGroupCount(raw_conv, static_cast<int>(p.groups)), "cudnnSetConvolutionGroupCount",
+                 context);
+  FLOW_DNN_CHECK(a.cudnnSetConvolutionMathType(raw_conv, math_type(p.dtype)), "cudnnSetConvolutionMathType", context);
+  return d;
+}
+
+// Everything a forward call needs.
+struct Descs {
+  ConvDescs conv;
+  TensorDesc y;
+  TensorDesc bias;  // [1, k, 1, 1]
+};
+
+Descs descs(const ConvProblem& p, const std::string& context) {
+  Descs d{conv_descs(p, context), tensor_desc(p.dtype, y_dims(p), dense_strides(y_dims(p), p.w_nhwc), context),
+          tensor_desc(p.dtype, {1, p.k, 1, 1}, {p.k, 1, 1, 1}, context)};
+  return d;
+}
+
+// Per-stream scratch memory of a device: the workspace (grown to the largest request) and a block
+// of zeros (the bias of the fused call when the problem has none). Both are allocated on their
+// stream, so growing one (free, then allocate) is ordered after every earlier use on the stream.
+struct Scratch {
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  void* zeros = nullptr;
+  size_t zero_bytes = 0;
+};
+
+// A device's handle and scratch, used under `mu` (cudnnSetStream and the calls after it).
+struct DeviceState {
+  std::mutex mu;
+  cudnnHandle_t handle = nullptr;
+  std::map<Stream, Scratch> scratch;
+};
+
+// The device's state, with its handle created on first use; never destroyed (convolutions may run
+// from static destructors).
+DeviceState& device_state(int device) {
+  static std::mutex mu;
+  static auto* states = new std::map<int, DeviceState*>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = states->find(device);
+  if (it != states->end()) return *it->second;
+  ensure_context(device);
+  cudnnHandle_t h = nullptr;
+  FLOW_DNN_CHECK(api().cudnnCreate(&h), "cudnnCreate", "device " + std::to_string(device));
+  auto* s = new DeviceState();
+  s->handle = h;
+  states->emplace(device, s);
+  return *s;
+}
+
+// A block of at least `bytes` on `stream` kept in `slot` (caller holds the device's lock); grows.
+void* grow(int device, Stream stream, void*& slot, size_t& slot_bytes, size_t bytes, bool zero) {
+  if (bytes == 0) return slot;
+  if (slot != nullptr && slot_bytes >= bytes) return slot;
+  CudaCachingAllocator& alloc = device_allocator(device);
+  if (slot != nullptr) {
+    alloc.free(slot);
+    slot = nullptr;
+    slot_bytes = 0;
+  }
+  StreamGuard guard(stream);
+  slot = alloc.allocate(bytes);
+  slot_bytes = bytes;
+  if (zero) driver::memset_d8(slot, 0, bytes, stream);
+  return slot;
+}
+
+// A temporary device block on the current stream, returned to the allocator when dropped.
+class TempBlock {
+ public:
+  TempBlock(int device, size_t bytes) : device_(device) {
+    if (bytes > 0) p_ = device_allocator(device).allocate(bytes);
+  }
+  ~TempBlock() {
+    if (p_ != nullptr) device_allocator(device_).free(p_);
+  }
+  TempBlock(const TempBlock&) = delete;
+  TempBlock& operator=(const TempBlock&) = delete;
+  void* get() const { return p_; }
+
+ private:
+  int device_;
+  void* p_ = nullptr;
+};
+
+Algo make_algo(cudnnConvolutionFwdAlgo_t id, size_t workspace, double ms) {
+  const int i = static_cast<int>(id);
+  Algo a;
+  a.id = i;
+  a.name = i >= 0 && i < kAlgoCount ? kAlgoNames[i] : "ALGO_" + std::to_string(i);
+  a.workspace = workspace;
+  a.ms = ms;
+  return a;
+}
+
+struct Caches {
+  std::mutex mu;
+  std::map<std::string, Algo> algos;        // problem_key | arch | search
+  std::map<std::string, bool> fused_works;  // problem_key | algo | device
+};
+Caches& caches() {
+  static auto* c = new Caches();  // never destroyed, see device_state()
+  return *c;
+}
+
+Algo heuristic(const ConvProblem& p, const Descs& d, cudnnHandle_t h, const std::string& context) {
+  const Api& a = api();
+  int max_count = 0;
+  FLOW_DNN_CHECK(a.cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max_count),
+                 "cudnnGetConvolutionForwardAlgorithmMaxCount", context);
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(std::max(max_count, 1)));
+  int returned = 0;
+  FLOW_DNN_CHECK(
+      a.cudnnGetConvolutionForwardAlgorithm_v7(h, d.conv.x.get(), d.conv.w.get(), d.conv.conv.get(), d.y.get(),
+                                               static_cast<int>(perf.size()), &returned, perf.data()),
+      "cudnnGetConvolutionForwardAlgorithm_v7", context);
+  for (int i = 0; i < returned; ++i) {
+    const cudnnConvolutionFwdAlgoPerf_t& r = perf[static_cast<size_t>(i)];
+    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > kMaxWorkspace || !math_allowed(p.dtype, r.mathType)) continue;
+    size_t bytes = 0;
+    if (a.cudnnGetConvolutionForwardWorkspaceSize(h, d.conv.x.get(), d.conv.w.get(), d.conv.conv.get(), d.y.get(),
+                                                  r.algo, &bytes) != CUDNN_STATUS_SUCCESS ||
+        bytes > kMaxWorkspace) {
+      last_error();  // clear the detail of the error we skip
+      continue;
+    }
+    return make_algo(r.algo, bytes, -1);
+  }
+  fail(CUDNN_STATUS_NOT_SUPPORTED,
+       "cudnnGetConvolutionForwardAlgorithm_v7 (no algorithm of " + std::to_string(returned) +
+           " succeeds with a workspace <= 1 GiB)",
+       context);
+}
+
+Algo exhaustive(const ConvProblem& p, const Descs& d, cudnnHandle_t h, const void* x, const void* w, void* y,
+                int device, const std::string& context) {
+  const Api& a = api();
+  // The workspace: what the hungriest algorithm asks (at most 1 GiB); less if that much is not free.
+  size_t bytes = 0;
+  for (int i = 0; i < kAlgoCount; ++i) {
+    size_t b = 0;
+    if (a.cudnnGetConvolutionForwardWorkspaceSize(h, d.conv.x.get(), d.conv.w.get(), d.conv.conv.get(), d.y.get(),
+                                                  static_cast<cudnnConvolutionFwdAlgo_t>(i),
+                                                  &b) == CUDNN_STATUS_SUCCESS &&
+        b <= kMaxWorkspace)
+      bytes = std::max(bytes, b);
+  }
+  last_error();
+  std::unique_ptr<TempBlock> ws;
+  try {
+    ws = std::make_unique<TempBlock>(device, bytes);
+  } catch (const CudaError& e) {
+    if (e.code() != driver::kErrorOutOfMemory) throw;
+    bytes = 0;  // time the algorithms that need no workspace
+    ws = std::make_unique<TempBlock>(device, bytes);
+  }
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(kAlgoCount);
+  int returned = 0;
+  FLOW_DNN_CHECK(
+      a.cudnnFindConvolutionForwardAlgorithmEx(h, d.conv.x.get(), x, d.conv.w.get(), w, d.conv.conv.get(), d.y.get(), y,
+                                               kAlgoCount, &returned, perf.data(), ws->get(), bytes),
+      "cudnnFindConvolutionForwardAlgorithmEx(workspace " + std::to_string(bytes) + " bytes)", context);
+  for (int i = 0; i < returned; ++i) {  // sorted by time
+    const cudnnConvolutionFwdAlgoPerf_t& r = perf[static_cast<size_t>(i)];
+    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > bytes || !math_allowed(p.dtype, r.mathType)) continue;
+    return make_algo(r.algo, r.memory, static_cast<double>(r.time));
+  }
+  fail(CUDNN_STATUS_NOT_SUPPORTED,
+       "cudnnFindConvolutionForwardAlgorithmEx (none of " + std::to_string(returned) + " algorithms ran)", context);
+}
+
+}  // namespace
+
+Algo choose(const ConvProblem& p, Search search, const void* x, const void* w, void* y) {
+  if (!check_choose_args(p, search, x, w, y)) return empty_algo();  // nothing will run
+  require_cuda();
+  (void)api();
+  const int device = current_device();
+  const std::string context = problem_key(p);
+  const std::string key =
+      context + "|" + device_props(device).arch + "|" + (search == Search::Exhaustive ? "exhaustive" : "heuristic");
+  {
+    Caches& c = caches();
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.algos.find(key);
+    if (it != c.algos.end()) return it->second;
+  }
+  ensure_context(device);
+  const Descs d = descs(p, context);
+  DeviceState& state = device_state(device);
+  Algo algo;
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    FLOW_DNN_CHECK(api().cudnnSetStream(state.handle, current_stream()), "cudnnSetStream", context);
+    algo = search == Search::Exhaustive ? exhaustive(p, d, state.handle, x, w, y, device, context)
+                                        : heuristic(p, d, state.handle, context);
+  }
+  Caches& c = caches();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.algos.emplace(key, algo);
+  return algo;
+}
+
+void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* w, const void* bias, const void* z,
+             void* y, Stream stream) {
+  if (!check_forward_args(p, algo, x, w, bias, z, y)) return;  // nothing to run
+  const std::string context = problem_key(p);
+  require_cuda();
+  const Api& a = api();
+  const int device = current_device();
+  ensure_context(device);
+  const Descs d = descs(p, context);
+  const auto algo_enum = static_cast<cudnnConvolutionFwdAlgo_t>(algo.id);
+  const std::string algo_name = kAlgoNames[algo.id];  // algo.name may be empty (an Algo from a record)
+  const std::string path_key = context + "|" + std::to_string(algo.id) + "|" + std::to_string(device);
+  bool try_fused = p.relu;
+  if (try_fused) {
+    Caches& c = caches();
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.fused_works.find(path_key);
+    if (it != c.fused_works.end()) try_fused = it->second;
+  }
+  const float one = 1.0f, zero = 0.0f;
+
+  DeviceState& state = device_state(device);
+  std::lock_guard<std::mutex> lock(state.mu);
+  const cudnnHandle_t h = state.handle;
+  FLOW_DNN_CHECK(a.cudnnSetStream(h, stream), "cudnnSetStream", context);
+  size_t ws_bytes = 0;
+  FLOW_DNN_CHECK(a.cudnnGetConvolutionForwardWorkspaceSize(h, d.conv.x.get(), d.conv.w.get(), d.conv.conv.get(),
+                                                           d.y.get(), algo_enum, &ws_bytes),
+                 "cudnnGetConvolutionForwardWorkspaceSize(" + algo_name + ")", context);
+  Scratch& scratch = state.scratch[stream];
+  void* const ws = grow(device, stream, scratch.workspace, scratch.workspace_bytes, ws_bytes, false);
+
+  ActivationDesc act;
+  if (p.relu) {
+    cudnnActivationDescriptor_t raw = nullptr;
+    FLOW_DNN_CHECK(a.cudnnCreateActivationDescriptor(&raw), "cudnnCreateActivationDescriptor", context);
+    act.reset(raw);
+    FLOW_DNN_CHECK(a.cudnnSetActivationDescriptor(raw, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0),
+                   "cudnnSetActivationDescriptor(relu)", context);
+  }
+
+  if (try_fused) {
+    const size_t bias_bytes = static_cast<size_t>(p.k) * data_type_size(p.dtype);
+    const void* b = p.bias ? bias : grow(device, stream, scratch.zeros, scratch.zero_bytes, bias_bytes, true);
+    // Without a residual z is y, scaled by alpha2 = 0 (torch's cudnn_convolution_relu does the same).
+    const float alpha2 = p.residual ? 1.0f : 0.0f;
+    const void* zz = p.residual ? z : y;
+    const cudnnStatus_t s = a.cudnnConvolutionBiasActivationForward(
+        h, &one, d.conv.x.get(), x, d.conv.w.get(), w, d.conv.conv.get(), algo_enum, ws, ws_bytes, &alpha2, d.y.get(),
+        zz, d.bias.get(), b, act.get(), d.y.get(), y);
+    if (s == CUDNN_STATUS_SUCCESS || !not_supported(s)) {
+      if (s != CUDNN_STATUS_SUCCESS) fail(s, "cudnnConvolutionBiasActivationForward(" + algo_name + ")", context);
+      Caches& c = caches();
+      std::lock_guard<std::mutex> cache_lock(c.mu);
+      c.fused_works[path_key] = true;
+      return;
+    }
+    last_error();  // not supported for this configuration: clear the detail, take the unfused path
+    Caches& c = caches();
+    std::lock_guard<std::mutex> cache_lock(c.mu);
+    c.fused_works[path_key] = false;
+  }
+
+  if (p.residual && z != y) {
+    const size_t y_bytes = static_cast<size_t>(p.n * p.k * p.out_h * p.out_w) * data_type_size(p.dtype);
+    driver::memcpy_dtod(y, z, y_bytes, stream);
+  }
+  const float beta = p.residual ? 1.0f : 0.0f;
+  FLOW_DNN_CHECK(a.cudnnConvolutionForward(h, &one, d.conv.x.get(), x, d.conv.w.get(), w, d.conv.conv.get(), algo_enum,
+                                           ws, ws_bytes, &beta, d.y.get(), y),
+                 "cudnnConvolutionForward(" + algo_name + ")", context);
+  if (p.bias)
+    FLOW_DNN_CHECK(a.cudnnAddTensor(h, &one, d.bias.get(), bias, &one, d.y.get(), y), "cudnnAddTensor(bias)", context);
+  if (p.relu)
+    FLOW_DNN_CHECK(a.cudnnActivationForward(h, act.get(), &one, d.y.get(), y, &zero, d.y.get(), y),
+                   "cudnnActivationForward(relu)", context);
+}
+
+void load() {
+  (void)api();
+}
+
+std::string version() {
+  const size_t v = api().cudnnGetVersion();
+  return "cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
+std::array<int, 4> output_dims(const ConvProblem& p) {
+  for (const int64_t v :
+       {p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.groups, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w})
+    if (v < 0 || v > INT_MAX)
+      throw std::invalid_argument("flow: cuDNN output_dims: a size is negative or exceeds 2^31-1 (" + problem_key(p) +
+                                  ")");
+  if (p.groups < 1 || p.c % p.groups != 0)
+    throw std::invalid_argument("flow: cuDNN output_dims: groups must divide c (" + problem_key(p) + ")");
+  const std::string context = problem_key(p);
+  const ConvDescs d = conv_descs(p, context);
+  std::array<int, 4> out{};
+  FLOW_DNN_CHECK(api().cudnnGetConvolution2dForwardOutputDim(d.conv.get(), d.x.get(), d.w.get(), &out[0], &out[1],
+                                                             &out[2], &out[3]),
+                 "cudnnGetConvolution2dForwardOutputDim", context);
+  return out;
+}
+
+#else  // !FLOW_HAVE_CUDNN
+
+namespace {
+[[noreturn]] void no_headers() {
+  throw std::runtime_error(
+      "flow was built without cuDNN headers (cudnn.h): GPU convolutions are unavailable (run "
+      "tools/prepare_gpu_deps.sh to put cudnn*.h in .deps/include and reconfigure)");
+}
+}  // namespace
+
+Algo choose(const ConvProblem& p, Search search, const void* x, const void* w, void* y) {
+  if (!check_choose_args(p, search, x, w, y)) return empty_algo();
+  no_headers();
+}
+void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* w, const void* bias, const void* z,
+             void* y, Stream) {
+  if (!check_forward_args(p, algo, x, w, bias, z, y)) return;
+  no_headers();
+}
+void load() {
+  no_headers();
+}
+std::string version() {
+  no_headers();
+}
+std::array<int, 4> output_dims(const ConvProblem&) {
+  no_headers();
+}
+
+#endif  // FLOW_HAVE_CUDNN
+
+}  // namespace flow::runtime::cuda::cudnn

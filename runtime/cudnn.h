@@ -1,0 +1,111 @@
+// Note: 2-D convolutions on the GPU through cuDNN 9, loaded with dlopen (runtime/dynlib.h) on first
+// use, so flow builds and imports without it.
+//
+// Why the legacy API (cudnnConvolutionForward and friends, marked deprecated in cuDNN 9 but exported
+// by every libcudnn.so.9): PyTorch's conv was built on it for years, so its algorithms and numerics
+// are well known against torch's; it covers flow's whole need (forward conv with groups, dilation,
+// NCHW/NHWC, float32/float16/bfloat16, and the fused conv + bias + z + relu of
+// cudnnConvolutionBiasActivationForward) in a few dozen host calls with no graph building; and an
+// algorithm is a small enum that flow can store in tuning records and ship by name. The graph
+// (backend) API would add operation graphs, engine configs and plan caches for no gain in this
+// scope; it is the way forward should cuDNN ever drop these entry points.
+//
+// Numerics: float32 runs with CUDNN_FMA_MATH (strict FP32, never TF32: the tests compare against
+// torch with `torch.backends.cudnn.allow_tf32 = False`), and algorithm results that report a
+// tensor-op math type are skipped for it. float16/bfloat16 run with CUDNN_TENSOR_OP_MATH and a
+// float32 convolution compute type (cuDNN's PSEUDO_HALF / PSEUDO_BFLOAT16 configurations), as torch.
+//
+// Epilogue: y = relu(conv(x, w) + bias + z). With relu the fused cudnnConvolutionBiasActivationForward
+// runs first (a zero bias is supplied when there is none; without a residual z is y with alpha2 = 0,
+// as torch does); when cuDNN answers NOT_SUPPORTED for the configuration, forward falls back to
+// cudnnConvolutionForward (beta = 1 over z, copied into y first unless z is y), cudnnAddTensor for
+// the bias and cudnnActivationForward for the relu, and remembers per problem which path worked.
+// Without relu the unfused sequence runs directly.
+//
+// State: one cuDNN handle per device (created on first use, never destroyed; cudnnSetStream per
+// call, under the handle's lock), a workspace per (device, stream) from the caching allocator that
+// grows to the largest an algorithm needed, and the chosen algorithms cached in-process per
+// (problem_key, device architecture, search). Thread-safe.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/cuda_driver.h"
+#include "runtime/cuda_libs.h"
+
+namespace flow::runtime::cuda::cudnn {
+
+struct ConvProblem {
+  int64_t n = 0, c = 0, h = 0, w = 0;  // input
+  int64_t k = 0, r = 0, s = 0;         // filter: k outputs, c/groups inputs per group, r x s
+  int64_t groups = 1, pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
+  int64_t out_h = 0, out_w = 0;
+  DataType dtype = DataType::Float32;               // x, w, y, z and bias
+  std::array<int64_t, 4> x_strides{}, y_strides{};  // element strides in (n, c, h, w) order: NCHW- or NHWC-dense
+  bool w_nhwc = false;                              // filter packed as KRSC (true) or KCRS
+  bool bias = false;
+  bool residual = false;
+  bool relu = false;  // y = relu(conv(x) + bias + z)
+};
+
+enum class Search { Heuristic, Exhaustive };
+// ms: measured time (exhaustive), -1 otherwise.
+struct Algo {
+  int id = -1;
+  std::string name;
+  size_t workspace = 0;
+  double ms = -1;
+};
+
+// The CUDNN_CONVOLUTION_FWD_ALGO_* names without the prefix, in enum order: "IMPLICIT_GEMM",
+// "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED".
+std::vector<std::string> algo_names();
+// The enum value of a name of algo_names(); -1 when unknown.
+int algo_id(const std::string& name);
+
+// The output size of the convolution formula: (in + 2 pad - dil (f - 1) - 1) / stride + 1; <= 0
+// when the dilated filter does not fit the padded input.
+int64_t conv_out_size(int64_t in, int64_t pad, int64_t dil, int64_t f, int64_t stride);
+
+// Whether cuDNN can run p as described; `why` (may be null) names the first reason not. Pure (no
+// library call): sizes positive and within int (tensors of at most 2^31-1 elements), groups divide
+// c and k, out_h/out_w match the formula, x and y dense in the filter's layout (NCHW for KCRS,
+// NHWC for KRSC; strides of size-1 dimensions are ignored). An empty batch (n == 0) or k == 0 is
+// supported (forward does nothing); c == 0 is not (the output would be bias + z only).
+bool supported(const ConvProblem& p, std::string* why);
+
+// A stable text key of every field of the problem (for the caller's caches and records), e.g.
+// "n8c64h56w56_k64r3s3_g1_p1x1_s1x1_d1x1_o56x56_float16_x[...]_y[...]_KRSC_bias_res_relu".
+std::string problem_key(const ConvProblem& p);
+
+// The algorithm for p on the current device. Heuristic: the first
+// cudnnGetConvolutionForwardAlgorithm_v7 result that succeeds with a workspace <= 1 GiB.
+// Exhaustive: cudnnFindConvolutionForwardAlgorithmEx timed on the given buffers (y is overwritten;
+// they are only read for Heuristic, and may be null then). Cached in-process per (problem_key,
+// device architecture, search). Throws std::invalid_argument when !supported(p),
+// std::runtime_error ("flow: cuDNN error in <call> (<problem>): CUDNN_STATUS_...: <message>") when
+// cuDNN fails or offers no algorithm. Runs on current_stream().
+Algo choose(const ConvProblem& p, Search search, const void* x, const void* w, void* y);
+
+// y = [relu](conv(x, w) + bias + z) on `stream` of the current device, with `algo` from choose()
+// (or from a record: only algo.id is used). `bias` (k values) is read when p.bias, `z` (y's shape
+// and strides; may be y itself) when p.residual. Throws as choose() does.
+void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* w, const void* bias, const void* z,
+             void* y, Stream stream);
+
+// Every cuDNN entry point flow resolves (the same list with or without the headers).
+std::vector<std::string> symbol_names();
+// dlopens cuDNN (load_cuda_library(CudaLib::Cudnn)) and resolves every symbol; throws
+// std::runtime_error naming the library, or "flow was built without cuDNN headers (cudnn.h)".
+// Needs no GPU.
+void load();
+// The loaded library's version, "cuDNN 9.10.2" (cudnnGetVersion); loads it.
+std::string version();
+
+// Host-side only (cuDNN descriptor functions, no handle, no GPU): the output dims {n, k, h, w}
+// cuDNN computes for p (cudnnGetConvolution2dForwardOutputDim). Throws like choose().
+std::array<int, 4> output_dims(const ConvProblem& p);
+
+}  // namespace flow::runtime::cuda::cudnn

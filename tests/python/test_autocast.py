@@ -1,0 +1,191 @@
+"""Automatic mixed precision: ``flow.jit(fn, amp=dtype)`` against ``torch.autocast`` (dsl/autocast.h).
+
+On the CPU the oracle is torch.autocast("cpu") itself, run on the same inputs: op by op, the same
+casts must appear (output dtypes are compared exactly) and the values must agree within the
+rounding of the lower type. The CUDA lists (softmax, layer_norm, exp, sum, ... in float32) are
+checked on the graph a trace builds, which needs no GPU; tests/python/test_gpu.py runs them on a
+device against torch.autocast("cuda").
+"""
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import flow
+
+from test_models import randomize_norms, twins
+
+AMP = ["bfloat16", "float16"]
+ULP = {"bfloat16": 2.0**-7, "float16": 2.0**-10}  # relative spacing of the type's numbers near 1
+
+
+def as_flow(t):
+    return flow.tensor(t.numpy())
+
+
+def as_torch(f):
+    return torch.from_numpy(f.float().numpy())
+
+
+def max_rel(a, b):
+    a, b = a.double(), b.double()
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
+
+
+def block(m):
+    """linear + relu, softmax, matmul, layer_norm, a sum and a scalar pow: lower-precision ops,
+    ops that follow their inputs, and (on CUDA) float32-list ops."""
+    def f(x, w, b, w2):
+        h = m.relu(m.nn.functional.linear(x, w, b))
+        s = m.softmax(h, dim=-1)
+        y = m.nn.functional.layer_norm(s @ w2, (w2.shape[1],))
+        return y, h.sum(dim=0), (h * 0.5) ** 2, h + x.sum()
+    return f
+
+
+@pytest.mark.parametrize("amp", AMP)
+def test_block_matches_torch_autocast_cpu(amp):
+    g = torch.Generator().manual_seed(11)
+    args = [torch.randn(9, 16, generator=g), torch.randn(33, 16, generator=g), torch.randn(33, generator=g),
+            torch.randn(33, 7, generator=g)]
+    with torch.autocast("cpu", dtype=getattr(torch, amp)):
+        expected = block(torch)(*args)
+    got = flow.jit(block(flow), amp=amp)(*[as_flow(a) for a in args])
+    assert len(got) == len(expected)
+    for k, (gv, ev) in enumerate(zip(got, expected)):
+        assert gv.dtype.name == str(ev.dtype).replace("torch.", ""), (k, gv.dtype, ev.dtype)
+        # The same casts in the same places: at most one rounding step of the lower type apart (a
+        # float32 sum in another order can round the other way).
+        assert max_rel(as_torch(gv), ev.float()) <= ULP[amp], (k, max_rel(as_torch(gv), ev.float()))
+
+
+@pytest.mark.parametrize("amp", AMP)
+def test_conv_net_matches_torch_autocast_cpu(amp):
+    """conv -> batch norm -> relu -> conv with bias -> residual add -> pooling -> linear, with frozen
+    parameters (the folds of batch norm and pads run on the cast graph)."""
+    torch.manual_seed(3)
+    tnet = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8),
+                               torch.nn.ReLU(), torch.nn.Conv2d(8, 8, 3, padding=1))
+    tfc = torch.nn.Linear(8, 5)
+    randomize_norms(tnet, torch.Generator().manual_seed(4))
+    tnet.eval()
+    fnet = flow.nn.Sequential(flow.nn.Conv2d(3, 8, 3, padding=1, bias=False), flow.nn.BatchNorm2d(8),
+                              flow.nn.ReLU(), flow.nn.Conv2d(8, 8, 3, padding=1))
+    ffc = flow.nn.Linear(8, 5)
+    fnet.load_state_dict(tnet.state_dict())
+    ffc.load_state_dict(tfc.state_dict())
+    fnet.eval()
+
+    def forward(m, net, fc):
+        def f(x):
+            h = net(x)
+            h = m.relu(h + x.sum(dim=1, keepdim=True))
+            return fc(m.flatten(m.nn.functional.adaptive_avg_pool2d(h, 1), 1))
+        return f
+
+    x = torch.randn(2, 3, 13, 11, generator=torch.Generator().manual_seed(5))
+    with torch.no_grad(), torch.autocast("cpu", dtype=getattr(torch, amp)):
+        expected = forward(torch, tnet, tfc)(x)
+    with torch.no_grad():
+        exact = forward(torch, tnet, tfc)(x)
+    jf = flow.jit(forward(flow, fnet, ffc), amp=amp)
+    for _ in range(2):  # the second call reuses the cached (cast, folded) parameters
+        got = jf(as_flow(x))
+        assert got.dtype.name == amp
+        err = max_rel(as_torch(got), expected.float())
+        # Within the lower type's rounding of the same computation, and no further from the float32
+        # result than torch's own mixed-precision result is (times a margin).
+        assert err < (2e-2 if amp == "bfloat16" else 4e-3), err
+        assert max_rel(as_torch(got), exact) < 3 * max_rel(expected.float(), exact) + 1e-3
+
+
+@pytest.mark.parametrize("amp", ["bfloat16"])
+def test_resnet50_autocast_cpu(amp):
+    tm, fm = twins("resnet", "resnet50")
+    randomize_norms(tm, torch.Generator().manual_seed(1))
+    tm.eval()
+    fm.load_state_dict(tm.state_dict())
+    fm.eval()
+    x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad(), torch.autocast("cpu", dtype=getattr(torch, amp)):
+        expected = tm(x)
+    with torch.no_grad():
+        exact = tm(x)
+    got = flow.jit(fm, amp=amp)(as_flow(x))
+    assert got.dtype.name == amp and expected.dtype == getattr(torch, amp)
+    torch_err = max_rel(expected.float(), exact)
+    flow_err = max_rel(as_torch(got), exact)
+    print(f"\nresnet50 {amp}: rel err vs float32: torch autocast {torch_err:.2e}, flow amp {flow_err:.2e}; "
+          f"flow vs torch autocast {max_rel(as_torch(got), expected.float()):.2e}")
+    assert flow_err < 3 * torch_err + 1e-3
+
+
+def dtypes_of_outputs(amp, device, fn, *shapes):
+    """Builds the graph fn traces under an autocast policy (no compile, no device needed) and returns
+    the dtypes of its outputs."""
+    g = flow._C.Graph()
+    g.set_autocast(amp, device)
+    ids = [g.add_input(list(s), "float32", f"x{i}") for i, s in enumerate(shapes)]
+    outs = fn(g, *ids)
+    return [g.value_dtype(o) for o in outs]
+
+
+@pytest.mark.parametrize("amp", AMP)
+def test_cuda_lists_run_precision_sensitive_ops_in_float32(amp):
+    def build(g, x, w):
+        h = g.add_op("linear", [x, w], {})[0]
+        return [h, g.add_op("softmax", [h], {"dim": -1})[0], g.add_op("exp", [h], {})[0],
+                g.add_op("sum", [h], {"dims": [1]})[0], g.add_op("relu", [h], {})[0],
+                g.add_op("layer_norm", [h], {"normalized_shape": [4]})[0]]
+
+    cuda = dtypes_of_outputs(amp, "cuda", build, (3, 5), (4, 5))
+    assert cuda == [amp, "float32", "float32", "float32", amp, "float32"]
+    # torch's CPU lists keep softmax, exp, sum and layer_norm in the lower type.
+    cpu = dtypes_of_outputs(amp, "cpu", build, (3, 5), (4, 5))
+    assert cpu == [amp] * 6
+
+
+def test_float64_and_integers_are_never_cast():
+    def build(g, x):
+        d = g.add_op("cast", [x], {"dtype": "float64"})[0]
+        i = g.add_op("cast", [x], {"dtype": "int64"})[0]
+        return [g.add_op("matmul", [d, d], {})[0], g.add_op("sum", [i], {"dims": [0]})[0]]
+
+    assert dtypes_of_outputs("float16", "cuda", build, (3, 3)) == ["float64", "int64"]
+
+
+def test_amp_argument_is_checked():
+    with pytest.raises(ValueError, match="amp must be"):
+        flow.jit(lambda x: x, amp="int8")
+    with pytest.raises(ValueError, match="conv_search"):
+        flow.jit(lambda x: x, conv_search="fastest")
+    # torch and flow dtypes name the same policy.
+    assert flow.jit(lambda x: x, amp=torch.bfloat16)._amp == "bfloat16"
+    assert flow.jit(lambda x: x, amp=flow.float16)._amp == "float16"
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_library_ops_on_the_cpu(dtype):
+    """conv2d, matmul and linear take half tensors (float32 products rounded once, as torch's CPU)."""
+    g = torch.Generator().manual_seed(9)
+    td = getattr(torch, dtype)
+    x = torch.randn(2, 4, 9, 7, generator=g).to(td)
+    w = torch.randn(6, 4, 3, 3, generator=g).to(td)
+    b = torch.randn(6, generator=g).to(td)
+    a = torch.randn(3, 5, 17, generator=g).to(td)
+    m = torch.randn(17, 4, generator=g).to(td)
+    lw = torch.randn(8, 17, generator=g).to(td)
+
+    def tf(t):
+        return flow.tensor(t.float().numpy()).to(getattr(flow, dtype))
+
+    cases = [
+        (flow.nn.functional.conv2d(tf(x), tf(w), tf(b), padding=1, stride=(2, 1)), TF.conv2d(x, w, b, padding=1, stride=(2, 1))),
+        (flow.matmul(tf(a), tf(m)), torch.matmul(a, m)),
+        (flow.nn.functional.linear(tf(a), tf(lw)), TF.linear(a, lw)),
+        (flow.matmul(tf(a).transpose(1, 2)[:, :4], tf(a)[:, :, :4]), torch.matmul(a.transpose(1, 2)[:, :4], a[:, :, :4])),
+    ]
+    for got, want in cases:
+        assert got.dtype.name == dtype
+        # One rounding of the same float32 sum: equal up to the last bit of the half type.
+        rel = {"bfloat16": 8e-3, "float16": 1e-3}[dtype]
+        torch.testing.assert_close(as_torch(got), want.float(), rtol=rel, atol=rel * float(want.float().abs().max()))
