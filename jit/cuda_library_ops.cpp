@@ -45,6 +45,7 @@ const Tensor& bound(const std::vector<const Tensor*>& values, int v) {
 // the caching allocator keeps their memory safe for reuse on the same stream afterwards.
 class Held {
  public:
+  explicit Held(std::deque<Tensor>& items) : items_(items) {}
   const Tensor& keep(Tensor t) {
     items_.push_back(std::move(t));
     return items_.back();
@@ -52,7 +53,7 @@ class Held {
   const Tensor& contiguous(const Tensor& t) { return t.is_contiguous() ? t : keep(eager_contiguous(t, t.dtype)); }
 
  private:
-  std::deque<Tensor> items_;  // stable addresses
+  std::deque<Tensor>& items_;  // stable addresses
 };
 
 Tensor view_of(const Tensor& t, Shape sizes, std::vector<int64_t> strides) {
@@ -179,8 +180,12 @@ MatrixOperand matrix_operand(const Tensor& v, Held& held) {
   return m;
 }
 
-void run_gemm(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out) {
-  Held held;
+}  // namespace
+
+GemmCall plan_gemm_call(const LibraryStep& step, const std::vector<const Tensor*>& values) {
+  GemmCall call;
+  Held held(call.held);
+  const Tensor& out = bound(values, step.output);
   const Tensor& a0 = bound(values, step.operands.at(0));
   const Tensor& b0 = bound(values, step.operands.at(1));
   const bool linear = step.op == "linear";
@@ -230,15 +235,18 @@ void run_gemm(const LibraryStep& step, const std::vector<const Tensor*>& values,
   p.activation = e.relu        ? rc::cublaslt::Activation::Relu
                  : e.gelu_tanh ? rc::cublaslt::Activation::GeluTanh
                                : rc::cublaslt::Activation::None;
-  std::string why;
-  if (!rc::cublaslt::supported(p, &why))
-    throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
-                       step.op + " on CUDA: cuBLASLt cannot run " + rc::cublaslt::describe(p) + ": " + why);
-  rc::cublaslt::matmul(p, ma.t->data(), mb.t->data(), bias ? bias->data() : nullptr,
-                       e.residual ? e.residual->data() : nullptr, out.data(), rc::current_stream());
+  call.problem = p;
+  call.a = ma.t->data();
+  call.b = mb.t->data();
+  call.bias = bias ? bias->data() : nullptr;
+  call.residual = e.residual ? e.residual->data() : nullptr;
+  call.out = out.data();
+  return call;
 }
 
 // ---- conv2d: cuDNN -------------------------------------------------------------------------------
+
+namespace {
 
 bool dense_as(const Tensor& t, const std::array<int64_t, 4>& dense) {
   for (size_t d = 0; d < 4; ++d)
@@ -293,9 +301,12 @@ FilterCache& filter_cache() {
   return *cache;
 }
 
-void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out,
-              runtime::onednn::ImplInfo* info) {
-  Held held;
+}  // namespace
+
+ConvCall plan_conv_call(const LibraryStep& step, const std::vector<const Tensor*>& values) {
+  ConvCall call;
+  Held held(call.held);
+  const Tensor& out = bound(values, step.output);
   const dsl::Attrs& at = step.attrs;
   const Tensor& x0 = bound(values, step.operands.at(0));
   const Tensor& w0 = bound(values, step.operands.at(1));
@@ -316,10 +327,17 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
   Tensor x = x0.sizes.size() == 3 ? view_of(x0, {1, x0.sizes[0], x0.sizes[1], x0.sizes[2]},
                                             {dsl::numel(x0.sizes), x0.strides[0], x0.strides[1], x0.strides[2]})
                                   : x0;
-  bool x_nhwc = dense_as(x, nhwc_strides(x.sizes)) && !dense_as(x, nchw_strides(x.sizes));
-  if (!x_nhwc && !dense_as(x, nchw_strides(x.sizes))) {
+  // cuDNN's convolution wants x, y and the filter in one layout: the output's (NHWC when the layout
+  // pass made this conv channels_last). An input in the other layout is copied into it first.
+  const bool nhwc = channels_last;
+  if (nhwc && !dense_as(x, nhwc_strides(x.sizes))) {
+    const Tensor packed = eager_contiguous(view_of(x, {x.sizes[0], x.sizes[2], x.sizes[3], x.sizes[1]},
+                                                   {x.strides[0], x.strides[2], x.strides[3], x.strides[1]}),
+                                           x.dtype);
+    const std::array<int64_t, 4> st = nhwc_strides(x.sizes);
+    x = view_of(held.keep(packed), x.sizes, {st.begin(), st.end()});
+  } else if (!nhwc && !dense_as(x, nchw_strides(x.sizes))) {
     x = held.keep(eager_contiguous(x, x.dtype));
-    x_nhwc = false;
   }
   rc::cudnn::ConvProblem p;
   p.n = x.sizes[0];
@@ -337,14 +355,14 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
   p.dil_h = dil[0];
   p.dil_w = dil[1];
   p.dtype = data_type(out.dtype);
-  p.x_strides = x_nhwc ? nhwc_strides(x.sizes) : nchw_strides(x.sizes);
+  p.x_strides = nhwc ? nhwc_strides(x.sizes) : nchw_strides(x.sizes);
   p.out_h = rc::cudnn::conv_out_size(p.h, p.pad_h, p.dil_h, p.r, p.stride_h);
   p.out_w = rc::cudnn::conv_out_size(p.w, p.pad_w, p.dil_w, p.s, p.stride_w);
   const Shape y_nchw{p.n, p.k, p.out_h, p.out_w};
   p.y_strides = channels_last ? nhwc_strides(y_nchw) : nchw_strides(y_nchw);
-  // The filter: KRSC for an NHWC input (the tensor-core layout), else dense KCRS.
+  // The filter: KRSC for NHWC (the tensor-core layout), else dense KCRS.
   const Tensor* w = nullptr;
-  if (x_nhwc) {
+  if (nhwc) {
     w = &held.keep(filter_cache().get(w0, step.weights_frozen));
     p.w_nhwc = true;
   } else {
@@ -356,8 +374,30 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
   p.bias = bias != nullptr;
   p.residual = e.residual != nullptr;
   p.relu = e.relu;
+  call.problem = p;
+  call.x = x.data();
+  call.w = w->data();
+  call.bias = bias ? bias->data() : nullptr;
+  call.z = e.residual ? e.residual->data() : nullptr;
+  call.y = out.data();
+  return call;
+}
+
+namespace {
+
+void run_gemm(const LibraryStep& step, const std::vector<const Tensor*>& values) {
+  const GemmCall c = plan_gemm_call(step, values);
   std::string why;
-  if (!rc::cudnn::supported(p, &why))
+  if (!rc::cublaslt::supported(c.problem, &why))
+    throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
+                       step.op + " on CUDA: cuBLASLt cannot run " + rc::cublaslt::describe(c.problem) + ": " + why);
+  rc::cublaslt::matmul(c.problem, c.a, c.b, c.bias, c.residual, c.out, rc::current_stream());
+}
+
+void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values, runtime::onednn::ImplInfo* info) {
+  const ConvCall c = plan_conv_call(step, values);
+  std::string why;
+  if (!rc::cudnn::supported(c.problem, &why))
     throw dsl::OpError(dsl::OpError::Kind::NotImplemented, "conv2d on CUDA: cuDNN cannot run it: " + why);
   rc::cudnn::Algo algo;
   if (!step.impl.empty()) {
@@ -365,11 +405,11 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
     algo.name = step.impl;
     if (algo.id < 0) throw std::invalid_argument("conv2d on CUDA: unknown cuDNN algorithm '" + step.impl + "'");
   } else {
-    algo = rc::cudnn::choose(p, step.exhaustive_search ? rc::cudnn::Search::Exhaustive : rc::cudnn::Search::Heuristic,
-                             x.data(), w->data(), out.data());
+    algo = rc::cudnn::choose(c.problem,
+                             step.exhaustive_search ? rc::cudnn::Search::Exhaustive : rc::cudnn::Search::Heuristic, c.x,
+                             c.w, c.y);
   }
-  rc::cudnn::forward(p, algo, x.data(), w->data(), bias ? bias->data() : nullptr,
-                     e.residual ? e.residual->data() : nullptr, out.data(), rc::current_stream());
+  rc::cudnn::forward(c.problem, algo, c.x, c.w, c.bias, c.z, c.y, rc::current_stream());
   if (info) {
     info->chosen = algo.name;
     info->available = rc::cudnn::algo_names();
@@ -381,9 +421,8 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
 void run_cuda_library_group(const dsl::Graph& g, const LibraryStep& step, const std::vector<const Tensor*>& values,
                             runtime::onednn::ImplInfo* info) {
   (void)g;
-  const Tensor& out = bound(values, step.output);
-  if (step.op == "conv2d") return run_conv(step, values, out, info);
-  if (step.op == "matmul" || step.op == "linear") return run_gemm(step, values, out);
+  if (step.op == "conv2d") return run_conv(step, values, info);
+  if (step.op == "matmul" || step.op == "linear") return run_gemm(step, values);
   throw dsl::OpError(dsl::OpError::Kind::NotImplemented, "op '" + step.op + "' has no CUDA library implementation");
 }
 

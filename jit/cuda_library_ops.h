@@ -8,23 +8,50 @@
 //   weight [N, K] is read as B = W^T through its strides. An operand whose batch dims do not
 //   collapse, or whose matrix strides cuBLASLt cannot take (no unit stride), is first copied to a
 //   contiguous tensor (a generated kernel), as is a bias or residual that is not dense.
-// - conv2d takes an NCHW- or NHWC-dense input (anything else is copied to NCHW). Its output is
-//   NCHW, or NHWC when the layout pass marked it channels_last. With an NHWC input the filter is
-//   given to cuDNN as KRSC (the tensor-core layout): a permuted copy of the [K, C, R, S] weights,
-//   cached per weight storage and version when the weights are frozen, so a model's filters are
-//   permuted once.
+// - conv2d runs in one layout for x, y and the filter, as cuDNN's convolution wants: NHWC when the
+//   layout pass marked the conv channels_last (its output is then [N, OH, OW, C]), else NCHW. An
+//   input in the other layout (or not dense) is copied into it first; for NHWC the filter is given
+//   as KRSC (the tensor-core layout), a permuted copy of the [K, C, R, S] weights cached per weight
+//   storage and version when the weights are frozen, so a model's filters are permuted once.
 // - the algorithm: a tuning record's choice (LibraryStep::impl) when there is one, else cuDNN's
 //   heuristic ranking, or an exhaustive timed search when compiled with conv_search="exhaustive";
 //   runtime/cudnn.h caches the choice per (problem, layout, dtype, arch) for the process.
 #pragma once
+#include <deque>
 #include <vector>
 
 #include "dsl/graph.h"
 #include "jit/library_ops.h"
 #include "jit/tensor.h"
+#include "runtime/cublaslt.h"
+#include "runtime/cudnn.h"
 #include "runtime/onednn.h"
 
 namespace flow::jit {
+
+// The library calls a step becomes, with the tensors they read (contiguous copies, permuted
+// filters) kept alive in `held`. Building them launches no library call, so the tests check the
+// descriptions on CPU tensors against a reference that reads memory the way the library would.
+struct GemmCall {
+  runtime::cuda::cublaslt::MatmulProblem problem;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  const void* bias = nullptr;
+  const void* residual = nullptr;
+  void* out = nullptr;
+  std::deque<Tensor> held;
+};
+struct ConvCall {
+  runtime::cuda::cudnn::ConvProblem problem;
+  const void* x = nullptr;
+  const void* w = nullptr;
+  const void* bias = nullptr;
+  const void* z = nullptr;
+  void* y = nullptr;
+  std::deque<Tensor> held;
+};
+GemmCall plan_gemm_call(const LibraryStep& step, const std::vector<const Tensor*>& values);
+ConvCall plan_conv_call(const LibraryStep& step, const std::vector<const Tensor*>& values);
 
 // Runs one library step whose tensors live on the current CUDA device (see run_library_group).
 // `info` (optional) receives the algorithm used and those cuDNN offers (convolutions).

@@ -2,7 +2,7 @@
 # The one script run on the GPU machine (H200, CUDA 13, no LLVM, no internet): configure without
 # LLVM, build everything, run the C++ tests (the CUDA runtime test first, on its own), the GPU
 # Python tests and the GPU benchmark when they exist, and write logs, JSON results and a summary
-# under $OUT (./gpu_out when OUT is unset). Hard budget: FLOW_GPU_BUDGET_S seconds (default 450)
+# under $OUT (./gpu_out when OUT is unset). Hard budget: FLOW_GPU_BUDGET_S seconds (default 470)
 # for all steps together, each step under `timeout`; a step that would start with too little time
 # left is recorded as skipped. Exit status 0 when every step that ran passed.
 #
@@ -16,7 +16,7 @@ cd "$root" || exit 2
 OUT=${OUT:-$root/gpu_out}
 export OUT  # bench/gpu.py writes $OUT/gpu_bench.json
 mkdir -p "$OUT"
-BUDGET=${FLOW_GPU_BUDGET_S:-450}
+BUDGET=${FLOW_GPU_BUDGET_S:-470}
 JOBS=${FLOW_GPU_JOBS:-$(nproc 2>/dev/null || echo 4)}
 BUILD="$root/build-gpu-check"
 T0=$(date +%s)
@@ -84,6 +84,15 @@ cat "$OUT/env.log"
 
 # ---- configure --------------------------------------------------------------------------------
 PY=$(command -v python3)
+# cuDNN and cuBLASLt may exist only inside torch's pip packages (nvidia/*/lib): the C++ test binaries
+# find them through FLOW_CUDA_LIB_PATH (runtime/dynlib.h); Python processes that import torch first
+# have them loaded already.
+if [ -z "${FLOW_CUDA_LIB_PATH:-}" ]; then
+  FLOW_CUDA_LIB_PATH=$(timeout 60 "$PY" -c 'import glob, os, nvidia
+print(":".join(d for p in nvidia.__path__ for d in sorted(glob.glob(os.path.join(p, "*", "lib")))))' 2>/dev/null)
+  export FLOW_CUDA_LIB_PATH
+fi
+echo "FLOW_CUDA_LIB_PATH=${FLOW_CUDA_LIB_PATH:-}" >> "$OUT/env.log"
 # The Python module links libstdc++ statically and hides it: in the GPU host's Python process a
 # dynamically linked _C crashed in std::ostream number formatting (a libstdc++ clash) while the C++
 # test binaries ran fine (2026-11-30).
@@ -115,7 +124,7 @@ export FLOW_CACHE_DIR="$BUILD/kernel-cache"
 if [ -f "$BUILD/CMakeCache.txt" ]; then
   if [ $have_gtest -eq 1 ]; then
     PYTHONPATH="$root/.deps${PYTHONPATH:+:$PYTHONPATH}" step build-cuda-test 240 \
-      cmake --build "$BUILD" -j "$JOBS" --target test_cuda_runtime
+      cmake --build "$BUILD" -j "$JOBS" --target test_cuda_runtime test_cuda_libs
   fi
   keep_going=(-k)
   grep -q "CMAKE_GENERATOR:INTERNAL=Ninja" "$BUILD/CMakeCache.txt" && keep_going=(-k 0)
@@ -133,15 +142,15 @@ if [ -x "$BUILD/tests/cpp/test_cuda_runtime" ]; then
     record cuda-device FAIL 1 0 "tests skipped: no CUDA device ($(grep -m1 -A1 'no CUDA device' "$OUT/test-cuda-runtime.log" | tr '\n' ' ' | cut -c1-200))"
   fi
 fi
-if [ -f "$BUILD/CTestTestfile.cmake" ] || [ -f "$BUILD/tests/cpp/CTestTestfile.cmake" ]; then
-  # test_cuda_runtime already ran above, with its own log and JSON.
-  step ctest 150 ctest --test-dir "$BUILD" --output-on-failure --timeout 120 -j 4 -E '^test_cuda_runtime$'
+if [ -x "$BUILD/tests/cpp/test_cuda_libs" ]; then
+  FLOW_CUDA_SYNC=1 step test-cuda-libs 90 "$BUILD/tests/cpp/test_cuda_libs" \
+    --gtest_output=json:"$OUT/test_cuda_libs.json"
 fi
 
 # ---- Python -------------------------------------------------------------------------------------
 if [ -d "$root/tests/python" ]; then
   if [ "$python_module" = ON ] && ls "$root"/python/flow/_C*.so > /dev/null 2>&1; then
-    PYTHONPATH="$root/python" step pytest-gpu 150 "$PY" -m pytest -m gpu "$root/tests/python" -q \
+    PYTHONPATH="$root/python" step pytest-gpu 200 "$PY" -m pytest -m gpu "$root/tests/python" -q \
       -p no:cacheprovider --junitxml="$OUT/pytest_gpu.xml"
     rc=$?
     if [ $rc -eq 5 ]; then echo "[gpu_check] pytest: no test is marked gpu (exit 5)" | tee -a "$SUMMARY"; fi
@@ -152,10 +161,17 @@ fi
 
 if [ -f "$root/bench/gpu.py" ]; then
   if [ "$python_module" = ON ]; then
-    PYTHONPATH="$root/python:$root/bench" step bench-gpu 120 "$PY" "$root/bench/gpu.py"
+    PYTHONPATH="$root/python:$root/bench" step bench-gpu 180 "$PY" "$root/bench/gpu.py"
   else
     record bench-gpu SKIPPED 125 0 "the Python module was not built"
   fi
+fi
+
+# The rest of the C++ suite (CPU paths; the GPU-specific binaries ran first), after the GPU steps so
+# that a tight budget spends itself on what only this machine can check.
+if [ -f "$BUILD/CTestTestfile.cmake" ] || [ -f "$BUILD/tests/cpp/CTestTestfile.cmake" ]; then
+  # test_cuda_runtime and test_cuda_libs already ran above, with their own logs and JSON.
+  step ctest 150 ctest --test-dir "$BUILD" --output-on-failure --timeout 120 -j 4 -E '^test_cuda_(runtime|libs)$'
 fi
 
 # Autotuning on the device (default vs tuned Params of the three kernels; device-event timing).
@@ -182,7 +198,7 @@ total=$(elapsed)
   echo "}"
 } > "$OUT/summary.json"
 # Compact copies of the failing C++ test output, for a quick read.
-for log in "$OUT"/test-cuda-runtime.log "$OUT"/ctest.log; do
+for log in "$OUT"/test-cuda-runtime.log "$OUT"/test-cuda-libs.log "$OUT"/ctest.log; do
   [ -f "$log" ] && grep -E "^\[  FAILED  \]|Failure|error:|Skipped|no CUDA device" "$log" | head -n 40 > "${log%.log}.failures.txt"
 done
 echo

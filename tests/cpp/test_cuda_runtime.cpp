@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "jit/compile.h"
+#include "jit/cuda/cuda_compile.h"
 #include "jit/cuda_launch.h"
 #include "jit/eager.h"
 #include "runtime/buffer.h"
@@ -762,4 +763,100 @@ TEST(CudaGraphs, NewParameterStateRecaptures) {
   check("recapture after the update");
   check("replay after the update");
   EXPECT_EQ(graphed->num_graph_replays(), 4);
+}
+
+// ---- cuDNN / cuBLASLt library steps, planned without a device ---------------------------------------
+
+namespace {
+
+// A ResNet block under float16 autocast for CUDA: conv -> eval batch norm -> relu -> conv (+bias)
+// -> residual add -> relu, then a linear with tanh-GELU and one with exact GELU.
+dsl::Graph half_block_graph() {
+  dsl::Graph g;
+  g.set_autocast(dsl::AutocastPolicy{DType::Float16, dsl::AutocastDevice::CUDA});
+  const int x = g.add_input({{2, 8, 10, 10}, DType::Float32}, "x");
+  const int w1 = g.add_input({{8, 8, 3, 3}, DType::Float32}, "w1");
+  std::vector<int> bn;
+  for (const char* name : {"mean", "var", "gamma", "beta"}) bn.push_back(g.add_input({{8}, DType::Float32}, name));
+  const int w2 = g.add_input({{8, 8, 3, 3}, DType::Float32}, "w2");
+  const int b2 = g.add_input({{8}, DType::Float32}, "b2");
+  const int lw = g.add_input({{16, 8}, DType::Float32}, "lw");
+  const int lb = g.add_input({{16}, DType::Float32}, "lb");
+  int h = g.add("conv2d", {x, w1}, {{"padding", int64_t{1}}});
+  h = g.add("batch_norm", {h, bn[0], bn[1], bn[2], bn[3]}, {{"eps", 1e-5}, {"training", false}});
+  h = g.add("relu", {h});
+  h = g.add("conv2d", {h, w2, b2}, {{"padding", int64_t{1}}});
+  h = g.add("relu", {g.add("add", {h, g.add("cast", {x}, {{"dtype", std::string("float16")}})})});
+  const int pooled = g.add("mean", {h}, {{"dims", std::vector<int64_t>{2, 3}}, {"keepdim", false}});
+  g.mark_output(g.add("gelu", {g.add("linear", {pooled, lw, lb})}, {{"approximate", std::string("tanh")}}));
+  g.mark_output(g.add("gelu", {g.add("linear", {pooled, lw, lb})}, {{"approximate", std::string("none")}}));
+  return g;
+}
+
+}  // namespace
+
+TEST(CudaLibrarySteps, HalfResNetBlockPlansCudnnAndCublasLtCallsWithFusedEpilogues) {
+  const dsl::Graph g = half_block_graph();
+  jit::CompileOptions opt;
+  opt.target = dsl::Target::CUDA;
+  opt.cuda_arch = "sm_90";
+  opt.frozen_inputs.assign(g.inputs().size(), true);
+  opt.frozen_inputs[0] = false;
+  std::shared_ptr<jit::Executable> exe;
+  try {
+    exe = jit::compile(g, {}, opt);
+  } catch (const std::runtime_error& e) {
+    if (contains(e.what(), "NVRTC") || contains(e.what(), "nvrtc")) GTEST_SKIP() << e.what();
+    throw;
+  }
+  const std::string text = exe->explain(false);
+  EXPECT_EQ(exe->num_folded(), 1) << text;          // the batch norm, through the autocast casts
+  // Half convolutions run NHWC on CUDA; the second stays NCHW because its residual (the input x)
+  // is NCHW, which an NHWC result would read transposed (scheduler/channels_last.h).
+  EXPECT_EQ(exe->num_channels_last(), 1) << text;
+  ASSERT_EQ(exe->num_library_calls(), 4) << text;
+  std::vector<std::string> described;
+  for (const auto& s : exe->library_steps()) described.push_back(s.describe());
+  EXPECT_EQ(described[0], "conv2d (cuDNN) + post-ops [relu]") << text;
+  EXPECT_EQ(described[1], "conv2d (cuDNN) + post-ops [add, relu]") << text;  // residual and relu in the call
+  EXPECT_EQ(described[2], "linear (cuBLASLt) + post-ops [gelu_tanh]") << text;
+  EXPECT_EQ(described[3], "linear (cuBLASLt)") << text;  // exact GELU is a generated kernel
+  EXPECT_TRUE(contains(text, "tanh approximation")) << "the rejected merge names why:\n" << text;
+  // Every generated kernel compiles with NVRTC without local memory; the pointwise ones use vector
+  // accesses (the PTX is not kept with the cached cubin, so compile again here).
+  int vectorized = 0;
+  for (const auto& k : exe->kernels()) {
+    const auto c = jit::cuda::cuda_compile(k->scheduled.func, "sm_90");
+    EXPECT_FALSE(contains(c.ptx, ".local")) << k->scheduled.func.name << " spills to local memory";
+    vectorized += contains(c.ptx, "ld.global.v") || contains(c.ptx, "ld.global.nc.v") ? 1 : 0;
+  }
+  EXPECT_GT(vectorized, 0);
+}
+
+TEST(CudaLibrarySteps, EpilogueGrammarRejectsWhatTheLibrariesCannotFuse) {
+  // conv -> +scalar (not a bias or residual), and a second bias after the conv's own.
+  dsl::Graph g;
+  const int x = g.add_input({{1, 4, 6, 6}, DType::Float16}, "x");
+  const int w = g.add_input({{4, 4, 1, 1}, DType::Float16}, "w");
+  const int b = g.add_input({{4}, DType::Float16}, "b");
+  const int c = g.add_input({{4, 1, 1}, DType::Float16}, "c");
+  const int y1 = g.add("add", {g.add("conv2d", {x, w}), g.add_constant(1.0, DType::Float64, true)});
+  const int y2 = g.add("add", {g.add("conv2d", {x, w, b}), c});
+  const int y3 = g.add("sigmoid", {g.add("conv2d", {x, w})});
+  for (int y : {y1, y2, y3}) g.mark_output(y);
+  sched::FusionOptions fo;
+  fo.target = dsl::Target::CUDA;
+  const sched::FusionPlan plan = sched::fuse(g, fo);
+  int libraries = 0;
+  for (const auto& grp : plan.groups)
+    if (grp.kind == sched::GroupKind::Library) {
+      ++libraries;
+      EXPECT_TRUE(grp.epilogue.empty()) << plan.to_string(g);
+    }
+  EXPECT_EQ(libraries, 3);
+  std::string reasons;
+  for (const auto& r : plan.rejected) reasons += r.reason + "\n";
+  EXPECT_TRUE(contains(reasons, "scalar add")) << reasons;
+  EXPECT_TRUE(contains(reasons, "a second bias")) << reasons;
+  EXPECT_TRUE(contains(reasons, "'sigmoid' is not a cuDNN post-op")) << reasons;
 }

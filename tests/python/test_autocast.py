@@ -189,3 +189,24 @@ def test_half_library_ops_on_the_cpu(dtype):
         # One rounding of the same float32 sum: equal up to the last bit of the half type.
         rel = {"bfloat16": 8e-3, "float16": 1e-3}[dtype]
         torch.testing.assert_close(as_torch(got), want.float(), rtol=rel, atol=rel * float(want.float().abs().max()))
+
+
+def test_resnet50_plans_for_cuda_under_float16_without_a_gpu():
+    """The whole CUDA plan of ResNet-50 under amp="float16" is built here (NVRTC compiles every
+    kernel; nothing runs): every convolution is one cuDNN call on NHWC values with its batch norm
+    folded and its relu / residual add fused, and the classifier one cuBLASLt call."""
+    from flow._jit import _flatten
+
+    _, fm = twins("resnet", "resnet50")
+    fm.eval()
+    jm = flow.jit(fm, amp="float16", target="cuda")
+    flat, spec = _flatten(((flow.randn(2, 3, 64, 64),), {}))
+    exe = jm._jit._trace_and_compile(flat, spec).exe
+    text = exe.explain(False)
+    assert exe.num_library_calls == 54, text  # 53 convolutions + the final linear
+    assert exe.num_folded == 53 and exe.num_channels_last == 53, text
+    lines = [ln for ln in text.split("\n") if "library call:" in ln]
+    assert sum("conv2d (cuDNN)" in ln for ln in lines) == 53
+    assert sum("linear (cuBLASLt)" in ln for ln in lines) == 1
+    assert sum("post-ops [add, relu]" in ln for ln in lines) == 16  # one residual add per bottleneck
+    assert sum("post-ops [relu]" in ln for ln in lines) == 33
