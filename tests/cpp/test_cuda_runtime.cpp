@@ -810,7 +810,7 @@ TEST(CudaLibrarySteps, HalfResNetBlockPlansCudnnAndCublasLtCallsWithFusedEpilogu
     throw;
   }
   const std::string text = exe->explain(false);
-  EXPECT_EQ(exe->num_folded(), 1) << text;          // the batch norm, through the autocast casts
+  EXPECT_EQ(exe->num_folded(), 1) << text;  // the batch norm, through the autocast casts
   // Half convolutions run NHWC on CUDA; the second stays NCHW because its residual (the input x)
   // is NCHW, which an NHWC result would read transposed (scheduler/channels_last.h).
   EXPECT_EQ(exe->num_channels_last(), 1) << text;
