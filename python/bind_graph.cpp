@@ -59,6 +59,14 @@ void bind_graph(py::module_& m) {
             g.set_autocast(p);
           },
           py::arg("dtype"), py::arg("device") = "cuda")
+      .def_property_readonly(
+          "autocast",
+          [](const dsl::Graph& g) -> std::optional<std::pair<std::string, std::string>> {
+            if (!g.autocast()) return std::nullopt;
+            return std::make_pair(std::string(dsl::dtype_name(g.autocast()->dtype)),
+                                  std::string(g.autocast()->device == dsl::AutocastDevice::CUDA ? "cuda" : "cpu"));
+          },
+          "(dtype, device) of the autocast policy ops are added under, or None")
       .def(
           "mark_output",
           [](dsl::Graph& g, int id) {
@@ -104,6 +112,17 @@ void bind_graph(py::module_& m) {
             }
           },
           py::arg("data"));
+  m.def(
+      "autocast_class",
+      [](const std::string& op, const std::string& device) {
+        try {
+          return std::string(dsl::autocast_class_name(dsl::autocast_class(op, dsl::autocast_device_from_name(device))));
+        } catch (const std::invalid_argument& e) {
+          throw py::value_error(e.what());
+        }
+      },
+      py::arg("op"), py::arg("device"),
+      "torch.autocast's class of `op` on a device type: 'lower_precision_fp', 'fp32' or 'none' (dsl/autocast.h)");
 }
 
 }  // namespace flow::python

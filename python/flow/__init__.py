@@ -15,6 +15,8 @@ from ._dtype import bfloat16, bool_ as bool, float16, float32, float64, int32, i
 from ._dtype import dtype  # noqa: F401
 from ._errors import TraceError  # noqa: F401
 from ._jit import jit  # noqa: F401
+from . import amp  # noqa: F401,E402
+from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: F401
 from ._profile import Profile  # noqa: F401
 from ._bundle import LoadedModel, load, save  # noqa: F401
 from ._ops import *  # noqa: F401,F403

@@ -22,6 +22,7 @@ import shutil
 import tempfile
 
 from . import _C
+from . import amp as _amp
 from ._jit import JitFunction, JitModule, _flatten, _layout_key, _module_tensors, build_outputs
 from ._profile import check_repeats, profile_executable
 from ._safetensors import load_file, save_file
@@ -102,7 +103,7 @@ def save(compiled, path):
         db = jf._database()
         os.makedirs(os.path.join(tmp, "graphs"))
         for i, (key, v) in enumerate(variants):
-            _, leaf_keys, training = key
+            _, leaf_keys, training, amp_key = key
             exe = v.exe
             state = _module_tensors(jf._module) if v.uses_module else {}
             bindings, strides = [], []
@@ -137,6 +138,8 @@ def save(compiled, path):
                 "call_spec": _spec_to_json(call_flat_spec),
                 "call_leaves": [_call_leaf_json(k) for k in leaf_keys],
                 "training": training,
+                # The flow.autocast policies active when it was traced (its graph holds the casts).
+                "autocast": [list(p) for p in amp_key],
                 "bindings": bindings,
                 "input_strides": strides,
                 "out_spec": _spec_to_json(v.out_spec),
@@ -190,6 +193,7 @@ def save(compiled, path):
 class _LoadedVariant:
     def __init__(self, spec, leaves, training, exe, bindings, out_spec, out_leaves, mutations):
         self.spec, self.leaves, self.training = spec, leaves, training
+        self.autocast = []  # [[device type, dtype], ...] it was traced under (flow.autocast)
         self.exe, self.bindings = exe, bindings
         self.out_spec, self.out_leaves = out_spec, out_leaves
         self.mutations = mutations  # [(weight name, output index)]: written back after each run
@@ -249,9 +253,12 @@ class LoadedModel:
         return [(flat[x] if kind == "arg" else self.weights[x])._c for kind, x in v.bindings]
 
     def _select(self, flat, spec):
-        # A variant of the current mode (train()/eval()) first, else any that takes these arguments.
+        # A variant of the current mode (train()/eval()) first, else any that takes these arguments;
+        # among those, one traced under the flow.autocast policies active now first.
+        amp_now = [list(p) for p in _amp.active_key()]
         candidates = [v for v in self._variants if v.training in (None, self.training)]
         candidates += [v for v in self._variants if v not in candidates]
+        candidates.sort(key=lambda v: v.autocast != amp_now)  # stable: the order above otherwise
         for v in candidates:
             if v.matches(spec, flat, self.device):
                 break
@@ -325,5 +332,6 @@ def load(path, *, target=None):
         variants.append(_LoadedVariant(_spec_from_json(vj["call_spec"]), vj["call_leaves"], vj["training"], exe,
                                        bindings, _spec_from_json(vj["out_spec"]), out_leaves,
                                        [(n, k) for n, k in vj.get("mutations", [])]))
+        variants[-1].autocast = vj.get("autocast", [])
     here = _C.target_id(device, arch)
     return LoadedModel(path, manifest, weights, variants, compiled, nkernels, here == manifest.get("target"), device)

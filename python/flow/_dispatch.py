@@ -19,6 +19,7 @@ where another tensor would have to see the write.
 import threading
 
 from . import _C
+from . import amp as _amp
 from ._errors import TraceError, where
 
 _local = threading.local()
@@ -130,6 +131,7 @@ def dispatch(op, args, attrs=None):
             cargs.append(a)
     if op in VIEW_OPS and len(cargs) == 1 and not isinstance(cargs[0], (bool, int, float)):
         return [Tensor._wrap(_C.view(op, cargs[0], attrs))]
+    cargs = _amp.cast_args(op, cargs)  # flow.autocast (a no-op outside one)
     return [Tensor._wrap(c) for c in _C.eager(op, cargs, attrs)]
 
 

@@ -31,6 +31,7 @@ import os
 import sys
 
 from . import _C
+from . import amp as _amp
 from ._dispatch import TraceContext, current_trace
 from ._errors import TraceError
 from ._profile import Profile, check_repeats, profile_executable
@@ -242,7 +243,7 @@ class JitFunction:
     # The key of a call: argument structure and leaves, plus the module's training flag.
     def _key(self, flat, spec):
         mode = self._module.training if self._module is not None else None
-        return (spec, tuple(_leaf_key(x) for x in flat), mode)
+        return (spec, tuple(_leaf_key(x) for x in flat), mode, _amp.active_key())
 
     def __call__(self, *args, **kwargs):
         flat, spec = _flatten((args, kwargs))
@@ -297,10 +298,12 @@ class JitFunction:
     def _trace_and_compile(self, flat, spec):
         ctx = TraceContext()
         ctx.device = next((x.device for x in flat if isinstance(x, Tensor) and x._c is not None and x.is_cuda), None)
-        if self._amp is not None:
-            # torch.autocast's lists differ by device type (see dsl/autocast.h).
-            on_cuda = ctx.device is not None or self._target == "cuda"
-            ctx.graph.set_autocast(self._amp, "cuda" if on_cuda else "cpu")
+        # torch.autocast's lists differ by device type (see dsl/autocast.h). amp= wins over an
+        # enclosing flow.autocast block.
+        amp_device = "cuda" if ctx.device is not None or self._target == "cuda" else "cpu"
+        amp = self._amp if self._amp is not None else _amp._state().get(amp_device)
+        if amp is not None:
+            ctx.graph.set_autocast(amp, amp_device)
         self.num_traces += 1
         with ctx:
             traced = []

@@ -210,3 +210,96 @@ def test_resnet50_plans_for_cuda_under_float16_without_a_gpu():
     assert sum("linear (cuBLASLt)" in ln for ln in lines) == 1
     assert sum("post-ops [add, relu]" in ln for ln in lines) == 16  # one residual add per bottleneck
     assert sum("post-ops [relu]" in ln for ln in lines) == 33
+
+
+# ---- flow.autocast: the context manager ----------------------------------------------------------
+
+
+def block_args(seed):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(9, 16, generator=g), torch.randn(33, 16, generator=g), torch.randn(33, generator=g),
+            torch.randn(33, 7, generator=g)]
+
+
+def assert_like_torch(got, expected, amp):
+    for k, (gv, ev) in enumerate(zip(got, expected)):
+        assert gv.dtype.name == str(ev.dtype).replace("torch.", ""), (k, gv.dtype, ev.dtype)
+        assert max_rel(as_torch(gv), ev.float()) <= ULP[amp], (k, max_rel(as_torch(gv), ev.float()))
+
+
+@pytest.mark.parametrize("amp", AMP)
+def test_eager_ops_inside_flow_autocast_match_torch_autocast(amp):
+    args = block_args(21)
+    with torch.autocast("cpu", dtype=getattr(torch, amp)):
+        expected = block(torch)(*args)
+    with flow.autocast("cpu", dtype=getattr(flow, amp)):
+        assert flow.is_autocast_enabled("cpu") and flow.get_autocast_dtype("cpu") is getattr(flow, amp)
+        got = block(flow)(*[as_flow(a) for a in args])
+    assert not flow.is_autocast_enabled("cpu")
+    assert_like_torch(got, expected, amp)
+    # Outside the block: float32 again.
+    assert block(flow)(*[as_flow(a) for a in args])[0].dtype == flow.float32
+
+
+def test_jitted_function_called_under_autocast_is_its_own_variant():
+    args = block_args(22)
+    jf = flow.jit(block(flow))
+    fargs = [as_flow(a) for a in args]
+    plain = jf(*fargs)
+    with flow.autocast("cpu"):  # bfloat16, torch's CPU default
+        mixed = jf(*fargs)
+    again = jf(*fargs)
+    assert plain[0].dtype == flow.float32 and again[0].dtype == flow.float32
+    with torch.autocast("cpu"):
+        expected = block(torch)(*args)
+    assert_like_torch(mixed, expected, "bfloat16")
+    assert jf.num_traces == 2 and jf.num_variants == 2
+
+
+def test_autocast_blocks_inside_a_jitted_function():
+    def f(m, x, w):
+        with m.autocast("cpu", dtype=m.float16):
+            h = x @ w  # float16
+            with m.autocast("cpu", enabled=False):
+                k = x @ w  # float32: autocast off inside
+        return h, k, h.float() @ w  # after the block: float32 again
+
+    g = torch.Generator().manual_seed(23)
+    x, w = torch.randn(5, 8, generator=g), torch.randn(8, 8, generator=g)
+    expected = f(torch, x, w)
+    got = flow.jit(lambda x, w: f(flow, x, w))(as_flow(x), as_flow(w))
+    assert [t.dtype.name for t in got] == [str(t.dtype).replace("torch.", "") for t in expected]
+    for gv, ev in zip(got, expected):
+        assert max_rel(as_torch(gv), ev.float()) <= ULP["float16"]
+
+
+def test_autocast_as_a_decorator_and_bad_arguments():
+    @flow.autocast("cpu", dtype=flow.bfloat16)
+    def mm(a, b):
+        return a @ b
+
+    assert mm(flow.randn(3, 4), flow.randn(4, 2)).dtype == flow.bfloat16
+    with pytest.raises(ValueError, match="device_type"):
+        flow.autocast("tpu")
+    with pytest.raises(ValueError, match="float16 or bfloat16"):
+        flow.autocast("cpu", dtype=flow.float64)
+
+
+def test_saved_model_keeps_its_mixed_precision_variants(tmp_path):
+    """flow.save writes the traced graph with its casts; flow.load runs it as traced, and prefers
+    the variant traced under the flow.autocast policy active at the call."""
+    args = [as_flow(a) for a in block_args(24)]
+    jf = flow.jit(block(flow))
+    plain = jf(*args)
+    with flow.autocast("cpu"):
+        mixed = jf(*args)
+    flow.save(jf, tmp_path / "bundle")
+    m = flow.load(tmp_path / "bundle")
+    got_plain = m(*args)
+    with flow.autocast("cpu"):
+        got_mixed = m(*args)
+    for a, b in zip(got_plain, plain):
+        assert a.dtype == flow.float32 and torch.equal(as_torch(a), as_torch(b))
+    for a, b in zip(got_mixed, mixed):
+        assert a.dtype == b.dtype and torch.equal(as_torch(a), as_torch(b))
+    assert mixed[0].dtype == flow.bfloat16

@@ -1,0 +1,137 @@
+"""``flow.autocast``: automatic mixed precision as ``torch.autocast`` defines it (dsl/autocast.h).
+
+Inside ``with flow.autocast("cuda", dtype=flow.float16):`` matrix products and convolutions on
+that device type run in the lower-precision type, the device's list of precision-sensitive ops
+run in float32, and other ops follow their inputs. The lists are torch's, per device type, and
+live in C++ (``_C.autocast_class``), shared with ``flow.jit(fn, amp=...)``.
+
+- Eager ops: each op's tensor arguments are cast before it runs (``cast_args``, called by the
+  dispatcher).
+- Traces: a ``with flow.autocast(...)`` block inside a jitted function sets the policy of the graph
+  being built for the block; a jitted function *called* inside the block traces under it, and the
+  policy is part of its guard key (the same call outside the block is another variant).
+- ``enabled=False`` turns autocast off for the block, nested inside an enabled one.
+
+Defaults follow torch: float16 on "cuda", bfloat16 on "cpu".
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from . import _C
+
+__all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype"]
+
+_DEFAULT = {"cuda": "float16", "cpu": "bfloat16"}
+_local = threading.local()
+
+
+def _state() -> Dict[str, Optional[str]]:
+    """device type -> the active autocast dtype name (None: off) on this thread."""
+    s = getattr(_local, "state", None)
+    if s is None:
+        s = _local.state = {}
+    return s
+
+
+def _dtype_name(dtype: Any) -> str:
+    name = dtype if isinstance(dtype, str) else str(getattr(dtype, "name", dtype)).replace("torch.", "")
+    if name not in ("float16", "bfloat16"):
+        raise ValueError(f"flow.autocast: dtype must be float16 or bfloat16, got {dtype!r}")
+    return name
+
+
+def is_autocast_enabled(device_type: str = "cuda") -> bool:
+    return _state().get(device_type) is not None
+
+
+def get_autocast_dtype(device_type: str):
+    from . import _dtype
+
+    return getattr(_dtype, _state().get(device_type) or _DEFAULT[device_type])
+
+
+def active_key() -> Tuple[Tuple[str, str], ...]:
+    """The active policies, for guard keys: ((device_type, dtype name), ...)."""
+    return tuple(sorted((d, t) for d, t in _state().items() if t is not None))
+
+
+class autocast:
+    """Context manager (and decorator) like ``torch.autocast(device_type, dtype=None, enabled=True)``."""
+
+    def __init__(self, device_type: str, dtype: Any = None, enabled: bool = True, cache_enabled: Optional[bool] = None):
+        if device_type not in _DEFAULT:
+            raise ValueError(f"flow.autocast: device_type must be 'cuda' or 'cpu', got {device_type!r}")
+        self.device_type = device_type
+        self.fast_dtype = _dtype_name(dtype) if dtype is not None else _DEFAULT[device_type]
+        self.enabled = bool(enabled)
+        self._saved = []  # (previous thread state, previous graph policy or the trace) per __enter__
+
+    def __enter__(self) -> "autocast":
+        from ._dispatch import current_trace
+
+        state = _state()
+        prev = state.get(self.device_type)
+        state[self.device_type] = self.fast_dtype if self.enabled else None
+        ctx = current_trace()
+        graph_prev = None
+        if ctx is not None:
+            graph_prev = ctx.graph.autocast
+            trace_device = "cuda" if ctx.device is not None else "cpu"
+            if self.device_type == trace_device:
+                ctx.graph.set_autocast(self.fast_dtype if self.enabled else None, self.device_type)
+        self._saved.append((prev, ctx, graph_prev))
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        prev, ctx, graph_prev = self._saved.pop()
+        state = _state()
+        if prev is None:  # absent and None both mean off; an empty state keeps dispatch on its fast path
+            state.pop(self.device_type, None)
+        else:
+            state[self.device_type] = prev
+        if ctx is not None:
+            if graph_prev is None:
+                ctx.graph.set_autocast(None)
+            else:
+                ctx.graph.set_autocast(graph_prev[0], graph_prev[1])
+        return False
+
+    def __call__(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            with autocast(self.device_type, self.fast_dtype, self.enabled):
+                return fn(*args, **kwargs)
+
+        return wrapped
+
+
+def cast_args(op: str, args: list) -> list:
+    """Eager autocast: `args` (flow._C tensors and Python scalars) cast by `op`'s class on the device
+    type of its tensors, when autocast is on for that device type on this thread."""
+    state = _state()
+    if not state:
+        return args
+    device = next((a.device for a in args if hasattr(a, "device") and hasattr(a, "dtype")), None)
+    if device is None:
+        return args
+    amp = state.get(device)
+    if amp is None:
+        return args
+    cls = _C.autocast_class(op, device)
+    if cls == "none":
+        return args
+    out = []
+    for a in args:
+        if hasattr(a, "dtype") and isinstance(a.dtype, str):
+            want = a.dtype
+            if cls == "lower_precision_fp" and a.dtype in ("float32", "float16", "bfloat16"):
+                want = amp
+            elif cls == "fp32" and a.dtype in ("float16", "bfloat16"):
+                want = "float32"
+            if want != a.dtype:
+                a = _C.eager("cast", [a], {"dtype": want})[0]
+        out.append(a)
+    return out
