@@ -410,9 +410,11 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
                              c.w, c.y);
   }
   rc::cudnn::forward(c.problem, algo, c.x, c.w, c.bias, c.z, c.y, rc::current_stream());
-  if (info) {
+  if (info) {  // the autotuner's candidates: the choice made (its baseline) first, then the others
     info->chosen = algo.name;
-    info->available = rc::cudnn::algo_names();
+    info->available = {algo.name};
+    for (const std::string& name : rc::cudnn::algo_names())
+      if (name != algo.name) info->available.push_back(name);
   }
 }
 
