@@ -164,7 +164,10 @@ MatrixOperand matrix_operand(const Tensor& v, Held& held) {
   int64_t bstride = 0;
   const int64_t r = v.sizes[nb], c = v.sizes[nb + 1];
   const int64_t rs = r == 1 ? c : v.strides[nb], cs = c == 1 ? 1 : v.strides[nb + 1];
-  if (!collapse_batch(v.sizes, v.strides, nb, bstride) || !(rs == 1 || cs == 1) || rs <= 0 || cs <= 0) {
+  // cuBLASLt takes a row-major (unit column stride, rows at least a row apart) or column-major
+  // matrix; anything else (overlapping rows as unfold makes, both strides 1) is copied.
+  const bool layout_ok = (cs == 1 && rs >= c) || (rs == 1 && cs >= r);
+  if (!collapse_batch(v.sizes, v.strides, nb, bstride) || !layout_ok) {
     t = &held.keep(eager_contiguous(v, v.dtype));
     collapse_batch(t->sizes, t->strides, nb, bstride);
     m.t = t;
@@ -196,7 +199,7 @@ GemmCall plan_gemm_call(const LibraryStep& step, const std::vector<const Tensor*
     // x [..., K] -> rows; w [N, K] read as B = W^T (strides swapped).
     const Tensor& xc = a0.sizes.size() <= 2 ? a0 : held.contiguous(a0);
     const int64_t k = xc.sizes.back();
-    const int64_t rows = xc.sizes.size() == 1 ? 1 : dsl::numel(xc.sizes) / std::max<int64_t>(k, 1);
+    const int64_t rows = dsl::numel(Shape(xc.sizes.begin(), xc.sizes.end() - 1));  // 1 for a vector; K may be 0
     const int64_t row_stride = xc.sizes.size() == 1 ? k : (xc.sizes.size() == 2 ? xc.strides[0] : k);
     a = view_of(xc, {1, rows, k}, {0, row_stride, xc.strides.back()});
     b = view_of(b0, {1, b0.sizes[1], b0.sizes[0]}, {0, b0.strides[1], b0.strides[0]});
@@ -261,13 +264,13 @@ std::array<int64_t, 4> nhwc_strides(const Shape& s) {  // (n, c, h, w) order
   return {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
 }
 
-// KRSC copies of frozen KCRS weights, per (storage, offset, version): a model's filters are
-// permuted once. Bounded: the oldest entries go first.
+// KRSC copies of frozen KCRS weights, per (storage, offset, dtype, sizes, strides) and version: a
+// model's filters are permuted once. Bounded: the oldest entries go first.
 class FilterCache {
  public:
   Tensor get(const Tensor& w, bool frozen) {
     if (!frozen) return permuted(w);
-    const auto key = std::make_tuple(w.storage->uid(), w.offset, static_cast<int>(w.dtype));
+    const Key key{w.storage->uid(), w.offset, static_cast<int>(w.dtype), w.sizes, w.strides};
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(key);
     if (it != entries_.end() && it->second.first == w.storage->version()) return it->second.second;
@@ -289,8 +292,9 @@ class FilterCache {
                              {w.strides[0], w.strides[2], w.strides[3], w.strides[1]});
     return eager_contiguous(v, w.dtype);
   }
-  static constexpr size_t kMaxEntries = 512;
-  using Key = std::tuple<uint64_t, int64_t, int>;
+  // Large enough that a model's filters are never evicted: a CUDA graph reads them by address.
+  static constexpr size_t kMaxEntries = 8192;
+  using Key = std::tuple<uint64_t, int64_t, int, Shape, std::vector<int64_t>>;
   std::mutex mu_;
   std::map<Key, std::pair<uint64_t, Tensor>> entries_;
   std::deque<Key> order_;

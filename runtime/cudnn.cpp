@@ -331,10 +331,6 @@ std::string status_text(cudnnStatus_t s) {
     if (flow_dnn_s_ != CUDNN_STATUS_SUCCESS) fail(flow_dnn_s_, call, context); \
   } while (0)
 
-bool not_supported(cudnnStatus_t s) {
-  return static_cast<int>(s) / 1000 * 1000 == 3000;
-}
-
 struct Deleter {
   void operator()(cudnnTensorStruct* d) const noexcept { api().cudnnDestroyTensorDescriptor(d); }
   void operator()(cudnnFilterStruct* d) const noexcept { api().cudnnDestroyFilterDescriptor(d); }
@@ -426,14 +422,11 @@ Descs descs(const ConvProblem& p, const std::string& context) {
   return d;
 }
 
-// Per-stream scratch memory of a device: the workspace (grown to the largest request) and a block
-// of zeros (the bias of the fused call when the problem has none). Both are allocated on their
-// stream, so growing one (free, then allocate) is ordered after every earlier use on the stream.
+// Per-stream scratch memory of a device: the workspace (grown to the largest request), allocated
+// on its stream, so growing it (free, then allocate) is ordered after every earlier use there.
 struct Scratch {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
-  void* zeros = nullptr;
-  size_t zero_bytes = 0;
 };
 
 // A device's handle and scratch, used under `mu` (cudnnSetStream and the calls after it).
@@ -461,7 +454,7 @@ DeviceState& device_state(int device) {
 }
 
 // A block of at least `bytes` on `stream` kept in `slot` (caller holds the device's lock); grows.
-void* grow(int device, Stream stream, void*& slot, size_t& slot_bytes, size_t bytes, bool zero) {
+void* grow(int device, Stream stream, void*& slot, size_t& slot_bytes, size_t bytes) {
   if (bytes == 0) return slot;
   if (slot != nullptr && slot_bytes >= bytes) return slot;
   CudaCachingAllocator& alloc = device_allocator(device);
@@ -473,7 +466,6 @@ void* grow(int device, Stream stream, void*& slot, size_t& slot_bytes, size_t by
   StreamGuard guard(stream);
   slot = alloc.allocate(bytes);
   slot_bytes = bytes;
-  if (zero) driver::memset_d8(slot, 0, bytes, stream);
   return slot;
 }
 
@@ -625,7 +617,9 @@ void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* 
   const auto algo_enum = static_cast<cudnnConvolutionFwdAlgo_t>(algo.id);
   const std::string algo_name = kAlgoNames[algo.id];  // algo.name may be empty (an Algo from a record)
   const std::string path_key = context + "|" + std::to_string(algo.id) + "|" + std::to_string(device);
-  bool try_fused = p.relu;
+  // The fused call only with a bias of the caller's: a zero bias would be persistent device memory
+  // that a CUDA graph capture could record without ever initializing it.
+  bool try_fused = p.relu && p.bias;
   if (try_fused) {
     Caches& c = caches();
     std::lock_guard<std::mutex> lock(c.mu);
@@ -643,27 +637,31 @@ void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* 
                                                            d.y.get(), algo_enum, &ws_bytes),
                  "cudnnGetConvolutionForwardWorkspaceSize(" + algo_name + ")", context);
   Scratch& scratch = state.scratch[stream];
-  void* const ws = grow(device, stream, scratch.workspace, scratch.workspace_bytes, ws_bytes, false);
+  void* const ws = grow(device, stream, scratch.workspace, scratch.workspace_bytes, ws_bytes);
 
   ActivationDesc act;
   if (p.relu) {
     cudnnActivationDescriptor_t raw = nullptr;
     FLOW_DNN_CHECK(a.cudnnCreateActivationDescriptor(&raw), "cudnnCreateActivationDescriptor", context);
     act.reset(raw);
-    FLOW_DNN_CHECK(a.cudnnSetActivationDescriptor(raw, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0),
+    // NaN propagates, as torch.relu's does.
+    FLOW_DNN_CHECK(a.cudnnSetActivationDescriptor(raw, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0),
                    "cudnnSetActivationDescriptor(relu)", context);
   }
 
   if (try_fused) {
-    const size_t bias_bytes = static_cast<size_t>(p.k) * data_type_size(p.dtype);
-    const void* b = p.bias ? bias : grow(device, stream, scratch.zeros, scratch.zero_bytes, bias_bytes, true);
+    const void* b = bias;
     // Without a residual z is y, scaled by alpha2 = 0 (torch's cudnn_convolution_relu does the same).
     const float alpha2 = p.residual ? 1.0f : 0.0f;
     const void* zz = p.residual ? z : y;
     const cudnnStatus_t s = a.cudnnConvolutionBiasActivationForward(
         h, &one, d.conv.x.get(), x, d.conv.w.get(), w, d.conv.conv.get(), algo_enum, ws, ws_bytes, &alpha2, d.y.get(),
         zz, d.bias.get(), b, act.get(), d.y.get(), y);
-    if (s == CUDNN_STATUS_SUCCESS || !not_supported(s)) {
+    // Any refusal but a failed execution (5xxx) takes the unfused path: cuDNN 9 answers some
+    // data-type and layout combinations of this legacy call with BAD_PARAM subcodes, not
+    // NOT_SUPPORTED; the unfused calls raise genuine parameter errors themselves.
+    const bool execution_failed = static_cast<int>(s) / 1000 == 5;
+    if (s == CUDNN_STATUS_SUCCESS || execution_failed) {
       if (s != CUDNN_STATUS_SUCCESS) fail(s, "cudnnConvolutionBiasActivationForward(" + algo_name + ")", context);
       Caches& c = caches();
       std::lock_guard<std::mutex> cache_lock(c.mu);

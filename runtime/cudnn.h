@@ -15,12 +15,14 @@
 // tensor-op math type are skipped for it. float16/bfloat16 run with CUDNN_TENSOR_OP_MATH and a
 // float32 convolution compute type (cuDNN's PSEUDO_HALF / PSEUDO_BFLOAT16 configurations), as torch.
 //
-// Epilogue: y = relu(conv(x, w) + bias + z). With relu the fused cudnnConvolutionBiasActivationForward
-// runs first (a zero bias is supplied when there is none; without a residual z is y with alpha2 = 0,
-// as torch does); when cuDNN answers NOT_SUPPORTED for the configuration, forward falls back to
-// cudnnConvolutionForward (beta = 1 over z, copied into y first unless z is y), cudnnAddTensor for
-// the bias and cudnnActivationForward for the relu, and remembers per problem which path worked.
-// Without relu the unfused sequence runs directly.
+// Epilogue: y = relu(conv(x, w) + bias + z). With relu and a bias the fused
+// cudnnConvolutionBiasActivationForward runs first (without a residual z is y with alpha2 = 0, as
+// torch does); when cuDNN refuses the configuration (any status but success or a failed execution),
+// forward falls back to cudnnConvolutionForward (beta = 1 over z, copied into y first unless z is y),
+// cudnnAddTensor for the bias and cudnnActivationForward for the relu (NaN propagating, as
+// torch.relu), and remembers per problem which path worked. Otherwise the unfused sequence runs
+// directly (no zero-bias block: persistent memory initialized by a memset could be recorded, never
+// run, by a CUDA graph capture).
 //
 // State: one cuDNN handle per device (created on first use, never destroyed; cudnnSetStream per
 // call, under the handle's lock), a workspace per (device, stream) from the caching allocator that

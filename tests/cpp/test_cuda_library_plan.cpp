@@ -208,6 +208,35 @@ TEST(CudaLibraryPlan, MatmulStridesBatchesAndVectors) {
   }
 }
 
+TEST(CudaLibraryPlan, OverlappingOperandIsCopiedAndEmptyReductionKeepsTheBias) {
+  auto rng = test::rng(75);
+  // Rows overlapping in memory (row stride 1 < the 4 columns, column stride 1), as unfold makes.
+  jit::Tensor a = random_tensor({11}, rng);
+  a.sizes = {8, 4};
+  a.strides = {1, 1};
+  dsl::Graph g;
+  const int ia = g.add_input({{8, 4}, DType::Float32}, "a");
+  const int ib = g.add_input({{4, 3}, DType::Float32}, "b");
+  g.mark_output(g.add("matmul", {ia, ib}));
+  check_plan(g, {a, random_tensor({4, 3}, rng)}, "matmul of an overlapping view", plan_gemm, reference_gemm,
+             [&](const jit::GemmCall& c) {
+               std::string why;
+               EXPECT_TRUE(rc::cublaslt::supported(c.problem, &why)) << why;
+             });
+  // linear with K = 0: the output is the bias broadcast over 5 rows, not an empty problem.
+  dsl::Graph l;
+  const int x = l.add_input({{5, 0}, DType::Float32}, "x");
+  const int w = l.add_input({{3, 0}, DType::Float32}, "w");
+  const int b = l.add_input({{3}, DType::Float32}, "b");
+  l.mark_output(l.add("linear", {x, w, b}));
+  check_plan(l, {random_tensor({5, 0}, rng), random_tensor({3, 0}, rng), random_tensor({3}, rng)}, "linear, K = 0",
+             plan_gemm, reference_gemm, [&](const jit::GemmCall& c) {
+               EXPECT_EQ(c.problem.m, 5);
+               EXPECT_EQ(c.problem.n, 3);
+               EXPECT_EQ(c.problem.k, 0);
+             });
+}
+
 TEST(CudaLibraryPlan, LinearWithBiasResidualAndActivationEpilogues) {
   auto rng = test::rng(73);
   for (const char* act : {"relu", "gelu_tanh", "none"}) {
