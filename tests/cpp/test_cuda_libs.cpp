@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_test_util.h"
 #include "runtime/buffer.h"
 #include "runtime/cublaslt.h"
 #include "runtime/cuda_copy.h"
@@ -41,14 +42,9 @@ using runtime::Buffer;
 using runtime::CudaLib;
 using runtime::DeviceType;
 
-#define FLOW_REQUIRE_GPU() \
-  if (!rc::cuda_available()) GTEST_SKIP() << "no CUDA device (" << rc::unavailable_reason() << ")"
-
 namespace {
 
-bool contains(const std::string& s, const std::string& what) {
-  return s.find(what) != std::string::npos;
-}
+using test::contains;
 
 // Loads a library wrapper; the reason it cannot be used ("" when it can).
 std::string load_error(const std::function<void()>& load) {

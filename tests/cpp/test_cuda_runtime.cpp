@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_test_util.h"
 #include "jit/compile.h"
 #include "jit/cuda/cuda_compile.h"
 #include "jit/cuda_launch.h"
@@ -34,14 +35,9 @@ namespace rc = flow::runtime::cuda;
 using runtime::Buffer;
 using runtime::DeviceType;
 
-#define FLOW_REQUIRE_GPU() \
-  if (!rc::cuda_available()) GTEST_SKIP() << "no CUDA device (" << rc::unavailable_reason() << ")"
-
 namespace {
 
-bool contains(const std::string& s, const std::string& what) {
-  return s.find(what) != std::string::npos;
-}
+using test::contains;
 
 dsl::Graph chain_graph(int64_t n) {
   dsl::Graph g;
