@@ -6,14 +6,18 @@
 #include "jit/library_ops.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 
 #include "dsl/library_reference.h"
 #include "dsl/op_table.h"
 #include "jit/cuda_library_ops.h"
 #include "jit/eager.h"
+#include "jit/log.h"
 #include "runtime/onednn.h"
 #include "scheduler/kernel_instance.h"
 
@@ -111,11 +115,30 @@ LibraryStep make_library_step(const dsl::Graph& g, const sched::FusionGroup& grp
 
 namespace {
 
-struct Arg {  // dims/strides of a float32 operand as passed to oneDNN
-  const float* data = nullptr;
+onednn::DataType onednn_type(dsl::DType t) {
+  switch (t) {
+    case dsl::DType::BFloat16:
+      return onednn::DataType::BF16;
+    case dsl::DType::Float16:
+      return onednn::DataType::F16;
+    case dsl::DType::Float32:
+      return onednn::DataType::F32;
+    default:
+      break;
+  }
+  throw std::logic_error(std::string("library call: oneDNN takes no ") + dsl::dtype_name(t) + " operand");
+}
+
+struct Arg {  // dims/strides of an operand as passed to oneDNN
+  const void* data = nullptr;
   std::vector<int64_t> dims, strides;
-  onednn::TensorArg tensor() const { return {data, dims, strides}; }
+  onednn::DataType dtype = onednn::DataType::F32;
+  onednn::TensorArg tensor() const { return {data, dims, strides, {}, 0, dtype}; }
 };
+
+onednn::OutArg out_arg(const Tensor& out, std::vector<int64_t> dims, std::vector<int64_t> strides = {}) {
+  return {out.data(), std::move(dims), std::move(strides), onednn_type(out.dtype)};
+}
 
 // Size-1 dims get the stride a dense layout would give them (oneDNN checks plain strides): the
 // extent of every later dim, so the unit dim sits outside all of them whatever their order. (An
@@ -132,7 +155,8 @@ void tidy_unit_strides(Arg& a) {
 
 Arg arg_of(const Tensor& t) {
   Arg a;
-  a.data = static_cast<const float*>(t.data());
+  a.data = t.data();
+  a.dtype = onednn_type(t.dtype);
   a.dims = t.sizes;
   a.strides = t.strides;
   return a;
@@ -176,7 +200,8 @@ bool matmul_operand_ok(Arg& a) {
 // positions in the normalized rank).
 Arg post_operand(const Tensor& t, const Shape& out, const std::vector<size_t>& unit_pos) {
   Arg a;
-  a.data = static_cast<const float*>(t.data());
+  a.data = t.data();
+  a.dtype = onednn_type(t.dtype);
   a.dims.assign(out.size(), 1);
   a.strides.assign(out.size(), 0);
   const size_t off = out.size() - t.sizes.size();
@@ -425,12 +450,11 @@ void run_matmul(const LibraryStep& step, const std::vector<const Tensor*>& value
   }
   std::vector<onednn::PostOp> post = post_ops(step, values, out.sizes, unit_pos, copies);
   if (a.dims[rank - 1] == 0 && post.empty()) {  // K = 0: an empty sum is zero
-    std::memset(out.data(), 0, static_cast<size_t>(out.numel()) * sizeof(float));
+    std::memset(out.data(), 0, static_cast<size_t>(out.numel()) * dsl::dtype_size(out.dtype));  // 0.0 in every type
     return;
   }
   collapse_batch_rows(a, b, dst_dims, nullptr, post);
-  onednn::matmul(a.tensor(), weights_arg(step, values, b), nullptr, {static_cast<float*>(out.data()), dst_dims, {}},
-                 post, step.impl, info);
+  onednn::matmul(a.tensor(), weights_arg(step, values, b), nullptr, out_arg(out, dst_dims), post, step.impl, info);
 }
 
 void run_linear(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out, Copies& copies,
@@ -484,8 +508,8 @@ void run_linear(const LibraryStep& step, const std::vector<const Tensor*>& value
   }
   collapse_batch_rows(x, w, dst_dims, native_bias ? &bias : nullptr, post);
   const onednn::TensorArg bias_arg = bias.tensor();
-  onednn::matmul(x.tensor(), weights_arg(step, values, w), native_bias ? &bias_arg : nullptr,
-                 {static_cast<float*>(out.data()), dst_dims, {}}, post, step.impl, info);
+  onednn::matmul(x.tensor(), weights_arg(step, values, w), native_bias ? &bias_arg : nullptr, out_arg(out, dst_dims),
+                 post, step.impl, info);
 }
 
 bool conv_src_ok(const Arg& a) {  // NCHW-dense or NHWC-dense
@@ -568,14 +592,57 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
   }
   const onednn::TensorArg bias_arg = bias.tensor();
   const onednn::TensorArg w_arg = weights_arg(step, values, w);
-  onednn::conv2d(p, x.tensor(), w_arg, has_bias ? &bias_arg : nullptr,
-                 {static_cast<float*>(out.data()), dst_dims, dst_strides}, post, step.impl, info);
+  onednn::conv2d(p, x.tensor(), w_arg, has_bias ? &bias_arg : nullptr, out_arg(out, dst_dims, dst_strides), post,
+                 step.impl, info);
 }
 
-// float16/bfloat16 on the CPU: the half operands widened to float32 (exactly), one float32 call,
-// the result rounded once to the output dtype. That is what torch's CPU kernels compute (half
-// inputs, float32 accumulation, one rounding), without oneDNN's half primitives, which not every
-// CPU has. The weights are converted on every call, so the reordered-weight cache is not used.
+void run_onednn(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out,
+                onednn::ImplInfo* info) {
+  Copies copies;
+  if (step.op == "matmul") {
+    run_matmul(step, values, out, copies, info);
+  } else if (step.op == "linear") {
+    run_linear(step, values, out, copies, info);
+  } else if (step.op == "conv2d" || step.op == "conv_transpose2d") {
+    run_conv(step, values, out, copies, info);
+  } else {
+    throw std::logic_error("run_library_group: unknown library op '" + step.op + "'");
+  }
+}
+
+// Which (op, half dtype) pairs oneDNN has refused on this CPU: they run in float32 from then on.
+// FLOW_ONEDNN_HALF=0 sends every half call to float32.
+std::mutex& native_half_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::set<std::pair<std::string, dsl::DType>>& native_half_refused() {
+  static std::set<std::pair<std::string, dsl::DType>> s;
+  return s;
+}
+bool native_half_supported(const std::string& op, dsl::DType t) {
+  static const bool off = [] {
+    const char* e = std::getenv("FLOW_ONEDNN_HALF");
+    return e && std::string(e) == "0";
+  }();
+  if (off) return false;
+  std::lock_guard<std::mutex> lock(native_half_mutex());
+  return native_half_refused().count({op, t}) == 0;
+}
+void mark_native_half_unsupported(const std::string& op, dsl::DType t, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(native_half_mutex());
+    if (!native_half_refused().insert({op, t}).second) return;
+  }
+  if (log_enabled("library"))
+    log_line("library", std::string("oneDNN has no ") + dsl::dtype_name(t) + " " + op + " here (" + why +
+                            "); computing it in float32");
+}
+
+// float16/bfloat16 on the CPU without oneDNN half primitives for them: the half operands widened
+// to float32 (exactly), one float32 call, the result rounded once to the output dtype. That is
+// what torch's CPU kernels compute (half inputs, float32 accumulation, one rounding). The weights
+// are converted on every call, so the reordered-weight cache is not used.
 void run_half_as_float32(const dsl::Graph& g, const LibraryStep& step, const std::vector<const Tensor*>& values,
                          const Tensor& out, onednn::ImplInfo* info) {
   std::vector<Tensor> held;
@@ -605,20 +672,24 @@ void run_library_group(const dsl::Graph& g, const LibraryStep& step, const std::
   if (out->numel() == 0) return;
   if (out->device() == runtime::DeviceType::CUDA) return run_cuda_library_group(g, step, values, info);
   if (step.library == "reference") return run_reference(g, step, values, *out);
-  if (dsl::is_half(out->dtype)) return run_half_as_float32(g, step, values, *out, info);
   for (int v : step.operands)
-    if (operand(values, v).dtype != dsl::DType::Float32)
-      throw std::logic_error("library call: " + step.op + " with a non-float32 operand");
-  Copies copies;
-  if (step.op == "matmul") {
-    run_matmul(step, values, *out, copies, info);
-  } else if (step.op == "linear") {
-    run_linear(step, values, *out, copies, info);
-  } else if (step.op == "conv2d" || step.op == "conv_transpose2d") {
-    run_conv(step, values, *out, copies, info);
-  } else {
-    throw std::logic_error("run_library_group: unknown library op '" + step.op + "'");
+    if (operand(values, v).dtype != out->dtype)
+      throw std::logic_error("library call: " + step.op + " with operands of another dtype than its output");
+  if (dsl::is_half(out->dtype)) {
+    // oneDNN's own half primitives (bf16 on AVX-512/AMX CPUs) where they exist, else float32.
+    if (native_half_supported(step.op, out->dtype)) {
+      try {
+        run_onednn(step, values, *out, info);
+        return;
+      } catch (const std::exception& e) {
+        mark_native_half_unsupported(step.op, out->dtype, e.what());
+      }
+    }
+    return run_half_as_float32(g, step, values, *out, info);
   }
+  if (out->dtype != dsl::DType::Float32)
+    throw std::logic_error("library call: " + step.op + " on " + dsl::dtype_name(out->dtype));
+  run_onednn(step, values, *out, info);
 }
 
 }  // namespace flow::jit

@@ -167,6 +167,12 @@ float binary_ref(Binary b, float x, float y) {
 
 void apply_post_ops(const OutArg& dst, const std::vector<PostOp>& post, const float* prev_dst) {
   if (post.empty()) return;
+  if (dst.dtype != DataType::F32)
+    throw std::invalid_argument("onednn: post-ops by loops need a float32 output (oneDNN did not fuse them)");
+  for (const PostOp& p : post)
+    if (p.kind == PostOp::Kind::Binary && p.src1.dtype != DataType::F32)
+      throw std::invalid_argument("onednn: post-ops by loops need float32 operands");
+  float* const out = static_cast<float*>(dst.data);
   const size_t rank = dst.dims.size();
   const std::vector<int64_t> dst_st = strides_of(dst.dims, dst.strides);
   // Element strides of every binary operand as seen from dst (broadcast dims: 0).
@@ -194,7 +200,7 @@ void apply_post_ops(const OutArg& dst, const std::vector<PostOp>& post, const fl
     for (int64_t e = begin; e < end; ++e) {
       int64_t off = 0;
       for (size_t d = 0; d < rank; ++d) off += idx[d] * dst_st[d];
-      float v = dst.data[off];
+      float v = out[off];
       for (size_t k = 0; k < post.size(); ++k) {
         const PostOp& p = post[k];
         switch (p.kind) {
@@ -207,12 +213,12 @@ void apply_post_ops(const OutArg& dst, const std::vector<PostOp>& post, const fl
           case PostOp::Kind::Binary: {
             int64_t so = 0;
             for (size_t d = 0; d < rank; ++d) so += idx[d] * src_st[k][d];
-            v = binary_ref(p.binary, v, p.src1.data[so]);
+            v = binary_ref(p.binary, v, static_cast<const float*>(p.src1.data)[so]);
             break;
           }
         }
       }
-      dst.data[off] = v;
+      out[off] = v;
       for (size_t d = rank; d-- > 0;) {
         if (++idx[d] < dst.dims[d]) break;
         idx[d] = 0;
@@ -260,7 +266,17 @@ namespace {
 using dnnl::memory;
 using Dims = memory::dims;
 using Tag = memory::format_tag;
-constexpr memory::data_type kF32 = memory::data_type::f32;
+memory::data_type dnnl_type(DataType t) {
+  switch (t) {
+    case DataType::BF16:
+      return memory::data_type::bf16;
+    case DataType::F16:
+      return memory::data_type::f16;
+    case DataType::F32:
+      break;
+  }
+  return memory::data_type::f32;
+}
 
 dnnl::engine& engine() {
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);
@@ -466,8 +482,12 @@ void key_post_ops(std::ostringstream& os, const std::vector<PostOp>& post) {
   }
 }
 
-memory::desc md_of(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
-  return memory::desc(Dims(dims.begin(), dims.end()), kF32, Dims(strides.begin(), strides.end()));
+memory::desc md_of(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, DataType t) {
+  return memory::desc(Dims(dims.begin(), dims.end()), dnnl_type(t), Dims(strides.begin(), strides.end()));
+}
+
+memory::desc any_md(const std::vector<int64_t>& dims, DataType t) {
+  return memory::desc(Dims(dims.begin(), dims.end()), dnnl_type(t), Tag::any);
 }
 
 dnnl::algorithm eltwise_alg(Eltwise e) {
@@ -526,7 +546,8 @@ dnnl::primitive_attr make_attr(const std::vector<PostOp>& post, bool with_post_o
         po.append_sum(p.scale);
         break;
       case PostOp::Kind::Binary:
-        po.append_binary(binary_alg(p.binary), md_of(p.src1.dims, strides_of(p.src1.dims, p.src1.strides)));
+        po.append_binary(binary_alg(p.binary),
+                         md_of(p.src1.dims, strides_of(p.src1.dims, p.src1.strides), p.src1.dtype));
         break;
     }
   }
@@ -596,13 +617,16 @@ bool plain_conv_forced() {
 
 // Runs a cached entry: weights reorder (if any), the primitive, then the fallback epilogue.
 void execute(const Entry& e, const OutArg& dst, const std::vector<PostOp>& post, std::unordered_map<int, memory> args,
-             const float* weights_user, const std::string& weights_key = "", uint64_t weights_version = 0) {
+             const void* weights_user, const std::string& weights_key = "", uint64_t weights_version = 0) {
   set_thread_count_once();
   dnnl::stream& s = thread_stream();
   dnnl::engine& eng = engine();
   const bool has_sum =
       std::any_of(post.begin(), post.end(), [](const PostOp& p) { return p.kind == PostOp::Kind::Sum; });
   const float* prev = nullptr;
+  if (!e.fused_post_ops && !post.empty() && dst.dtype != DataType::F32)
+    throw std::invalid_argument(
+        "onednn: oneDNN did not fuse the post-ops of a half output, and the loops that would apply them take float32");
   if (!e.fused_post_ops && has_sum) {  // the fallback Sum reads dst as it was before the primitive
     const int64_t span = [&] {
       const std::vector<int64_t> st = strides_of(dst.dims, dst.strides);
@@ -623,7 +647,7 @@ void execute(const Entry& e, const OutArg& dst, const std::vector<PostOp>& post,
       args[DNNL_ARG_WEIGHTS] = memory(e.weights_prim_md, eng, packed->data());
     } else {
       if (!weights_key.empty()) packed = Buffer::allocate(e.weights_prim_md.get_size());
-      memory user(e.weights_user_md, eng, const_cast<float*>(weights_user));
+      memory user(e.weights_user_md, eng, const_cast<void*>(weights_user));
       memory prim(e.weights_prim_md, eng, packed ? packed->data() : thread_scratch(1, e.weights_prim_md.get_size()));
       e.weights_reorder.execute(s, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, prim}});
       ++g_weight_reorders;
@@ -650,7 +674,7 @@ void execute(const Entry& e, const OutArg& dst, const std::vector<PostOp>& post,
       if (post[k].kind != PostOp::Kind::Binary) continue;
       const TensorArg& a = post[k].src1;
       args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(k)) | DNNL_ARG_SRC_1] =
-          memory(md_of(a.dims, strides_of(a.dims, a.strides)), eng, const_cast<float*>(a.data));
+          memory(md_of(a.dims, strides_of(a.dims, a.strides), a.dtype), eng, const_cast<void*>(a.data));
     }
   }
   e.prim.execute(s, args);
@@ -663,12 +687,14 @@ void execute(const Entry& e, const OutArg& dst, const std::vector<PostOp>& post,
   }
 }
 
-memory mem(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, const void* data) {
-  return memory(md_of(dims, strides), engine(), const_cast<void*>(data));
+memory mem(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, const void* data, DataType t) {
+  return memory(md_of(dims, strides, t), engine(), const_cast<void*>(data));
 }
 
 // K == 0 (or an empty reduction over input channels): dst = 0 (+ bias), then the post-ops.
 void zero_then_post_ops(const OutArg& dst, const TensorArg* bias, const std::vector<PostOp>& post) {
+  if (dst.dtype != DataType::F32)
+    throw std::invalid_argument("onednn: an empty reduction (K = 0) is computed by loops, for float32 only");
   const std::vector<int64_t> st = strides_of(dst.dims, dst.strides);
   std::vector<PostOp> chain;
   if (bias) chain.push_back(PostOp::binary_op(Binary::Add, *bias));
@@ -776,6 +802,8 @@ void matmul(const TensorArg& a, const TensorArg& b, const TensorArg* bias, const
   key_dims(key, "b", b.dims, bs);
   if (bias) key_dims(key, "bias", bias->dims, biass);
   key_dims(key, "d", dst.dims, ds);
+  key << " dt" << static_cast<int>(a.dtype) << static_cast<int>(b.dtype) << static_cast<int>(dst.dtype)
+      << (bias ? static_cast<int>(bias->dtype) : 9);
   // Frozen 2-D weights (a linear layer's) are described with format_tag::any, so the primitive picks
   // its packed layout; the packed copy is cached like a convolution's (measured on 2.6: the
   // encoder's GEMMs 2-7% faster than over the plain [N, K] weights).
@@ -786,12 +814,12 @@ void matmul(const TensorArg& a, const TensorArg& b, const TensorArg* bias, const
   std::shared_ptr<const Entry> e = cache().get(key_str);
   if (!e || (info && !e->enumerated)) {
     auto fresh = std::make_shared<Entry>();
-    const memory::desc bias_md = bias ? md_of(bias->dims, biass) : memory::desc();
-    const memory::desc b_md = md_of(b.dims, bs);
-    const memory::desc b_prim_md = pack_b ? memory::desc(Dims(b.dims.begin(), b.dims.end()), kF32, Tag::any) : b_md;
+    const memory::desc bias_md = bias ? md_of(bias->dims, biass, bias->dtype) : memory::desc();
+    const memory::desc b_md = md_of(b.dims, bs, b.dtype);
+    const memory::desc b_prim_md = pack_b ? any_md(b.dims, b.dtype) : b_md;
     // The op descriptor outlives every primitive_desc made from it: oneDNN 2.6's implementation
     // iterator keeps a pointer to it and reads it again on next_impl().
-    const dnnl::matmul::desc d(md_of(a.dims, as), b_prim_md, bias_md, md_of(dst.dims, ds));
+    const dnnl::matmul::desc d(md_of(a.dims, as, a.dtype), b_prim_md, bias_md, md_of(dst.dims, ds, dst.dtype));
     const auto pd = make_pd("matmul", post, *fresh, impl, info != nullptr, [&](const dnnl::primitive_attr& attr) {
       return dnnl::matmul::primitive_desc(d, attr, engine());
     });
@@ -806,10 +834,10 @@ void matmul(const TensorArg& a, const TensorArg& b, const TensorArg* bias, const
     cache().put(key_str, fresh);
     e = fresh;
   }
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(a.dims, as, a.data)},
-                                       {DNNL_ARG_DST, mem(dst.dims, ds, dst.data)}};
-  if (!e->reorder_weights) args[DNNL_ARG_WEIGHTS] = mem(b.dims, bs, b.data);
-  if (bias) args[DNNL_ARG_BIAS] = mem(bias->dims, biass, bias->data);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(a.dims, as, a.data, a.dtype)},
+                                       {DNNL_ARG_DST, mem(dst.dims, ds, dst.data, dst.dtype)}};
+  if (!e->reorder_weights) args[DNNL_ARG_WEIGHTS] = mem(b.dims, bs, b.data, b.dtype);
+  if (bias) args[DNNL_ARG_BIAS] = mem(bias->dims, biass, bias->data, bias->dtype);
   if (info) *info = ImplInfo{e->impl, e->available};
   execute(*e, dst, post, std::move(args), b.data, pack_b ? key_str + " weights=" + b.content_id : std::string(),
           b.content_version);
@@ -820,10 +848,10 @@ void linear(const TensorArg& x, const TensorArg& w, const TensorArg* bias, const
   if (x.dims.size() != 2 || w.dims.size() != 2 || dst.dims.size() != 2 || (bias && bias->dims.size() != 1))
     throw std::invalid_argument("onednn::linear: x, w and dst must be 2-D and bias 1-D");
   const std::vector<int64_t> ws = strides_of(w.dims, w.strides);
-  const TensorArg wt{w.data, {w.dims[1], w.dims[0]}, {ws[1], ws[0]}, w.content_id, w.content_version};  // w^T
+  const TensorArg wt{w.data, {w.dims[1], w.dims[0]}, {ws[1], ws[0]}, w.content_id, w.content_version, w.dtype};  // w^T
   if (!bias) return matmul(x, wt, nullptr, dst, post, impl, info);
   const std::vector<int64_t> bs = strides_of(bias->dims, bias->strides);
-  const TensorArg b2{bias->data, {1, bias->dims[0]}, {bias->dims[0] * bs[0], bs[0]}};
+  const TensorArg b2{bias->data, {1, bias->dims[0]}, {bias->dims[0] * bs[0], bs[0]}, {}, 0, bias->dtype};
   matmul(x, wt, &b2, dst, post, impl, info);
 }
 
@@ -871,15 +899,17 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
   key_dims(key, "w", wd, wst);
   if (bias) key_dims(key, "bias", bias->dims, bs);
   key_dims(key, "d", dst.dims, ds);
+  key << " dt" << static_cast<int>(src.dtype) << static_cast<int>(weights.dtype) << static_cast<int>(dst.dtype)
+      << (bias ? static_cast<int>(bias->dtype) : 9);
   key_post_ops(key, post);
   key << " impl=" << impl;
   const std::string key_str = key.str();
   std::shared_ptr<const Entry> e = cache().get(key_str);
   if (!e || (info && !e->enumerated)) {
     auto fresh = std::make_shared<Entry>();
-    const memory::desc src_md = md_of(src.dims, ss), dst_md = md_of(dst.dims, ds);
-    const memory::desc w_any(Dims(wd.begin(), wd.end()), kF32, Tag::any);
-    const memory::desc bias_md = bias ? md_of(bias->dims, bs) : memory::desc();
+    const memory::desc src_md = md_of(src.dims, ss, src.dtype), dst_md = md_of(dst.dims, ds, dst.dtype);
+    const memory::desc w_any = any_md(wd, weights.dtype);
+    const memory::desc bias_md = bias ? md_of(bias->dims, bs, bias->dtype) : memory::desc();
     const Dims strides{p.stride[0], p.stride[1]}, dil{p.dilation[0] - 1, p.dilation[1] - 1},
         pl{p.pad_begin[0], p.pad_begin[1]}, pr{p.pad_end[0], p.pad_end[1]};
     memory::desc w_prim;
@@ -898,8 +928,7 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
         name = name.substr(8);
       }
       if (plain_only) blocked = false;
-      const memory::desc src_any(Dims(src.dims.begin(), src.dims.end()), kF32, Tag::any),
-          dst_any(Dims(dst.dims.begin(), dst.dims.end()), kF32, Tag::any);
+      const memory::desc src_any = any_md(src.dims, src.dtype), dst_any = any_md(dst.dims, dst.dtype);
       // The op descriptors outlive every primitive_desc made from them (see matmul).
       const dnnl::convolution_forward::desc d_plain(dnnl::prop_kind::forward_inference,
                                                     dnnl::algorithm::convolution_auto, src_md, w_any, bias_md, dst_md,
@@ -954,7 +983,7 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
       fresh->scratch_md = pd.scratchpad_desc();
       w_prim = pd.weights_desc();
     }
-    fresh->weights_user_md = md_of(wd, wst);
+    fresh->weights_user_md = md_of(wd, wst, weights.dtype);
     fresh->weights_prim_md = w_prim;
     fresh->reorder_weights = !(w_prim == fresh->weights_user_md);
     if (fresh->reorder_weights)
@@ -963,11 +992,11 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
     cache().put(key_str, fresh);
     e = fresh;
   }
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(src.dims, ss, src.data)},
-                                       {DNNL_ARG_DST, mem(dst.dims, ds, dst.data)}};
-  if (bias) args[DNNL_ARG_BIAS] = mem(bias->dims, bs, bias->data);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(src.dims, ss, src.data, src.dtype)},
+                                       {DNNL_ARG_DST, mem(dst.dims, ds, dst.data, dst.dtype)}};
+  if (bias) args[DNNL_ARG_BIAS] = mem(bias->dims, bs, bias->data, bias->dtype);
   if (!e->reorder_weights)
-    args[DNNL_ARG_WEIGHTS] = memory(e->weights_user_md, engine(), const_cast<float*>(weights.data));
+    args[DNNL_ARG_WEIGHTS] = memory(e->weights_user_md, engine(), const_cast<void*>(weights.data));
   if (info) *info = ImplInfo{e->impl, e->available};
   execute(*e, dst, post, std::move(args), weights.data,
           weights.content_id.empty() ? std::string() : key_str + " weights=" + weights.content_id,

@@ -49,9 +49,15 @@ namespace flow::runtime::onednn {
 bool available();
 std::string version();  // "2.6.3", or "" without oneDNN
 
-// A float32 tensor: data, dims and element strides (same rank). Dims of size 1 may have any stride.
+// Element types oneDNN is called with: float32, and bfloat16 / float16 where the CPU and this
+// oneDNN have primitives for them (a primitive that does not exist throws; jit/library_ops.cpp then
+// computes in float32).
+enum class DataType { F32, BF16, F16 };
+
+// A tensor: data, dims and element strides (same rank), and its element type. Dims of size 1 may
+// have any stride.
 struct TensorArg {
-  const float* data = nullptr;
+  const void* data = nullptr;
   std::vector<int64_t> dims;
   std::vector<int64_t> strides;  // empty: contiguous (row-major)
   // Weights (a convolution's, or the 2-D b of a matmul): when `content_id` is non-empty the caller
@@ -62,12 +68,14 @@ struct TensorArg {
   // (default 1024) MiB, least recently used first out.
   std::string content_id = {};
   uint64_t content_version = 0;
+  DataType dtype = DataType::F32;
 };
 // The output: written, never read (except by a Sum post-op, which reads its previous contents).
 struct OutArg {
-  float* data = nullptr;
+  void* data = nullptr;
   std::vector<int64_t> dims;
   std::vector<int64_t> strides;  // empty: contiguous
+  DataType dtype = DataType::F32;
 };
 
 struct ImplInfo {
@@ -123,7 +131,8 @@ struct ConvParams {
 void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights, const TensorArg* bias,
             const OutArg& dst, const std::vector<PostOp>& post, const std::string& impl = "", ImplInfo* info = nullptr);
 
-// Applies a post-op chain to dst by plain loops (the fallback path; exposed for tests).
+// Applies a post-op chain to dst by plain loops (the fallback path; exposed for tests). float32
+// dst and operands only (throws std::invalid_argument otherwise).
 void apply_post_ops(const OutArg& dst, const std::vector<PostOp>& post, const float* prev_dst);
 
 struct Stats {

@@ -13,13 +13,13 @@ const std::vector<int64_t> kToNchw{0, 3, 1, 2};  // permute dims: NHWC value -> 
 const std::vector<int64_t> kToNhwc{0, 2, 3, 1};  // permute dims: NCHW value -> NHWC view
 constexpr int64_t kNhwcPos[4] = {0, 3, 1, 2};    // where NCHW dim d sits in NHWC order
 
-// CPU: float32 convolutions (oneDNN's brgconv). CUDA: half-precision ones (cuDNN's tensor-core
-// kernels want NHWC; its float32 kernels run NCHW as fast, so those stay).
+// CPU: float32 and half convolutions (oneDNN's brgconv; bf16 on AVX-512/AMX). CUDA: half-precision
+// ones (cuDNN's tensor-core kernels want NHWC; its float32 kernels run NCHW as fast, so those stay).
 bool convertible_conv(const dsl::Graph& g, const dsl::Node& n, dsl::Target target) {
   if (n.op != "conv2d" || dsl::attr_find(n.attrs, "channels_last")) return false;
   const dsl::TensorType& x = g.value(n.inputs[0]).type;
   if (x.shape.size() != 4) return false;
-  return target == dsl::Target::CUDA ? dsl::is_half(x.dtype) : x.dtype == dsl::DType::Float32;
+  return target == dsl::Target::CUDA ? dsl::is_half(x.dtype) : x.dtype == dsl::DType::Float32 || dsl::is_half(x.dtype);
 }
 
 // An operand smaller than the output (a per-channel bias, a scalar): read in NHWC order through a

@@ -1,12 +1,13 @@
 // Note: channels-last layout propagation for convolutions (DESIGN.md §2, the layout pass): float32
-// convolutions on the CPU (oneDNN), half-precision ones on CUDA (cuDNN's tensor cores take NHWC).
+// and half convolutions on the CPU (oneDNN), half-precision ones on CUDA (cuDNN's tensor cores take
+// NHWC).
 //
 // oneDNN's fast CPU convolutions (brgconv, brgconv_1x1) work on NHWC activations. With NCHW
 // tensors between them, every convolution reordered its input to NHWC and its output back (ResNet-50
 // at batch 8: 37 ms of reorders per forward) and 1x1 convolutions ran as NCHW GEMMs, 10-60% slower
 // than on NHWC. This pass keeps activations NHWC between convolutions without changing any
 // kernel's contract (each writes a fresh contiguous tensor): it rewrites the graph so that
-//   - a float32 4-D conv2d produces its result in NHWC order ([N, OH, OW, C], attribute
+//   - a 4-D conv2d (float32 or half on the CPU) produces its result in NHWC order ([N, OH, OW, C], attribute
 //     channels_last), and the NCHW value the graph had is a permute view of it;
 //   - the ops between convolutions run on the NHWC values directly: elementwise ops whose full-size
 //     operands are all NHWC (smaller ones, a per-channel bias or a scalar, are read through a
@@ -30,8 +31,8 @@ struct ChannelsLastResult {
   int ops = 0;           // elementwise, pad and slice nodes moved to NHWC
 };
 
-// `target` picks the convolutions that go NHWC: float32 ones on the CPU (oneDNN), float16/bfloat16
-// ones on CUDA (cuDNN's tensor cores).
+// `target` picks the convolutions that go NHWC: float32 and half ones on the CPU (oneDNN),
+// float16/bfloat16 ones on CUDA (cuDNN's tensor cores).
 ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target = dsl::Target::CPU);
 
 }  // namespace flow::sched

@@ -303,3 +303,34 @@ def test_saved_model_keeps_its_mixed_precision_variants(tmp_path):
     for a, b in zip(got_mixed, mixed):
         assert a.dtype == b.dtype and torch.equal(as_torch(a), as_torch(b))
     assert mixed[0].dtype == flow.bfloat16
+
+
+def _cpu_has_avx512_core():
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+    return all(f in flags for f in ("avx512f", "avx512bw", "avx512vl", "avx512dq"))
+
+
+@pytest.mark.skipif(not _cpu_has_avx512_core(), reason="oneDNN's bf16 primitives need AVX-512 (avx512_core)")
+def test_bfloat16_convolutions_run_in_onednn_with_cached_packed_weights():
+    """On an AVX-512 CPU the bf16 convolutions of an amp="bfloat16" model are oneDNN bf16 primitives
+    (AMX where present), not float32 products of converted copies: their frozen weights are packed
+    once and found in oneDNN's weight cache on later calls (the float32 fallback converts the
+    weights every call and caches nothing)."""
+    torch.manual_seed(4)
+    tnet = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 3))
+    fnet = flow.nn.Sequential(flow.nn.Conv2d(16, 32, 3, padding=1), flow.nn.ReLU(), flow.nn.Conv2d(32, 32, 3))
+    fnet.load_state_dict(tnet.state_dict())
+    x = torch.randn(2, 16, 20, 20)
+    jf = flow.jit(fnet, amp="bfloat16")
+    jf(as_flow(x))
+    s0 = flow._C.onednn_stats()
+    got = jf(as_flow(x))
+    s1 = flow._C.onednn_stats()
+    assert s1["weight_cache_hits"] >= s0["weight_cache_hits"] + 2, (s0, s1)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = tnet(x)
+    assert got.dtype == flow.bfloat16
+    assert max_rel(as_torch(got), expected.float()) < 2 * ULP["bfloat16"]
