@@ -41,6 +41,7 @@ MODELS = {
     # Mixed precision: flow.jit(amp="bfloat16") against torch.autocast("cpu", bfloat16) with
     # channels_last (torch's fastest CPU bf16 ResNet); flow eager runs under flow.autocast.
     "resnet50_b1_bf16": {"file": "resnet", "input": (1, 3, 224, 224), "amp": "bfloat16"},
+    "encoder_b8_s128_bf16": {"file": "vit", "input": (8, 128, 768), "amp": "bfloat16"},
 }
 
 
@@ -106,7 +107,7 @@ def worker_latency(name, repeats, warmup, budget, compile_):
     amp = MODELS[name].get("amp")
     jm = flow.jit(fm, amp=amp)
     out = {"threads": torch.get_num_threads(), "amp": amp}
-    if amp:
+    if amp and tx.dim() == 4:
         tm = tm.to(memory_format=torch.channels_last)
         tx = tx.contiguous(memory_format=torch.channels_last)
 
