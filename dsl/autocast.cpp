@@ -19,6 +19,8 @@ const char* autocast_class_name(AutocastClass c) {
       return "lower_precision_fp";
     case AutocastClass::Float32:
       return "fp32";
+    case AutocastClass::Promote:
+      return "promote";
     case AutocastClass::None:
       return "none";
   }
@@ -26,18 +28,27 @@ const char* autocast_class_name(AutocastClass c) {
 }
 
 AutocastClass autocast_class(const std::string& op, AutocastDevice device) {
-  // torch's AT_FORALL_LOWER_PRECISION_FP (both devices), restricted to flow's ops.
-  static const std::set<std::string> lower = {"conv2d", "conv_transpose2d", "matmul", "linear"};
-  // CUDA: torch's AT_FORALL_FP32 and AT_FORALL_FP32_SET_OPT_DTYPE lists, restricted to flow's ops.
+  // Names are graph ops (conv2d, matmul, softmax, ...) and the torch functions flow writes in Python
+  // over them (mm, addmm, mse_loss, ...: python/flow/amp.py's autocast_op gives those their own
+  // class, as torch's dispatcher does). Checked against torch 2.15: the CUDA lists are
+  // AT_FORALL_LOWER_PRECISION_FP, AT_FORALL_FP32, AT_FORALL_FP32_SET_OPT_DTYPE and AT_FORALL_PROMOTE;
+  // the CPU lists were read off torch.autocast("cpu") op by op.
+  static const std::set<std::string> lower = {"conv2d", "conv_transpose2d", "matmul", "linear", "mm", "bmm",
+                                              "addmm",  "baddbmm"};
+  static const std::set<std::string> lower_cuda = {"mv", "addmv"};  // CPU: not on torch's list
   static const std::set<std::string> fp32_cuda = {
-      "exp",        "expm1", "log",       "log1p", "reciprocal", "rsqrt",  "pow", "softplus", "layer_norm", "rms_norm",
-      "group_norm", "norm",  "logsumexp", "prod",  "cumprod",    "cumsum", "sum", "softmax",  "log_softmax"};
-  // CPU: torch's CPU fp32 list is mostly losses and linear algebra; of flow's ops only prod is on it
-  // (checked against torch 2.15: softmax, layer_norm, exp and sum stay in the lower type).
-  static const std::set<std::string> fp32_cpu = {"prod"};
-  if (lower.count(op)) return AutocastClass::LowerPrecision;
-  const auto& fp32 = device == AutocastDevice::CUDA ? fp32_cuda : fp32_cpu;
-  if (fp32.count(op)) return AutocastClass::Float32;
+      "exp",        "expm1",    "log",         "log1p",    "reciprocal", "rsqrt",    "pow",          "softplus",
+      "layer_norm", "rms_norm", "group_norm",  "norm",     "logsumexp",  "prod",     "cumprod",      "cumsum",
+      "sum",        "softmax",  "log_softmax", "mse_loss", "l1_loss",    "nll_loss", "cross_entropy"};
+  // CPU: torch's fp32 list is mostly losses, linear algebra and some pads; softmax, layer_norm, exp
+  // and sum stay in the lower type.
+  static const std::set<std::string> fp32_cpu = {"prod",          "mse_loss",    "l1_loss",      "nll_loss",
+                                                 "cross_entropy", "pad_reflect", "pad_replicate"};
+  static const std::set<std::string> promote_cuda = {"dot"};
+  const bool cuda = device == AutocastDevice::CUDA;
+  if (lower.count(op) || (cuda && lower_cuda.count(op))) return AutocastClass::LowerPrecision;
+  if ((cuda ? fp32_cuda : fp32_cpu).count(op)) return AutocastClass::Float32;
+  if (cuda && promote_cuda.count(op)) return AutocastClass::Promote;
   return AutocastClass::None;
 }
 
@@ -45,13 +56,25 @@ std::vector<int> autocast_inputs(Graph& g, const std::string& op, const std::vec
                                  const AutocastPolicy& policy) {
   const AutocastClass cls = autocast_class(op, policy.device);
   if (cls == AutocastClass::None) return inputs;
+  // Promote: the widest floating type among the tensor inputs (float16 with bfloat16: float32).
+  bool f16 = false, bf16 = false, f32 = false;
+  for (int v : inputs) {
+    if (g.value(v).kind == ValueKind::Constant) continue;
+    const DType t = g.value(v).type.dtype;
+    f16 = f16 || t == DType::Float16;
+    bf16 = bf16 || t == DType::BFloat16;
+    f32 = f32 || t == DType::Float32;
+  }
+  const DType widest = f32 || (f16 && bf16) ? DType::Float32 : bf16 ? DType::BFloat16 : DType::Float16;
   std::vector<int> out = inputs;
   for (int& v : out) {
     const DType t = g.value(v).type.dtype;
+    if (!is_floating(t) || t == DType::Float64) continue;
     DType want = t;
-    if (cls == AutocastClass::LowerPrecision && is_floating(t) && t != DType::Float64) want = policy.dtype;
+    if (cls == AutocastClass::LowerPrecision) want = policy.dtype;
     if (cls == AutocastClass::Float32 && is_half(t)) want = DType::Float32;
-    if (want != t) v = g.add("cast", {v}, {{"dtype", std::string(dtype_name(want))}});
+    if (cls == AutocastClass::Promote && g.value(v).kind != ValueKind::Constant) want = widest;
+    if (want != t) v = g.autocast_cast(v, want);
   }
   return out;
 }

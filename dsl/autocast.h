@@ -32,6 +32,7 @@ enum class AutocastDevice { CPU, CUDA };
 enum class AutocastClass {
   LowerPrecision,  // conv2d, conv_transpose2d, matmul, linear: inputs cast to the autocast dtype
   Float32,         // precision-sensitive ops of the device's list: half inputs cast to float32
+  Promote,         // ops of two or more floats (dot on CUDA): every input cast to the widest of them
   None,            // run in the promoted dtype of the inputs
 };
 
@@ -45,7 +46,8 @@ const char* autocast_class_name(AutocastClass c);
 // The class of `op` under autocast on `device` (torch's lists, restricted to flow's ops).
 AutocastClass autocast_class(const std::string& op, AutocastDevice device);
 // The inputs `op` should be added with under `policy`: each input that the op's class casts is
-// replaced by a new cast node of it; the others are returned as they are.
+// replaced by a cast of it (Graph::autocast_cast: one cast per value and dtype, shared by every
+// op that needs it); the others are returned as they are.
 std::vector<int> autocast_inputs(Graph& g, const std::string& op, const std::vector<int>& inputs,
                                  const AutocastPolicy& policy);
 

@@ -203,7 +203,22 @@ std::vector<int> Graph::add_op(const std::string& op, const std::vector<int>& gi
       throw OpError(OpError::Kind::Value, op + "(): input %" + std::to_string(in) + " is not a value of this graph");
     }
   }
-  const std::vector<int> inputs = autocast_ && outermost ? autocast_inputs(*this, op, given, *autocast_) : given;
+  if (!(autocast_ && outermost)) return add_op_body(def, op, given, attrs);
+  // Under autocast, an op that fails (a shape error the caller catches) leaves no casts behind.
+  const size_t nodes = nodes_.size(), values = values_.size();
+  try {
+    return add_op_body(def, op, autocast_inputs(*this, op, given, *autocast_), attrs);
+  } catch (...) {
+    nodes_.resize(nodes);
+    values_.resize(values);
+    for (auto it = autocast_casts_.begin(); it != autocast_casts_.end();)
+      it = it->second >= static_cast<int>(values) ? autocast_casts_.erase(it) : std::next(it);
+    throw;
+  }
+}
+
+std::vector<int> Graph::add_op_body(const OpDef& def, const std::string& op, const std::vector<int>& inputs,
+                                    const Attrs& attrs) {
   if (def.pattern == OpPattern::Composite) {
     if (!def.decompose) throw std::logic_error("op table: composite op '" + op + "' has no decompose");
     return def.decompose(*this, inputs, attrs);
@@ -212,6 +227,14 @@ std::vector<int> Graph::add_op(const std::string& op, const std::vector<int>& gi
   if (!def.infer) throw std::logic_error("op table: op '" + op + "' has no infer");
   const std::vector<TensorType> outs = def.infer(*this, inputs, canonical);
   return nodes_[append_node(op, inputs, outs, canonical)].outputs;
+}
+
+int Graph::autocast_cast(int value, DType dtype) {
+  const auto key = std::make_pair(value, dtype);
+  if (auto it = autocast_casts_.find(key); it != autocast_casts_.end()) return it->second;
+  const int c = add("cast", {value}, {{"dtype", std::string(dtype_name(dtype))}});
+  autocast_casts_.emplace(key, c);
+  return c;
 }
 
 int Graph::add(const std::string& op, const std::vector<int>& inputs, const Attrs& attrs) {

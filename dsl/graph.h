@@ -20,6 +20,8 @@
 
 namespace flow::dsl {
 
+struct OpDef;
+
 using AttrValue = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;
 using Attrs = std::map<std::string, AttrValue>;  // ordered: canonical for hashing
 
@@ -68,6 +70,8 @@ class Graph {
   // graph's identity: the casts it adds are ordinary nodes.
   void set_autocast(std::optional<AutocastPolicy> policy) { autocast_ = policy; }
   const std::optional<AutocastPolicy>& autocast() const { return autocast_; }
+  // `value` cast to `dtype` by autocast: one cast node per (value, dtype), reused by later ops.
+  int autocast_cast(int value, DType dtype);
 
   const std::vector<Value>& values() const { return values_; }
   const std::vector<Node>& nodes() const { return nodes_; }
@@ -95,7 +99,11 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<int> inputs_;
   std::vector<int> outputs_;
+  // add_op after the argument checks and autocast: decompose, or infer and append.
+  std::vector<int> add_op_body(const OpDef& def, const std::string& op, const std::vector<int>& inputs,
+                               const Attrs& attrs);
   std::optional<AutocastPolicy> autocast_;
+  std::map<std::pair<int, DType>, int> autocast_casts_;  // (value, dtype) -> its autocast cast
   int add_depth_ = 0;  // nesting of add_op calls (composites add their primitives from inside)
 };
 

@@ -610,33 +610,35 @@ void run_onednn(const LibraryStep& step, const std::vector<const Tensor*>& value
   }
 }
 
-// Which (op, half dtype) pairs oneDNN has refused on this CPU: they run in float32 from then on.
-// FLOW_ONEDNN_HALF=0 sends every half call to float32.
+// The library workloads (op, shapes, strides, dtypes: LibraryStep::workload) oneDNN has refused
+// in a half type on this CPU: they run in float32 from then on, without asking again. Only
+// onednn::Unsupported counts as a refusal (no primitive, an unfusable post-op on a half output, an
+// empty reduction); any other error propagates. FLOW_ONEDNN_HALF=0 sends every half call to float32.
 std::mutex& native_half_mutex() {
   static std::mutex m;
   return m;
 }
-std::set<std::pair<std::string, dsl::DType>>& native_half_refused() {
-  static std::set<std::pair<std::string, dsl::DType>> s;
+std::set<std::string>& native_half_refused() {
+  static std::set<std::string> s;
   return s;
 }
-bool native_half_supported(const std::string& op, dsl::DType t) {
+bool native_half_supported(const LibraryStep& step) {
   static const bool off = [] {
     const char* e = std::getenv("FLOW_ONEDNN_HALF");
     return e && std::string(e) == "0";
   }();
   if (off) return false;
   std::lock_guard<std::mutex> lock(native_half_mutex());
-  return native_half_refused().count({op, t}) == 0;
+  return step.workload.empty() || native_half_refused().count(step.workload) == 0;
 }
-void mark_native_half_unsupported(const std::string& op, dsl::DType t, const std::string& why) {
-  {
+void mark_native_half_unsupported(const LibraryStep& step, dsl::DType t, const std::string& why) {
+  if (!step.workload.empty()) {
     std::lock_guard<std::mutex> lock(native_half_mutex());
-    if (!native_half_refused().insert({op, t}).second) return;
+    if (!native_half_refused().insert(step.workload).second) return;
   }
   if (log_enabled("library"))
-    log_line("library", std::string("oneDNN has no ") + dsl::dtype_name(t) + " " + op + " here (" + why +
-                            "); computing it in float32");
+    log_line("library", std::string("oneDNN has no ") + dsl::dtype_name(t) + " " + step.op + " for this workload (" +
+                            why + "); computing it in float32");
 }
 
 // float16/bfloat16 on the CPU without oneDNN half primitives for them: the half operands widened
@@ -677,12 +679,12 @@ void run_library_group(const dsl::Graph& g, const LibraryStep& step, const std::
       throw std::logic_error("library call: " + step.op + " with operands of another dtype than its output");
   if (dsl::is_half(out->dtype)) {
     // oneDNN's own half primitives (bf16 on AVX-512/AMX CPUs) where they exist, else float32.
-    if (native_half_supported(step.op, out->dtype)) {
+    if (native_half_supported(step)) {
       try {
         run_onednn(step, values, *out, info);
         return;
-      } catch (const std::exception& e) {
-        mark_native_half_unsupported(step.op, out->dtype, e.what());
+      } catch (const onednn::Unsupported& e) {
+        mark_native_half_unsupported(step, out->dtype, e.what());
       }
     }
     return run_half_as_float32(g, step, values, *out, info);

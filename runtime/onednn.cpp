@@ -563,13 +563,13 @@ auto make_pd_first(const std::string& what, const std::vector<PostOp>& post, boo
   try {
     return make(make_attr(post, true));
   } catch (const dnnl::error& e) {
-    if (post.empty()) throw std::runtime_error("flow: oneDNN " + what + ": " + e.what());
+    if (post.empty()) throw Unsupported("flow: oneDNN " + what + ": " + e.what());
   }
   fused = false;
   try {
     return make(make_attr(post, false));
   } catch (const dnnl::error& e) {
-    throw std::runtime_error("flow: oneDNN " + what + ": " + e.what());
+    throw Unsupported("flow: oneDNN " + what + ": " + e.what());
   }
 }
 
@@ -625,7 +625,7 @@ void execute(const Entry& e, const OutArg& dst, const std::vector<PostOp>& post,
       std::any_of(post.begin(), post.end(), [](const PostOp& p) { return p.kind == PostOp::Kind::Sum; });
   const float* prev = nullptr;
   if (!e.fused_post_ops && !post.empty() && dst.dtype != DataType::F32)
-    throw std::invalid_argument(
+    throw Unsupported(
         "onednn: oneDNN did not fuse the post-ops of a half output, and the loops that would apply them take float32");
   if (!e.fused_post_ops && has_sum) {  // the fallback Sum reads dst as it was before the primitive
     const int64_t span = [&] {
@@ -694,16 +694,26 @@ memory mem(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides
 // K == 0 (or an empty reduction over input channels): dst = 0 (+ bias), then the post-ops.
 void zero_then_post_ops(const OutArg& dst, const TensorArg* bias, const std::vector<PostOp>& post) {
   if (dst.dtype != DataType::F32)
-    throw std::invalid_argument("onednn: an empty reduction (K = 0) is computed by loops, for float32 only");
+    throw Unsupported("onednn: an empty reduction (K = 0) is computed by loops, for float32");
   const std::vector<int64_t> st = strides_of(dst.dims, dst.strides);
   std::vector<PostOp> chain;
   if (bias) chain.push_back(PostOp::binary_op(Binary::Add, *bias));
   chain.insert(chain.end(), post.begin(), post.end());
   OutArg d = dst;
   d.strides = st;
-  // Zero every element through the post-op loop with a multiply by 0 first.
-  std::vector<PostOp> zero{PostOp::eltwise_op(Eltwise::Linear, 0.f, 0.f)};
-  apply_post_ops(d, zero, nullptr);
+  // Zero every element (stored, not computed: the memory is uninitialized and may hold NaN).
+  float* const out = static_cast<float*>(d.data);
+  const int64_t total = product(d.dims);
+  std::vector<int64_t> idx(d.dims.size(), 0);
+  for (int64_t e = 0; e < total; ++e) {
+    int64_t off = 0;
+    for (size_t k = 0; k < idx.size(); ++k) off += idx[k] * st[k];
+    out[off] = 0.f;
+    for (size_t k = idx.size(); k-- > 0;) {
+      if (++idx[k] < d.dims[k]) break;
+      idx[k] = 0;
+    }
+  }
   apply_post_ops(d, chain, nullptr);
 }
 

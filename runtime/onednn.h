@@ -41,6 +41,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,13 @@ std::string version();  // "2.6.3", or "" without oneDNN
 // oneDNN have primitives for them (a primitive that does not exist throws; jit/library_ops.cpp then
 // computes in float32).
 enum class DataType { F32, BF16, F16 };
+
+// oneDNN has no implementation for a problem as described (a data type, layout or post-op chain
+// this CPU or version does not run): the caller may compute it another way.
+class Unsupported : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // A tensor: data, dims and element strides (same rank), and its element type. Dims of size 1 may
 // have any stride.

@@ -138,8 +138,8 @@ def save(compiled, path):
                 "call_spec": _spec_to_json(call_flat_spec),
                 "call_leaves": [_call_leaf_json(k) for k in leaf_keys],
                 "training": training,
-                # The flow.autocast policies active when it was traced (its graph holds the casts).
-                "autocast": [list(p) for p in amp_key],
+                # The flow.autocast dtype active when it was traced, or None (its graph holds the casts).
+                "autocast": amp_key,
                 "bindings": bindings,
                 "input_strides": strides,
                 "out_spec": _spec_to_json(v.out_spec),
@@ -193,7 +193,7 @@ def save(compiled, path):
 class _LoadedVariant:
     def __init__(self, spec, leaves, training, exe, bindings, out_spec, out_leaves, mutations):
         self.spec, self.leaves, self.training = spec, leaves, training
-        self.autocast = []  # [[device type, dtype], ...] it was traced under (flow.autocast)
+        self.autocast = None  # the flow.autocast dtype it was traced under, or None
         self.exe, self.bindings = exe, bindings
         self.out_spec, self.out_leaves = out_spec, out_leaves
         self.mutations = mutations  # [(weight name, output index)]: written back after each run
@@ -255,10 +255,11 @@ class LoadedModel:
     def _select(self, flat, spec):
         # A variant of the current mode (train()/eval()) first, else any that takes these arguments;
         # among those, one traced under the flow.autocast policies active now first.
-        amp_now = [list(p) for p in _amp.active_key()]
+        amp_now = _amp._state().get("cuda" if str(self.device).startswith("cuda") else "cpu")
         candidates = [v for v in self._variants if v.training in (None, self.training)]
         candidates += [v for v in self._variants if v not in candidates]
-        candidates.sort(key=lambda v: v.autocast != amp_now)  # stable: the order above otherwise
+        # The mode first, then the policy (stable: declaration order otherwise).
+        candidates.sort(key=lambda v: (v.training not in (None, self.training), v.autocast != amp_now))
         for v in candidates:
             if v.matches(spec, flat, self.device):
                 break
@@ -332,6 +333,6 @@ def load(path, *, target=None):
         variants.append(_LoadedVariant(_spec_from_json(vj["call_spec"]), vj["call_leaves"], vj["training"], exe,
                                        bindings, _spec_from_json(vj["out_spec"]), out_leaves,
                                        [(n, k) for n, k in vj.get("mutations", [])]))
-        variants[-1].autocast = vj.get("autocast", [])
+        variants[-1].autocast = vj.get("autocast")
     here = _C.target_id(device, arch)
     return LoadedModel(path, manifest, weights, variants, compiled, nkernels, here == manifest.get("target"), device)

@@ -241,13 +241,24 @@ class JitFunction:
         functools.update_wrapper(self, fn, updated=())
 
     # The key of a call: argument structure and leaves, plus the module's training flag.
+    def _amp_device(self, flat):
+        """The device type whose autocast lists a trace of this call uses."""
+        on_cuda = self._target == "cuda" or any(isinstance(x, Tensor) and x._c is not None and x.is_cuda for x in flat)
+        return "cuda" if on_cuda else "cpu"
+
     def _key(self, flat, spec):
         mode = self._module.training if self._module is not None else None
-        return (spec, tuple(_leaf_key(x) for x in flat), mode, _amp.active_key())
+        # The flow.autocast policy of the device this call traces for (amp= overrides it).
+        amp = None if self._amp is not None else _amp._state().get(self._amp_device(flat))
+        return (spec, tuple(_leaf_key(x) for x in flat), mode, amp)
 
     def __call__(self, *args, **kwargs):
         flat, spec = _flatten((args, kwargs))
-        if current_trace() is not None or any(isinstance(x, Tensor) and x._c is None for x in flat):
+        ctx = current_trace()
+        if ctx is not None or any(isinstance(x, Tensor) and x._c is None for x in flat):
+            if self._amp is not None and ctx is not None:  # inline, keeping this function's amp=
+                with _amp.autocast(_amp.trace_device(ctx), self._amp):
+                    return self._fn(*args, **kwargs)
             return self._fn(*args, **kwargs)  # inside another trace: inline
         key = self._key(flat, spec)
         v = self._variants.get(key)
@@ -300,10 +311,10 @@ class JitFunction:
         ctx.device = next((x.device for x in flat if isinstance(x, Tensor) and x._c is not None and x.is_cuda), None)
         # torch.autocast's lists differ by device type (see dsl/autocast.h). amp= wins over an
         # enclosing flow.autocast block.
-        amp_device = "cuda" if ctx.device is not None or self._target == "cuda" else "cpu"
-        amp = self._amp if self._amp is not None else _amp._state().get(amp_device)
+        ctx.autocast_device = self._amp_device(flat)
+        amp = self._amp if self._amp is not None else _amp._state().get(ctx.autocast_device)
         if amp is not None:
-            ctx.graph.set_autocast(amp, amp_device)
+            ctx.graph.set_autocast(amp, ctx.autocast_device)
         self.num_traces += 1
         with ctx:
             traced = []
@@ -315,6 +326,7 @@ class JitFunction:
                     traced.append(leaf)
             targs, tkwargs = _unflatten(spec, traced)
             out = self._fn(*targs, **tkwargs)
+        ctx.graph.set_autocast(None)  # the finished graph (jf.graph, exe.graph) adds no more casts
         out_flat, out_spec = _flatten(out)
         input_vids = {}
         for b, vid in enumerate(ctx.graph.inputs):

@@ -14,6 +14,7 @@ import operator
 import numpy as np
 
 from . import _dtype as D
+from . import amp as _amp
 from ._dispatch import dispatch, dispatch1
 from ._errors import trace_error
 from ._tensor import Tensor, _can_cast, _normalize_dim
@@ -871,6 +872,7 @@ def _matmul(x, y):
     return dispatch1("matmul", [x, y])
 
 
+@_amp.autocast_op("mm")
 def mm(input, mat2, *, out=None):
     x = _tensor_arg("mm", input, "input", 1)
     y = _tensor_arg("mm", mat2, "mat2", 2)
@@ -881,6 +883,7 @@ def mm(input, mat2, *, out=None):
     return matmul(x, y, out=out)
 
 
+@_amp.autocast_op("bmm")
 def bmm(input, mat2, *, out=None):
     x = _tensor_arg("bmm", input, "input", 1)
     y = _tensor_arg("bmm", mat2, "mat2", 2)
@@ -894,6 +897,7 @@ def bmm(input, mat2, *, out=None):
     return matmul(x, y, out=out)
 
 
+@_amp.autocast_op("mv")
 def mv(input, vec, *, out=None):
     x = _tensor_arg("mv", input, "input", 1)
     v = _tensor_arg("mv", vec, "vec", 2)
@@ -902,6 +906,7 @@ def mv(input, vec, *, out=None):
     return matmul(x, v, out=out)
 
 
+@_amp.autocast_op("dot")
 def dot(input, tensor, *, out=None):
     x = _tensor_arg("dot", input, "input", 1)
     y = _tensor_arg("dot", tensor, "tensor", 2)
@@ -929,16 +934,19 @@ def _scaled_sum(fn, input, prod, beta, alpha):
     return add(prod, input if beta == 1 else mul(input, beta))
 
 
+@_amp.autocast_op("addmm")
 def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
     x = _tensor_arg("addmm", input, "input", 1)
     return _out("addmm", out, _scaled_sum("addmm", x, mm(mat1, mat2), beta, alpha))
 
 
+@_amp.autocast_op("baddbmm")
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     x = _tensor_arg("baddbmm", input, "input", 1)
     return _out("baddbmm", out, _scaled_sum("baddbmm", x, bmm(batch1, batch2), beta, alpha))
 
 
+@_amp.autocast_op("addmv")
 def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
     x = _tensor_arg("addmv", input, "input", 1)
     return _out("addmv", out, _scaled_sum("addmv", x, mv(mat, vec), beta, alpha))

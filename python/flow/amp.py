@@ -16,13 +16,14 @@ Defaults follow torch: float16 on "cuda", bfloat16 on "cpu".
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional
 
 from . import _C
 
-__all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype"]
+__all__ = ["autocast", "autocast_op", "is_autocast_enabled", "get_autocast_dtype"]
 
 _DEFAULT = {"cuda": "float16", "cpu": "bfloat16"}
 _local = threading.local()
@@ -53,11 +54,6 @@ def get_autocast_dtype(device_type: str):
     return getattr(_dtype, _state().get(device_type) or _DEFAULT[device_type])
 
 
-def active_key() -> Tuple[Tuple[str, str], ...]:
-    """The active policies, for guard keys: ((device_type, dtype name), ...)."""
-    return tuple(sorted((d, t) for d, t in _state().items() if t is not None))
-
-
 class autocast:
     """Context manager (and decorator) like ``torch.autocast(device_type, dtype=None, enabled=True)``."""
 
@@ -79,8 +75,7 @@ class autocast:
         graph_prev = None
         if ctx is not None:
             graph_prev = ctx.graph.autocast
-            trace_device = "cuda" if ctx.device is not None else "cpu"
-            if self.device_type == trace_device:
+            if self.device_type == trace_device(ctx):
                 ctx.graph.set_autocast(self.fast_dtype if self.enabled else None, self.device_type)
         self._saved.append((prev, ctx, graph_prev))
         return self
@@ -106,6 +101,100 @@ class autocast:
                 return fn(*args, **kwargs)
 
         return wrapped
+
+
+def trace_device(ctx) -> str:
+    """The device type a trace's ops run on, whose autocast lists apply (set by flow.jit)."""
+    return getattr(ctx, "autocast_device", None) or ("cuda" if ctx.device is not None else "cpu")
+
+
+def _tensors(args, kwargs):
+    from ._tensor import Tensor
+
+    return [a for a in list(args) + list(kwargs.values()) if isinstance(a, Tensor)]
+
+
+def _active(args, kwargs):
+    """(device type, autocast dtype name) that applies to a call with these arguments, or None."""
+    from ._dispatch import current_trace
+
+    ctx = current_trace()
+    if ctx is not None:
+        p = ctx.graph.autocast
+        return None if p is None else (p[1], p[0])
+    ts = _tensors(args, kwargs)
+    if not ts or not _state():
+        return None
+    device = "cuda" if ts[0].is_cuda else "cpu"
+    amp = _state().get(device)
+    return None if amp is None else (device, amp)
+
+
+@contextlib.contextmanager
+def _suspended(device: str):
+    """Autocast off (eagerly, or in the trace's graph) for the body of a function with its own policy."""
+    from ._dispatch import current_trace
+
+    ctx = current_trace()
+    if ctx is not None:
+        prev = ctx.graph.autocast
+        ctx.graph.set_autocast(None)
+        try:
+            yield
+        finally:
+            if prev is None:
+                ctx.graph.set_autocast(None)
+            else:
+                ctx.graph.set_autocast(prev[0], prev[1])
+        return
+    state = _state()
+    prev = state.pop(device, None)
+    try:
+        yield
+    finally:
+        if prev is not None:
+            state[device] = prev
+
+
+def autocast_op(name):
+    """Gives a torch function that flow writes in Python (mm, addmm, mse_loss, ...) torch.autocast's
+    policy for that function, as torch's dispatcher does: its tensor arguments are cast by the
+    function's class (``_C.autocast_class(name, device)``) and autocast is off inside its body, so
+    the primitives it is built of do not apply their own lists. `name` may be a function of the call's
+    arguments (pad's class depends on its mode)."""
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            active = _active(args, kwargs)
+            if active is None:
+                return fn(*args, **kwargs)
+            device, amp = active
+            cls = _C.autocast_class(name(*args, **kwargs) if callable(name) else name, device)
+            args, kwargs = _cast_call(args, kwargs, cls, amp)
+            with _suspended(device):
+                return fn(*args, **kwargs)
+        return wrapped
+    return deco
+
+
+def _cast_call(args, kwargs, cls, amp):
+    from . import _dtype
+    from ._tensor import Tensor
+
+    floats = [a.dtype.name for a in _tensors(args, kwargs) if a.dtype.name in ("float32", "float16", "bfloat16")]
+    widest = ("float32" if "float32" in floats or {"float16", "bfloat16"} <= set(floats)
+              else "bfloat16" if "bfloat16" in floats else "float16")
+
+    def cast(a):
+        if not isinstance(a, Tensor) or a.dtype.name not in ("float32", "float16", "bfloat16"):
+            return a
+        want = {"lower_precision_fp": amp, "promote": widest,
+                "fp32": "float32"}.get(cls, a.dtype.name)
+        return a if want == a.dtype.name else a.to(getattr(_dtype, want))
+
+    if cls == "none":
+        return args, kwargs
+    return tuple(cast(a) for a in args), {k: cast(v) for k, v in kwargs.items()}
 
 
 def cast_args(op: str, args: list) -> list:

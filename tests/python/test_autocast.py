@@ -6,6 +6,7 @@ rounding of the lower type. The CUDA lists (softmax, layer_norm, exp, sum, ... i
 checked on the graph a trace builds, which needs no GPU; tests/python/test_gpu.py runs them on a
 device against torch.autocast("cuda").
 """
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
@@ -96,6 +97,10 @@ def test_conv_net_matches_torch_autocast_cpu(amp):
         # result than torch's own mixed-precision result is (times a margin).
         assert err < (2e-2 if amp == "bfloat16" else 4e-3), err
         assert max_rel(as_torch(got), exact) < 3 * max_rel(expected.float(), exact) + 1e-3
+    # The convolutions and the linear themselves run in the lower type (the tolerances above would
+    # also admit float32 convolutions).
+    products = [ln for ln in jf.graph.to_string().split("\n") if "= conv2d(" in ln or "= linear(" in ln]
+    assert len(products) == 3 and all(f"{amp}[" in ln.split("=")[0] for ln in products), products
 
 
 @pytest.mark.parametrize("amp", ["bfloat16"])
@@ -110,8 +115,11 @@ def test_resnet50_autocast_cpu(amp):
         expected = tm(x)
     with torch.no_grad():
         exact = tm(x)
-    got = flow.jit(fm, amp=amp)(as_flow(x))
+    jm = flow.jit(fm, amp=amp)
+    got = jm(as_flow(x))
     assert got.dtype.name == amp and expected.dtype == getattr(torch, amp)
+    convs = [ln for ln in jm._jit.graph.to_string().split("\n") if "= conv2d(" in ln]
+    assert len(convs) == 53 and all(f"{amp}[" in ln.split("=")[0] for ln in convs)
     torch_err = max_rel(expected.float(), exact)
     flow_err = max_rel(as_torch(got), exact)
     print(f"\nresnet50 {amp}: rel err vs float32: torch autocast {torch_err:.2e}, flow amp {flow_err:.2e}; "
@@ -334,3 +342,144 @@ def test_bfloat16_convolutions_run_in_onednn_with_cached_packed_weights():
         expected = tnet(x)
     assert got.dtype == flow.bfloat16
     assert max_rel(as_torch(got), expected.float()) < 2 * ULP["bfloat16"]
+
+
+# ---- torch functions flow writes in Python, and the corner cases of the policy ----------------------
+
+PY_FUNCS = {
+    "mm": (lambda m, a, b, v, M, i, t: m.mm(a, b)),
+    "bmm": (lambda m, a, b, v, M, i, t: m.bmm(M, M)),
+    "addmm": (lambda m, a, b, v, M, i, t: m.addmm(a, a, b)),
+    "baddbmm": (lambda m, a, b, v, M, i, t: m.baddbmm(M, M, M)),
+    "mv": (lambda m, a, b, v, M, i, t: m.mv(a, v)),
+    "addmv": (lambda m, a, b, v, M, i, t: m.addmv(v, a, v)),
+    "dot": (lambda m, a, b, v, M, i, t: m.dot(v, v)),
+    "mse_loss": (lambda m, a, b, v, M, i, t: m.nn.functional.mse_loss(a.to(m.bfloat16), b.to(m.bfloat16))),
+    "l1_loss": (lambda m, a, b, v, M, i, t: m.nn.functional.l1_loss(a.to(m.bfloat16), b.to(m.bfloat16))),
+    "nll_loss": (lambda m, a, b, v, M, i, t: m.nn.functional.nll_loss(a.to(m.bfloat16), t)),
+    "cross_entropy": (lambda m, a, b, v, M, i, t: m.nn.functional.cross_entropy(a.to(m.bfloat16), t)),
+    "pad reflect": (lambda m, a, b, v, M, i, t: m.nn.functional.pad(i.to(m.bfloat16), (1, 1, 1, 1), mode="reflect")),
+    "pad replicate": (lambda m, a, b, v, M, i, t: m.nn.functional.pad(i.to(m.bfloat16), (1, 1, 1, 1), mode="replicate")),
+    "pad circular": (lambda m, a, b, v, M, i, t: m.nn.functional.pad(i.to(m.bfloat16), (1, 1, 1, 1), mode="circular")),
+    "avg_pool2d": (lambda m, a, b, v, M, i, t: m.nn.functional.avg_pool2d(i.to(m.bfloat16), 3, padding=1)),
+}
+
+
+def py_func_args(m, seed):
+    g = torch.Generator().manual_seed(seed)
+    ts = [torch.randn(6, 6, generator=g), torch.randn(6, 6, generator=g), torch.randn(6, generator=g),
+          torch.randn(2, 6, 6, generator=g), torch.randn(1, 2, 5, 5, generator=g)]
+    tgt = torch.tensor([0, 3, 5, 1, 2, 4])
+    if m is torch:
+        return ts + [tgt]
+    return [as_flow(x) for x in ts] + [flow.tensor(tgt.numpy())]
+
+
+@pytest.mark.parametrize("name", list(PY_FUNCS))
+def test_torch_functions_written_in_python_take_their_own_autocast_class(name):
+    """addmm is lower precision as a whole (not matmul + a float32 add), mv and dot are not on the
+    CPU list although they are matrix products, the losses and reflect/replicate pads run in float32,
+    avg_pool2d keeps its type: as torch.autocast("cpu") gives, eagerly and under @flow.jit."""
+    fn = PY_FUNCS[name]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = fn(torch, *py_func_args(torch, 31))
+    fargs = py_func_args(flow, 31)
+    with flow.autocast("cpu", dtype=flow.bfloat16):
+        eager = fn(flow, *fargs)
+    jitted = flow.jit(lambda *a: fn(flow, *a), amp="bfloat16")(*fargs)
+    wname = str(want.dtype).replace("torch.", "")
+    assert eager.dtype.name == wname and jitted.dtype.name == wname, (name, eager.dtype, jitted.dtype, wname)
+    tol = 4 * ULP["bfloat16"]
+    assert max_rel(as_torch(eager), want.float()) <= tol and max_rel(as_torch(jitted), want.float()) <= tol
+
+
+def cuda_output_dtypes(fn, *args, amp="float16"):
+    """The output dtypes of `fn` traced for CUDA under amp (NVRTC compiles it; nothing runs)."""
+    from flow._jit import _flatten
+
+    jf = flow.jit(fn, amp=amp, target="cuda")
+    flat, spec = _flatten((args, {}))
+    g = jf._trace_and_compile(flat, spec).graph
+    return [g.value_dtype(o) for o in g.outputs]
+
+
+def test_cuda_classes_of_python_functions():
+    a, b, v, M, i, t = py_func_args(flow, 32)
+    dt = cuda_output_dtypes(lambda a, b, v, M, i: (flow.addmm(a, a, b), flow.mv(a, v), flow.dot(v, v.to(flow.bfloat16)),
+                                                   flow.nn.functional.mse_loss(a.half(), b.half()),
+                                                   flow.nn.functional.avg_pool2d(i.half(), 3, padding=1),
+                                                   flow.nn.functional.pad(i.half(), (1, 1), mode="reflect")),
+                            a, b, v, M, i)
+    # addmm and mv lower, dot promotes float32 with bfloat16 to float32, mse_loss in float32,
+    # avg_pool2d keeps half (its sum inside is not a user's sum), a reflect pad is not on CUDA's list.
+    assert dt == ["float16", "float16", "float32", "float32", "float16", "float16"], dt
+
+
+def test_flow_autocast_block_in_a_function_compiled_for_cuda():
+    def f(x, w):
+        with flow.autocast("cuda"):
+            return x @ w
+
+    x, w = flow.randn(4, 8), flow.randn(8, 3)
+    assert cuda_output_dtypes(f, x, w, amp=None) == ["float16"]
+
+
+def test_nested_jitted_function_keeps_its_amp():
+    inner = flow.jit(lambda x, w: x @ w, amp="bfloat16")
+    outer = flow.jit(lambda x, w: inner(x, w) + 0)
+    x, w = flow.randn(4, 8), flow.randn(8, 3)
+    assert inner(x, w).dtype == flow.bfloat16
+    assert outer(x, w).dtype == flow.bfloat16
+
+
+def test_a_failed_op_under_autocast_leaves_no_casts_behind():
+    def f(x, w):
+        try:
+            return x @ w  # shapes do not match
+        except RuntimeError:
+            return x.sum()
+
+    jf = flow.jit(f, amp="bfloat16")
+    out = jf(flow.randn(4, 8), flow.randn(5, 3))
+    assert out.dtype == flow.float32
+    assert "cast" not in jf.graph.to_string(), jf.graph.to_string()
+    assert jf.num_kernels == 1
+
+
+def test_one_cast_per_value_feeds_every_product():
+    jf = flow.jit(lambda x, a, b, c: (x @ a, x @ b, x @ c), amp="bfloat16")
+    jf(*[flow.randn(4, 4) for _ in range(4)])
+    casts = [ln for ln in jf.graph.to_string().split("\n") if "= cast(%0)" in ln]
+    assert len(casts) == 1, jf.graph.to_string()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_empty_reduction_with_a_bias_is_the_bias(dtype):
+    """linear with K = 0: the output is the bias (the output memory is uninitialized: a NaN there
+    must not survive), and afterwards other half products still use oneDNN's own primitives."""
+    d = getattr(flow, dtype)
+    b = flow.randn(5).to(d)
+    for _ in range(20):
+        y = flow.nn.functional.linear(flow.zeros(3, 0).to(d), flow.zeros(5, 0).to(d), b)
+        assert y.dtype == d
+        np.testing.assert_array_equal(y.float().numpy(), np.broadcast_to(b.float().numpy(), (3, 5)))
+
+
+def test_bundle_prefers_the_mode_then_the_autocast_policy(tmp_path):
+    torch.manual_seed(6)
+    m = flow.nn.Sequential(flow.nn.Linear(4, 4), flow.nn.BatchNorm1d(4))
+    jm = flow.jit(m)
+    x = flow.randn(8, 4)
+    m.train()
+    jm(x)
+    m.eval()
+    with flow.autocast("cpu"):
+        jm(x)
+    flow.save(jm, tmp_path / "b")
+    loaded = flow.load(tmp_path / "b")
+    loaded.eval()
+    before = {k: v.numpy().copy() for k, v in loaded.weights.items()}
+    out = loaded(x)  # eval, outside autocast: the eval variant (traced under autocast), not the train one
+    assert out.dtype == flow.bfloat16
+    for k, v in loaded.weights.items():
+        np.testing.assert_array_equal(v.numpy(), before[k], err_msg=k)  # no running-statistics update

@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .. import _ops
+from .. import amp as _amp
 from .._dispatch import current_trace, dispatch, dispatch1
 from .._ops import gelu, relu, sigmoid, silu, tanh  # noqa: F401
 from .._tensor import Tensor
@@ -406,6 +407,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return out
 
 
+@_amp.autocast_op("avg_pool2d")
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     _check_tensor("avg_pool2d", input)
@@ -549,6 +551,7 @@ def _index_select(x, dim, idx):
     return dispatch1("index_select", [x, _const(np.asarray(idx, dtype=np.int64), x, D.int64)], {"dim": dim})
 
 
+@_amp.autocast_op(lambda input, pad, mode="constant", value=None: "pad_" + mode)
 def pad(input, pad, mode="constant", value=None):
     _check_tensor("pad", input)
     pad = [builtins.int(p) for p in pad]
@@ -714,6 +717,7 @@ def _reduce_loss(loss, reduction, fn):
     raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
+@_amp.autocast_op("nll_loss")
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """-input[n, target[n], ...] (times weight[target]), mean over the weights of the non-ignored targets."""
     if size_average is not None or reduce is not None:
@@ -740,6 +744,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     return out
 
 
+@_amp.autocast_op("cross_entropy")
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
     """log_softmax over dim 1 (0 for an unbatched input) + nll_loss; class-probability targets (float)
@@ -790,10 +795,12 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     return nll * (1.0 - label_smoothing) + smooth * (label_smoothing / C)
 
 
+@_amp.autocast_op("mse_loss")
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     d = input - target
     return _reduce_loss(d * d, reduction, "mse_loss")
 
 
+@_amp.autocast_op("l1_loss")
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     return _reduce_loss(_ops.abs(input - target), reduction, "l1_loss")
