@@ -239,7 +239,7 @@ std::shared_ptr<Executable> compile(const Graph& g_in, const std::vector<std::ve
   const Graph* g = &g_in;
   sched::PadFoldResult pads;  // a zero pad read by a convolution becomes its padding
   if (options.fuse && options.inline_constants) {
-    pads = sched::fold_pad_into_conv(*g);
+    pads = sched::fold_pad_into_conv(*g, options.target);
     exe->num_folded_pads_ = pads.folded;
     if (pads.folded > 0) g = &pads.graph;
   }

@@ -4,11 +4,16 @@
 // fly, so the padded copy of the activation is never written. Only zero pads of the two spatial
 // dims with no negative amount (a crop) fold; the pad node stays when something else reads it.
 //
+// Under autocast the conv reads cast(pad(x)); the fold looks through the cast (a cast of zero is
+// zero) and the conv reads cast(x). On CUDA only folds that leave the padding symmetric are made:
+// cuDNN's convolution takes one padding per side pair.
+//
 // One difference: with inf or NaN in the weights, torch's conv2d(pad(x)) multiplies the pad zeros by
 // them (NaN on the border) while the folded convolution skips padded taps (finite border), which is
 // what torch's own conv2d(x, padding=...) does. Finite weights give identical results.
 #pragma once
 #include "dsl/graph.h"
+#include "dsl/stmt.h"
 
 namespace flow::sched {
 
@@ -18,6 +23,6 @@ struct PadFoldResult {
 };
 
 // Graph inputs keep their order and names; the outputs keep their order.
-PadFoldResult fold_pad_into_conv(const dsl::Graph& g);
+PadFoldResult fold_pad_into_conv(const dsl::Graph& g, dsl::Target target = dsl::Target::CPU);
 
 }  // namespace flow::sched

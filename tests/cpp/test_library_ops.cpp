@@ -15,6 +15,7 @@
 #include "jit/eager.h"
 #include "runtime/onednn.h"
 #include "scheduler/channels_last.h"
+#include "scheduler/fold_pad.h"
 #include "scheduler/fusion.h"
 #include "test_util.h"
 
@@ -1086,6 +1087,37 @@ TEST(FoldPad, ZeroSpatialPadsBecomeConvolutionPadding) {
     for (const auto& k : exe->kernels())
       pad_kernel = pad_kernel || k->scheduled.func.name.find("pad") != std::string::npos;
     EXPECT_EQ(pad_kernel, cs.folded == 0 || cs.pad_also_output) << cs.what << "\n" << exe->explain(false);
+  }
+}
+
+TEST(FoldPad, ThroughAnAutocastCastAndSymmetricOnlyOnCuda) {
+  REQUIRE_BACKENDS();
+  auto rng = test::rng(67);
+  // Under autocast the conv reads cast(pad(x)): the pad still folds, the conv reads cast(x).
+  for (const DType half : {DType::BFloat16, DType::Float16}) {
+    dsl::Graph g;
+    g.set_autocast(dsl::AutocastPolicy{half, dsl::AutocastDevice::CPU});
+    const int x = g.add_input({{2, 3, 7, 6}, DType::Float32}, "x");
+    const int w = g.add_input({{4, 3, 3, 3}, DType::Float32}, "w");
+    const int p = g.add("pad", {x}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"value", 0.0}});
+    const int y = g.add("conv2d", {p, w});
+    g.set_autocast(std::nullopt);
+    g.mark_output(g.add("cast", {y}, {{"dtype", std::string("float32")}}));
+    const std::vector<jit::Tensor> in{random_tensor({2, 3, 7, 6}, rng), random_tensor({4, 3, 3, 3}, rng)};
+    auto exe = check(g, in, std::string("pad -> cast -> conv, ") + dsl::dtype_name(half), 3e-2);
+    EXPECT_EQ(exe->num_folded_pads(), 1) << exe->explain(false);
+    for (const auto& k : exe->kernels())
+      EXPECT_EQ(k->scheduled.func.name.find("pad"), std::string::npos) << exe->explain(false);
+  }
+  // cuDNN pads symmetrically: on CUDA an asymmetric pad stays a pad, a symmetric one folds.
+  for (const bool symmetric : {true, false}) {
+    dsl::Graph g;
+    const int x = g.add_input({{1, 3, 8, 8}, DType::Float16}, "x");
+    const int w = g.add_input({{4, 3, 3, 3}, DType::Float16}, "w");
+    const std::vector<int64_t> pads = symmetric ? std::vector<int64_t>{1, 1, 2, 2} : std::vector<int64_t>{0, 1, 0, 1};
+    g.mark_output(g.add("conv2d", {g.add("pad", {x}, {{"pads", pads}, {"value", 0.0}}), w}));
+    EXPECT_EQ(sched::fold_pad_into_conv(g, dsl::Target::CUDA).folded, symmetric ? 1 : 0);
+    EXPECT_EQ(sched::fold_pad_into_conv(g, dsl::Target::CPU).folded, 1);
   }
 }
 
