@@ -111,6 +111,8 @@ def dispatch(op, args, attrs=None):
 
     attrs = attrs or {}
     ctx = current_trace()
+    if ctx is None and op not in VIEW_OPS:
+        args = _amp.cast_args(op, args)  # flow.autocast (a no-op outside one)
     if ctx is not None:
         ids = [ctx.value_id(a) for a in args]
         outs = ctx.graph.add_op(op, ids, attrs)
@@ -131,7 +133,7 @@ def dispatch(op, args, attrs=None):
             cargs.append(a)
     if op in VIEW_OPS and len(cargs) == 1 and not isinstance(cargs[0], (bool, int, float)):
         return [Tensor._wrap(_C.view(op, cargs[0], attrs))]
-    cargs = _amp.cast_args(op, cargs)  # flow.autocast (a no-op outside one)
+
     return [Tensor._wrap(c) for c in _C.eager(op, cargs, attrs)]
 
 

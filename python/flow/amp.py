@@ -85,6 +85,8 @@ class autocast:
         state = _state()
         if prev is None:  # absent and None both mean off; an empty state keeps dispatch on its fast path
             state.pop(self.device_type, None)
+            if not any(state.values()):
+                _cast_cache().clear()  # the cached parameter casts live while autocast is on
         else:
             state[self.device_type] = prev
         if ctx is not None:
@@ -190,7 +192,7 @@ def _cast_call(args, kwargs, cls, amp):
             return a
         want = {"lower_precision_fp": amp, "promote": widest,
                 "fp32": "float32"}.get(cls, a.dtype.name)
-        return a if want == a.dtype.name else a.to(getattr(_dtype, want))
+        return a if want == a.dtype.name else _to(a, want)
 
     if cls == "none":
         return args, kwargs
@@ -198,29 +200,38 @@ def _cast_call(args, kwargs, cls, amp):
 
 
 def cast_args(op: str, args: list) -> list:
-    """Eager autocast: `args` (flow._C tensors and Python scalars) cast by `op`'s class on the device
-    type of its tensors, when autocast is on for that device type on this thread."""
-    state = _state()
-    if not state:
+    """Eager autocast: `args` (flow Tensors and Python scalars) cast by graph op `op`'s class on the
+    device type of its tensors, when autocast is on for that device type on this thread."""
+    if not _state() or any(getattr(a, "_c", 0) is None for a in args):  # tracers: the dispatcher raises
         return args
-    device = next((a.device for a in args if hasattr(a, "device") and hasattr(a, "dtype")), None)
-    if device is None:
+    active = _active(args, {})
+    if active is None:
         return args
-    amp = state.get(device)
-    if amp is None:
-        return args
-    cls = _C.autocast_class(op, device)
-    if cls == "none":
-        return args
-    out = []
-    for a in args:
-        if hasattr(a, "dtype") and isinstance(a.dtype, str):
-            want = a.dtype
-            if cls == "lower_precision_fp" and a.dtype in ("float32", "float16", "bfloat16"):
-                want = amp
-            elif cls == "fp32" and a.dtype in ("float16", "bfloat16"):
-                want = "float32"
-            if want != a.dtype:
-                a = _C.eager("cast", [a], {"dtype": want})[0]
-        out.append(a)
-    return out
+    device, amp = active
+    return list(_cast_call(tuple(args), {}, _C.autocast_class(op, device), amp)[0])
+
+
+def _cast_cache() -> dict:
+    c = getattr(_local, "cast_cache", None)
+    if c is None:
+        c = _local.cast_cache = {}
+    return c
+
+
+def _to(a, want: str):
+    """`a` cast to dtype `want`. Eagerly, a parameter's cast (a tensor that requires grad, as
+    torch caches them) is kept while autocast is on and reused until the parameter is written (its
+    version changes): a model run repeatedly inside one flow.autocast casts its weights once."""
+    from . import _dtype
+    from ._dispatch import current_trace
+
+    if a._c is None or current_trace() is not None or not getattr(a, "requires_grad", False):
+        return a.to(getattr(_dtype, want))
+    cache = _cast_cache()
+    key = (id(a), want)
+    hit = cache.get(key)
+    if hit is not None and hit[0] is a and hit[1] == a._version:
+        return hit[2]
+    c = a.to(getattr(_dtype, want))
+    cache[key] = (a, a._version, c)  # holds `a`: its id cannot be reused while the entry lives
+    return c

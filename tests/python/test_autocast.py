@@ -483,3 +483,25 @@ def test_bundle_prefers_the_mode_then_the_autocast_policy(tmp_path):
     assert out.dtype == flow.bfloat16
     for k, v in loaded.weights.items():
         np.testing.assert_array_equal(v.numpy(), before[k], err_msg=k)  # no running-statistics update
+
+
+def test_eager_autocast_casts_a_parameter_once_per_context():
+    """Inside one flow.autocast a parameter's cast is reused (torch caches it too) until the parameter
+    is written; leaving autocast drops the cache."""
+    lin = flow.nn.Linear(8, 4)
+    x = flow.randn(3, 8)
+    from flow import amp
+
+    with flow.autocast("cpu"):
+        first = amp.cast_args("linear", [x, lin.weight])
+        again = amp.cast_args("linear", [x, lin.weight])
+        assert again[1] is first[1] and first[1].dtype == flow.bfloat16
+        assert again[0] is not first[0]  # an activation is cast every time
+        with flow.no_grad():
+            lin.weight.mul_(2.0)  # a write: the next cast sees it
+        third = amp.cast_args("linear", [x, lin.weight])
+        assert third[1] is not first[1]
+        np.testing.assert_allclose(third[1].float().numpy(), 2 * first[1].float().numpy())
+        y = lin(x)
+    assert y.dtype == flow.bfloat16
+    assert not amp._cast_cache()
