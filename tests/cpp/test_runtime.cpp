@@ -304,7 +304,13 @@ TEST(DynamicLibrary, SymbolsFromLibc) {
 }
 
 TEST(DynamicLibrary, CudaCandidates) {
+  // The default order, without FLOW_CUDA_LIB_PATH (tools/gpu_check.sh sets it; test_cuda_libs
+  // checks what it adds).
+  const char* lib_path = std::getenv("FLOW_CUDA_LIB_PATH");
+  const std::string saved = lib_path ? lib_path : "";
+  ::unsetenv("FLOW_CUDA_LIB_PATH");
   const auto nvrtc = cuda_library_candidates(CudaLib::Nvrtc);
+  if (lib_path) ::setenv("FLOW_CUDA_LIB_PATH", saved.c_str(), 1);
   ASSERT_GE(nvrtc.size(), 6u);
   EXPECT_EQ(nvrtc[0], "libnvrtc.so.13");
   EXPECT_EQ(nvrtc[1], "libnvrtc.so.12");
