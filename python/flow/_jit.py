@@ -370,7 +370,9 @@ class JitFunction:
                              conv_search=self._conv_search)
             if self._autotune:
                 self._tune(exe, bound)
-        return _Variant(ctx.graph, exe, bindings, out_spec, out_leaves, self._module, mutations)
+        v = _Variant(ctx.graph, exe, bindings, out_spec, out_leaves, self._module, mutations)
+        v.autocast = (amp, ctx.autocast_device) if amp is not None else None
+        return v
 
     # ---- introspection ------------------------------------------------------------------------
 
@@ -397,7 +399,11 @@ class JitFunction:
         v = self._require_latest()
         if v.exe is None:
             return "flow.jit: the traced function computes nothing (no tensor outputs)\n" + v.graph.to_string()
-        return v.exe.explain(with_source)
+        head = ""
+        if getattr(v, "autocast", None) is not None:
+            head = (f"== autocast: {v.autocast[0]} with torch.autocast's {v.autocast[1]} lists "
+                    f"({v.graph.to_string().count('= cast(')} cast nodes in the traced graph) ==\n")
+        return head + v.exe.explain(with_source)
 
     @property
     def graph(self):

@@ -161,6 +161,15 @@ def test_float64_and_integers_are_never_cast():
     assert dtypes_of_outputs("float16", "cuda", build, (3, 3)) == ["float64", "int64"]
 
 
+def test_explain_says_which_autocast_policy_traced_the_variant():
+    jf = flow.jit(lambda x, w: flow.softmax(x @ w, -1), amp="bfloat16")
+    jf(flow.randn(4, 8), flow.randn(8, 3))
+    assert "== autocast: bfloat16 with torch.autocast's cpu lists (4 cast nodes" in jf.explain(False)  # x, w; softmax in float32 inside
+    plain = flow.jit(lambda x, w: x @ w)
+    plain(flow.randn(4, 8), flow.randn(8, 3))
+    assert "autocast" not in plain.explain(False)
+
+
 def test_amp_argument_is_checked():
     with pytest.raises(ValueError, match="amp must be"):
         flow.jit(lambda x: x, amp="int8")
