@@ -29,6 +29,19 @@ bool broadcast_operand(const dsl::Graph& g, int v, const dsl::Shape& out) {
   return s.size() <= 4 && dsl::numel(s) < dsl::numel(out);
 }
 
+// Whether every reader of `v` is a convolution allowed to go NHWC, reading it as its input, and `v`
+// is not a graph output.
+bool feeds_only_nhwc_convs(const dsl::Graph& g, int v, const std::vector<bool>& allowed) {
+  if (std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end()) return false;
+  const std::vector<int> readers = g.consumers(v);
+  if (readers.empty()) return false;
+  for (int c : readers) {
+    const dsl::Node& n = g.node(c);
+    if (!allowed[c] || n.inputs[0] != v || std::count(n.inputs.begin(), n.inputs.end(), v) != 1) return false;
+  }
+  return true;
+}
+
 // Which nodes run on NHWC values, given the convolutions allowed to: a forward pass over the graph.
 std::vector<bool> plan(const dsl::Graph& g, const std::vector<bool>& allowed) {
   std::vector<bool> node_nhwc(g.nodes().size(), false), value_nhwc(g.values().size(), false);
@@ -41,6 +54,10 @@ std::vector<bool> plan(const dsl::Graph& g, const std::vector<bool>& allowed) {
       ok = true;
     } else if (shape.size() == 4 && !n.inputs.empty() && value_nhwc[n.inputs[0]] &&
                (n.op == "slice" || (n.op == "pad" && n.inputs.size() == 1))) {
+      ok = true;
+    } else if (n.op == "cast" && shape.size() == 4 && feeds_only_nhwc_convs(g, v, allowed)) {
+      // autocast's cast of an NCHW input read only by NHWC convolutions: it writes NHWC (a
+      // transposing read), so the convolution needs no copy of its input into its layout.
       ok = true;
     } else if (shape.size() == 4 && dsl::lookup_op(n.op).pattern == dsl::OpPattern::Elementwise) {
       bool any = false;

@@ -13,6 +13,8 @@
 //     operands are all NHWC (smaller ones, a per-channel bias or a scalar, are read through a
 //     permuted view), constant pads of a 4-D NHWC value, and slices of one (max pooling reads its
 //     windows so);
+//   - a cast read only by NHWC convolutions (autocast's cast of the input image) writes NHWC: the
+//     remaining NCHW -> NHWC transposition happens inside that kernel, as a transposing read;
 //   - a convolution reading an NHWC value gets the NCHW permute view, whose strides oneDNN reads as
 //     NHWC without a reorder.
 // Every other reader keeps reading the NCHW view, so the rewrite is an identity whatever it

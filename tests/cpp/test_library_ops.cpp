@@ -1210,5 +1210,35 @@ TEST(ChannelsLast, AConvolutionReadByAnNchwElementwiseOpStaysNchw) {
   EXPECT_EQ(exe->num_channels_last(), 1) << exe->explain(false);
 }
 
+TEST(ChannelsLast, AutocastInputCastWritesNhwcForTheConvolutions) {
+  // Under autocast the image is cast to half before the first convolution: on CUDA (half convs go
+  // NHWC) the cast writes NHWC itself, so the conv reads it without a copy into its layout; a cast
+  // that something else also reads stays NCHW.
+  REQUIRE_BACKENDS();
+  auto rng = test::rng(73);
+  for (const bool other_reader : {false, true}) {
+    dsl::Graph g;
+    g.set_autocast(dsl::AutocastPolicy{DType::BFloat16, dsl::AutocastDevice::CUDA});
+    const int x = g.add_input({{2, 3, 9, 11}, DType::Float32}, "x");
+    const int w = g.add_input({{8, 3, 3, 3}, DType::Float32}, "w");
+    const int y = g.add("conv2d", {x, w}, {{"padding", int64_t{1}}});
+    g.set_autocast(std::nullopt);
+    g.mark_output(g.add("cast", {y}, {{"dtype", std::string("float32")}}));
+    if (other_reader) g.mark_output(g.add("relu", {g.node(g.value(y).producer).inputs[0]}));
+    const sched::ChannelsLastResult r = sched::to_channels_last(g, dsl::Target::CUDA);
+    EXPECT_EQ(r.convolutions, 1);
+    // The output cast runs on the NHWC result in both cases; the input cast only without the relu.
+    EXPECT_EQ(r.ops, other_reader ? 1 : 2) << r.graph.to_string();
+    const std::string text = r.graph.to_string();
+    EXPECT_EQ(text.find("= cast(%2) {dtype=\"bfloat16\"}") != std::string::npos, !other_reader) << text;
+    std::vector<jit::Tensor> in{random_tensor({2, 3, 9, 11}, rng), random_tensor({8, 3, 3, 3}, rng)};
+    std::vector<dsl::HostTensor> hin;
+    for (const auto& t : in) hin.push_back(host_of(t));
+    const auto a = dsl::interpret_graph(g, hin, true), b = dsl::interpret_graph(r.graph, hin, true);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t o = 0; o < a.size(); ++o) EXPECT_EQ(a[o].data, b[o].data) << "output " << o;
+  }
+}
+
 }  // namespace
 }  // namespace flow
