@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "cuda_test_util.h"
 #include "runtime/buffer.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/dynlib.h"
@@ -320,20 +321,6 @@ TEST(DynamicLibrary, CudaCandidates) {
   for (const auto& d : driver) EXPECT_EQ(d.find('/'), std::string::npos) << "never a stub by path: " << d;
 }
 
-// NVRTC tests run wherever NVRTC is installed (no GPU needed). They skip only on a machine with
-// no CUDA toolkit at all, never because of a loader bug on a machine that has one.
-bool nvrtc_available() {
-  try {
-    load_cuda_library(CudaLib::Nvrtc);
-    return true;
-  } catch (const std::runtime_error& e) {
-    if (std::filesystem::exists("/usr/local/cuda/lib64") || std::getenv("CUDA_HOME") != nullptr) {
-      ADD_FAILURE() << "a CUDA toolkit is present but NVRTC did not load: " << e.what();
-    }
-    return false;
-  }
-}
-
 constexpr const char* kScaleKernel = R"(
 #include "flow_test_helper.h"
 extern "C" __global__ void flow_scale(float* __restrict__ out, const float* __restrict__ in, int n) {
@@ -343,7 +330,7 @@ extern "C" __global__ void flow_scale(float* __restrict__ out, const float* __re
 )";
 
 TEST(Nvrtc, CompilesToPtxAndCubin) {
-  if (!nvrtc_available()) GTEST_SKIP() << "no CUDA toolkit";
+  FLOW_REQUIRE_NVRTC();  // NVRTC tests run wherever a toolkit is (no GPU needed)
   const std::string version = nvrtc_version();
   EXPECT_EQ(version.rfind("nvrtc-", 0), 0u) << version;
   const NvrtcResult r =
@@ -365,7 +352,7 @@ TEST(Nvrtc, CompilesToPtxAndCubin) {
 }
 
 TEST(Nvrtc, SyntaxErrorRaisesWithLogAndSavedSource) {
-  if (!nvrtc_available()) GTEST_SKIP() << "no CUDA toolkit";
+  FLOW_REQUIRE_NVRTC();  // NVRTC tests run wherever a toolkit is (no GPU needed)
   const std::filesystem::path dump =
       std::filesystem::temp_directory_path() / ("flow_test_dump_" + std::to_string(flow::test::rng(2)()));
   ::setenv("FLOW_DUMP_DIR", dump.c_str(), 1);
