@@ -20,42 +20,6 @@ using dsl::Shape;
 
 namespace {
 
-rc::DataType data_type(dsl::DType t) {
-  switch (t) {
-    case dsl::DType::Float32:
-      return rc::DataType::Float32;
-    case dsl::DType::Float16:
-      return rc::DataType::Float16;
-    case dsl::DType::BFloat16:
-      return rc::DataType::BFloat16;
-    default:
-      break;
-  }
-  throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
-                     std::string("cuDNN/cuBLASLt calls take float32, float16 and bfloat16, not ") + dsl::dtype_name(t));
-}
-
-const Tensor& bound(const std::vector<const Tensor*>& values, int v) {
-  const Tensor* t = values.at(v);
-  if (!t) throw std::logic_error("CUDA library call: value %" + std::to_string(v) + " is not bound");
-  return *t;
-}
-
-// Tensors made for one call (contiguous copies, views) that must live until the call is enqueued;
-// the caching allocator keeps their memory safe for reuse on the same stream afterwards.
-class Held {
- public:
-  explicit Held(std::deque<Tensor>& items) : items_(items) {}
-  const Tensor& keep(Tensor t) {
-    items_.push_back(std::move(t));
-    return items_.back();
-  }
-  const Tensor& contiguous(const Tensor& t) { return t.is_contiguous() ? t : keep(eager_contiguous(t, t.dtype)); }
-
- private:
-  std::deque<Tensor>& items_;  // stable addresses
-};
-
 Tensor view_of(const Tensor& t, Shape sizes, std::vector<int64_t> strides) {
   Tensor v = t;
   v.sizes = std::move(sizes);
@@ -71,7 +35,8 @@ struct Epilogue {
   bool relu = false, gelu_tanh = false;
 };
 
-Epilogue epilogue_of(const LibraryStep& step, const std::vector<const Tensor*>& values, const Shape& out, Held& held) {
+Epilogue epilogue_of(const LibraryStep& step, const std::vector<const Tensor*>& values, const Shape& out,
+                     HeldTensors& held) {
   Epilogue e;
   for (const sched::EpilogueStep& s : step.epilogue) {
     switch (s.alg) {
@@ -82,7 +47,7 @@ Epilogue epilogue_of(const LibraryStep& step, const std::vector<const Tensor*>& 
         e.gelu_tanh = true;
         break;
       case sched::PostOpAlg::Add: {
-        const Tensor& t = bound(values, s.operand);
+        const Tensor& t = bound_value(values, s.operand);
         if (t.sizes == out) {
           e.residual = &held.contiguous(t);
         } else {
@@ -157,7 +122,7 @@ Tensor as_batched_matrix(const Tensor& t, const Shape& out_batch, bool vec_as_ro
 
 // Batch stride and matrix strides of a [batch..., r, c] view; copies it contiguous when the batch
 // does not collapse or neither matrix stride is 1.
-MatrixOperand matrix_operand(const Tensor& v, Held& held) {
+MatrixOperand matrix_operand(const Tensor& v, HeldTensors& held) {
   const size_t nb = v.sizes.size() - 2;
   MatrixOperand m;
   const Tensor* t = &v;
@@ -187,10 +152,10 @@ MatrixOperand matrix_operand(const Tensor& v, Held& held) {
 
 GemmCall plan_gemm_call(const LibraryStep& step, const std::vector<const Tensor*>& values) {
   GemmCall call;
-  Held held(call.held);
-  const Tensor& out = bound(values, step.output);
-  const Tensor& a0 = bound(values, step.operands.at(0));
-  const Tensor& b0 = bound(values, step.operands.at(1));
+  HeldTensors& held = call.held;
+  const Tensor& out = bound_value(values, step.output);
+  const Tensor& a0 = bound_value(values, step.operands.at(0));
+  const Tensor& b0 = bound_value(values, step.operands.at(1));
   const bool linear = step.op == "linear";
   // Both as batched matrices over the output's batch dims.
   Tensor a, b;
@@ -220,8 +185,8 @@ GemmCall plan_gemm_call(const LibraryStep& step, const std::vector<const Tensor*
   p.m = a.sizes[nb];
   p.k = a.sizes[nb + 1];
   p.n = b.sizes[nb + 1];
-  p.in_type = data_type(a0.dtype);
-  p.out_type = data_type(out.dtype);
+  p.in_type = library_data_type(a0.dtype);
+  p.out_type = library_data_type(out.dtype);
   p.a_row = ma.row;
   p.a_col = ma.col;
   p.a_batch = ma.batch;
@@ -232,7 +197,7 @@ GemmCall plan_gemm_call(const LibraryStep& step, const std::vector<const Tensor*
   p.out_batch = p.m * p.n;
   const Epilogue e = epilogue_of(step, values, out.sizes, held);
   const Tensor* bias = e.bias;
-  if (linear && step.operands.size() > 2) bias = &held.contiguous(bound(values, step.operands[2]));
+  if (linear && step.operands.size() > 2) bias = &held.contiguous(bound_value(values, step.operands[2]));
   p.bias = bias != nullptr;
   p.residual = e.residual != nullptr;
   p.activation = e.relu        ? rc::cublaslt::Activation::Relu
@@ -309,11 +274,11 @@ FilterCache& filter_cache() {
 
 ConvCall plan_conv_call(const LibraryStep& step, const std::vector<const Tensor*>& values) {
   ConvCall call;
-  Held held(call.held);
-  const Tensor& out = bound(values, step.output);
+  HeldTensors& held = call.held;
+  const Tensor& out = bound_value(values, step.output);
   const dsl::Attrs& at = step.attrs;
-  const Tensor& x0 = bound(values, step.operands.at(0));
-  const Tensor& w0 = bound(values, step.operands.at(1));
+  const Tensor& x0 = bound_value(values, step.operands.at(0));
+  const Tensor& w0 = bound_value(values, step.operands.at(1));
   if (w0.sizes.size() != 4) throw std::logic_error("conv2d on CUDA: weights are not [K, C, R, S]");
   const std::vector<int64_t> pad = dsl::attr_ints(at, "padding", "conv2d");
   if (const dsl::AttrValue* pe = dsl::attr_find(at, "padding_end"); pe && std::get<std::vector<int64_t>>(*pe) != pad)
@@ -358,7 +323,7 @@ ConvCall plan_conv_call(const LibraryStep& step, const std::vector<const Tensor*
   p.stride_w = stride[1];
   p.dil_h = dil[0];
   p.dil_w = dil[1];
-  p.dtype = data_type(out.dtype);
+  p.dtype = library_data_type(out.dtype);
   p.x_strides = nhwc ? nhwc_strides(x.sizes) : nchw_strides(x.sizes);
   p.out_h = rc::cudnn::conv_out_size(p.h, p.pad_h, p.dil_h, p.r, p.stride_h);
   p.out_w = rc::cudnn::conv_out_size(p.w, p.pad_w, p.dil_w, p.s, p.stride_w);
@@ -374,7 +339,7 @@ ConvCall plan_conv_call(const LibraryStep& step, const std::vector<const Tensor*
   }
   const Epilogue e = epilogue_of(step, values, out.sizes, held);
   const Tensor* bias = e.bias;
-  if (step.operands.size() > 2) bias = &held.contiguous(bound(values, step.operands[2]));
+  if (step.operands.size() > 2) bias = &held.contiguous(bound_value(values, step.operands[2]));
   p.bias = bias != nullptr;
   p.residual = e.residual != nullptr;
   p.relu = e.relu;

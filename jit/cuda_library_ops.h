@@ -17,7 +17,6 @@
 //   heuristic ranking, or an exhaustive timed search when compiled with conv_search="exhaustive";
 //   runtime/cudnn.h caches the choice per (problem, layout, dtype, arch) for the process.
 #pragma once
-#include <deque>
 #include <vector>
 
 #include "dsl/graph.h"
@@ -39,7 +38,7 @@ struct GemmCall {
   const void* bias = nullptr;
   const void* residual = nullptr;
   void* out = nullptr;
-  std::deque<Tensor> held;
+  HeldTensors held;
 };
 struct ConvCall {
   runtime::cuda::cudnn::ConvProblem problem;
@@ -48,7 +47,7 @@ struct ConvCall {
   const void* bias = nullptr;
   const void* z = nullptr;
   void* y = nullptr;
-  std::deque<Tensor> held;
+  HeldTensors held;
 };
 GemmCall plan_gemm_call(const LibraryStep& step, const std::vector<const Tensor*>& values);
 ConvCall plan_conv_call(const LibraryStep& step, const std::vector<const Tensor*>& values);

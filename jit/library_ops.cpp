@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -113,31 +112,47 @@ LibraryStep make_library_step(const dsl::Graph& g, const sched::FusionGroup& grp
   return st;
 }
 
-namespace {
-
-onednn::DataType onednn_type(dsl::DType t) {
+runtime::DataType library_data_type(dsl::DType t) {
   switch (t) {
-    case dsl::DType::BFloat16:
-      return onednn::DataType::BF16;
-    case dsl::DType::Float16:
-      return onednn::DataType::F16;
     case dsl::DType::Float32:
-      return onednn::DataType::F32;
+      return runtime::DataType::Float32;
+    case dsl::DType::Float16:
+      return runtime::DataType::Float16;
+    case dsl::DType::BFloat16:
+      return runtime::DataType::BFloat16;
     default:
       break;
   }
-  throw std::logic_error(std::string("library call: oneDNN takes no ") + dsl::dtype_name(t) + " operand");
+  throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
+                     std::string("library calls take float32, float16 and bfloat16, not ") + dsl::dtype_name(t));
 }
+
+const Tensor& HeldTensors::keep(Tensor t) {
+  items_.push_back(std::move(t));
+  return items_.back();
+}
+
+const Tensor& HeldTensors::contiguous(const Tensor& t) {
+  return t.is_contiguous() ? t : keep(eager_contiguous(t, t.dtype));
+}
+
+const Tensor& bound_value(const std::vector<const Tensor*>& values, int v) {
+  const Tensor* t = values.at(v);
+  if (!t) throw std::logic_error("library call: value %" + std::to_string(v) + " is not bound");
+  return *t;
+}
+
+namespace {
 
 struct Arg {  // dims/strides of an operand as passed to oneDNN
   const void* data = nullptr;
   std::vector<int64_t> dims, strides;
-  onednn::DataType dtype = onednn::DataType::F32;
+  runtime::DataType dtype = runtime::DataType::Float32;
   onednn::TensorArg tensor() const { return {data, dims, strides, {}, 0, dtype}; }
 };
 
 onednn::OutArg out_arg(const Tensor& out, std::vector<int64_t> dims, std::vector<int64_t> strides = {}) {
-  return {out.data(), std::move(dims), std::move(strides), onednn_type(out.dtype)};
+  return {out.data(), std::move(dims), std::move(strides), library_data_type(out.dtype)};
 }
 
 // Size-1 dims get the stride a dense layout would give them (oneDNN checks plain strides): the
@@ -156,7 +171,7 @@ void tidy_unit_strides(Arg& a) {
 Arg arg_of(const Tensor& t) {
   Arg a;
   a.data = t.data();
-  a.dtype = onednn_type(t.dtype);
+  a.dtype = library_data_type(t.dtype);
   a.dims = t.sizes;
   a.strides = t.strides;
   return a;
@@ -172,15 +187,6 @@ bool has_zero_stride(const Arg& a) {
     if (a.dims[d] > 1 && a.strides[d] == 0) return true;
   return false;
 }
-
-// Keeps the contiguous copies made for one call alive until it returns.
-struct Copies {
-  std::deque<Tensor> held;  // a deque: references handed out stay valid as more copies are made
-  const Tensor& contiguous(const Tensor& t) {
-    held.push_back(eager_contiguous(t, t.dtype));
-    return held.back();
-  }
-};
 
 // A matmul operand of rank >= 2 (after normalization): its batch dims may broadcast (stride 0 ->
 // size 1); its matrix dims need a unit stride in one of them and no zero stride.
@@ -201,7 +207,7 @@ bool matmul_operand_ok(Arg& a) {
 Arg post_operand(const Tensor& t, const Shape& out, const std::vector<size_t>& unit_pos) {
   Arg a;
   a.data = t.data();
-  a.dtype = onednn_type(t.dtype);
+  a.dtype = library_data_type(t.dtype);
   a.dims.assign(out.size(), 1);
   a.strides.assign(out.size(), 0);
   const size_t off = out.size() - t.sizes.size();
@@ -258,7 +264,7 @@ onednn::Binary binary_of(sched::PostOpAlg a) {
 }
 
 std::vector<onednn::PostOp> post_ops(const LibraryStep& step, const std::vector<const Tensor*>& values,
-                                     const Shape& out, const std::vector<size_t>& unit_pos, Copies& copies) {
+                                     const Shape& out, const std::vector<size_t>& unit_pos, HeldTensors& copies) {
   std::vector<onednn::PostOp> post;
   for (const sched::EpilogueStep& e : step.epilogue) {
     if (!sched::is_binary_alg(e.alg)) {
@@ -272,12 +278,6 @@ std::vector<onednn::PostOp> post_ops(const LibraryStep& step, const std::vector<
     post.push_back(onednn::PostOp::binary_op(binary_of(e.alg), post_operand(*t, out, unit_pos).tensor()));
   }
   return post;
-}
-
-const Tensor& operand(const std::vector<const Tensor*>& values, int v) {
-  const Tensor* t = values.at(v);
-  if (!t) throw std::logic_error("library call: operand %" + std::to_string(v) + " is not bound");
-  return *t;
 }
 
 // ---- float64: reference loops --------------------------------------------------------------------
@@ -304,7 +304,7 @@ void run_reference(const dsl::Graph& g, const LibraryStep& step, const std::vect
                    const Tensor& out) {
   std::vector<dsl::HostTensor> hosts;
   for (int v : step.operands) {
-    const Tensor& t = operand(values, v);
+    const Tensor& t = bound_value(values, v);
     if (t.dtype != dsl::DType::Float64) throw std::logic_error("library call: float64 op with a non-float64 operand");
     hosts.push_back(host_of(t));
   }
@@ -396,17 +396,17 @@ void collapse_batch_rows(Arg& a, Arg& b, Shape& dst, Arg* bias, std::vector<oned
 onednn::TensorArg weights_arg(const LibraryStep& step, const std::vector<const Tensor*>& values, const Arg& w) {
   onednn::TensorArg arg = w.tensor();
   if (step.weights_frozen) {
-    const Tensor& wt = operand(values, step.operands[1]);
+    const Tensor& wt = bound_value(values, step.operands[1]);
     arg.content_id = std::to_string(wt.storage->uid()) + ":" + std::to_string(wt.offset);
     arg.content_version = wt.storage->version();
   }
   return arg;
 }
 
-void run_matmul(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out, Copies& copies,
-                onednn::ImplInfo* info) {
-  const Tensor* ta = &operand(values, step.operands[0]);
-  const Tensor* tb = &operand(values, step.operands[1]);
+void run_matmul(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out,
+                HeldTensors& copies, onednn::ImplInfo* info) {
+  const Tensor* ta = &bound_value(values, step.operands[0]);
+  const Tensor* tb = &bound_value(values, step.operands[1]);
   const bool a1 = ta->dim() == 1, b1 = tb->dim() == 1;
   // Normalized: a [..., M, K], b [..., K, N], dst [batch..., M, N], all of rank R.
   auto normalize = [&](const Tensor& t, bool is_a) {
@@ -457,10 +457,10 @@ void run_matmul(const LibraryStep& step, const std::vector<const Tensor*>& value
   onednn::matmul(a.tensor(), weights_arg(step, values, b), nullptr, out_arg(out, dst_dims), post, step.impl, info);
 }
 
-void run_linear(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out, Copies& copies,
-                onednn::ImplInfo* info) {
-  const Tensor* tx = &operand(values, step.operands[0]);
-  const Tensor* tw = &operand(values, step.operands[1]);
+void run_linear(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out,
+                HeldTensors& copies, onednn::ImplInfo* info) {
+  const Tensor* tx = &bound_value(values, step.operands[0]);
+  const Tensor* tw = &bound_value(values, step.operands[1]);
   const bool x1 = tx->dim() == 1, w1 = tw->dim() == 1;
   auto norm_x = [&](const Tensor& t) {
     Arg x = arg_of(t);
@@ -491,7 +491,7 @@ void run_linear(const LibraryStep& step, const std::vector<const Tensor*>& value
   Arg bias;
   bool native_bias = false;
   if (step.operands.size() > 2) {
-    const Tensor& tb = operand(values, step.operands[2]);
+    const Tensor& tb = bound_value(values, step.operands[2]);
     const int64_t n = dst_dims.back();
     if (tb.dim() == 1 && tb.sizes[0] == n && n > 0 && (n == 1 || tb.strides[0] > 0)) {
       bias = arg_of(tb);
@@ -521,11 +521,11 @@ bool conv_src_ok(const Arg& a) {  // NCHW-dense or NHWC-dense
   return nchw || nhwc;
 }
 
-void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out, Copies& copies,
+void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out, HeldTensors& copies,
               onednn::ImplInfo* info) {
   const bool transposed = step.op == "conv_transpose2d";
-  const Tensor* tx = &operand(values, step.operands[0]);
-  const Tensor* tw = &operand(values, step.operands[1]);
+  const Tensor* tx = &bound_value(values, step.operands[0]);
+  const Tensor* tw = &bound_value(values, step.operands[1]);
   const bool unbatched = tx->dim() == 3;
   auto norm_x = [&](const Tensor& t) {
     Arg x = arg_of(t);
@@ -573,7 +573,7 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
   Arg bias;
   bool has_bias = false;
   if (step.operands.size() > 2) {
-    const Tensor* tb = &operand(values, step.operands[2]);
+    const Tensor* tb = &bound_value(values, step.operands[2]);
     if (has_zero_stride(arg_of(*tb))) tb = &copies.contiguous(*tb);
     bias = arg_of(*tb);
     tidy_unit_strides(bias);
@@ -598,7 +598,7 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
 
 void run_onednn(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out,
                 onednn::ImplInfo* info) {
-  Copies copies;
+  HeldTensors copies;
   if (step.op == "matmul") {
     run_matmul(step, values, out, copies, info);
   } else if (step.op == "linear") {
@@ -651,7 +651,7 @@ void run_half_as_float32(const dsl::Graph& g, const LibraryStep& step, const std
   held.reserve(step.operands.size() + 1);  // no reallocation: `wide` points into it
   std::vector<const Tensor*> wide = values;
   for (int v : step.operands) {
-    held.push_back(eager_contiguous(operand(values, v), dsl::DType::Float32));
+    held.push_back(eager_contiguous(bound_value(values, v), dsl::DType::Float32));
     wide[v] = &held.back();
   }
   held.push_back(Tensor::empty(out.sizes, dsl::DType::Float32));
@@ -675,7 +675,7 @@ void run_library_group(const dsl::Graph& g, const LibraryStep& step, const std::
   if (out->device() == runtime::DeviceType::CUDA) return run_cuda_library_group(g, step, values, info);
   if (step.library == "reference") return run_reference(g, step, values, *out);
   for (int v : step.operands)
-    if (operand(values, v).dtype != out->dtype)
+    if (bound_value(values, v).dtype != out->dtype)
       throw std::logic_error("library call: " + step.op + " with operands of another dtype than its output");
   if (dsl::is_half(out->dtype)) {
     // oneDNN's own half primitives (bf16 on AVX-512/AMX CPUs) where they exist, else float32.

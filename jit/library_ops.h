@@ -13,12 +13,14 @@
 // float64 library ops run the reference loops of dsl/library_reference.h (oneDNN has no f64
 // matmul/conv on the CPU); the fuser gives them no epilogue (post-ops are float32 only).
 #pragma once
+#include <deque>
 #include <string>
 #include <vector>
 
 #include "dsl/graph.h"
 #include "dsl/stmt.h"
 #include "jit/tensor.h"
+#include "runtime/data_type.h"
 #include "runtime/onednn.h"
 #include "scheduler/fusion.h"
 
@@ -59,6 +61,24 @@ LibraryStep make_library_step(const dsl::Graph& g, const sched::FusionGroup& grp
 // the float64 reference loops and calls that need no library call, such as K = 0).
 void run_library_group(const dsl::Graph& g, const LibraryStep& step, const std::vector<const Tensor*>& values,
                        runtime::onednn::ImplInfo* info = nullptr);
+
+// Tensors made for one library call (contiguous copies, permuted filters), kept alive until it
+// returns (on a GPU, until it is enqueued: the caching allocator orders any reuse on the stream).
+class HeldTensors {
+ public:
+  const Tensor& keep(Tensor t);
+  // `t` itself when contiguous, else a contiguous copy of it (same dtype) kept here.
+  const Tensor& contiguous(const Tensor& t);
+
+ private:
+  std::deque<Tensor> items_;  // a deque: references handed out stay valid as more are kept
+};
+
+// The library element type of dtype `t` (runtime/data_type.h): float32, float16, bfloat16; other
+// dtypes throw dsl::OpError(NotImplemented).
+runtime::DataType library_data_type(dsl::DType t);
+// values[v], which must be bound (a library call's operand or output); throws std::logic_error.
+const Tensor& bound_value(const std::vector<const Tensor*>& values, int v);
 
 // The workload key of a library step (what a tuning record of its implementation choice is about):
 // XXH3-128 over the op, its attrs, the epilogue, and the shapes, dtypes and strides of its

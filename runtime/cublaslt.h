@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "runtime/cuda_driver.h"
-#include "runtime/cuda_libs.h"
+#include "runtime/data_type.h"
 
 namespace flow::runtime::cuda::cublaslt {
 

@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "runtime/cuda_driver.h"
-#include "runtime/cuda_libs.h"
+#include "runtime/data_type.h"
 
 namespace flow::runtime::cuda::cudnn {
 

@@ -167,10 +167,10 @@ float binary_ref(Binary b, float x, float y) {
 
 void apply_post_ops(const OutArg& dst, const std::vector<PostOp>& post, const float* prev_dst) {
   if (post.empty()) return;
-  if (dst.dtype != DataType::F32)
+  if (dst.dtype != DataType::Float32)
     throw std::invalid_argument("onednn: post-ops by loops need a float32 output (oneDNN did not fuse them)");
   for (const PostOp& p : post)
-    if (p.kind == PostOp::Kind::Binary && p.src1.dtype != DataType::F32)
+    if (p.kind == PostOp::Kind::Binary && p.src1.dtype != DataType::Float32)
       throw std::invalid_argument("onednn: post-ops by loops need float32 operands");
   float* const out = static_cast<float*>(dst.data);
   const size_t rank = dst.dims.size();
@@ -268,11 +268,11 @@ using Dims = memory::dims;
 using Tag = memory::format_tag;
 memory::data_type dnnl_type(DataType t) {
   switch (t) {
-    case DataType::BF16:
+    case DataType::BFloat16:
       return memory::data_type::bf16;
-    case DataType::F16:
+    case DataType::Float16:
       return memory::data_type::f16;
-    case DataType::F32:
+    case DataType::Float32:
       break;
   }
   return memory::data_type::f32;
@@ -624,7 +624,7 @@ void execute(const Entry& e, const OutArg& dst, const std::vector<PostOp>& post,
   const bool has_sum =
       std::any_of(post.begin(), post.end(), [](const PostOp& p) { return p.kind == PostOp::Kind::Sum; });
   const float* prev = nullptr;
-  if (!e.fused_post_ops && !post.empty() && dst.dtype != DataType::F32)
+  if (!e.fused_post_ops && !post.empty() && dst.dtype != DataType::Float32)
     throw Unsupported(
         "onednn: oneDNN did not fuse the post-ops of a half output, and the loops that would apply them take float32");
   if (!e.fused_post_ops && has_sum) {  // the fallback Sum reads dst as it was before the primitive
@@ -693,7 +693,7 @@ memory mem(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides
 
 // K == 0 (or an empty reduction over input channels): dst = 0 (+ bias), then the post-ops.
 void zero_then_post_ops(const OutArg& dst, const TensorArg* bias, const std::vector<PostOp>& post) {
-  if (dst.dtype != DataType::F32)
+  if (dst.dtype != DataType::Float32)
     throw Unsupported("onednn: an empty reduction (K = 0) is computed by loops, for float32");
   const std::vector<int64_t> st = strides_of(dst.dims, dst.strides);
   std::vector<PostOp> chain;

@@ -45,15 +45,17 @@
 #include <string>
 #include <vector>
 
+#include "runtime/data_type.h"
+
 namespace flow::runtime::onednn {
 
 bool available();
 std::string version();  // "2.6.3", or "" without oneDNN
 
-// Element types oneDNN is called with: float32, and bfloat16 / float16 where the CPU and this
-// oneDNN have primitives for them (a primitive that does not exist throws; jit/library_ops.cpp then
-// computes in float32).
-enum class DataType { F32, BF16, F16 };
+// Element types (runtime/data_type.h): float32, and bfloat16 / float16 where the CPU and this oneDNN
+// have primitives for them (a primitive that does not exist throws Unsupported; jit/library_ops.cpp
+// then computes in float32).
+using runtime::DataType;
 
 // oneDNN has no implementation for a problem as described (a data type, layout or post-op chain
 // this CPU or version does not run): the caller may compute it another way.
@@ -76,14 +78,14 @@ struct TensorArg {
   // (default 1024) MiB, least recently used first out.
   std::string content_id = {};
   uint64_t content_version = 0;
-  DataType dtype = DataType::F32;
+  DataType dtype = DataType::Float32;
 };
 // The output: written, never read (except by a Sum post-op, which reads its previous contents).
 struct OutArg {
   void* data = nullptr;
   std::vector<int64_t> dims;
   std::vector<int64_t> strides;  // empty: contiguous
-  DataType dtype = DataType::F32;
+  DataType dtype = DataType::Float32;
 };
 
 struct ImplInfo {

@@ -103,17 +103,6 @@ def _leaf_key(x):
         return ("R", type(x), repr(x))
 
 
-def _amp_dtype_name(amp):
-    """'float16' / 'bfloat16' / None from a name or a flow or torch dtype."""
-    if amp is None or amp is False:
-        return None
-    name = amp if isinstance(amp, str) else str(getattr(amp, "name", amp)).replace("torch.", "")
-    name = {"half": "float16", "fp16": "float16", "bf16": "bfloat16"}.get(name, name)
-    if name not in ("float16", "bfloat16"):
-        raise ValueError(f"flow.jit: amp must be 'float16' or 'bfloat16', got {amp!r}")
-    return name
-
-
 # ---- compiled variants ---------------------------------------------------------------------------
 
 
@@ -216,7 +205,7 @@ class JitFunction:
                  autotune=False, budget=None, amp=None, conv_search="heuristic", cuda_graphs=False):
         if budget is not None and not (isinstance(budget, (int, float)) and budget > 0):
             raise ValueError(f"flow.jit: budget must be a positive number of seconds, got {budget!r}")
-        self._amp = _amp_dtype_name(amp)
+        self._amp = None if amp is None or amp is False else _amp.dtype_name(amp, "flow.jit: amp")
         if conv_search not in ("heuristic", "exhaustive"):
             raise ValueError(f"flow.jit: conv_search must be 'heuristic' or 'exhaustive', got {conv_search!r}")
         self._conv_search = conv_search
@@ -249,7 +238,7 @@ class JitFunction:
     def _key(self, flat, spec):
         mode = self._module.training if self._module is not None else None
         # The flow.autocast policy of the device this call traces for (amp= overrides it).
-        amp = None if self._amp is not None else _amp._state().get(self._amp_device(flat))
+        amp = None if self._amp is not None or not _amp._state() else _amp._state().get(self._amp_device(flat))
         return (spec, tuple(_leaf_key(x) for x in flat), mode, amp)
 
     def __call__(self, *args, **kwargs):

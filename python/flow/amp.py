@@ -37,10 +37,13 @@ def _state() -> Dict[str, Optional[str]]:
     return s
 
 
-def _dtype_name(dtype: Any) -> str:
+def dtype_name(dtype: Any, what: str = "flow.autocast: dtype") -> str:
+    """'float16' or 'bfloat16' from a name ("half", "bf16" too) or a flow or torch dtype; ValueError
+    naming `what` otherwise."""
     name = dtype if isinstance(dtype, str) else str(getattr(dtype, "name", dtype)).replace("torch.", "")
+    name = {"half": "float16", "fp16": "float16", "bf16": "bfloat16"}.get(name, name)
     if name not in ("float16", "bfloat16"):
-        raise ValueError(f"flow.autocast: dtype must be float16 or bfloat16, got {dtype!r}")
+        raise ValueError(f"{what} must be float16 or bfloat16, got {dtype!r}")
     return name
 
 
@@ -61,7 +64,7 @@ class autocast:
         if device_type not in _DEFAULT:
             raise ValueError(f"flow.autocast: device_type must be 'cuda' or 'cpu', got {device_type!r}")
         self.device_type = device_type
-        self.fast_dtype = _dtype_name(dtype) if dtype is not None else _DEFAULT[device_type]
+        self.fast_dtype = dtype_name(dtype) if dtype is not None else _DEFAULT[device_type]
         self.enabled = bool(enabled)
         self._saved = []  # (previous thread state, previous graph policy or the trace) per __enter__
 

@@ -27,7 +27,7 @@
 #include "runtime/cublaslt.h"
 #include "runtime/cuda_copy.h"
 #include "runtime/cuda_driver.h"
-#include "runtime/cuda_libs.h"
+#include "runtime/data_type.h"
 #include "runtime/cuda_stream.h"
 #include "runtime/cudnn.h"
 #include "runtime/dynlib.h"
@@ -37,7 +37,7 @@ using namespace flow;
 namespace rc = flow::runtime::cuda;
 namespace lt = flow::runtime::cuda::cublaslt;
 namespace dnn = flow::runtime::cuda::cudnn;
-using rc::DataType;
+using runtime::DataType;
 using runtime::Buffer;
 using runtime::CudaLib;
 using runtime::DeviceType;
@@ -127,7 +127,7 @@ float quantize(float f, DataType t) {
 }
 
 std::vector<uint8_t> encode(const std::vector<float>& v, DataType t) {
-  const size_t size = rc::data_type_size(t);
+  const size_t size = runtime::data_type_size(t);
   std::vector<uint8_t> out(v.size() * size);
   for (size_t i = 0; i < v.size(); ++i) {
     if (t == DataType::Float32) {
@@ -141,7 +141,7 @@ std::vector<uint8_t> encode(const std::vector<float>& v, DataType t) {
 }
 
 std::vector<float> decode(const std::vector<uint8_t>& bytes, DataType t) {
-  const size_t size = rc::data_type_size(t);
+  const size_t size = runtime::data_type_size(t);
   std::vector<float> out(bytes.size() / size);
   for (size_t i = 0; i < out.size(); ++i) {
     if (t == DataType::Float32) {
@@ -171,7 +171,7 @@ std::shared_ptr<Buffer> upload(const std::vector<float>& host, DataType t) {
 }
 
 std::vector<float> download(const Buffer& buf, size_t count, DataType t) {
-  std::vector<uint8_t> bytes(count * rc::data_type_size(t));
+  std::vector<uint8_t> bytes(count * runtime::data_type_size(t));
   rc::copy_device_to_host(bytes.data(), buf.data(), bytes.size());
   return decode(bytes, t);
 }
@@ -211,7 +211,7 @@ struct MatmulCase {
 
 std::string name_of(const MatmulCase& c) {
   return "batch " + std::to_string(c.batch) + " m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " k " +
-         std::to_string(c.k) + " " + rc::data_type_name(c.in) + "->" + rc::data_type_name(c.out) +
+         std::to_string(c.k) + " " + runtime::data_type_name(c.in) + "->" + runtime::data_type_name(c.out) +
          (c.trans_a ? " A^T" : "") + (c.trans_b ? " B^T" : "") + (c.broadcast_b ? " bcastB" : "") +
          (c.bias ? " bias" : "") + (c.residual ? (c.in_place ? " residual(in place)" : " residual") : "") + " " +
          lt::activation_name(c.act) + " pad " + std::to_string(c.out_pad) + " offset " + std::to_string(c.a_offset);
@@ -261,7 +261,7 @@ void run_matmul_case(const MatmulCase& c, uint64_t salt) {
   auto bias_dev = upload(bias_host, c.out);
   auto res_dev = upload(res_host, c.out);
   auto out_dev = upload(out_init, c.out);
-  const void* a_ptr = static_cast<const uint8_t*>(a_dev->data()) + c.a_offset * rc::data_type_size(c.in);
+  const void* a_ptr = static_cast<const uint8_t*>(a_dev->data()) + c.a_offset * runtime::data_type_size(c.in);
   const void* res_ptr = c.in_place ? out_dev->data() : res_dev->data();
   lt::matmul(p, a_ptr, b_dev->data(), c.bias ? bias_dev->data() : nullptr, c.residual ? res_ptr : nullptr,
              out_dev->data(), rc::current_stream());
@@ -328,7 +328,7 @@ std::string name_of(const ConvCase& c) {
   return "n" + std::to_string(c.n) + " c" + std::to_string(c.c) + " " + std::to_string(c.h) + "x" +
          std::to_string(c.w) + " k" + std::to_string(c.k) + " " + std::to_string(c.r) + "x" + std::to_string(c.s) +
          " g" + std::to_string(c.groups) + " pad " + std::to_string(c.pad) + " stride " + std::to_string(c.stride) +
-         " dil " + std::to_string(c.dil) + " " + rc::data_type_name(c.dtype) + (c.nhwc ? " NHWC" : " NCHW") +
+         " dil " + std::to_string(c.dil) + " " + runtime::data_type_name(c.dtype) + (c.nhwc ? " NHWC" : " NCHW") +
          (c.bias ? " bias" : "") + (c.residual ? (c.z_is_y ? " z=y" : " z") : "") + (c.relu ? " relu" : "") +
          (c.search == dnn::Search::Exhaustive ? " exhaustive" : " heuristic");
 }
@@ -390,7 +390,7 @@ void run_conv_case(const ConvCase& c, uint64_t salt) {
   auto w_dev = upload(w_host, c.dtype);
   auto bias_dev = upload(bias_host, c.dtype);
   auto z_dev = upload(z_host, c.dtype);
-  auto y_dev = Buffer::allocate(y_count * rc::data_type_size(c.dtype), DeviceType::CUDA);
+  auto y_dev = Buffer::allocate(y_count * runtime::data_type_size(c.dtype), DeviceType::CUDA);
 
   const dnn::Algo algo = dnn::choose(p, c.search, x_dev->data(), w_dev->data(), y_dev->data());
   EXPECT_GE(algo.id, 0);
@@ -408,7 +408,7 @@ void run_conv_case(const ConvCase& c, uint64_t salt) {
     const std::vector<uint8_t> bytes = encode(z_host, c.dtype);
     rc::copy_host_to_device(y_dev->data(), bytes.data(), bytes.size());
   } else {
-    rc::memset_device(y_dev->data(), 0xFF, y_count * rc::data_type_size(c.dtype));
+    rc::memset_device(y_dev->data(), 0xFF, y_count * runtime::data_type_size(c.dtype));
   }
   const void* z_ptr = c.z_is_y ? y_dev->data() : z_dev->data();
   dnn::forward(p, algo, x_dev->data(), w_dev->data(), c.bias ? bias_dev->data() : nullptr, c.residual ? z_ptr : nullptr,
@@ -459,12 +459,12 @@ void run_conv_case(const ConvCase& c, uint64_t salt) {
 // ---- without a GPU ---------------------------------------------------------------------------------
 
 TEST(CudaLibs, DataTypes) {
-  EXPECT_STREQ(rc::data_type_name(DataType::Float32), "float32");
-  EXPECT_STREQ(rc::data_type_name(DataType::Float16), "float16");
-  EXPECT_STREQ(rc::data_type_name(DataType::BFloat16), "bfloat16");
-  EXPECT_EQ(rc::data_type_size(DataType::Float32), 4u);
-  EXPECT_EQ(rc::data_type_size(DataType::Float16), 2u);
-  EXPECT_EQ(rc::data_type_size(DataType::BFloat16), 2u);
+  EXPECT_STREQ(runtime::data_type_name(DataType::Float32), "float32");
+  EXPECT_STREQ(runtime::data_type_name(DataType::Float16), "float16");
+  EXPECT_STREQ(runtime::data_type_name(DataType::BFloat16), "bfloat16");
+  EXPECT_EQ(runtime::data_type_size(DataType::Float32), 4u);
+  EXPECT_EQ(runtime::data_type_size(DataType::Float16), 2u);
+  EXPECT_EQ(runtime::data_type_size(DataType::BFloat16), 2u);
   // The test's own 16-bit conversions (the GPU tests depend on them).
   for (const float f : {0.0f, 1.0f, -2.5f, 65504.0f, 0.333333f, 6.1e-5f, 3e-7f}) {
     EXPECT_NEAR(half_to_float(float_to_half(f)), f, std::fabs(f) * 4.9e-4 + 6e-8) << f;
@@ -629,7 +629,7 @@ TEST(CudaLibs, MatmulSupported) {
       p.in_type = in;
       p.out_type = out;
       const bool ok = in == out || (in != DataType::Float32 && out == DataType::Float32);
-      EXPECT_EQ(lt::supported(p, nullptr), ok) << rc::data_type_name(in) << " -> " << rc::data_type_name(out);
+      EXPECT_EQ(lt::supported(p, nullptr), ok) << runtime::data_type_name(in) << " -> " << runtime::data_type_name(out);
       if (!ok) {
         EXPECT_TRUE(contains(lt_verdict(p), "is not a cuBLASLt configuration")) << lt_verdict(p);
       }
@@ -742,7 +742,7 @@ TEST(CudaLibs, ConvSupported) {
   for (const DataType t : {DataType::Float16, DataType::BFloat16}) {
     p = plain_conv(true);
     p.dtype = t;
-    EXPECT_EQ(dnn_verdict(p), "ok") << rc::data_type_name(t);
+    EXPECT_EQ(dnn_verdict(p), "ok") << runtime::data_type_name(t);
   }
 }
 

@@ -106,12 +106,7 @@ def test_reduction_on_gpu(op, dtype, gen):
             if dim is not None and max(d if d >= 0 else d + len(shape) for d in (dim if isinstance(dim, tuple) else (dim,))) >= len(shape):
                 continue
             for keepdim in (False, True):
-                n = t.numel() if dim is None else 1
-                if dim is not None:
-                    for d in (dim if isinstance(dim, tuple) else (dim,)):
-                        n *= shape[d]
-                max_abs = float(t.double().abs().max()) if t.numel() else 0.0
-                rtol, atol = T.reduction_tol(op, dtype, n, max_abs)
+                rtol, atol = T.reduction_tol_for(op, t, dim)
                 check(T.reduce_call(tfn, dim, keepdim), T.reduce_call(ffn, dim, keepdim), [t], [f],
                       f"{op} {dtype} {shape} {layout} dim={dim} keepdim={keepdim} (cuda)", rtol, atol)
 

@@ -373,6 +373,16 @@ def reduction_tol(op, dtype, n_reduced, max_abs, sum_abs=0.0):
     return rtol, atol
 
 
+def reduction_tol_for(op, t, dim):
+    """reduction_tol for reducing torch tensor `t` over `dim` (None: every dim)."""
+    n = t.numel() if dim is None else 1
+    if dim is not None:
+        for d in (dim if isinstance(dim, tuple) else (dim,)):
+            n *= t.shape[d]
+    max_abs = float(t.double().abs().max()) if t.numel() else 0.0
+    return reduction_tol(op, t.dtype, n, max_abs)
+
+
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
 @pytest.mark.parametrize("op", list(REDUCTIONS))
 def test_reduction(op, dtype, gen):
@@ -382,12 +392,7 @@ def test_reduction(op, dtype, gen):
         t, f = make_pair(shape, dtype, gen, layout)
         for dim in DIM_CONFIGS:
             for keepdim in (False, True):
-                n = t.numel() if dim is None else 1
-                if dim is not None:
-                    for d in (dim if isinstance(dim, tuple) else (dim,)):
-                        n *= shape[d]
-                max_abs = float(t.double().abs().max()) if t.numel() else 0.0
-                rtol, atol = reduction_tol(op, dtype, n, max_abs)
+                rtol, atol = reduction_tol_for(op, t, dim)
                 check(reduce_call(tfn, dim, keepdim), reduce_call(ffn, dim, keepdim), [t], [f],
                       f"{op} {dtype} {shape} {layout} dim={dim} keepdim={keepdim}", rtol, atol)
 
