@@ -5,8 +5,9 @@ measured in the same run; softmax and layer norm (rows of 4096) against torch ea
 torch.compile; ResNet-50 inference at batch 64 in float16 NHWC (flow.jit(amp="float16") with
 heuristic and exhaustive cuDNN search and with CUDA graphs, against torch eager with channels_last
 and autocast, and torch.compile); the floor of that row is the FLOP count at the H100/H200's dense
-float16 tensor-core peak (989 TFLOP/s). Times use CUDA events (torch's) around many launches; results print as a table and
-go to JSON ($OUT/gpu_bench.json when OUT is set).
+float16 tensor-core peak (989 TFLOP/s), and the peak device memory of one ResNet-50 call is
+reported for flow and torch eager. Times use CUDA events (torch's) around many launches; results
+print as a table and go to JSON ($OUT/gpu_bench.json when OUT is set).
 """
 from __future__ import annotations
 
@@ -39,6 +40,27 @@ def cuda_time(fn, repeats: int = 20, warmup: int = 3) -> float:
         times.append(start.elapsed_time(end) / 1e3)
     times.sort()
     return times[len(times) // 2]
+
+
+def flow_peak_bytes(fn) -> int:
+    """Device memory one call of `fn` allocates at its peak beyond what was live before it."""
+    flow.cuda.synchronize()
+    base = flow.cuda.memory_allocated()
+    flow.cuda.reset_peak_memory_stats()
+    out = fn()
+    flow.cuda.synchronize()
+    del out
+    return flow.cuda.max_memory_allocated() - base
+
+
+def torch_peak_bytes(fn) -> int:
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out = fn()
+    torch.cuda.synchronize()
+    del out
+    return torch.cuda.max_memory_allocated() - base
 
 
 def resnet_rows(results: dict) -> None:
@@ -76,9 +98,12 @@ def resnet_rows(results: dict) -> None:
             err = float((torch.as_tensor(out.float().cpu().numpy()) - ref.float().cpu()).abs().max() /
                         ref.float().abs().max().cpu())
             variants[name] = (cuda_time(lambda: jm(fx), repeats=10), err)
+            if name == "flow jit (heuristic)":
+                results["resnet50_peak_mib"] = {"flow_jit": flow_peak_bytes(lambda: jm(fx)) / 2**20}
         except Exception as e:  # keep the other figures
             print(f"{name} failed: {type(e).__name__}: {e}")
     t_eager = cuda_time(torch_eager, repeats=10)
+    results.setdefault("resnet50_peak_mib", {})["torch_eager"] = torch_peak_bytes(torch_eager) / 2**20
     t_comp = None
     try:
         comp = torch.compile(tm)
@@ -181,6 +206,9 @@ def main() -> None:
         print(f"{r['name']:18} {r['flow_jit_s'] * 1e3:12.3f} {r['torch_eager_s'] * 1e3:10.3f} "
               f"{(tc or float('nan')) * 1e3:11.3f} {r['floor_s'] * 1e3:9.3f} "
               f"{r['torch_eager_s'] / r['flow_jit_s']:11.2f} {(tc or float('nan')) / r['flow_jit_s']:13.2f} {r['max_err']:9.1e}")
+    if "resnet50_peak_mib" in results:
+        print("resnet50 b64 fp16 peak memory of one call (MiB):",
+              ", ".join(f"{k} {v:.0f}" for k, v in results["resnet50_peak_mib"].items()))
     out_dir = os.environ.get("OUT", "gpu_out")
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "gpu_bench.json"), "w") as f:

@@ -189,8 +189,14 @@ void Executable::mark_cached_groups(const std::vector<bool>& frozen) {
 // each kernel writing memory last touched a whole forward earlier. A view keeps its root alive until
 // the view's last use (views bind lazily from the root). Graph inputs and outputs, and the results
 // of cached groups (kept between runs), are never dropped. Groups run in plan order (library steps
-// between the kernels, all ascending), so "after group gi" is well defined. CUDA runs keep every
-// intermediate to the end: kernels run asynchronously on a stream.
+// between the kernels, all ascending), so "after group gi" is well defined.
+//
+// CUDA runs drop intermediates the same way although their kernels are still in flight: every block
+// a run allocates comes from the caching allocator's free list of the current stream, and all of
+// the run's kernels and library calls are enqueued on that stream, so the next user of a dropped
+// block is ordered after its last reader (runtime/cuda_allocator.h). A run's peak device memory is
+// then its largest working set, as in eager torch, not the sum of its intermediates. Under a CUDA
+// graph capture the allocator holds what is dropped for the graph instead of reusing it.
 void Executable::plan_releases() {
   const size_t nv = graph_.values().size();
   const std::vector<int>& root = layouts_.root;  // a value's own id unless it is a view
@@ -451,7 +457,6 @@ std::vector<Tensor> Executable::run_impl(const std::vector<Tensor>& inputs,
     throw std::logic_error("a CUDA graph capture needs the frozen-results cache filled by an earlier run");
   auto skip_group = [&](int gi) { return reuse && group_cached_[gi]; };
   auto release_after = [&](int gi) {
-    if (gpu) return;
     for (int v : release_after_[static_cast<size_t>(gi)]) {
       slots[v] = Tensor();
       bound[v] = nullptr;

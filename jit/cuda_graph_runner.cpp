@@ -6,6 +6,9 @@
 // come from the side stream's free lists and stay with the runner until it drops the graph, after
 // waiting for the last run that used them.
 //
+// Before capturing, the runner runs once on the capture stream outside the capture (see
+// capture_and_launch), so per-stream library state and cached blocks exist when the capture starts.
+//
 // Sharing one capture stream means sharing what libraries keep per stream (the cuBLASLt workspace,
 // cuDNN scratch): every graph of a device may use the same workspace. That is safe while no two
 // graph runs overlap on the device, so graph runs are ordered device-wide (ReplayOrder): a run on
@@ -191,6 +194,17 @@ std::vector<Tensor> CudaGraphRunner::capture_and_launch(const std::vector<Tensor
   {
     std::lock_guard<std::mutex> capture_lock(capture_mutex());
     const rc::Stream side = capture_stream(c.device);
+    // Warm the capture stream first with one run on it, outside any capture (as torch warms up on
+    // a side stream before capturing): what libraries keep per stream (the cuBLASLt workspace,
+    // cuDNN's scratch) is allocated now, and the run's intermediates land on the side stream's free
+    // lists, so the capture allocates from the cache instead of calling cuMemAlloc mid-capture.
+    // The inputs were written on the caller's stream: wait for it before reading them on `side`.
+    rc::driver::stream_synchronize(rc::current_stream());
+    {
+      rc::StreamGuard guard(side);
+      (void)exe_.run_impl(inputs, {}, nullptr, nullptr, true);
+    }
+    rc::driver::stream_synchronize(side);
     std::vector<Tensor> outs;
     c.graph.emplace(rc::CudaGraph::capture(side, [&] {
       rc::StreamGuard guard(side);

@@ -1,9 +1,10 @@
 // Note: CUDA-graph replay of a whole Executable (CompileOptions::cuda_graphs, like torch.compile's
 // mode="reduce-overhead"; torch's CUDA graph trees are the model, simplified to one graph per
 // Executable). The first run is a warm-up on the normal path: kernels are loaded, library choices
-// made and the frozen-results cache filled. The second run copies its inputs into static input
-// tensors the runner owns, captures one run over them into a CudaGraph (runtime/cuda_graph.h) on a
-// side stream, keeps every tensor that run bound (the graph addresses them), and launches the graph.
+// made and the frozen-results cache filled. The second run runs once more, on the side stream the
+// capture uses (warming it), then copies its inputs into static input tensors the runner owns,
+// captures one run over them into a CudaGraph (runtime/cuda_graph.h) on that side stream, keeps
+// every tensor that run bound (the graph addresses them), and launches the graph.
 // Every later run copies its inputs into the static inputs, replays, and returns copies of the
 // static outputs, so a returned tensor is never overwritten by a later replay: the cost is one
 // device-to-device copy per input and per output, all asynchronous on the caller's current stream.

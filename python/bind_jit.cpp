@@ -16,6 +16,7 @@
 #include "jit/kernel_cache.h"
 #include "jit/profile.h"
 #include "py_executable.h"
+#include "runtime/cuda_allocator.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/cuda_stream.h"
 #include "runtime/onednn.h"
@@ -212,6 +213,36 @@ void bind_jit(py::module_& m) {
     py::gil_scoped_release release;
     if (runtime::cuda::cuda_available()) runtime::cuda::synchronize();
   });
+  // The caching allocator's counters (flow.cuda.memory_stats and friends). Without CUDA, or before
+  // the device's first allocation, everything is zero, as torch reports for an uninitialized device.
+  m.def(
+      "cuda_memory_stats",
+      [](int device) {
+        runtime::cuda::AllocatorStats s;
+        if (runtime::cuda::cuda_available()) s = runtime::cuda::device_allocator(device).stats();
+        py::dict d;
+        d["allocated"] = s.allocated;
+        d["requested"] = s.requested;
+        d["cached"] = s.cached;
+        d["reserved"] = s.reserved;
+        d["peak"] = s.peak;
+        d["device_allocs"] = s.device_allocs;
+        d["cache_hits"] = s.cache_hits;
+        d["frees"] = s.frees;
+        return d;
+      },
+      py::arg("device"));
+  m.def(
+      "cuda_reset_peak_memory",
+      [](int device) {
+        if (runtime::cuda::cuda_available()) runtime::cuda::device_allocator(device).reset_peak();
+      },
+      py::arg("device"));
+  m.def("cuda_empty_cache", [] {
+    py::gil_scoped_release release;
+    return runtime::cuda::cuda_available() ? runtime::cuda::empty_cache() : size_t{0};
+  });
+  m.def("cuda_current_device", [] { return runtime::cuda::cuda_available() ? runtime::cuda::current_device() : 0; });
   m.def("default_cuda_arch", &jit::default_cuda_arch);
   m.def("reset_cache_stats", [] { jit::global_kernel_cache().reset_stats(); });
   m.def(

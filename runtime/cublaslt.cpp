@@ -16,13 +16,16 @@
 #include "runtime/cublaslt.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <utility>
 
+#include "runtime/cublaslt_epilogue.h"
 #include "runtime/cuda_allocator.h"
 #include "runtime/cuda_stream.h"
 #include "runtime/dynlib.h"
@@ -113,7 +116,36 @@ int64_t out_ld(const MatmulProblem& p) {
   return p.m == 1 ? p.n : p.out_row;
 }
 
+// force_split_epilogue(): 1 on, 0 off, -1 not set (then FLOW_CUBLASLT_SPLIT_EPILOGUE decides).
+std::atomic<int>& split_setting() {
+  static std::atomic<int> setting{-1};
+  return setting;
+}
+
+bool split_forced() {
+  const int s = split_setting().load(std::memory_order_relaxed);
+  if (s >= 0) return s == 1;
+  static const bool from_env = [] {
+    const char* v = std::getenv("FLOW_CUBLASLT_SPLIT_EPILOGUE");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return from_env;
+}
+
+std::atomic<int64_t>& split_runs() {
+  static std::atomic<int64_t> runs{0};
+  return runs;
+}
+
 }  // namespace
+
+void force_split_epilogue(bool on) {
+  split_setting().store(on ? 1 : 0, std::memory_order_relaxed);
+}
+
+int64_t split_epilogue_runs() {
+  return split_runs().load(std::memory_order_relaxed);
+}
 
 const char* activation_name(Activation a) {
   switch (a) {
@@ -344,10 +376,16 @@ cublasLtEpilogue_t epilogue(const MatmulProblem& p) {
   throw std::logic_error("flow: cuBLASLt: unknown activation");
 }
 
-// The algorithm cache: problem + alignments + device -> the heuristic's first algorithm.
+// The algorithm cache: problem + alignments + device (+ whether the split was forced) -> the
+// heuristic's first algorithm, and whether it is for the default epilogue with the bias and
+// activation split off (runtime/cublaslt_epilogue.h).
+struct Choice {
+  cublasLtMatmulAlgo_t algo{};
+  bool split = false;
+};
 struct AlgoCache {
   std::mutex mu;
-  std::map<std::string, cublasLtMatmulAlgo_t> algos;
+  std::map<std::string, Choice> algos;
 };
 AlgoCache& algo_cache() {
   static auto* cache = new AlgoCache();  // never destroyed: matmuls may run from static destructors
@@ -396,18 +434,21 @@ void run(const MatmulProblem& p, const void* a, const void* b, const void* bias,
   const uint32_t align_c = alignment(c, p.batch, p.out_batch, p.out_type);
   const uint32_t align_d = alignment(out, p.batch, p.out_batch, p.out_type);
   const uint32_t align_bias = p.bias ? alignment(bias, 1, 0, p.out_type) : 0;
+
+  const bool has_epilogue = p.bias || p.activation != Activation::None;
+  const bool force_split = has_epilogue && split_forced();
   const std::string key = context + " | align " + std::to_string(align_a) + "," + std::to_string(align_b) + "," +
                           std::to_string(align_c) + "," + std::to_string(align_d) + "," + std::to_string(align_bias) +
-                          " | device " + std::to_string(device);
+                          " | device " + std::to_string(device) + (force_split ? " | split" : "");
 
-  cublasLtMatmulAlgo_t algo{};
+  Choice choice;
   bool found = false;
   {
     AlgoCache& cache = algo_cache();
     std::lock_guard<std::mutex> lock(cache.mu);
     auto it = cache.algos.find(key);
     if (it != cache.algos.end()) {
-      algo = it->second;
+      choice = it->second;
       found = true;
     }
   }
@@ -420,24 +461,47 @@ void run(const MatmulProblem& p, const void* a, const void* b, const void* bias,
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b, context);
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c, context);
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d, context);
-    cublasLtMatmulHeuristicResult_t result{};
-    int returned = 0;
-    FLOW_LT_CHECK(api().cublasLtMatmulAlgoGetHeuristic(h, desc.get(), la.get(), lb.get(), lc.get(), ld.get(),
-                                                       pref.get(), 1, &result, &returned),
-                  "cublasLtMatmulAlgoGetHeuristic", context);
-    if (returned < 1) fail(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic (no algorithm)", context);
-    if (result.state != CUBLAS_STATUS_SUCCESS) fail(result.state, "cublasLtMatmulAlgoGetHeuristic (result)", context);
-    algo = result.algo;
+    // The heuristic's first algorithm for `desc` as set now; false when it has none (for an
+    // epilogue that the data types or alignments do not allow, it answers NOT_SUPPORTED or nothing).
+    auto first_algorithm = [&](cublasLtMatmulAlgo_t* algo) {
+      cublasLtMatmulHeuristicResult_t result{};
+      int returned = 0;
+      const cublasStatus_t status = api().cublasLtMatmulAlgoGetHeuristic(h, desc.get(), la.get(), lb.get(), lc.get(),
+                                                                         ld.get(), pref.get(), 1, &result, &returned);
+      if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && returned < 1)) return false;
+      FLOW_LT_CHECK(status, "cublasLtMatmulAlgoGetHeuristic", context);
+      if (result.state != CUBLAS_STATUS_SUCCESS) fail(result.state, "cublasLtMatmulAlgoGetHeuristic (result)", context);
+      *algo = result.algo;
+      return true;
+    };
+    const bool fused = !force_split && first_algorithm(&choice.algo);
+    if (!fused && !has_epilogue)
+      fail(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic (no algorithm)", context);
+    if (!fused) {
+      // No algorithm with this epilogue: the product alone (residual included), then the kernel.
+      set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(CUBLASLT_EPILOGUE_DEFAULT), context);
+      if (!first_algorithm(&choice.algo))
+        fail(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic (no algorithm, even without the epilogue)",
+             context);
+      choice.split = true;
+    }
     AlgoCache& cache = algo_cache();
     std::lock_guard<std::mutex> lock(cache.mu);
-    cache.algos.emplace(key, algo);
+    cache.algos.emplace(key, choice);
+  } else if (choice.split) {
+    set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(CUBLASLT_EPILOGUE_DEFAULT), context);
   }
 
   const float alpha = 1.0f;
   const float beta = p.residual ? 1.0f : 0.0f;
   FLOW_LT_CHECK(api().cublasLtMatmul(h, desc.get(), &alpha, b, la.get(), a, lb.get(), &beta, c, lc.get(), out, ld.get(),
-                                     &algo, ws, kWorkspaceBytes, stream),
+                                     &choice.algo, ws, kWorkspaceBytes, stream),
                 "cublasLtMatmul", context);
+  if (choice.split) {
+    apply_split_epilogue(p.out_type, p.activation, p.bias ? bias : nullptr, out, p.batch, p.m, p.n, out_ld(p),
+                         p.out_batch, stream);
+    split_runs().fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 }  // namespace

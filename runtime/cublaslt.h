@@ -23,6 +23,8 @@
 // allocator (kept for the process), and the algorithm of cublasLtMatmulAlgoGetHeuristic (the first
 // result) cached in-process per (problem, operand alignments, device). Thread-safe.
 //
+// Fallback: an epilogue the heuristic has no algorithm for is split off (see split_epilogue_runs).
+//
 // k == 0 (an empty reduction: out = act(bias + residual), or zeros) is run by cuBLASLt itself as a
 // k = 1 product of two broadcast zero operands, so the epilogue is the library's in every case.
 // Empty outputs (batch, m or n == 0) return without touching the library.
@@ -73,6 +75,15 @@ bool supported(const MatmulProblem& p, std::string* why);
 // not supported"), CudaError when CUDA is unavailable.
 void matmul(const MatmulProblem& p, const void* a, const void* b, const void* bias, const void* residual, void* out,
             Stream stream);
+
+// The split epilogue (runtime/cublaslt_epilogue.h): when cuBLASLt's heuristic offers no algorithm
+// for a fused bias / activation epilogue, matmul() runs the product with the default epilogue and
+// applies bias and activation with a small NVRTC kernel; the choice is cached with the algorithm.
+// force_split_epilogue(true), or FLOW_CUBLASLT_SPLIT_EPILOGUE=1 in the environment (read once),
+// makes every matmul with a bias or activation take that path: for tests and for comparing the two.
+void force_split_epilogue(bool on);
+// Matmuls run with the split epilogue since the process started.
+int64_t split_epilogue_runs();
 
 // Every cuBLASLt entry point flow resolves (the same list with or without the headers).
 std::vector<std::string> symbol_names();

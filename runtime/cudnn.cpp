@@ -429,11 +429,23 @@ struct Scratch {
   size_t workspace_bytes = 0;
 };
 
-// A device's handle and scratch, used under `mu` (cudnnSetStream and the calls after it).
+// What forward() sets up for one (problem, algorithm) on a device, made by its first call and
+// reused by every later one: the descriptors, the workspace size and whether the fused call works.
+// Building them costs about as much host time as enqueuing the convolution itself.
+struct Prepared {
+  Descs d;
+  ActivationDesc act;  // set when the problem has a relu
+  size_t ws_bytes = 0;
+  int fused = -1;  // cudnnConvolutionBiasActivationForward: -1 not tried yet, 0 refused, 1 works
+};
+
+// A device's handle, scratch and prepared calls, used under `mu` (cudnnSetStream and the calls
+// after it).
 struct DeviceState {
   std::mutex mu;
   cudnnHandle_t handle = nullptr;
   std::map<Stream, Scratch> scratch;
+  std::map<std::string, std::unique_ptr<Prepared>> prepared;  // problem_key | algo
 };
 
 // The device's state, with its handle created on first use; never destroyed (convolutions may run
@@ -499,8 +511,7 @@ Algo make_algo(cudnnConvolutionFwdAlgo_t id, size_t workspace, double ms) {
 
 struct Caches {
   std::mutex mu;
-  std::map<std::string, Algo> algos;        // problem_key | arch | search
-  std::map<std::string, bool> fused_works;  // problem_key | algo | device
+  std::map<std::string, Algo> algos;  // problem_key | arch | search
 };
 Caches& caches() {
   static auto* c = new Caches();  // never destroyed, see device_state()
@@ -613,65 +624,57 @@ void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* 
   const Api& a = api();
   const int device = current_device();
   ensure_context(device);
-  const Descs d = descs(p, context);
   const auto algo_enum = static_cast<cudnnConvolutionFwdAlgo_t>(algo.id);
   const std::string algo_name = kAlgoNames[algo.id];  // algo.name may be empty (an Algo from a record)
-  const std::string path_key = context + "|" + std::to_string(algo.id) + "|" + std::to_string(device);
-  // The fused call only with a bias of the caller's: a zero bias would be persistent device memory
-  // that a CUDA graph capture could record without ever initializing it.
-  bool try_fused = p.relu && p.bias;
-  if (try_fused) {
-    Caches& c = caches();
-    std::lock_guard<std::mutex> lock(c.mu);
-    auto it = c.fused_works.find(path_key);
-    if (it != c.fused_works.end()) try_fused = it->second;
-  }
   const float one = 1.0f, zero = 0.0f;
 
   DeviceState& state = device_state(device);
   std::lock_guard<std::mutex> lock(state.mu);
   const cudnnHandle_t h = state.handle;
   FLOW_DNN_CHECK(a.cudnnSetStream(h, stream), "cudnnSetStream", context);
-  size_t ws_bytes = 0;
-  FLOW_DNN_CHECK(a.cudnnGetConvolutionForwardWorkspaceSize(h, d.conv.x.get(), d.conv.w.get(), d.conv.conv.get(),
-                                                           d.y.get(), algo_enum, &ws_bytes),
-                 "cudnnGetConvolutionForwardWorkspaceSize(" + algo_name + ")", context);
+  std::unique_ptr<Prepared>& slot = state.prepared[context + "|" + std::to_string(algo.id)];
+  if (!slot) {
+    auto made = std::make_unique<Prepared>(Prepared{descs(p, context), ActivationDesc(), 0, -1});
+    FLOW_DNN_CHECK(
+        a.cudnnGetConvolutionForwardWorkspaceSize(h, made->d.conv.x.get(), made->d.conv.w.get(),
+                                                  made->d.conv.conv.get(), made->d.y.get(), algo_enum, &made->ws_bytes),
+        "cudnnGetConvolutionForwardWorkspaceSize(" + algo_name + ")", context);
+    if (p.relu) {
+      cudnnActivationDescriptor_t raw = nullptr;
+      FLOW_DNN_CHECK(a.cudnnCreateActivationDescriptor(&raw), "cudnnCreateActivationDescriptor", context);
+      made->act.reset(raw);
+      // NaN propagates, as torch.relu's does.
+      FLOW_DNN_CHECK(a.cudnnSetActivationDescriptor(raw, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0),
+                     "cudnnSetActivationDescriptor(relu)", context);
+    }
+    slot = std::move(made);
+  }
+  Prepared& pr = *slot;
+  const Descs& d = pr.d;
+  const size_t ws_bytes = pr.ws_bytes;
   Scratch& scratch = state.scratch[stream];
   void* const ws = grow(device, stream, scratch.workspace, scratch.workspace_bytes, ws_bytes);
 
-  ActivationDesc act;
-  if (p.relu) {
-    cudnnActivationDescriptor_t raw = nullptr;
-    FLOW_DNN_CHECK(a.cudnnCreateActivationDescriptor(&raw), "cudnnCreateActivationDescriptor", context);
-    act.reset(raw);
-    // NaN propagates, as torch.relu's does.
-    FLOW_DNN_CHECK(a.cudnnSetActivationDescriptor(raw, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0),
-                   "cudnnSetActivationDescriptor(relu)", context);
-  }
-
-  if (try_fused) {
-    const void* b = bias;
+  // The fused call only with a bias of the caller's: a zero bias would be persistent device memory
+  // that a CUDA graph capture could record without ever initializing it.
+  if (p.relu && p.bias && pr.fused != 0) {
     // Without a residual z is y, scaled by alpha2 = 0 (torch's cudnn_convolution_relu does the same).
     const float alpha2 = p.residual ? 1.0f : 0.0f;
     const void* zz = p.residual ? z : y;
-    const cudnnStatus_t s = a.cudnnConvolutionBiasActivationForward(
+    const cudnnStatus_t st = a.cudnnConvolutionBiasActivationForward(
         h, &one, d.conv.x.get(), x, d.conv.w.get(), w, d.conv.conv.get(), algo_enum, ws, ws_bytes, &alpha2, d.y.get(),
-        zz, d.bias.get(), b, act.get(), d.y.get(), y);
+        zz, d.bias.get(), bias, pr.act.get(), d.y.get(), y);
     // Any refusal but a failed execution (5xxx) takes the unfused path: cuDNN 9 answers some
     // data-type and layout combinations of this legacy call with BAD_PARAM subcodes, not
     // NOT_SUPPORTED; the unfused calls raise genuine parameter errors themselves.
-    const bool execution_failed = static_cast<int>(s) / 1000 == 5;
-    if (s == CUDNN_STATUS_SUCCESS || execution_failed) {
-      if (s != CUDNN_STATUS_SUCCESS) fail(s, "cudnnConvolutionBiasActivationForward(" + algo_name + ")", context);
-      Caches& c = caches();
-      std::lock_guard<std::mutex> cache_lock(c.mu);
-      c.fused_works[path_key] = true;
+    const bool execution_failed = static_cast<int>(st) / 1000 == 5;
+    if (st == CUDNN_STATUS_SUCCESS || execution_failed) {
+      if (st != CUDNN_STATUS_SUCCESS) fail(st, "cudnnConvolutionBiasActivationForward(" + algo_name + ")", context);
+      pr.fused = 1;
       return;
     }
     last_error();  // not supported for this configuration: clear the detail, take the unfused path
-    Caches& c = caches();
-    std::lock_guard<std::mutex> cache_lock(c.mu);
-    c.fused_works[path_key] = false;
+    pr.fused = 0;
   }
 
   if (p.residual && z != y) {
@@ -685,7 +688,7 @@ void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* 
   if (p.bias)
     FLOW_DNN_CHECK(a.cudnnAddTensor(h, &one, d.bias.get(), bias, &one, d.y.get(), y), "cudnnAddTensor(bias)", context);
   if (p.relu)
-    FLOW_DNN_CHECK(a.cudnnActivationForward(h, act.get(), &one, d.y.get(), y, &zero, d.y.get(), y),
+    FLOW_DNN_CHECK(a.cudnnActivationForward(h, pr.act.get(), &one, d.y.get(), y, &zero, d.y.get(), y),
                    "cudnnActivationForward(relu)", context);
 }
 

@@ -1,5 +1,7 @@
 """flow.cuda: the CUDA device, through the driver API loaded at run time (no GPU needed to import)."""
-from . import _C
+from typing import Dict, Union
+
+from . import _C, _dtype
 
 
 def is_available() -> bool:
@@ -23,3 +25,60 @@ def synchronize(device=None) -> None:
 def unavailable_reason() -> str:
     """Why is_available() is False ('' when it is True)."""
     return _C.cuda_unavailable_reason()
+
+
+# Memory: the counters of flow's caching allocator (runtime/cuda_allocator.h), under torch.cuda's
+# names. Before a device's first allocation, and without CUDA, they are all zero (torch reports the
+# same for a device it has not initialized).
+
+def _device_index(device: Union[int, str, "_dtype.device", None]) -> int:
+    if device is None:
+        return _C.cuda_current_device()
+    if isinstance(device, int):
+        return device
+    d = _dtype.device(device) if isinstance(device, str) else device
+    if not isinstance(d, _dtype.device) or d.type != "cuda":
+        raise ValueError(f"Expected a cuda device, but got: {device}")
+    return _C.cuda_current_device() if d.index is None else d.index
+
+
+def memory_stats(device: Union[int, str, "_dtype.device", None] = None) -> Dict[str, int]:
+    """The allocator's counters for `device`, with torch.cuda.memory_stats' key names where torch
+    has the same figure (bytes of live blocks, their peak, reserved and cached bytes) and flow's own
+    for the rest (driver allocations, free-list hits, frees)."""
+    s = _C.cuda_memory_stats(_device_index(device))
+    return {
+        "allocated_bytes.all.current": s["allocated"],
+        "allocated_bytes.all.peak": s["peak"],
+        "requested_bytes.all.current": s["requested"],
+        "reserved_bytes.all.current": s["reserved"],
+        "inactive_split_bytes.all.current": 0,  # blocks are never split
+        "cached_bytes.all.current": s["cached"],
+        "num_device_allocs": s["device_allocs"],
+        "num_cache_hits": s["cache_hits"],
+        "num_frees": s["frees"],
+    }
+
+
+def memory_allocated(device: Union[int, str, "_dtype.device", None] = None) -> int:
+    """Bytes in live tensors on `device` (sizes rounded to the allocator's size classes)."""
+    return _C.cuda_memory_stats(_device_index(device))["allocated"]
+
+
+def max_memory_allocated(device: Union[int, str, "_dtype.device", None] = None) -> int:
+    """The peak of memory_allocated() since the start or the last reset_peak_memory_stats()."""
+    return _C.cuda_memory_stats(_device_index(device))["peak"]
+
+
+def memory_reserved(device: Union[int, str, "_dtype.device", None] = None) -> int:
+    """Bytes the allocator holds from the driver: live blocks plus its cache."""
+    return _C.cuda_memory_stats(_device_index(device))["reserved"]
+
+
+def reset_peak_memory_stats(device: Union[int, str, "_dtype.device", None] = None) -> None:
+    _C.cuda_reset_peak_memory(_device_index(device))
+
+
+def empty_cache() -> None:
+    """Returns every cached (free) block to the driver, on every device; live tensors stay."""
+    _C.cuda_empty_cache()

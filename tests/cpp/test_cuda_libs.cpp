@@ -25,21 +25,23 @@
 #include "cuda_test_util.h"
 #include "runtime/buffer.h"
 #include "runtime/cublaslt.h"
+#include "runtime/cublaslt_epilogue.h"
 #include "runtime/cuda_copy.h"
 #include "runtime/cuda_driver.h"
-#include "runtime/data_type.h"
 #include "runtime/cuda_stream.h"
 #include "runtime/cudnn.h"
+#include "runtime/data_type.h"
 #include "runtime/dynlib.h"
+#include "runtime/nvrtc.h"
 #include "test_util.h"
 
 using namespace flow;
 namespace rc = flow::runtime::cuda;
 namespace lt = flow::runtime::cuda::cublaslt;
 namespace dnn = flow::runtime::cuda::cudnn;
-using runtime::DataType;
 using runtime::Buffer;
 using runtime::CudaLib;
+using runtime::DataType;
 using runtime::DeviceType;
 
 namespace {
@@ -517,6 +519,23 @@ TEST(CudaLibs, CudnnSymbolsResolve) {
   FLOW_REQUIRE_LIB(dnn::load);
   EXPECT_TRUE(contains(dnn::version(), "cuDNN 9.")) << dnn::version();
   std::printf("[flow] %s from %s\n", dnn::version().c_str(), lib->path().c_str());
+}
+
+// The split epilogue (taken when cuBLASLt has no algorithm for a fused one) is NVRTC-compiled on
+// the device's arch: it must compile for every architecture CUDA 13 targets, with all three entry
+// points and no local memory.
+TEST(CudaLibs, SplitEpilogueKernelsCompileForEveryArch) {
+  FLOW_REQUIRE_NVRTC();
+  for (const char* arch : {"sm_75", "sm_80", "sm_90"}) {
+    SCOPED_TRACE(arch);
+    const runtime::NvrtcResult r =
+        runtime::nvrtc_compile(lt::split_epilogue_source(), "flow_split_epilogue_test", arch, {}, {});
+    EXPECT_FALSE(r.cubin.empty());
+    for (const DataType t : {DataType::Float32, DataType::Float16, DataType::BFloat16})
+      EXPECT_TRUE(contains(r.ptx, std::string(".entry ") + lt::split_epilogue_kernel_name(t)))
+          << lt::split_epilogue_kernel_name(t);
+    EXPECT_FALSE(contains(r.ptx, ".local")) << "local memory in the split epilogue";
+  }
 }
 
 namespace {
@@ -1005,6 +1024,67 @@ TEST(CudaLibsGpu, MatmulEmptyReduction) {
   c.act = lt::Activation::GeluTanh;
   c.in = c.out = DataType::Float16;
   run_matmul_case(c, ++salt);
+}
+
+// The fallback for an epilogue cuBLASLt has no algorithm for, forced on every problem: product
+// with the default epilogue (residual still as C), then bias and activation by the NVRTC kernel.
+TEST(CudaLibsGpu, MatmulSplitEpilogue) {
+  FLOW_REQUIRE_GPU();
+  FLOW_REQUIRE_LIB(lt::load);
+  struct Restore {
+    ~Restore() { lt::force_split_epilogue(false); }
+  } restore;
+  lt::force_split_epilogue(true);
+  const int64_t before = lt::split_epilogue_runs();
+  uint64_t salt = 450;
+  int64_t with_epilogue = 0;
+  auto run = [&](const MatmulCase& c) {
+    run_matmul_case(c, ++salt);
+    if (c.bias || c.act != lt::Activation::None) ++with_epilogue;
+  };
+  MatmulCase plain;  // no epilogue: nothing to split
+  run(plain);
+  const std::vector<std::pair<DataType, DataType>> types = {{DataType::Float32, DataType::Float32},
+                                                            {DataType::Float16, DataType::Float16},
+                                                            {DataType::BFloat16, DataType::BFloat16},
+                                                            {DataType::Float16, DataType::Float32},
+                                                            {DataType::BFloat16, DataType::Float32}};
+  for (const auto& [in, out] : types) {
+    MatmulCase c;
+    c.in = in;
+    c.out = out;
+    c.m = 40;
+    c.n = 24;
+    c.k = 64;
+    c.bias = true;
+    run(c);
+    c.act = lt::Activation::GeluTanh;
+    c.trans_b = true;
+    run(c);
+    c.bias = false;
+    c.act = lt::Activation::Relu;
+    c.residual = true;
+    c.out_pad = 3;
+    run(c);
+    c.batch = 3;
+    c.broadcast_b = true;
+    c.bias = true;
+    c.in_place = true;
+    c.act = lt::Activation::GeluTanh;
+    run(c);
+  }
+  MatmulCase tiny;
+  tiny.m = tiny.n = tiny.k = 1;
+  tiny.bias = true;
+  tiny.act = lt::Activation::Relu;
+  run(tiny);
+  MatmulCase empty;  // k == 0 goes through the same path
+  empty.k = 0;
+  empty.bias = true;
+  empty.residual = true;
+  empty.act = lt::Activation::Relu;
+  run(empty);
+  EXPECT_EQ(lt::split_epilogue_runs() - before, with_epilogue);
 }
 
 TEST(CudaLibsGpu, MatmulEmptyOutputTouchesNothing) {

@@ -417,7 +417,7 @@ def test_cuda_classes_of_python_functions():
     dt = cuda_output_dtypes(lambda a, b, v, M, i: (flow.addmm(a, a, b), flow.mv(a, v), flow.dot(v, v.to(flow.bfloat16)),
                                                    flow.nn.functional.mse_loss(a.half(), b.half()),
                                                    flow.nn.functional.avg_pool2d(i.half(), 3, padding=1),
-                                                   flow.nn.functional.pad(i.half(), (1, 1), mode="reflect")),
+                                                   flow.nn.functional.pad(i.half(), (1, 1, 1, 1), mode="reflect")),
                             a, b, v, M, i)
     # addmm and mv lower, dot promotes float32 with bfloat16 to float32, mse_loss in float32,
     # avg_pool2d keeps half (its sum inside is not a user's sum), a reflect pad is not on CUDA's list.

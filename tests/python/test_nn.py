@@ -412,6 +412,25 @@ def test_pad(gen, mode, pads, shape):
     close(flow.jit(lambda t: F.pad(t, pads, mode=mode, **kw))(to_flow(x)), expected, 0, 0, "jit")
 
 
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("pads,shape", [
+    ((1, 1), (1, 2, 4, 5)), ((1, 1), (5,)), ((1, 1, 1, 1), (2, 3, 4, 5, 6)), ((1, 1, 1, 1), (2, 3)),
+    ((1, 1, 1, 1, 1, 1, 1, 1), (1, 2, 3, 4, 5)), ((1, 1), (2, 3)), ((1, 1, 1, 1), (2, 3, 4)),
+    ((1, 1, 1, 1, 1, 1), (2, 3, 4, 5)), ((1, 1, 1, 1, 1, 1), (1, 2, 3, 4, 5)),
+])
+def test_pad_non_constant_ranks_follow_torch(gen, mode, pads, shape):
+    # torch pads n dims of an (n+1)-D or (n+2)-D input in these modes; others are NotImplementedError.
+    x = make(shape, torch.float32, gen)
+    try:
+        expected = TF.pad(x, pads, mode=mode)
+    except NotImplementedError as e:
+        with pytest.raises(NotImplementedError, match=f"Padding size {len(pads)} is not supported for"):
+            F.pad(to_flow(x), pads, mode=mode)
+        assert "Padding size" in str(e)
+        return
+    close(F.pad(to_flow(x), pads, mode=mode), expected, 0, 0)
+
+
 @pytest.mark.parametrize("kw,shape", [
     ({"size": (7, 9), "mode": "nearest"}, (1, 2, 4, 5)),
     ({"scale_factor": 2, "mode": "nearest"}, (2, 3, 4, 5)),

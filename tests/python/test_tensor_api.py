@@ -655,6 +655,25 @@ def test_conversions(dtype, gen):
     assert f.type_as(flow.ones(1, dtype=flow.int32)).dtype is flow.int32
 
 
+def test_cuda_memory_api_names_and_arguments():
+    # torch.cuda's memory functions, with its argument forms; on a machine without CUDA (or before a
+    # device's first allocation) every figure is zero, as torch reports for an uninitialized device.
+    stats = flow.cuda.memory_stats()
+    for key in ("allocated_bytes.all.current", "allocated_bytes.all.peak", "reserved_bytes.all.current"):
+        assert key in stats and stats[key] >= 0
+    assert stats["reserved_bytes.all.current"] >= stats["allocated_bytes.all.current"]
+    for dev in (None, 0, "cuda", "cuda:0", flow.device("cuda:0")):
+        assert flow.cuda.max_memory_allocated(dev) >= flow.cuda.memory_allocated(dev) >= 0
+        assert flow.cuda.memory_reserved(dev) >= flow.cuda.memory_allocated(dev)
+    flow.cuda.reset_peak_memory_stats()
+    flow.cuda.empty_cache()
+    with pytest.raises(ValueError, match="cuda device"):
+        flow.cuda.memory_allocated("cpu")
+    if not flow.cuda.is_available():
+        assert flow.cuda.memory_allocated() == 0 and flow.cuda.max_memory_allocated() == 0
+        assert all(v == 0 for v in flow.cuda.memory_stats().values())
+
+
 def test_devices_grad_modes_and_dtypes():
     assert flow.device("cpu") == flow.ones(1).device and str(flow.device("cuda:0")) == "cuda:0"
     assert flow.zeros(2, device="cpu").device.type == "cpu"

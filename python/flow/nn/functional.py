@@ -563,6 +563,14 @@ def pad(input, pad, mode="constant", value=None):
         raise NotImplementedError(f"flow: pad mode '{mode}' is not supported")
     if value is not None and value != 0:
         raise ValueError(f'Padding mode "{mode}" doesn\'t take in value argument')
+    # torch's rule for non-constant modes: n padded dims on an (n+1)-D or (n+2)-D input, n <= 3.
+    if len(pad) not in (2, 4, 6) or input.ndim not in (len(pad) // 2 + 1, len(pad) // 2 + 2):
+        raise NotImplementedError(
+            f"Padding size {len(pad)} is not supported for {input.ndim}D input tensor.\n"
+            "Supported combinations for non-constant padding:\n"
+            "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+            "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+            "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
     x = input
     for i in range(len(pad) // 2):
         dim = x.ndim - 1 - i
