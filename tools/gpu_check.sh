@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The one script run on the GPU machine (H200, CUDA 13, no LLVM, no internet): configure without
-# LLVM, build everything, run the C++ tests (the CUDA runtime test first, on its own), the GPU
-# Python tests and the GPU benchmark when they exist, and write logs, JSON results and a summary
-# under $OUT (./gpu_out when OUT is unset). Hard budget: FLOW_GPU_BUDGET_S seconds (default 470)
+# LLVM, build everything, run the C++ tests (the CUDA runtime test first, on its own), a smoke test
+# of the Python module in three import orders, the GPU Python tests and the GPU benchmark, and
+# write logs, JSON results and a summary under $OUT (./gpu_out when OUT is unset). Hard budget: FLOW_GPU_BUDGET_S seconds (default 470)
 # for all steps together, each step under `timeout`; a step that would start with too little time
 # left is recorded as skipped. Exit status 0 when every step that ran passed.
 #
@@ -148,9 +148,53 @@ if [ -x "$BUILD/tests/cpp/test_cuda_libs" ]; then
 fi
 
 # ---- Python -------------------------------------------------------------------------------------
+# Python processes get a traceback on a crash (faulthandler): the last run of the module on a GPU
+# host crashed inside it (SIGSEGV in libstdc++'s number formatting, 2026-11-30).
+export PYTHONFAULTHANDLER=1
+# Smoke test of the module in three import orders, each in its own process: alone, after torch (what
+# the tests do) and before torch. Its log says which crash, and when only "flow before torch" works
+# the Python steps below import flow first (PRELOAD), so the rest of the run still measures.
+PY_M=("$PY" -m)  # runs a module: "${PY_M[@]}" pytest ...
+PY_S=("$PY")     # runs a script
+if [ "$python_module" = ON ] && ls "$root"/python/flow/_C*.so > /dev/null 2>&1; then
+  # (The GPU build has no CPU code generator: nothing below computes on the CPU. repr formats
+  # numbers through std::ostream, where the 2026-11-30 crash was.)
+  smoke='import flow, sys
+x = flow.ones(3)
+print("cpu:", repr(x), repr(flow._C.Tensor.empty([3])), flush=True)
+if flow.cuda.is_available():
+    y = (flow.ones(3).cuda() * 2).cpu()
+    print("cuda:", repr(y), flow.cuda.get_device_name(), flow.cuda.memory_stats()["allocated_bytes.all.current"], flush=True)
+else:
+    print("cuda: unavailable:", flow.cuda.unavailable_reason(), flush=True)'
+  smoke_rc() {  # smoke_rc LABEL PRELUDE: runs the smoke script after PRELUDE, prints and returns rc
+    local rc
+    { echo "--- $1"; PYTHONPATH="$root/python" timeout 120 "$PY" -c "$2
+$smoke"; } >> "$OUT/python-smoke.log" 2>&1
+    rc=$?
+    echo "--- $1: rc=$rc" >> "$OUT/python-smoke.log"
+    return $rc
+  }
+  : > "$OUT/python-smoke.log"
+  ldd "$root"/python/flow/_C*.so >> "$OUT/python-smoke.log" 2>&1
+  smoke_rc "flow alone" ""; rc_alone=$?
+  smoke_rc "torch, then flow" "import torch"; rc_after=$?
+  smoke_rc "flow, then torch" "import flow
+import torch"; rc_before=$?
+  if [ $rc_alone -eq 0 ] && [ $rc_after -eq 0 ] && [ $rc_before -eq 0 ]; then
+    record python-smoke PASS 0 0 ""
+  else
+    record python-smoke FAIL 1 0 "rc alone=$rc_alone torch-first=$rc_after flow-first=$rc_before; see python-smoke.log"
+    if [ $rc_after -ne 0 ] && [ $rc_before -eq 0 ]; then
+      PY_M=("$PY" -c 'import flow, sys, runpy; sys.argv = sys.argv[1:]; runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)')
+      PY_S=("$PY" -c 'import flow, sys, runpy; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name="__main__")')
+      echo "[gpu_check] only 'flow, then torch' works: the Python steps import flow first" | tee -a "$SUMMARY"
+    fi
+  fi
+fi
 if [ -d "$root/tests/python" ]; then
   if [ "$python_module" = ON ] && ls "$root"/python/flow/_C*.so > /dev/null 2>&1; then
-    PYTHONPATH="$root/python" step pytest-gpu 200 "$PY" -m pytest -m gpu "$root/tests/python" -q \
+    PYTHONPATH="$root/python" step pytest-gpu 200 "${PY_M[@]}" pytest -m gpu "$root/tests/python" -q \
       -p no:cacheprovider --junitxml="$OUT/pytest_gpu.xml"
     rc=$?
     if [ $rc -eq 5 ]; then echo "[gpu_check] pytest: no test is marked gpu (exit 5)" | tee -a "$SUMMARY"; fi
@@ -161,7 +205,7 @@ fi
 
 if [ -f "$root/bench/gpu.py" ]; then
   if [ "$python_module" = ON ]; then
-    PYTHONPATH="$root/python:$root/bench" step bench-gpu 180 "$PY" "$root/bench/gpu.py"
+    PYTHONPATH="$root/python:$root/bench" step bench-gpu 180 "${PY_S[@]}" "$root/bench/gpu.py"
   else
     record bench-gpu SKIPPED 125 0 "the Python module was not built"
   fi
@@ -176,7 +220,7 @@ fi
 
 # Autotuning on the device (default vs tuned Params of the three kernels; device-event timing).
 if [ -f "$root/bench/autotune.py" ] && [ "$python_module" = ON ]; then
-  PYTHONPATH="$root/python:$root/bench" step bench-autotune-gpu 90 "$PY" "$root/bench/autotune.py" \
+  PYTHONPATH="$root/python:$root/bench" step bench-autotune-gpu 90 "${PY_S[@]}" "$root/bench/autotune.py" \
     --device cuda --micro-only --micro-budget 15 --repeats 5
 fi
 
