@@ -196,9 +196,16 @@ std::vector<Tensor> CudaGraphRunner::capture_and_launch(const std::vector<Tensor
     const rc::Stream side = capture_stream(c.device);
     // Warm the capture stream first with one run on it, outside any capture (as torch warms up on
     // a side stream before capturing): what libraries keep per stream (the cuBLASLt workspace,
-    // cuDNN's scratch) is allocated now, and the run's intermediates land on the side stream's free
-    // lists, so the capture allocates from the cache instead of calling cuMemAlloc mid-capture.
-    // The inputs were written on the caller's stream: wait for it before reading them on `side`.
+    // cuDNN's scratch, grown to this run's needs) is allocated now, not during the capture. That
+    // workspace is the one every graph of the device recorded, so the warm-up is ordered like a
+    // graph run: after the last one (ReplayOrder), and finished before any other starts. The
+    // inputs were written on the caller's stream: wait for it before reading them on `side`.
+    ReplayOrder& order = replay_order(c.device);
+    std::lock_guard<std::mutex> order_lock(order.mu);
+    if (order.pending) {
+      rc::driver::event_synchronize(order.done);
+      order.pending = false;
+    }
     rc::driver::stream_synchronize(rc::current_stream());
     {
       rc::StreamGuard guard(side);

@@ -81,6 +81,7 @@ void matmul(const MatmulProblem& p, const void* a, const void* b, const void* bi
 // applies bias and activation with a small NVRTC kernel; the choice is cached with the algorithm.
 // force_split_epilogue(true), or FLOW_CUBLASLT_SPLIT_EPILOGUE=1 in the environment (read once),
 // makes every matmul with a bias or activation take that path: for tests and for comparing the two.
+// force_split_epilogue(false) returns to the default (the environment decides).
 void force_split_epilogue(bool on);
 // Matmuls run with the split epilogue since the process started.
 int64_t split_epilogue_runs();

@@ -147,7 +147,8 @@ size_t CudaCachingAllocator::release_cached_locked() {
 size_t CudaCachingAllocator::empty_cache() {
   DeviceGuard guard(device_);
   std::lock_guard<std::mutex> lock(mu_);
-  if (cached_blocks_.empty()) return 0;
+  // A device synchronize would invalidate a capture in progress on any stream: keep the cache.
+  if (cached_blocks_.empty() || !capturing_.empty()) return 0;
   synchronize_device();
   return release_cached_locked();
 }

@@ -56,6 +56,8 @@ class CudaCachingAllocator {
   // pointer is reported on stderr and ignored.
   void free(void* p) noexcept;
   // Synchronizes the device and returns every cached block to the driver; the bytes released.
+  // While a graph capture is in progress on this device it does nothing (returns 0): the
+  // synchronize would invalidate the capture.
   size_t empty_cache();
   AllocatorStats stats() const;
   void reset_peak();

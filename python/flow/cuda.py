@@ -34,7 +34,9 @@ def unavailable_reason() -> str:
 def _device_index(device: Union[int, str, "_dtype.device", None]) -> int:
     if device is None:
         return _C.cuda_current_device()
-    if isinstance(device, int):
+    if isinstance(device, int) and not isinstance(device, bool):
+        if device < 0:
+            raise ValueError(f"Expected a non-negative cuda device index, but got: {device}")
         return device
     d = _dtype.device(device) if isinstance(device, str) else device
     if not isinstance(d, _dtype.device) or d.type != "cuda":
@@ -54,7 +56,7 @@ def memory_stats(device: Union[int, str, "_dtype.device", None] = None) -> Dict[
         "reserved_bytes.all.current": s["reserved"],
         "inactive_split_bytes.all.current": 0,  # blocks are never split
         "cached_bytes.all.current": s["cached"],
-        "num_device_allocs": s["device_allocs"],
+        "num_device_alloc": s["device_allocs"],
         "num_cache_hits": s["cache_hits"],
         "num_frees": s["frees"],
     }

@@ -667,8 +667,9 @@ def test_cuda_memory_api_names_and_arguments():
         assert flow.cuda.memory_reserved(dev) >= flow.cuda.memory_allocated(dev)
     flow.cuda.reset_peak_memory_stats()
     flow.cuda.empty_cache()
-    with pytest.raises(ValueError, match="cuda device"):
-        flow.cuda.memory_allocated("cpu")
+    for bad in ("cpu", -1, True):
+        with pytest.raises(ValueError, match="cuda device"):
+            flow.cuda.memory_allocated(bad)
     if not flow.cuda.is_available():
         assert flow.cuda.memory_allocated() == 0 and flow.cuda.max_memory_allocated() == 0
         assert all(v == 0 for v in flow.cuda.memory_stats().values())
