@@ -122,6 +122,7 @@ void bind_jit(py::module_& m) {
       .def_property_readonly("num_channels_last", [](const PyExecutable& e) { return e.exe->num_channels_last(); })
       .def_property_readonly("num_cached_groups", [](const PyExecutable& e) { return e.exe->num_cached_groups(); })
       .def_property_readonly("num_graph_replays", [](const PyExecutable& e) { return e.exe->num_graph_replays(); })
+      .def_property_readonly("graph_captured", [](const PyExecutable& e) { return e.exe->graph_captured(); })
       .def_property_readonly("input_strides", [](const PyExecutable& e) { return e.input_strides; })
       .def_property_readonly("graph", [](const PyExecutable& e) { return dsl::Graph(e.exe->graph()); })
       .def("kernels", [](const PyExecutable& e) {

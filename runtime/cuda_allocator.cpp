@@ -1,5 +1,6 @@
 #include "runtime/cuda_allocator.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -25,6 +26,26 @@ void* CudaCachingAllocator::allocate(size_t bytes) {
   DeviceGuard guard(device_);
   const Stream stream = current_stream();
   std::lock_guard<std::mutex> lock(mu_);
+  if (!capturing_.empty()) {
+    // A block freed earlier in the same capture on this stream (see the note in the header).
+    auto c = capturing_.find(stream);
+    if (c != capturing_.end()) {
+      auto r = c->second.reusable.find(size);
+      if (r != c->second.reusable.end() && !r->second.empty()) {
+        void* p = r->second.back();
+        r->second.pop_back();
+        std::vector<void*>& held = c->second.held;
+        const auto h = std::find(held.begin(), held.end(), p);
+        if (h != held.end()) held.erase(h);
+        Block& b = live_.at(p);  // held blocks stay live (and counted as allocated)
+        stats_.requested += bytes;
+        stats_.requested -= b.requested;
+        b.requested = bytes;
+        ++stats_.cache_hits;
+        return p;
+      }
+    }
+  }
   void* p = nullptr;
   auto it = free_.find({stream, size});
   if (it != free_.end() && !it->second.empty()) {
@@ -79,7 +100,12 @@ void CudaCachingAllocator::free(void* p) noexcept {
     auto c = capturing_.find(it->second.stream);
     if (c != capturing_.end()) {
       try {
-        c->second.push_back(p);  // held for the graph: stays live until release_held
+        c->second.held.push_back(p);  // held for the graph: stays live until release_held
+        try {
+          c->second.reusable[it->second.size].push_back(p);
+        } catch (...) {
+          // Out of host memory: held but not reusable within the capture (still correct).
+        }
       } catch (...) {
         // Out of host memory: the block stays live and is never handed out again (a leak, not a race).
       }
@@ -109,7 +135,7 @@ void CudaCachingAllocator::cache_locked(void* p) noexcept {
 
 void CudaCachingAllocator::begin_capture(Stream s) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!capturing_.emplace(s, std::vector<void*>()).second)
+  if (!capturing_.emplace(s, Capture()).second)
     throw std::logic_error("flow: CudaCachingAllocator::begin_capture: the stream is already capturing");
 }
 
@@ -117,7 +143,7 @@ std::vector<void*> CudaCachingAllocator::end_capture(Stream s) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = capturing_.find(s);
   if (it == capturing_.end()) return {};
-  std::vector<void*> held = std::move(it->second);
+  std::vector<void*> held = std::move(it->second.held);
   capturing_.erase(it);
   return held;
 }

@@ -17,7 +17,11 @@
 // in relaxed capture mode (driver::mem_alloc; the graph only sees the address). A block freed on a
 // stream between begin_capture(s) and end_capture(s) is held instead of cached: every replay of the
 // graph still writes it, so it must not be handed to anyone else; the graph gives the held blocks
-// back with release_held() when it is destroyed.
+// back with release_held() when it is destroyed. Within the capture, a later allocation of the same
+// size class on s may take a held block again, as torch's private graph pools allow: the graph
+// records the last read of the old tensor and the first write of the new one in s's order, and
+// replays them in that order. A captured run that frees intermediates after their last use then
+// holds its largest working set, not the sum of its intermediates.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -85,7 +89,14 @@ class CudaCachingAllocator {
   std::map<std::pair<Stream, size_t>, std::vector<void*>> free_;
   std::unordered_map<void*, Block> live_;
   std::unordered_map<void*, Block> cached_blocks_;
-  std::map<Stream, std::vector<void*>> capturing_;  // stream in a capture -> blocks freed on it since
+  // A capture in progress on a stream: the blocks freed on it since begin_capture (live, held for
+  // the graph) and the same blocks by size, which allocations on that stream during the same capture
+  // may take again (the graph replays the free and the reuse in the same stream order).
+  struct Capture {
+    std::vector<void*> held;
+    std::map<size_t, std::vector<void*>> reusable;
+  };
+  std::map<Stream, Capture> capturing_;
   AllocatorStats stats_;
 };
 

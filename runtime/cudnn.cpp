@@ -423,10 +423,13 @@ Descs descs(const ConvProblem& p, const std::string& context) {
 }
 
 // Per-stream scratch memory of a device: the workspace (grown to the largest request), allocated
-// on its stream, so growing it (free, then allocate) is ordered after every earlier use there.
+// on its stream. A workspace that is outgrown is retired, never freed: a CUDA graph captured on the
+// stream may have recorded it, and every replay still writes it (retired blocks are bounded by the
+// few sizes a stream's workspace grows through).
 struct Scratch {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  std::vector<void*> retired;
 };
 
 // What forward() sets up for one (problem, algorithm) on a device, made by its first call and
@@ -465,20 +468,17 @@ DeviceState& device_state(int device) {
   return *s;
 }
 
-// A block of at least `bytes` on `stream` kept in `slot` (caller holds the device's lock); grows.
-void* grow(int device, Stream stream, void*& slot, size_t& slot_bytes, size_t bytes) {
-  if (bytes == 0) return slot;
-  if (slot != nullptr && slot_bytes >= bytes) return slot;
-  CudaCachingAllocator& alloc = device_allocator(device);
-  if (slot != nullptr) {
-    alloc.free(slot);
-    slot = nullptr;
-    slot_bytes = 0;
-  }
+// The workspace of `scratch` (on `stream`), grown to at least `bytes`; the caller holds the device's
+// lock.
+void* grow(Scratch& scratch, int device, Stream stream, size_t bytes) {
+  if (bytes == 0) return scratch.workspace;
+  if (scratch.workspace != nullptr && scratch.workspace_bytes >= bytes) return scratch.workspace;
   StreamGuard guard(stream);
-  slot = alloc.allocate(bytes);
-  slot_bytes = bytes;
-  return slot;
+  void* const bigger = device_allocator(device).allocate(bytes);
+  if (scratch.workspace != nullptr) scratch.retired.push_back(scratch.workspace);
+  scratch.workspace = bigger;
+  scratch.workspace_bytes = bytes;
+  return bigger;
 }
 
 // A temporary device block on the current stream, returned to the allocator when dropped.
@@ -653,7 +653,7 @@ void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* 
   const Descs& d = pr.d;
   const size_t ws_bytes = pr.ws_bytes;
   Scratch& scratch = state.scratch[stream];
-  void* const ws = grow(device, stream, scratch.workspace, scratch.workspace_bytes, ws_bytes);
+  void* const ws = grow(scratch, device, stream, ws_bytes);
 
   // The fused call only with a bias of the caller's: a zero bias would be persistent device memory
   // that a CUDA graph capture could record without ever initializing it.

@@ -26,7 +26,8 @@
 //
 // State: one cuDNN handle per device (created on first use, never destroyed; cudnnSetStream per
 // call, under the handle's lock), a workspace per (device, stream) from the caching allocator that
-// grows to the largest an algorithm needed, the chosen algorithms cached in-process per
+// grows to the largest an algorithm needed (an outgrown one is kept, not freed: a CUDA graph may
+// have recorded it), the chosen algorithms cached in-process per
 // (problem_key, device architecture, search), and per (device, problem_key, algorithm) the
 // descriptors, workspace size and fused-call verdict that forward() made on its first call, so a
 // later call only sets the stream and enqueues. Thread-safe.

@@ -660,13 +660,27 @@ TEST(CudaAllocator, FreesDuringACaptureAreHeldByTheGraph) {
   rc::StreamGuard guard(s);
   rc::CudaCachingAllocator& alloc = rc::current_allocator();
   void* inside = nullptr;
+  void* reused = nullptr;
+  void* other_size = nullptr;
+  alloc.reset_peak();
+  const rc::AllocatorStats before = alloc.stats();
   std::optional<rc::CudaGraph> graph;
   graph.emplace(rc::CudaGraph::capture(s, [&] {
     inside = alloc.allocate(4096);
     rc::driver::memset_d8(inside, 1, 4096, s);
     alloc.free(inside);
+    // Within the same capture a freed block may back a later tensor of its size class: the replay
+    // runs the old tensor's last use before the new one's first write, in stream order.
+    other_size = alloc.allocate(8192);
+    reused = alloc.allocate(4000);
+    rc::driver::memset_d8(reused, 2, 4000, s);
+    alloc.free(reused);
+    alloc.free(other_size);
   }));
-  EXPECT_EQ(graph->held_blocks(), 1u);
+  EXPECT_EQ(reused, inside) << "a block freed earlier in the capture was not reused within it";
+  EXPECT_NE(other_size, inside);
+  EXPECT_EQ(graph->held_blocks(), 2u) << "each block held once, however often it was reused";
+  EXPECT_EQ(alloc.stats().peak - before.allocated, 4096u + 8192u) << "the capture's peak is its working set";
   graph->replay(s);
   void* after = alloc.allocate(4096);
   EXPECT_NE(after, inside) << "a block the graph writes was handed out";
