@@ -42,6 +42,15 @@ def cuda_time(fn, repeats: int = 20, warmup: int = 3) -> float:
     return times[len(times) // 2]
 
 
+def save(results: dict) -> None:
+    """Writes what is measured so far, so a run cut short by the GPU script's time limit (torch.compile
+    of ResNet-50 alone can take minutes on a cold cache) still leaves its earlier figures."""
+    out_dir = os.environ.get("OUT", "gpu_out")
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "gpu_bench.json"), "w") as f:
+        json.dump(results, f, indent=2)
+
+
 def flow_peak_bytes(fn) -> int:
     """Device memory one call of `fn` allocates at its peak beyond what was live before it."""
     flow.cuda.synchronize()
@@ -104,6 +113,20 @@ def resnet_rows(results: dict) -> None:
             print(f"{name} failed: {type(e).__name__}: {e}")
     t_eager = cuda_time(torch_eager, repeats=10)
     results.setdefault("resnet50_peak_mib", {})["torch_eager"] = torch_peak_bytes(torch_eager) / 2**20
+    flops = 2 * 4.09e9 * 64  # ResNet-50 multiply-adds at 224x224, times batch
+
+    def add_rows(t_comp):
+        results["workloads"] = [r for r in results["workloads"] if not r["name"].startswith("resnet50 b64")]
+        for name, (t, err) in variants.items():
+            results["workloads"].append({"name": f"resnet50 b64 fp16: {name}", "flow_jit_s": t,
+                                         "torch_eager_s": t_eager, "torch_compile_s": t_comp,
+                                         "floor_s": flops / 989e12, "max_err": err, "images_per_s": 64 / t})
+        save(results)
+
+    add_rows(None)  # before torch.compile, which may not finish in the time left
+    if "flow jit (heuristic)" in variants and "flow jit (exhaustive)" in variants:
+        results["conv_search"] = {"heuristic_s": variants["flow jit (heuristic)"][0],
+                                  "exhaustive_s": variants["flow jit (exhaustive)"][0]}
     t_comp = None
     try:
         comp = torch.compile(tm)
@@ -116,14 +139,7 @@ def resnet_rows(results: dict) -> None:
         t_comp = cuda_time(torch_compiled, repeats=10)
     except Exception as e:
         print("torch.compile failed:", e)
-    flops = 2 * 4.09e9 * 64  # ResNet-50 multiply-adds at 224x224, times batch
-    for name, (t, err) in variants.items():
-        results["workloads"].append({"name": f"resnet50 b64 fp16: {name}", "flow_jit_s": t, "torch_eager_s": t_eager,
-                                     "torch_compile_s": t_comp, "floor_s": flops / 989e12, "max_err": err,
-                                     "images_per_s": 64 / t})
-    if "flow jit (heuristic)" in variants and "flow jit (exhaustive)" in variants:
-        results["conv_search"] = {"heuristic_s": variants["flow jit (heuristic)"][0],
-                                  "exhaustive_s": variants["flow jit (exhaustive)"][0]}
+    add_rows(t_comp)
 
 
 def main() -> None:
@@ -164,6 +180,7 @@ def main() -> None:
     row = {"name": "chain 2^28", "flow_jit_s": t_flow, "torch_eager_s": t_torch, "torch_compile_s": t_comp,
            "floor_s": floor, "fraction_of_copy_bw": floor / t_flow, "max_err": err}
     results["workloads"].append(row)
+    save(results)
 
     def softmax(m):
         return lambda x: m.softmax(x, dim=-1)
@@ -196,6 +213,7 @@ def main() -> None:
         nbytes = 2 * rows * cols * 4
         results["workloads"].append({"name": name, "flow_jit_s": tf, "torch_eager_s": tt, "torch_compile_s": tc,
                                      "floor_s": nbytes / bw, "max_err": err})
+        save(results)
 
     resnet_rows(results)
 
@@ -209,10 +227,7 @@ def main() -> None:
     if "resnet50_peak_mib" in results:
         print("resnet50 b64 fp16 peak memory of one call (MiB):",
               ", ".join(f"{k} {v:.0f}" for k, v in results["resnet50_peak_mib"].items()))
-    out_dir = os.environ.get("OUT", "gpu_out")
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "gpu_bench.json"), "w") as f:
-        json.dump(results, f, indent=2)
+    save(results)
 
 
 if __name__ == "__main__":
