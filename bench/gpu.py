@@ -51,25 +51,16 @@ def save(results: dict) -> None:
         json.dump(results, f, indent=2)
 
 
-def flow_peak_bytes(fn) -> int:
-    """Device memory one call of `fn` allocates at its peak beyond what was live before it."""
-    flow.cuda.synchronize()
-    base = flow.cuda.memory_allocated()
-    flow.cuda.reset_peak_memory_stats()
+def peak_bytes(cuda, fn) -> int:
+    """Device memory one call of `fn` allocates at its peak beyond what was live before it, read
+    through `cuda` (flow.cuda or torch.cuda: flow keeps torch's names)."""
+    cuda.synchronize()
+    base = cuda.memory_allocated()
+    cuda.reset_peak_memory_stats()
     out = fn()
-    flow.cuda.synchronize()
+    cuda.synchronize()
     del out
-    return flow.cuda.max_memory_allocated() - base
-
-
-def torch_peak_bytes(fn) -> int:
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    out = fn()
-    torch.cuda.synchronize()
-    del out
-    return torch.cuda.max_memory_allocated() - base
+    return cuda.max_memory_allocated() - base
 
 
 def resnet_rows(results: dict) -> None:
@@ -108,11 +99,11 @@ def resnet_rows(results: dict) -> None:
                         ref.float().abs().max().cpu())
             variants[name] = (cuda_time(lambda: jm(fx), repeats=10), err)
             if name == "flow jit (heuristic)":
-                results["resnet50_peak_mib"] = {"flow_jit": flow_peak_bytes(lambda: jm(fx)) / 2**20}
+                results["resnet50_peak_mib"] = {"flow_jit": peak_bytes(flow.cuda, lambda: jm(fx)) / 2**20}
         except Exception as e:  # keep the other figures
             print(f"{name} failed: {type(e).__name__}: {e}")
     t_eager = cuda_time(torch_eager, repeats=10)
-    results.setdefault("resnet50_peak_mib", {})["torch_eager"] = torch_peak_bytes(torch_eager) / 2**20
+    results.setdefault("resnet50_peak_mib", {})["torch_eager"] = peak_bytes(torch.cuda, torch_eager) / 2**20
     flops = 2 * 4.09e9 * 64  # ResNet-50 multiply-adds at 224x224, times batch
 
     def add_rows(t_comp):

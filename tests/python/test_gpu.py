@@ -119,22 +119,26 @@ def test_jit_chain_softmax_layernorm_on_gpu():
     assert g.num_kernels == 1
 
 
+def matmul_chain(x, w):
+    """Eight matrix products in a row: each intermediate is dead once the next product has read it."""
+    for _ in range(8):
+        x = x @ w
+    return x
+
+
+def matmul_chain_inputs(n: int):
+    x = torch.randn(n, n, device="cuda")
+    w = torch.randn(n, n, device="cuda") / n ** 0.5
+    return x, w, to_flow_cuda(x), to_flow_cuda(w)
+
+
 def test_jit_run_frees_intermediates_after_last_use():
     # A chain of 8 matrix products: each intermediate is dead once the next product has read it, so
     # a run's peak is a few intermediates, not all seven (CUDA runs drop them as CPU runs do; the
     # caching allocator's stream order makes the reuse safe while kernels are in flight).
-    n = 1024
-    mb = n * n * 4
-
-    def chain(x, w):
-        for _ in range(8):
-            x = x @ w
-        return x
-
-    x = torch.randn(n, n, device="cuda")
-    w = torch.randn(n, n, device="cuda") / n ** 0.5
-    fx, fw = to_flow_cuda(x), to_flow_cuda(w)
-    f = flow.jit(chain)
+    n, mb = 1024, 1024 * 1024 * 4
+    x, w, fx, fw = matmul_chain_inputs(n)
+    f = flow.jit(matmul_chain)
     first = f(fx, fw)  # compiles, allocates the library workspaces
     del first
     flow.cuda.synchronize()
@@ -144,7 +148,7 @@ def test_jit_run_frees_intermediates_after_last_use():
     flow.cuda.synchronize()
     peak = flow.cuda.max_memory_allocated() - base
     assert mb <= peak <= 3 * mb, (peak / mb, "intermediates of 4 MiB held at once")
-    torch.testing.assert_close(to_torch(out), chain(x, w).cpu(), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(to_torch(out), matmul_chain(x, w).cpu(), rtol=1e-4, atol=1e-4)
 
 
 def test_cuda_graph_holds_its_working_set_not_every_intermediate():
@@ -153,18 +157,9 @@ def test_cuda_graph_holds_its_working_set_not_every_intermediate():
     # static inputs (2), one held intermediate and the static output, where holding all seven
     # intermediates would be ten blocks. (64 MiB blocks: a 32 MiB library workspace the capture
     # stream may allocate stays below the bound either way.)
-    n = 4096
-    mb = n * n * 4
-
-    def chain(x, w):
-        for _ in range(8):
-            x = x @ w
-        return x
-
-    x = torch.randn(n, n, device="cuda")
-    w = torch.randn(n, n, device="cuda") / n ** 0.5
-    fx, fw = to_flow_cuda(x), to_flow_cuda(w)
-    f = flow.jit(chain, cuda_graphs=True)
+    n, mb = 4096, 4096 * 4096 * 4
+    x, w, fx, fw = matmul_chain_inputs(n)
+    f = flow.jit(matmul_chain, cuda_graphs=True)
     f(fx, fw)  # warms up (the result is dropped at once)
     flow.cuda.synchronize()
     base = flow.cuda.memory_allocated()
@@ -173,7 +168,7 @@ def test_cuda_graph_holds_its_working_set_not_every_intermediate():
     assert f.executable.graph_captured, f.explain()[:2000]
     kept = flow.cuda.memory_allocated() - base - mb  # less the returned output
     assert kept <= 5 * mb, (kept / mb, "blocks kept by the graph")
-    torch.testing.assert_close(to_torch(out), chain(x, w).cpu(), rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(to_torch(out), matmul_chain(x, w).cpu(), rtol=1e-3, atol=1e-3)
     out2 = f(fx, fw)
     assert f.executable.num_graph_replays == 1
     torch.testing.assert_close(to_torch(out2), to_torch(out), rtol=0, atol=0)
