@@ -25,10 +25,10 @@
 #include <stdexcept>
 #include <utility>
 
-#include "runtime/cublaslt_epilogue.h"
 #include "runtime/cuda_allocator.h"
 #include "runtime/cuda_stream.h"
 #include "runtime/dynlib.h"
+#include "runtime/epilogue_kernel.h"
 
 #if defined(FLOW_HAVE_CUDA_HEADERS) && __has_include(<cublasLt.h>)
 #include <cublasLt.h>
@@ -378,7 +378,7 @@ cublasLtEpilogue_t epilogue(const MatmulProblem& p) {
 
 // The algorithm cache: problem + alignments + device (+ whether the split was forced) -> the
 // heuristic's first algorithm, and whether it is for the default epilogue with the bias and
-// activation split off (runtime/cublaslt_epilogue.h).
+// activation split off (runtime/epilogue_kernel.h).
 struct Choice {
   cublasLtMatmulAlgo_t algo{};
   bool split = false;
@@ -498,8 +498,16 @@ void run(const MatmulProblem& p, const void* a, const void* b, const void* bias,
                                      &choice.algo, ws, kWorkspaceBytes, stream),
                 "cublasLtMatmul", context);
   if (choice.split) {
-    apply_split_epilogue(p.out_type, p.activation, p.bias ? bias : nullptr, out, p.batch, p.m, p.n, out_ld(p),
-                         p.out_batch, stream);
+    EpilogueShape shape;
+    shape.batch = p.batch;
+    shape.rows = p.m;
+    shape.cols = p.n;
+    shape.row_stride = out_ld(p);
+    shape.batch_stride = p.out_batch;
+    const EpilogueActivation act = p.activation == Activation::Relu       ? EpilogueActivation::Relu
+                                   : p.activation == Activation::GeluTanh ? EpilogueActivation::GeluTanh
+                                                                          : EpilogueActivation::None;
+    apply_bias_activation(p.out_type, act, p.bias ? bias : nullptr, out, shape, stream);
     split_runs().fetch_add(1, std::memory_order_relaxed);
   }
 }

@@ -76,7 +76,7 @@ bool supported(const MatmulProblem& p, std::string* why);
 void matmul(const MatmulProblem& p, const void* a, const void* b, const void* bias, const void* residual, void* out,
             Stream stream);
 
-// The split epilogue (runtime/cublaslt_epilogue.h): when cuBLASLt's heuristic offers no algorithm
+// The split epilogue (runtime/epilogue_kernel.h): when cuBLASLt's heuristic offers no algorithm
 // for a fused bias / activation epilogue, matmul() runs the product with the default epilogue and
 // applies bias and activation with a small NVRTC kernel; the choice is cached with the algorithm.
 // force_split_epilogue(true), or FLOW_CUBLASLT_SPLIT_EPILOGUE=1 in the environment (read once),

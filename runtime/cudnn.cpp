@@ -28,6 +28,7 @@
 #include "runtime/cuda_allocator.h"
 #include "runtime/cuda_stream.h"
 #include "runtime/dynlib.h"
+#include "runtime/epilogue_kernel.h"
 
 #if defined(FLOW_HAVE_CUDA_HEADERS) && defined(FLOW_HAVE_CUDNN_HEADERS)
 #include <cudnn.h>
@@ -66,9 +67,7 @@ namespace flow::runtime::cuda::cudnn {
   X(cudnnFindConvolutionForwardAlgorithmEx)      \
   X(cudnnGetConvolutionForwardWorkspaceSize)     \
   X(cudnnConvolutionForward)                     \
-  X(cudnnConvolutionBiasActivationForward)       \
-  X(cudnnAddTensor)                              \
-  X(cudnnActivationForward)
+  X(cudnnConvolutionBiasActivationForward)
 
 namespace {
 
@@ -626,7 +625,7 @@ void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* 
   ensure_context(device);
   const auto algo_enum = static_cast<cudnnConvolutionFwdAlgo_t>(algo.id);
   const std::string algo_name = kAlgoNames[algo.id];  // algo.name may be empty (an Algo from a record)
-  const float one = 1.0f, zero = 0.0f;
+  const float one = 1.0f;
 
   DeviceState& state = device_state(device);
   std::lock_guard<std::mutex> lock(state.mu);
@@ -685,11 +684,23 @@ void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* 
   FLOW_DNN_CHECK(a.cudnnConvolutionForward(h, &one, d.conv.x.get(), x, d.conv.w.get(), w, d.conv.conv.get(), algo_enum,
                                            ws, ws_bytes, &beta, d.y.get(), y),
                  "cudnnConvolutionForward(" + algo_name + ")", context);
-  if (p.bias)
-    FLOW_DNN_CHECK(a.cudnnAddTensor(h, &one, d.bias.get(), bias, &one, d.y.get(), y), "cudnnAddTensor(bias)", context);
-  if (p.relu)
-    FLOW_DNN_CHECK(a.cudnnActivationForward(h, pr.act.get(), &one, d.y.get(), y, &zero, d.y.get(), y),
-                   "cudnnActivationForward(relu)", context);
+  // Bias and relu in one pass over y (runtime/epilogue_kernel.h), not cuDNN's add and activation
+  // calls (two passes): the bias is per channel, a column of NHWC's rows, a row of an NCHW image.
+  EpilogueShape shape;
+  if (p.w_nhwc) {
+    shape.rows = p.n * p.out_h * p.out_w;
+    shape.cols = p.k;
+    shape.row_stride = p.k;
+  } else {
+    shape.batch = p.n;
+    shape.rows = p.k;
+    shape.cols = p.out_h * p.out_w;
+    shape.row_stride = p.out_h * p.out_w;
+    shape.batch_stride = p.k * p.out_h * p.out_w;
+    shape.bias_per_row = true;
+  }
+  apply_bias_activation(p.dtype, p.relu ? EpilogueActivation::Relu : EpilogueActivation::None, p.bias ? bias : nullptr,
+                        y, shape, stream);
 }
 
 void load() {

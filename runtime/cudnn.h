@@ -18,9 +18,9 @@
 // Epilogue: y = relu(conv(x, w) + bias + z). With relu and a bias the fused
 // cudnnConvolutionBiasActivationForward runs first (without a residual z is y with alpha2 = 0, as
 // torch does); when cuDNN refuses the configuration (any status but success or a failed execution),
-// forward falls back to cudnnConvolutionForward (beta = 1 over z, copied into y first unless z is y),
-// cudnnAddTensor for the bias and cudnnActivationForward for the relu (NaN propagating, as
-// torch.relu), and remembers per problem which path worked. Otherwise the unfused sequence runs
+// forward falls back to cudnnConvolutionForward (beta = 1 over z, copied into y first unless z is y)
+// followed by one pass of flow's epilogue kernel for the bias and the relu (runtime/epilogue_kernel.h;
+// NaN propagating, as torch.relu), and remembers per problem which path worked. Otherwise the unfused sequence runs
 // directly (no zero-bias block: persistent memory initialized by a memset could be recorded, never
 // run, by a CUDA graph capture).
 //

@@ -25,13 +25,13 @@
 #include "cuda_test_util.h"
 #include "runtime/buffer.h"
 #include "runtime/cublaslt.h"
-#include "runtime/cublaslt_epilogue.h"
 #include "runtime/cuda_copy.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/cuda_stream.h"
 #include "runtime/cudnn.h"
 #include "runtime/data_type.h"
 #include "runtime/dynlib.h"
+#include "runtime/epilogue_kernel.h"
 #include "runtime/nvrtc.h"
 #include "test_util.h"
 
@@ -521,20 +521,19 @@ TEST(CudaLibs, CudnnSymbolsResolve) {
   std::printf("[flow] %s from %s\n", dnn::version().c_str(), lib->path().c_str());
 }
 
-// The split epilogue (taken when cuBLASLt has no algorithm for a fused one) is NVRTC-compiled on
-// the device's arch: it must compile for every architecture CUDA 13 targets, with all three entry
-// points and no local memory.
-TEST(CudaLibs, SplitEpilogueKernelsCompileForEveryArch) {
+// The epilogue kernel (cuBLASLt's split epilogue, cuDNN's unfused bias and relu) is NVRTC-compiled
+// for the device's arch: it must compile for every architecture CUDA 13 targets, with all three
+// entry points and no local memory.
+TEST(CudaLibs, EpilogueKernelsCompileForEveryArch) {
   FLOW_REQUIRE_NVRTC();
   for (const char* arch : {"sm_75", "sm_80", "sm_90"}) {
     SCOPED_TRACE(arch);
     const runtime::NvrtcResult r =
-        runtime::nvrtc_compile(lt::split_epilogue_source(), "flow_split_epilogue_test", arch, {}, {});
+        runtime::nvrtc_compile(rc::epilogue_kernel_source(), "flow_epilogue_test", arch, {}, {});
     EXPECT_FALSE(r.cubin.empty());
     for (const DataType t : {DataType::Float32, DataType::Float16, DataType::BFloat16})
-      EXPECT_TRUE(contains(r.ptx, std::string(".entry ") + lt::split_epilogue_kernel_name(t)))
-          << lt::split_epilogue_kernel_name(t);
-    EXPECT_FALSE(contains(r.ptx, ".local")) << "local memory in the split epilogue";
+      EXPECT_TRUE(contains(r.ptx, std::string(".entry ") + rc::epilogue_kernel_name(t))) << rc::epilogue_kernel_name(t);
+    EXPECT_FALSE(contains(r.ptx, ".local")) << "local memory in the epilogue kernel";
   }
 }
 

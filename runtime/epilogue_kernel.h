@@ -1,0 +1,47 @@
+// Note: the one epilogue kernel of the GPU library calls, for the cases the library cannot fuse:
+//   out = act(out + bias)   in place, bias broadcast along rows or along columns.
+// - cuBLASLt (runtime/cublaslt.h): when the heuristic offers no algorithm for a fused bias /
+//   activation epilogue, the product runs with the default epilogue (the residual stays fused: it
+//   is C with beta = 1, which every algorithm takes) and this kernel applies the rest; the bias is
+//   one value per column of the row-major output.
+// - cuDNN (runtime/cudnn.h): when the fused convolution-bias-activation call is refused, or there
+//   is no activation to fuse, the convolution (with the residual as beta = 1) is followed by this
+//   kernel instead of cuDNN's separate add and activation calls (one pass over the output instead
+//   of two); the bias is per channel: per column in NHWC, per row of each image in NCHW.
+// The arithmetic is float, as in the libraries' own epilogues; a half output is rounded twice
+// (after the library call and after the epilogue) instead of once, within the type's tolerance.
+//
+// The kernel is small fixed CUDA C++ compiled by NVRTC once per architecture on first use and loaded
+// once per device (CudaModule::get). It needs no headers: half and bfloat16 are converted with PTX
+// cvt instructions and integer rounding, so it compiles for any sm_XX.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "runtime/cuda_driver.h"
+#include "runtime/data_type.h"
+
+namespace flow::runtime::cuda {
+
+enum class EpilogueActivation { None, Relu, GeluTanh };  // relu propagates NaN, as torch's does
+
+// `batch` matrices of `rows` x `cols` elements: element (b, r, c) at
+// b * batch_stride + r * row_stride + c.
+struct EpilogueShape {
+  int64_t batch = 1, rows = 0, cols = 0;
+  int64_t row_stride = 0, batch_stride = 0;
+  bool bias_per_row = false;  // bias[r] (NCHW channels) instead of bias[c] (GEMM columns, NHWC)
+};
+
+// The CUDA C++ of the three kernels (one per element type: float32, float16, bfloat16), with
+// extern "C" entry points named by epilogue_kernel_name().
+const std::string& epilogue_kernel_source();
+const char* epilogue_kernel_name(DataType type);
+
+// Applies `bias` (of `type`; null for none) and `activation` in place to `out` (of `type`, laid out
+// as `shape`), on `stream` of the current device; nothing to do returns at once. Compiles and loads
+// the kernel the first time. Throws CudaError or NvrtcError naming what failed.
+void apply_bias_activation(DataType type, EpilogueActivation activation, const void* bias, void* out,
+                           const EpilogueShape& shape, Stream stream);
+
+}  // namespace flow::runtime::cuda
