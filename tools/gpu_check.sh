@@ -192,22 +192,41 @@ import torch"; rc_before=$?
     fi
   fi
 fi
-if [ -d "$root/tests/python" ]; then
-  if [ "$python_module" = ON ] && ls "$root"/python/flow/_C*.so > /dev/null 2>&1; then
-    PYTHONPATH="$root/python" step pytest-gpu 200 "${PY_M[@]}" pytest -m gpu "$root/tests/python" -q \
-      -p no:cacheprovider --junitxml="$OUT/pytest_gpu.xml"
-    rc=$?
-    if [ $rc -eq 5 ]; then echo "[gpu_check] pytest: no test is marked gpu (exit 5)" | tee -a "$SUMMARY"; fi
+# Order: the model and library tests (test_gpu.py), then the benchmark (the only source of GPU
+# figures), then the per-op sweeps (test_gpu_ops.py, many small NVRTC compiles on a cold cache).
+# -v -rfE: one line per test as it finishes, so a step killed at its limit still shows how far it
+# got and what failed.
+pytest_gpu() {  # pytest_gpu STEP LIMIT FILE...
+  local name=$1 limit=$2
+  shift 2
+  PYTHONPATH="$root/python" step "$name" "$limit" "${PY_M[@]}" pytest -m gpu "$@" -v -rfE --tb=short \
+    -p no:cacheprovider --junitxml="$OUT/${name//-/_}.xml"
+  local rc=$?
+  if [ $rc -eq 5 ]; then echo "[gpu_check] $name: no test is marked gpu (exit 5)" | tee -a "$SUMMARY"; fi
+}
+have_module=0
+[ "$python_module" = ON ] && ls "$root"/python/flow/_C*.so > /dev/null 2>&1 && have_module=1
+if [ -f "$root/tests/python/test_gpu.py" ]; then
+  if [ $have_module -eq 1 ]; then
+    pytest_gpu pytest-gpu 130 "$root/tests/python/test_gpu.py"
   else
     record pytest-gpu SKIPPED 125 0 "the Python module was not built"
   fi
 fi
 
 if [ -f "$root/bench/gpu.py" ]; then
-  if [ "$python_module" = ON ]; then
+  if [ $have_module -eq 1 ]; then
     PYTHONPATH="$root/python:$root/bench" step bench-gpu 180 "${PY_S[@]}" "$root/bench/gpu.py"
   else
     record bench-gpu SKIPPED 125 0 "the Python module was not built"
+  fi
+fi
+
+if [ -d "$root/tests/python" ]; then
+  if [ $have_module -eq 1 ]; then
+    pytest_gpu pytest-gpu-ops 80 "$root/tests/python" --ignore "$root/tests/python/test_gpu.py"
+  else
+    record pytest-gpu-ops SKIPPED 125 0 "the Python module was not built"
   fi
 fi
 
