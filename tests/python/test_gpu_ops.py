@@ -1,8 +1,9 @@
 """The op sweeps of test_ops.py on a CUDA device (marker `gpu`; run by tools/gpu_check.sh, skipped
 where flow finds no device): every unary, binary, reduction and softmax op of those tables, in
 float32, float16 and bfloat16, over the same shapes (0, 1, odd, large) and layouts (transposed,
-sliced, expanded views made on the device), against PyTorch on CUDA. Outputs are poisoned
-(FLOW_POISON_OUTPUTS=1) so an unwritten element shows up.
+sliced, expanded views made on the device), against PyTorch on CUDA; and the structural ops
+(concatenation, padding, indexing, arg-reductions, scans, norms, pooling, resampling) eagerly and
+under flow.jit. Outputs are poisoned (FLOW_POISON_OUTPUTS=1) so an unwritten element shows up.
 """
 import os
 
@@ -21,6 +22,9 @@ pytestmark = [
 ]
 
 GPU_DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+# Where the tensors live: "cuda". (A run of these functions with "cpu" checks their own logic on a
+# machine without a GPU.)
+DEVICE = "cuda"
 
 
 def gpu_pair(shape, dtype, gen, layout="contiguous", **kw):
@@ -29,7 +33,7 @@ def gpu_pair(shape, dtype, gen, layout="contiguous", **kw):
     shape = tuple(shape)
 
     def both(base):
-        return base.cuda(), to_flow(base).cuda()
+        return base.to(DEVICE), to_flow(base).to(DEVICE)
 
     if layout == "contiguous" or len(shape) == 0:
         return both(make(shape, dtype, gen, **kw))
@@ -51,7 +55,7 @@ def check(torch_fn, flow_fn, targs, fargs, msg, rtol=None, atol=None):
         return
     expected = torch_fn(*targs)
     actual = flow_fn(*fargs)
-    assert actual.device.type == "cuda", msg
+    assert actual.device.type == DEVICE, msg
     assert_same(actual.cpu(), expected.cpu(), rtol=rtol, atol=atol, msg=msg)
 
 
@@ -65,7 +69,7 @@ def gpu_tol(rtol, atol, dtype):
 def test_layout_helper_makes_device_views(gen):
     for layout in T.LAYOUTS[1:]:
         t, f = gpu_pair((5, 7), torch.float32, gen, layout)
-        assert not f.is_contiguous() and f.is_cuda, layout
+        assert not f.is_contiguous() and f.device.type == DEVICE, layout
         assert tuple(f.stride()) == tuple(t.stride()), layout
 
 
@@ -142,3 +146,69 @@ def test_where_and_clamp_on_gpu(dtype, gen):
     check(torch.where, flow.where, [c, a, b], [fc, fa, fb], f"where {dtype} (cuda)")
     check(lambda x: torch.clamp(x, -0.5, 1.5), lambda x: flow.clamp(x, -0.5, 1.5), [a], [fa], f"clamp {dtype} (cuda)")
     assert TOL[dtype]  # the tolerance table covers the dtype
+
+
+# ---- structural ops: views and copies, indexing, arg-reductions, scans, norms, pooling, resampling --
+# Each runs eagerly and under flow.jit on the device, on a contiguous input and on a transposed view,
+# against torch on the same device. `m` is torch or flow, `F` its functional module, `dev` the device
+# of index tensors. Arithmetic ones get the dtype's rounding tolerance; the rest must match exactly.
+
+
+def _idx(m, dev, values):
+    return m.tensor(values, device=dev)
+
+
+STRUCTURAL = {  # name: (fn(m, F, a, dev), exact)
+    "cat": (lambda m, F, a, dev: m.cat([a, a * 2], dim=1), True),
+    "stack": (lambda m, F, a, dev: m.stack([a, a], dim=-1), True),
+    "pad_constant": (lambda m, F, a, dev: F.pad(a, (1, 2, 0, 3), value=0.5), True),
+    "pad_reflect": (lambda m, F, a, dev: F.pad(a, (1, 2, 2, 1), mode="reflect"), True),
+    "pad_replicate": (lambda m, F, a, dev: F.pad(a, (3, 0, 1, 1), mode="replicate"), True),
+    "index_select": (lambda m, F, a, dev: m.index_select(a, 2, _idx(m, dev, [0, 3, 3, 7])), True),
+    "gather": (lambda m, F, a, dev: m.gather(a, 3, m.arange(2 * 3 * 8 * 4, device=dev).reshape(2, 3, 8, 4) % 9), True),
+    "permute_contiguous": (lambda m, F, a, dev: a.permute(0, 2, 3, 1).contiguous(), True),
+    "flip": (lambda m, F, a, dev: m.flip(a, [1, 3]), True),
+    "tril": (lambda m, F, a, dev: m.tril(a), True),
+    "masked_fill": (lambda m, F, a, dev: a.masked_fill(a > 0.5, -1.0), True),
+    "embedding": (lambda m, F, a, dev: F.embedding(_idx(m, dev, [[0, 2], [1, 4]]), a.reshape(-1, 9)[:5]), True),
+    "argmax": (lambda m, F, a, dev: m.argmax(a, dim=2), True),
+    "argmin_keepdim": (lambda m, F, a, dev: m.argmin(a, dim=-1, keepdim=True), True),
+    "max_pool2d": (lambda m, F, a, dev: F.max_pool2d(a, 3, stride=2, padding=1), True),
+    "interpolate_nearest": (lambda m, F, a, dev: F.interpolate(a, scale_factor=2, mode="nearest"), True),
+    "cumsum": (lambda m, F, a, dev: m.cumsum(a, dim=3), False),
+    "layer_norm": (lambda m, F, a, dev: F.layer_norm(a, (9,)), False),
+    "group_norm": (lambda m, F, a, dev: F.group_norm(a, 3), False),
+    "batch_norm_eval": (lambda m, F, a, dev: F.batch_norm(
+        a, m.zeros(3, device=dev) + 0.1, m.ones(3, device=dev) * 2.0, m.ones(3, device=dev) * 1.5,
+        m.zeros(3, device=dev) - 0.2, False), False),
+    "avg_pool2d": (lambda m, F, a, dev: F.avg_pool2d(a, 2), False),
+    "adaptive_avg_pool2d": (lambda m, F, a, dev: F.adaptive_avg_pool2d(a, 1), False),
+    "interpolate_bilinear": (lambda m, F, a, dev: F.interpolate(a, size=(5, 13), mode="bilinear",
+                                                                align_corners=False), False),
+    "softplus": (lambda m, F, a, dev: F.softplus(a), False),
+    "log_softmax": (lambda m, F, a, dev: F.log_softmax(a, dim=1), False),
+}
+# Arithmetic results: both libraries compute in float32 and round once, up to summation order.
+STRUCTURAL_TOL = {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2)}
+
+
+@pytest.mark.parametrize("dtype", GPU_DTYPES, ids=str)
+@pytest.mark.parametrize("op", list(STRUCTURAL))
+def test_structural_op_on_gpu(op, dtype, gen):
+    import torch.nn.functional as TF
+
+    fn, exact = STRUCTURAL[op]
+    rtol, atol = (0.0, 0.0) if exact else STRUCTURAL_TOL[dtype]
+    jitted = flow.jit(lambda a: fn(flow, flow.nn.functional, a, DEVICE))
+    for layout in ("contiguous", "transposed"):
+        if layout == "contiguous":
+            t, f = gpu_pair((2, 3, 8, 9), dtype, gen)
+        else:  # a (2, 3, 8, 9) view of a (2, 3, 9, 8) tensor
+            tb, fb = gpu_pair((2, 3, 9, 8), dtype, gen)
+            t, f = tb.transpose(2, 3), fb.transpose(2, 3)
+        expected = fn(torch, TF, t, DEVICE)
+        for how, run in (("eager", lambda x: fn(flow, flow.nn.functional, x, DEVICE)), ("jit", jitted)):
+            actual = run(f)
+            msg = f"{op} {dtype} {layout} {how} ({DEVICE})"
+            assert actual.device.type == DEVICE, msg
+            assert_same(actual.cpu(), expected.cpu(), rtol=rtol, atol=atol, msg=msg)
