@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,51 +37,90 @@ __device__ __forceinline__ void flow_store(flow_bf16* p, float x) {
   p->bits = (x != x) ? (unsigned short)((u >> 16) | 0x40u) : (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
-// act: 0 none, 1 relu (NaN propagates, as torch's), 2 GELU, tanh approximation.
-template <class T>
-__device__ __forceinline__ void flow_epilogue(T* out, const T* bias, int act, int bias_per_row, long long batch,
-                                              long long rows, long long cols, long long row_stride,
-                                              long long batch_stride) {
-  const long long total = batch * rows * cols;
-  const long long step = (long long)gridDim.x * blockDim.x;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
-    const long long c = i % cols;
-    const long long br = i / cols;
-    const long long r = br % rows;
-    T* p = out + (br / rows) * batch_stride + r * row_stride + c;
-    float v = flow_to_float(*p);
-    if (bias) v += flow_to_float(bias[bias_per_row ? r : c]);
-    if (act == 1) {
-      v = (v > 0.f || v != v) ? v : 0.f;
-    } else if (act == 2) {
-      v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+// Vectors of V elements along a row, loaded and stored whole (16 bytes when V * sizeof(T) == 16).
+template <class T, int V>
+struct __align__(sizeof(T) * V) flow_vec {
+  T v[V];
+};
+
+// act: 0 none, 1 relu (NaN propagates, as torch's), 2 GELU, tanh approximation. I is the index
+// type: 32-bit when every offset fits (integer division is much cheaper), else 64-bit. The host
+// checked that V divides cols and both strides and that out (and a per-column bias) is aligned.
+template <class I, class T, int V>
+__device__ __forceinline__ void flow_epilogue_loop(T* out, const T* bias, int act, int bias_per_row, I batch, I rows,
+                                                   I cols, I row_stride, I batch_stride) {
+  const I vcols = cols / V;
+  const I total = batch * rows * vcols;
+  const I step = (I)gridDim.x * blockDim.x;
+  for (I j = (I)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += step) {
+    const I c = (j % vcols) * V;
+    const I br = j / vcols;
+    const I r = br % rows;
+    flow_vec<T, V>* p = reinterpret_cast<flow_vec<T, V>*>(out + (br / rows) * batch_stride + r * row_stride + c);
+    flow_vec<T, V> x = *p;
+    flow_vec<T, V> b;
+    if (bias) {
+      if (bias_per_row) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) b.v[k] = bias[r];
+      } else {
+        b = *reinterpret_cast<const flow_vec<T, V>*>(bias + c);
+      }
     }
-    flow_store(p, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      float v = flow_to_float(x.v[k]);
+      if (bias) v += flow_to_float(b.v[k]);  // (no "+ 0" without a bias: it would turn -0 into +0)
+      if (act == 1) {
+        v = (v > 0.f || v != v) ? v : 0.f;
+      } else if (act == 2) {
+        v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+      }
+      flow_store(&x.v[k], v);
+    }
+    *p = x;
   }
 }
 
-#define FLOW_EPILOGUE_ENTRY(name, T)                                                                           \
-  extern "C" __global__ void name(T* out, const T* bias, int act, int bias_per_row, long long batch,           \
+#define FLOW_EPILOGUE_ENTRY(name, T, V)                                                                        \
+  extern "C" __global__ void name(T* out, const T* bias, int act, int bias_per_row, int narrow, long long batch, \
                                   long long rows, long long cols, long long row_stride, long long batch_stride) { \
-    flow_epilogue(out, bias, act, bias_per_row, batch, rows, cols, row_stride, batch_stride);                 \
+    if (narrow)                                                                                                \
+      flow_epilogue_loop<unsigned, T, V>(out, bias, act, bias_per_row, (unsigned)batch, (unsigned)rows,         \
+                                         (unsigned)cols, (unsigned)row_stride, (unsigned)batch_stride);         \
+    else                                                                                                       \
+      flow_epilogue_loop<unsigned long long, T, V>(out, bias, act, bias_per_row, batch, rows, cols, row_stride, \
+                                                   batch_stride);                                              \
   }
-FLOW_EPILOGUE_ENTRY(flow_epilogue_f32, float)
-FLOW_EPILOGUE_ENTRY(flow_epilogue_f16, flow_f16)
-FLOW_EPILOGUE_ENTRY(flow_epilogue_bf16, flow_bf16)
+FLOW_EPILOGUE_ENTRY(flow_epilogue_f32, float, 1)
+FLOW_EPILOGUE_ENTRY(flow_epilogue_f32_v4, float, 4)
+FLOW_EPILOGUE_ENTRY(flow_epilogue_f16, flow_f16, 1)
+FLOW_EPILOGUE_ENTRY(flow_epilogue_f16_v8, flow_f16, 8)
+FLOW_EPILOGUE_ENTRY(flow_epilogue_bf16, flow_bf16, 1)
+FLOW_EPILOGUE_ENTRY(flow_epilogue_bf16_v8, flow_bf16, 8)
 )";
   return source;
 }
 
-const char* epilogue_kernel_name(DataType type) {
+const char* epilogue_kernel_name(DataType type, bool vector) {
   switch (type) {
     case DataType::Float32:
-      return "flow_epilogue_f32";
+      return vector ? "flow_epilogue_f32_v4" : "flow_epilogue_f32";
     case DataType::Float16:
-      return "flow_epilogue_f16";
+      return vector ? "flow_epilogue_f16_v8" : "flow_epilogue_f16";
     case DataType::BFloat16:
-      return "flow_epilogue_bf16";
+      return vector ? "flow_epilogue_bf16_v8" : "flow_epilogue_bf16";
   }
   throw std::logic_error("flow: epilogue kernel: unknown data type");
+}
+
+int epilogue_vector_width(DataType type, const void* bias, const void* out, const EpilogueShape& s) {
+  const int v = static_cast<int>(16 / data_type_size(type));
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool fits = s.cols % v == 0 && (s.rows <= 1 || s.row_stride % v == 0) &&
+                    (s.batch <= 1 || s.batch_stride % v == 0) && aligned(out) &&
+                    (bias == nullptr || s.bias_per_row || aligned(bias));
+  return fits ? v : 1;
 }
 
 namespace {
@@ -106,9 +146,14 @@ void apply_bias_activation(DataType type, EpilogueActivation activation, const v
   const DeviceProps& props = device_props(current_device());
   const std::shared_ptr<const CudaModule> module =
       CudaModule::get("flow_epilogue/" + props.arch, cubin_for(props.arch));
-  const Function f = module->function(epilogue_kernel_name(type));
+  const int width = epilogue_vector_width(type, bias, out, shape);
+  const Function f = module->function(epilogue_kernel_name(type, width > 1));
+  // 32-bit indexing when the largest offset (and the element count) fits in it.
+  const long long reach = (shape.batch - 1) * shape.batch_stride + (shape.rows - 1) * shape.row_stride + shape.cols;
+  int narrow = std::max(total, reach) < (1LL << 32) ? 1 : 0;
   constexpr unsigned kThreads = 256;
-  const long long blocks_needed = (total + kThreads - 1) / kThreads;
+  const long long vectors = total / width;
+  const long long blocks_needed = (vectors + kThreads - 1) / kThreads;
   const unsigned blocks =
       static_cast<unsigned>(std::min<long long>(blocks_needed, static_cast<long long>(props.sm_count) * 8));
   int act = activation == EpilogueActivation::Relu ? 1 : activation == EpilogueActivation::GeluTanh ? 2 : 0;
@@ -117,8 +162,8 @@ void apply_bias_activation(DataType type, EpilogueActivation activation, const v
   const void* bias_arg = bias;
   long long batch = shape.batch, rows = shape.rows, cols = shape.cols;
   long long row_stride = shape.row_stride, batch_stride = shape.batch_stride;
-  std::array<void*, 9> params = {&out_arg, &bias_arg, &act,        &bias_per_row, &batch,
-                                 &rows,    &cols,     &row_stride, &batch_stride};
+  std::array<void*, 10> params = {&out_arg, &bias_arg, &act,  &bias_per_row, &narrow,
+                                  &batch,   &rows,     &cols, &row_stride,   &batch_stride};
   launch(f, {blocks, 1, 1}, {kThreads, 1, 1}, 0, stream, params.data(), "bias + activation epilogue");
 }
 

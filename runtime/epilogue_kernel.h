@@ -11,6 +11,10 @@
 // The arithmetic is float, as in the libraries' own epilogues; a half output is rounded twice
 // (after the library call and after the epilogue) instead of once, within the type's tolerance.
 //
+// It is memory-bound, so it reads and writes 16-byte vectors along a row where the shape and
+// alignment allow, and indexes in 32 bits where every offset fits (64-bit integer division costs
+// more than the memory traffic).
+//
 // The kernel is small fixed CUDA C++ compiled by NVRTC once per architecture on first use and loaded
 // once per device (CudaModule::get). It needs no headers: half and bfloat16 are converted with PTX
 // cvt instructions and integer rounding, so it compiles for any sm_XX.
@@ -33,10 +37,14 @@ struct EpilogueShape {
   bool bias_per_row = false;  // bias[r] (NCHW channels) instead of bias[c] (GEMM columns, NHWC)
 };
 
-// The CUDA C++ of the three kernels (one per element type: float32, float16, bfloat16), with
-// extern "C" entry points named by epilogue_kernel_name().
+// The CUDA C++ of the kernels (per element type: float32, float16, bfloat16; each one element at a
+// time, or in 16-byte vectors along a row), with extern "C" entry points named by
+// epilogue_kernel_name().
 const std::string& epilogue_kernel_source();
-const char* epilogue_kernel_name(DataType type);
+const char* epilogue_kernel_name(DataType type, bool vector);
+// The elements per access apply_bias_activation uses: 16 bytes' worth when the row length and
+// strides are multiples of it and out (and a per-column bias) are 16-byte aligned, else 1.
+int epilogue_vector_width(DataType type, const void* bias, const void* out, const EpilogueShape& shape);
 
 // Applies `bias` (of `type`; null for none) and `activation` in place to `out` (of `type`, laid out
 // as `shape`), on `stream` of the current device; nothing to do returns at once. Compiles and loads

@@ -522,8 +522,8 @@ TEST(CudaLibs, CudnnSymbolsResolve) {
 }
 
 // The epilogue kernel (cuBLASLt's split epilogue, cuDNN's unfused bias and relu) is NVRTC-compiled
-// for the device's arch: it must compile for every architecture CUDA 13 targets, with all three
-// entry points and no local memory.
+// for the device's arch: it must compile for every architecture CUDA 13 targets, with every entry
+// point, 16-byte vector accesses in the vector entries and no local memory.
 TEST(CudaLibs, EpilogueKernelsCompileForEveryArch) {
   FLOW_REQUIRE_NVRTC();
   for (const char* arch : {"sm_75", "sm_80", "sm_90"}) {
@@ -532,9 +532,46 @@ TEST(CudaLibs, EpilogueKernelsCompileForEveryArch) {
         runtime::nvrtc_compile(rc::epilogue_kernel_source(), "flow_epilogue_test", arch, {}, {});
     EXPECT_FALSE(r.cubin.empty());
     for (const DataType t : {DataType::Float32, DataType::Float16, DataType::BFloat16})
-      EXPECT_TRUE(contains(r.ptx, std::string(".entry ") + rc::epilogue_kernel_name(t))) << rc::epilogue_kernel_name(t);
+      for (const bool vector : {false, true}) {
+        const std::string name = rc::epilogue_kernel_name(t, vector);
+        const size_t at = r.ptx.find(".entry " + name + "(");
+        ASSERT_NE(at, std::string::npos) << name;
+        const size_t end = r.ptx.find("\n}", at);
+        const std::string body = r.ptx.substr(at, end - at);
+        EXPECT_EQ(contains(body, "ld.global.v4"), vector) << name << ": 16-byte loads only in vector entries";
+        EXPECT_EQ(contains(body, "st.global.v4"), vector) << name;
+      }
     EXPECT_FALSE(contains(r.ptx, ".local")) << "local memory in the epilogue kernel";
   }
+}
+
+// Vector width: 16 bytes' worth when the shape and pointers allow it (pure host logic).
+TEST(CudaLibs, EpilogueVectorWidth) {
+  alignas(16) static char block[256];
+  rc::EpilogueShape nhwc;
+  nhwc.rows = 10;
+  nhwc.cols = 64;
+  nhwc.row_stride = 64;
+  EXPECT_EQ(rc::epilogue_vector_width(DataType::Float16, block, block, nhwc), 8);
+  EXPECT_EQ(rc::epilogue_vector_width(DataType::Float32, block, block, nhwc), 4);
+  EXPECT_EQ(rc::epilogue_vector_width(DataType::Float16, block + 2, block, nhwc), 1) << "misaligned bias";
+  EXPECT_EQ(rc::epilogue_vector_width(DataType::Float16, nullptr, block + 16, nhwc), 8);
+  EXPECT_EQ(rc::epilogue_vector_width(DataType::Float16, nullptr, block + 8, nhwc), 1) << "misaligned out";
+  rc::EpilogueShape odd = nhwc;
+  odd.cols = 60;
+  odd.row_stride = 60;
+  EXPECT_EQ(rc::epilogue_vector_width(DataType::Float16, nullptr, block, odd), 1);
+  EXPECT_EQ(rc::epilogue_vector_width(DataType::Float32, nullptr, block, odd), 4);
+  rc::EpilogueShape nchw;  // per-row bias: its alignment does not matter
+  nchw.batch = 2;
+  nchw.rows = 3;
+  nchw.cols = 56 * 56;
+  nchw.row_stride = 56 * 56;
+  nchw.batch_stride = 3 * 56 * 56;
+  nchw.bias_per_row = true;
+  EXPECT_EQ(rc::epilogue_vector_width(DataType::BFloat16, block + 2, block, nchw), 8);
+  nchw.batch_stride = 3 * 56 * 56 + 1;
+  EXPECT_EQ(rc::epilogue_vector_width(DataType::BFloat16, block + 2, block, nchw), 1) << "batch stride";
 }
 
 namespace {
