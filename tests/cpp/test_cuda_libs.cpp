@@ -1220,6 +1220,14 @@ TEST(CudaLibsGpu, ConvHalfAndBfloat16) {
         c.residual = false;
         c.relu = false;
         run_conv_case(c, ++salt);
+        // The unfused epilogue kernel in 16-byte vectors: 16 channels (NHWC) or 8 x 8 outputs (NCHW)
+        // per row; with a bias alone, and with a relu alone.
+        c.h = 8;
+        c.w = 8;
+        run_conv_case(c, ++salt);
+        c.bias = false;
+        c.relu = true;
+        run_conv_case(c, ++salt);
       }
 }
 
