@@ -116,7 +116,7 @@ int64_t out_ld(const MatmulProblem& p) {
   return p.m == 1 ? p.n : p.out_row;
 }
 
-// force_split_epilogue(): 1 on, 0 off, -1 not set (then FLOW_CUBLASLT_SPLIT_EPILOGUE decides).
+// force_split_epilogue(): 1 forced, -1 not (then FLOW_CUBLASLT_SPLIT_EPILOGUE decides).
 std::atomic<int>& split_setting() {
   static std::atomic<int> setting{-1};
   return setting;
@@ -140,7 +140,7 @@ std::atomic<int64_t>& split_runs() {
 }  // namespace
 
 void force_split_epilogue(bool on) {
-  split_setting().store(on ? 1 : 0, std::memory_order_relaxed);
+  split_setting().store(on ? 1 : -1, std::memory_order_relaxed);
 }
 
 int64_t split_epilogue_runs() {
@@ -463,24 +463,28 @@ void run(const MatmulProblem& p, const void* a, const void* b, const void* bias,
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d, context);
     // The heuristic's first algorithm for `desc` as set now; false when it has none (for an
     // epilogue that the data types or alignments do not allow, it answers NOT_SUPPORTED or nothing).
-    auto first_algorithm = [&](cublasLtMatmulAlgo_t* algo) {
+    // With `any_failure`, every failed query counts as "none" (the fused query: the plain query
+    // that follows it reports real errors).
+    auto first_algorithm = [&](cublasLtMatmulAlgo_t* algo, bool any_failure) {
       cublasLtMatmulHeuristicResult_t result{};
       int returned = 0;
       const cublasStatus_t status = api().cublasLtMatmulAlgoGetHeuristic(h, desc.get(), la.get(), lb.get(), lc.get(),
                                                                          ld.get(), pref.get(), 1, &result, &returned);
-      if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && returned < 1)) return false;
+      const bool none = status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && returned < 1);
+      if (none || (any_failure && (status != CUBLAS_STATUS_SUCCESS || result.state != CUBLAS_STATUS_SUCCESS)))
+        return false;
       FLOW_LT_CHECK(status, "cublasLtMatmulAlgoGetHeuristic", context);
       if (result.state != CUBLAS_STATUS_SUCCESS) fail(result.state, "cublasLtMatmulAlgoGetHeuristic (result)", context);
       *algo = result.algo;
       return true;
     };
-    const bool fused = !force_split && first_algorithm(&choice.algo);
+    const bool fused = !force_split && first_algorithm(&choice.algo, has_epilogue);
     if (!fused && !has_epilogue)
       fail(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic (no algorithm)", context);
     if (!fused) {
       // No algorithm with this epilogue: the product alone (residual included), then the kernel.
       set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(CUBLASLT_EPILOGUE_DEFAULT), context);
-      if (!first_algorithm(&choice.algo))
+      if (!first_algorithm(&choice.algo, false))
         fail(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic (no algorithm, even without the epilogue)",
              context);
       choice.split = true;
