@@ -46,6 +46,22 @@ void* CudaCachingAllocator::allocate(size_t bytes) {
       }
     }
   }
+  void* const p = allocate_locked(size, bytes, stream);
+  if (!capturing_.empty()) {
+    auto c = capturing_.find(stream);
+    if (c != capturing_.end()) {
+      try {
+        c->second.born.insert(p);
+      } catch (...) {
+        // Out of host memory: the block will be held, not reused, if freed during the capture.
+      }
+    }
+  }
+  return p;
+}
+
+// A block from the stream's free list or the driver (caller holds mu_).
+void* CudaCachingAllocator::allocate_locked(size_t size, size_t bytes, Stream stream) {
   void* p = nullptr;
   auto it = free_.find({stream, size});
   if (it != free_.end() && !it->second.empty()) {
@@ -102,7 +118,7 @@ void CudaCachingAllocator::free(void* p) noexcept {
       try {
         c->second.held.push_back(p);  // held for the graph: stays live until release_held
         try {
-          c->second.reusable[it->second.size].push_back(p);
+          if (c->second.born.count(p) > 0) c->second.reusable[it->second.size].push_back(p);
         } catch (...) {
           // Out of host memory: held but not reusable within the capture (still correct).
         }
@@ -179,6 +195,11 @@ size_t CudaCachingAllocator::empty_cache() {
   return release_cached_locked();
 }
 
+bool CudaCachingAllocator::capturing() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !capturing_.empty();
+}
+
 AllocatorStats CudaCachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
@@ -227,6 +248,10 @@ size_t empty_cache() {
     std::lock_guard<std::mutex> lock(a.mu);
     for (auto& kv : a.by_device) all.push_back(kv.second.get());
   }
+  // A capture on any device may be invalidated by another device's synchronize (thread-local
+  // capture mode forbids it on the capturing thread): then nothing is emptied.
+  for (auto* alloc : all)
+    if (alloc->capturing()) return 0;
   size_t released = 0;
   for (auto* alloc : all) released += alloc->empty_cache();
   return released;

@@ -18,10 +18,11 @@
 // stream between begin_capture(s) and end_capture(s) is held instead of cached: every replay of the
 // graph still writes it, so it must not be handed to anyone else; the graph gives the held blocks
 // back with release_held() when it is destroyed. Within the capture, a later allocation of the same
-// size class on s may take a held block again, as torch's private graph pools allow: the graph
-// records the last read of the old tensor and the first write of the new one in s's order, and
-// replays them in that order. A captured run that frees intermediates after their last use then
-// holds its largest working set, not the sum of its intermediates.
+// size class on s may take a held block again if it was also allocated during the capture, as
+// torch's private graph pools allow: the graph records the last read of the old tensor and the
+// first write of the new one in s's order, and replays them in that order. (A block allocated
+// before the capture holds data the graph may read on every replay; it is held, never reused.) A captured run that
+// frees intermediates after their last use then holds its largest working set, not the sum of its intermediates.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +30,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -72,6 +74,7 @@ class CudaCachingAllocator {
   std::vector<void*> end_capture(Stream s);
   void release_held(const std::vector<void*>& blocks) noexcept;
   int device() const { return device_; }
+  bool capturing() const;  // a capture is in progress on one of this device's streams
 
   static size_t round_size(size_t bytes);
 
@@ -81,7 +84,8 @@ class CudaCachingAllocator {
     size_t requested = 0;
     Stream stream = nullptr;
   };
-  size_t release_cached_locked();       // caller holds mu_ and has synchronized
+  void* allocate_locked(size_t size, size_t bytes, Stream stream);  // caller holds mu_
+  size_t release_cached_locked();                                   // caller holds mu_ and has synchronized
   void cache_locked(void* p) noexcept;  // moves a live block to its free list; caller holds mu_
 
   const int device_;
@@ -95,6 +99,7 @@ class CudaCachingAllocator {
   struct Capture {
     std::vector<void*> held;
     std::map<size_t, std::vector<void*>> reusable;
+    std::unordered_set<void*> born;  // allocated on the stream during this capture
   };
   std::map<Stream, Capture> capturing_;
   AllocatorStats stats_;
@@ -104,7 +109,8 @@ class CudaCachingAllocator {
 CudaCachingAllocator& device_allocator(int device);
 // The allocator of current_device().
 CudaCachingAllocator& current_allocator();
-// empty_cache() on every device that has an allocator; the bytes released.
+// empty_cache() on every device that has an allocator; the bytes released. Does nothing while a
+// capture is in progress on any device.
 size_t empty_cache();
 
 }  // namespace flow::runtime::cuda

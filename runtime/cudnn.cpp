@@ -423,8 +423,8 @@ Descs descs(const ConvProblem& p, const std::string& context) {
 
 // Per-stream scratch memory of a device: the workspace (grown to the largest request), allocated
 // on its stream. A workspace that is outgrown is retired, never freed: a CUDA graph captured on the
-// stream may have recorded it, and every replay still writes it (retired blocks are bounded by the
-// few sizes a stream's workspace grows through).
+// stream may have recorded it, and every replay still writes it. Growth at least doubles, so what
+// is retired stays below the size of the workspace in use.
 struct Scratch {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
@@ -472,11 +472,13 @@ DeviceState& device_state(int device) {
 void* grow(Scratch& scratch, int device, Stream stream, size_t bytes) {
   if (bytes == 0) return scratch.workspace;
   if (scratch.workspace != nullptr && scratch.workspace_bytes >= bytes) return scratch.workspace;
+  // At least double: the retired blocks then add up to less than the workspace in use.
+  const size_t size = std::max(bytes, 2 * scratch.workspace_bytes);
   StreamGuard guard(stream);
-  void* const bigger = device_allocator(device).allocate(bytes);
+  void* const bigger = device_allocator(device).allocate(size);
   if (scratch.workspace != nullptr) scratch.retired.push_back(scratch.workspace);
   scratch.workspace = bigger;
-  scratch.workspace_bytes = bytes;
+  scratch.workspace_bytes = size;
   return bigger;
 }
 

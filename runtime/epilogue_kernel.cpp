@@ -148,14 +148,16 @@ void apply_bias_activation(DataType type, EpilogueActivation activation, const v
       CudaModule::get("flow_epilogue/" + props.arch, cubin_for(props.arch));
   const int width = epilogue_vector_width(type, bias, out, shape);
   const Function f = module->function(epilogue_kernel_name(type, width > 1));
-  // 32-bit indexing when the largest offset (and the element count) fits in it.
-  const long long reach = (shape.batch - 1) * shape.batch_stride + (shape.rows - 1) * shape.row_stride + shape.cols;
-  int narrow = std::max(total, reach) < (1LL << 32) ? 1 : 0;
   constexpr unsigned kThreads = 256;
   const long long vectors = total / width;
   const long long blocks_needed = (vectors + kThreads - 1) / kThreads;
   const unsigned blocks =
       static_cast<unsigned>(std::min<long long>(blocks_needed, static_cast<long long>(props.sm_count) * 8));
+  // 32-bit indexing when the largest offset fits in it, and so does the loop counter one grid
+  // stride past the last vector (where it stops; it must not wrap around).
+  const long long reach = (shape.batch - 1) * shape.batch_stride + (shape.rows - 1) * shape.row_stride + shape.cols;
+  const long long counter_end = vectors + static_cast<long long>(blocks) * kThreads;
+  int narrow = std::max({total, reach, counter_end}) < (1LL << 32) ? 1 : 0;
   int act = activation == EpilogueActivation::Relu ? 1 : activation == EpilogueActivation::GeluTanh ? 2 : 0;
   int bias_per_row = shape.bias_per_row ? 1 : 0;
   void* out_arg = out;

@@ -1141,8 +1141,8 @@ TEST(CudaLibsGpu, ConvFloat32) {
   uint64_t salt = 500;
   const std::vector<std::function<void(ConvCase&)>> variants = {
       [](ConvCase&) {},
-      [](ConvCase& c) { c.bias = true; },  // unfused: conv + cudnnAddTensor
-      [](ConvCase& c) { c.relu = true; },  // fused, zero bias, z = y with alpha2 0
+      [](ConvCase& c) { c.bias = true; },  // unfused: the convolution, then the epilogue kernel
+      [](ConvCase& c) { c.relu = true; },  // unfused (no bias to fuse): the epilogue kernel's relu
       [](ConvCase& c) {
         c.bias = true;
         c.relu = true;

@@ -662,10 +662,20 @@ TEST(CudaAllocator, FreesDuringACaptureAreHeldByTheGraph) {
   void* inside = nullptr;
   void* reused = nullptr;
   void* other_size = nullptr;
+  // A block allocated before the capture and freed in it may hold data the graph reads on every
+  // replay: it is held, never reused within the capture. (Freeing one first also leaves a cached
+  // block, so the empty_cache() below has something it must not release.)
+  void* before_capture = alloc.allocate(4096);
+  void* cached = alloc.allocate(1 << 16);
+  alloc.free(cached);
+  void* not_reused = nullptr;
   alloc.reset_peak();
   const rc::AllocatorStats before = alloc.stats();
   std::optional<rc::CudaGraph> graph;
   graph.emplace(rc::CudaGraph::capture(s, [&] {
+    alloc.free(before_capture);
+    not_reused = alloc.allocate(4096);
+    alloc.free(not_reused);
     inside = alloc.allocate(4096);
     rc::driver::memset_d8(inside, 1, 4096, s);
     alloc.free(inside);
@@ -679,10 +689,13 @@ TEST(CudaAllocator, FreesDuringACaptureAreHeldByTheGraph) {
     // Emptying the cache would synchronize the device and invalidate the capture: it does nothing.
     EXPECT_EQ(rc::empty_cache(), 0u);
   }));
+  EXPECT_NE(not_reused, before_capture) << "a block from before the capture was reused within it";
+  EXPECT_EQ(inside, not_reused) << "a block freed earlier in the capture was not reused within it";
   EXPECT_EQ(reused, inside) << "a block freed earlier in the capture was not reused within it";
   EXPECT_NE(other_size, inside);
-  EXPECT_EQ(graph->held_blocks(), 2u) << "each block held once, however often it was reused";
+  EXPECT_EQ(graph->held_blocks(), 3u) << "each block held once, however often it was reused";
   EXPECT_EQ(alloc.stats().peak - before.allocated, 4096u + 8192u) << "the capture's peak is its working set";
+  EXPECT_GE(alloc.stats().cached, size_t{1} << 16) << "empty_cache() released blocks during the capture";
   graph->replay(s);
   void* after = alloc.allocate(4096);
   EXPECT_NE(after, inside) << "a block the graph writes was handed out";
