@@ -131,6 +131,10 @@ def resnet_rows(results: dict) -> None:
     except Exception as e:
         print("torch.compile failed:", e)
     add_rows(t_comp)
+    # How the convolutions ran on this device (fused cuDNN calls or the epilogue kernel after them).
+    results["library_counters"] = flow.cuda.library_counters()
+    print("library calls:", results["library_counters"])
+    save(results)
 
 
 def main() -> None:

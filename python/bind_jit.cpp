@@ -16,9 +16,11 @@
 #include "jit/kernel_cache.h"
 #include "jit/profile.h"
 #include "py_executable.h"
+#include "runtime/cublaslt.h"
 #include "runtime/cuda_allocator.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/cuda_stream.h"
+#include "runtime/cudnn.h"
 #include "runtime/onednn.h"
 
 namespace flow::python {
@@ -243,6 +245,19 @@ void bind_jit(py::module_& m) {
     py::gil_scoped_release release;
     return runtime::cuda::cuda_available() ? runtime::cuda::empty_cache() : size_t{0};
   });
+  m.def(
+      "cuda_library_counters",
+      [] {
+        const runtime::cuda::cudnn::Counters c = runtime::cuda::cudnn::counters();
+        py::dict d;
+        d["cudnn_fused"] = c.fused;
+        d["cudnn_unfused"] = c.unfused;
+        d["cudnn_fused_refused"] = c.refused;
+        d["cudnn_last_refusal"] = c.last_refusal;
+        d["cublaslt_split_epilogue"] = runtime::cuda::cublaslt::split_epilogue_runs();
+        return d;
+      },
+      "How the GPU library calls ran: cuDNN fused / unfused convolutions, refusals, cuBLASLt split epilogues");
   m.def("cuda_current_device", [] { return runtime::cuda::cuda_available() ? runtime::cuda::current_device() : 0; });
   m.def("default_cuda_arch", &jit::default_cuda_arch);
   m.def("reset_cache_stats", [] { jit::global_kernel_cache().reset_stats(); });

@@ -237,6 +237,25 @@ std::string problem_key(const ConvProblem& p) {
   return s;
 }
 
+namespace {
+
+struct CounterState {
+  std::mutex mu;
+  Counters c;
+};
+CounterState& counter_state() {
+  static auto* s = new CounterState();  // never destroyed, like the handles
+  return *s;
+}
+
+}  // namespace
+
+Counters counters() {
+  CounterState& s = counter_state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.c;
+}
+
 std::vector<std::string> symbol_names() {
   return {
 #define FLOW_X(fn) FLOW_DNN_STR(fn),
@@ -672,10 +691,22 @@ void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* 
     if (st == CUDNN_STATUS_SUCCESS || execution_failed) {
       if (st != CUDNN_STATUS_SUCCESS) fail(st, "cudnnConvolutionBiasActivationForward(" + algo_name + ")", context);
       pr.fused = 1;
+      CounterState& cs = counter_state();
+      std::lock_guard<std::mutex> counter_lock(cs.mu);
+      ++cs.c.fused;
       return;
     }
-    last_error();  // not supported for this configuration: clear the detail, take the unfused path
+    const std::string detail = last_error();  // not supported here: take the unfused path
     pr.fused = 0;
+    CounterState& cs = counter_state();
+    std::lock_guard<std::mutex> counter_lock(cs.mu);
+    ++cs.c.refused;
+    cs.c.last_refusal = context + " (" + algo_name + "): " + status_text(st) + (detail.empty() ? "" : "; " + detail);
+  }
+  {
+    CounterState& cs = counter_state();
+    std::lock_guard<std::mutex> counter_lock(cs.mu);
+    ++cs.c.unfused;
   }
 
   if (p.residual && z != y) {

@@ -100,6 +100,16 @@ Algo choose(const ConvProblem& p, Search search, const void* x, const void* w, v
 void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* w, const void* bias, const void* z,
              void* y, Stream stream);
 
+// How forward() has run since the process started, for diagnosing a device: `fused` calls of
+// cudnnConvolutionBiasActivationForward, `unfused` ones (the convolution, then the epilogue kernel
+// for whatever bias and relu there is), `refused` problems whose fused call cuDNN turned down, and
+// the latest refusal ("<problem key>: <status>", "" when none).
+struct Counters {
+  int64_t fused = 0, unfused = 0, refused = 0;
+  std::string last_refusal;
+};
+Counters counters();
+
 // Every cuDNN entry point flow resolves (the same list with or without the headers).
 std::vector<std::string> symbol_names();
 // dlopens cuDNN (load_cuda_library(CudaLib::Cudnn)) and resolves every symbol; throws

@@ -81,6 +81,15 @@ def reset_peak_memory_stats(device: Union[int, str, "_dtype.device", None] = Non
     _C.cuda_reset_peak_memory(_device_index(device))
 
 
+def library_counters() -> Dict[str, object]:
+    """flow's own diagnostics of its GPU library calls since the process started: convolutions run
+    through cuDNN's fused convolution-bias-activation call ("cudnn_fused") or as the convolution
+    followed by flow's epilogue kernel ("cudnn_unfused"), the problems whose fused call cuDNN refused
+    and the latest refusal, and cuBLASLt products whose epilogue was split off because cuBLASLt had
+    no algorithm for it ("cublaslt_split_epilogue")."""
+    return dict(_C.cuda_library_counters())
+
+
 def empty_cache() -> None:
     """Returns every cached (free) block to the driver, on every device; live tensors stay."""
     _C.cuda_empty_cache()

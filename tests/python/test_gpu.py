@@ -245,10 +245,16 @@ def test_jit_conv_epilogue_is_fused_into_cudnn(dtype):
     b = torch.randn(16, device="cuda", dtype=dtype)
     r = torch.randn(2, 16, 12, 12, device="cuda", dtype=dtype)
     jf = flow.jit(block(flow))
+    before = flow.cuda.library_counters()
     got = jf(*[to_flow_cuda(t) for t in (x, w, b, r)])
     check_lib(got, block(torch)(x, w, b, r), dtype)
     assert jf.num_kernels == 0, jf.explain(False)  # bias, residual and relu all in the cuDNN call
     assert "cuDNN" in jf.explain(False)
+    # One convolution ran, through the fused call or (cuDNN refusing it) the epilogue kernel.
+    after = flow.cuda.library_counters()
+    ran = {k: after[k] - before[k] for k in ("cudnn_fused", "cudnn_unfused")}
+    assert sum(ran.values()) == 1, (ran, after["cudnn_last_refusal"])
+    print(f"{dtype}: {ran}; last refusal: {after['cudnn_last_refusal'] or 'none'}")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

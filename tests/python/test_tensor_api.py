@@ -670,7 +670,11 @@ def test_cuda_memory_api_names_and_arguments():
     for bad in ("cpu", -1, True):
         with pytest.raises(ValueError, match="cuda device"):
             flow.cuda.memory_allocated(bad)
+    counters = flow.cuda.library_counters()
+    assert set(counters) == {"cudnn_fused", "cudnn_unfused", "cudnn_fused_refused", "cudnn_last_refusal",
+                             "cublaslt_split_epilogue"}
     if not flow.cuda.is_available():
+        assert counters["cudnn_fused"] == counters["cudnn_unfused"] == counters["cublaslt_split_epilogue"] == 0
         assert flow.cuda.memory_allocated() == 0 and flow.cuda.max_memory_allocated() == 0
         assert all(v == 0 for v in flow.cuda.memory_stats().values())
 
