@@ -194,12 +194,12 @@ import torch"; rc_before=$?
 fi
 # Order: the model and library tests (test_gpu.py), then the benchmark (the only source of GPU
 # figures), then the per-op sweeps (test_gpu_ops.py, many small NVRTC compiles on a cold cache).
-# -v -rfE: one line per test as it finishes, so a step killed at its limit still shows how far it
-# got and what failed.
+# -v: one line per test as it finishes, so a step killed at its limit still shows how far it got;
+# -rfEP: the failures, and what passing tests printed (which path the library calls took).
 pytest_gpu() {  # pytest_gpu STEP LIMIT FILE...
   local name=$1 limit=$2
   shift 2
-  PYTHONPATH="$root/python" step "$name" "$limit" "${PY_M[@]}" pytest -m gpu "$@" -v -rfE --tb=short \
+  PYTHONPATH="$root/python" step "$name" "$limit" "${PY_M[@]}" pytest -m gpu "$@" -v -rfEP --tb=short \
     -p no:cacheprovider --junitxml="$OUT/${name//-/_}.xml"
   local rc=$?
   if [ $rc -eq 5 ]; then echo "[gpu_check] $name: no test is marked gpu (exit 5)" | tee -a "$SUMMARY"; fi
