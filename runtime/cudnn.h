@@ -19,10 +19,11 @@
 // cudnnConvolutionBiasActivationForward runs first (without a residual z is y with alpha2 = 0, as
 // torch does); when cuDNN refuses the configuration (any status but success or a failed execution),
 // forward falls back to cudnnConvolutionForward (beta = 1 over z, copied into y first unless z is y)
-// followed by one pass of flow's epilogue kernel for the bias and the relu (runtime/epilogue_kernel.h;
-// NaN propagating, as torch.relu), and remembers per problem which path worked. Otherwise the unfused sequence runs
-// directly (no zero-bias block: persistent memory initialized by a memset could be recorded, never
-// run, by a CUDA graph capture).
+// followed by one pass of flow's epilogue kernel for the bias and the relu
+// (runtime/epilogue_kernel.h; NaN and -0 pass through the relu, as in torch.relu), and remembers
+// per problem which path worked. Otherwise (no bias, or no relu) the unfused sequence runs directly
+// (no zero-bias block: persistent memory initialized by a memset could be recorded, never run, by a
+// CUDA graph capture).
 //
 // State: one cuDNN handle per device (created on first use, never destroyed; cudnnSetStream per
 // call, under the handle's lock), a workspace per (device, stream) from the caching allocator that

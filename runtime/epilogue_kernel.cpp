@@ -43,7 +43,7 @@ struct __align__(sizeof(T) * V) flow_vec {
   T v[V];
 };
 
-// act: 0 none, 1 relu (NaN propagates, as torch's), 2 GELU, tanh approximation. I is the index
+// act: 0 none, 1 relu (as torch's: NaN and -0 pass through), 2 GELU, tanh approximation. I is the index
 // type: 32-bit when every offset fits (integer division is much cheaper), else 64-bit. The host
 // checked that V divides cols and both strides and that out (and a per-column bias) is aligned.
 template <class I, class T, int V>
@@ -72,7 +72,7 @@ __device__ __forceinline__ void flow_epilogue_loop(T* out, const T* bias, int ac
       float v = flow_to_float(x.v[k]);
       if (bias) v += flow_to_float(b.v[k]);  // (no "+ 0" without a bias: it would turn -0 into +0)
       if (act == 1) {
-        v = (v > 0.f || v != v) ? v : 0.f;
+        v = v < 0.f ? 0.f : v;
       } else if (act == 2) {
         v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
       }

@@ -27,7 +27,7 @@
 
 namespace flow::runtime::cuda {
 
-enum class EpilogueActivation { None, Relu, GeluTanh };  // relu propagates NaN, as torch's does
+enum class EpilogueActivation { None, Relu, GeluTanh };  // relu keeps NaN and -0, as torch's does
 
 // `batch` matrices of `rows` x `cols` elements: element (b, r, c) at
 // b * batch_stride + r * row_stride + c.

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <random>
 #include <set>
@@ -1060,6 +1061,83 @@ TEST(CudaLibsGpu, MatmulEmptyReduction) {
   c.act = lt::Activation::GeluTanh;
   c.in = c.out = DataType::Float16;
   run_matmul_case(c, ++salt);
+}
+
+// The epilogue kernel itself, on device buffers: every element type, bias per column and per row,
+// relu and tanh-GELU, vector and scalar entries (odd widths, padded rows, misaligned starts, batch
+// strides), special values (NaN and -0 pass through relu as in torch, inf), and
+// padding between rows left untouched.
+TEST(CudaLibsGpu, EpilogueKernelMatchesAReference) {
+  FLOW_REQUIRE_GPU();
+  FLOW_REQUIRE_NVRTC();
+  struct Case {
+    int64_t batch, rows, cols, pad;  // pad: extra elements after each row
+    bool bias, per_row;
+    rc::EpilogueActivation act;
+    int64_t offset;  // elements from the buffer's start (misaligns the vector path)
+  };
+  const std::vector<Case> cases = {
+      {1, 37, 64, 0, true, false, rc::EpilogueActivation::None, 0},  // GEMM / NHWC, vectors
+      {1, 37, 64, 0, true, false, rc::EpilogueActivation::Relu, 0},
+      {3, 5, 48, 0, true, true, rc::EpilogueActivation::Relu, 0},       // NCHW, vectors
+      {2, 7, 13, 3, true, false, rc::EpilogueActivation::GeluTanh, 0},  // odd width, padded rows
+      {2, 7, 16, 0, false, false, rc::EpilogueActivation::Relu, 1},     // misaligned: scalar entry
+      {1, 1, 5, 0, true, false, rc::EpilogueActivation::None, 0},
+      {4, 3, 24, 8, false, true, rc::EpilogueActivation::GeluTanh, 0},
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  uint64_t salt = 900;
+  for (const DataType t : {DataType::Float32, DataType::Float16, DataType::BFloat16})
+    for (const Case& c : cases) {
+      const int64_t row_stride = c.cols + c.pad, batch_stride = c.rows * row_stride;
+      SCOPED_TRACE(std::string(runtime::data_type_name(t)) + " batch " + std::to_string(c.batch) + " rows " +
+                   std::to_string(c.rows) + " cols " + std::to_string(c.cols) + " pad " + std::to_string(c.pad) +
+                   (c.bias ? (c.per_row ? " bias/row" : " bias/col") : "") + " act " +
+                   std::to_string(static_cast<int>(c.act)) + " offset " + std::to_string(c.offset));
+      std::mt19937_64 rng = test::rng(++salt);
+      const size_t count = static_cast<size_t>(c.offset + c.batch * batch_stride);
+      std::vector<float> host = random_values(count, t, rng, -3.f, 3.f);
+      const float specials[] = {nan, -0.0f, inf, -inf, 0.0f};
+      for (size_t i = 0; i < 5 && i < host.size(); ++i)
+        host[static_cast<size_t>(c.offset) + i * 3 % c.cols] = specials[i];
+      const std::vector<float> bias_host = random_values(static_cast<size_t>(c.per_row ? c.rows : c.cols), t, rng);
+      auto out = upload(host, t);
+      auto bias = upload(bias_host, t);
+      rc::EpilogueShape shape;
+      shape.batch = c.batch;
+      shape.rows = c.rows;
+      shape.cols = c.cols;
+      shape.row_stride = row_stride;
+      shape.batch_stride = batch_stride;
+      shape.bias_per_row = c.per_row;
+      void* start = static_cast<uint8_t*>(out->data()) + c.offset * runtime::data_type_size(t);
+      if (c.offset == 0 && c.pad == 0 && c.cols % 8 == 0) {
+        EXPECT_GT(rc::epilogue_vector_width(t, c.bias ? bias->data() : nullptr, start, shape), 1);
+      }
+      rc::apply_bias_activation(t, c.act, c.bias ? bias->data() : nullptr, start, shape, rc::current_stream());
+      const std::vector<float> got = download(*out, count, t);
+      int bad = 0;
+      for (size_t i = 0; i < count; ++i) {
+        const int64_t e = static_cast<int64_t>(i) - c.offset;
+        const int64_t col = e >= 0 ? e % row_stride : -1;
+        float want = host[i];
+        if (e >= 0 && col < c.cols) {
+          const int64_t row = e / row_stride % c.rows;
+          double v = host[i];
+          if (c.bias) v += bias_host[static_cast<size_t>(c.per_row ? row : col)];
+          if (c.act == rc::EpilogueActivation::Relu) v = v < 0 ? 0.0 : v;   // torch: NaN and -0 pass
+          if (c.act == rc::EpilogueActivation::GeluTanh) v = gelu_tanh(v);  // torch: -inf gives NaN
+          want = quantize(static_cast<float>(v), t);
+        }
+        const float g = got[i];
+        const bool same =
+            (std::isnan(want) && std::isnan(g)) || (want == g && std::signbit(want) == std::signbit(g)) ||
+            (std::isfinite(want) && std::fabs(g - want) <= rel_tolerance(t) * (std::fabs(want) + 1.0) +
+                                                               2e-3 * (c.act == rc::EpilogueActivation::GeluTanh));
+        if (!same && ++bad <= 5) ADD_FAILURE() << "element " << i << ": got " << g << ", want " << want;
+      }
+      EXPECT_EQ(bad, 0);
+    }
 }
 
 // The fallback for an epilogue cuBLASLt has no algorithm for, forced on every problem: product
