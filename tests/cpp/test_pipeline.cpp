@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "dsl/interpreter.h"
@@ -144,6 +145,42 @@ TEST(Pipeline, IntermediatesAreReleasedAfterTheirLastUse) {
   for (int64_t i = 0; i < rows * cols; ++i) {  // element i of the [cols, rows] output is x's i
     const double ea = std::exp(double(f32(tx)[i]));
     const double ref = (ea + 1) * 2 - 3 + ea;
+    ASSERT_NEAR(f32(out)[i], ref, 1e-5 * (1 + std::fabs(ref))) << i;
+  }
+}
+
+// Kernels load or compile on several threads (FLOW_COMPILE_THREADS); they still come out in plan
+// order, and kernels that differ only in which graph values they compute (the two neg-exp branches)
+// are one compiled kernel (dsl/canonical_names.h).
+TEST(Pipeline, KernelsCompileInParallelInPlanOrder) {
+  struct Threads {
+    Threads() { setenv("FLOW_COMPILE_THREADS", "4", 1); }
+    ~Threads() { unsetenv("FLOW_COMPILE_THREADS"); }
+  } threads;
+  auto rng = test::rng(6);
+  const int64_t n = 4099;
+  dsl::Graph g;
+  const int x = g.add_input({{n}, DType::Float32}, "x");
+  const int y = g.add_input({{n}, DType::Float32}, "y");
+  const int a = g.add("exp", {g.add("neg", {x})});
+  const int b = g.add("exp", {g.add("neg", {y})});
+  g.mark_output(g.add("add", {a, b}));
+  jit::CompileOptions opt;
+  opt.fuse = false;
+  auto exe = jit::compile(g, {}, opt);
+  const auto& kernels = exe->kernels();
+  ASSERT_EQ(kernels.size(), 5u) << exe->explain(false);
+  const std::vector<std::string> order = {"neg", "exp", "neg", "exp", "add"};
+  for (size_t k = 0; k < kernels.size(); ++k)
+    EXPECT_NE(kernels[k]->scheduled.func.name.find(order[k]), std::string::npos)
+        << k << ": " << kernels[k]->scheduled.func.name;
+  EXPECT_EQ(kernels[0].get(), kernels[2].get()) << "identical kernels compiled twice";
+  EXPECT_EQ(kernels[1].get(), kernels[3].get()) << "identical kernels compiled twice";
+  EXPECT_NE(kernels[0].get(), kernels[1].get());
+  const auto tx = random_tensor({n}, rng), ty = random_tensor({n}, rng);
+  const auto out = exe->run({tx, ty}).at(0);
+  for (int64_t i = 0; i < n; ++i) {
+    const double ref = std::exp(-double(f32(tx)[i])) + std::exp(-double(f32(ty)[i]));
     ASSERT_NEAR(f32(out)[i], ref, 1e-5 * (1 + std::fabs(ref))) << i;
   }
 }
