@@ -5,7 +5,9 @@
 #include <cmath>
 #include <limits>
 
+#include "dsl/canonical_names.h"
 #include "dsl/ir_visitor.h"
+#include "dsl/serialize.h"
 #include "dsl/simplify.h"
 #include "test_util.h"
 
@@ -317,6 +319,41 @@ TEST(Equal, Structural) {
   EXPECT_FALSE(equal(make_block_reduce(ReduceOp::Sum, "a", DType::Float32),
                      make_block_reduce(ReduceOp::Max, "a", DType::Float32)));
   EXPECT_TRUE(equal(make_barrier(), make_barrier()));
+}
+
+// Kernels that differ only in the names of their let-bound values serialize identically after
+// canonical_value_names (the kernel cache key); loop variables, buffers and meaning are untouched.
+TEST(CanonicalNames, LetBoundValuesAreRenumberedInBindingOrder) {
+  auto kernel = [](const std::string& first, const std::string& second) {
+    const Expr i = var("i");
+    const Expr a = var(first, DType::Float32), b = var(second, DType::Float32);
+    const Stmt body = make_let(first, load(DType::Float32, "in0", i) + make_float(1, DType::Float32),
+                               make_let(second, a * make_float(2, DType::Float32), make_store("out1", i, a + b)));
+    LoweredFunc f;
+    f.name = "k";
+    f.body = make_for("i", 0, var("n"), ForKind::Serial, body);
+    return f;
+  };
+  const LoweredFunc f7 = kernel("v7", "v3"), f9 = kernel("v9", "v12");
+  std::string s7, s9;
+  serialize(f7, s7);
+  serialize(f9, s9);
+  EXPECT_NE(s7, s9);
+  const LoweredFunc c7 = canonical_value_names(f7), c9 = canonical_value_names(f9);
+  std::string t7, t9;
+  serialize(c7, t7);
+  serialize(c9, t9);
+  EXPECT_EQ(t7, t9);
+  const std::string printed = to_string(c7.body);
+  EXPECT_NE(printed.find("let val0 = "), std::string::npos) << printed;
+  EXPECT_NE(printed.find("let val1 = val0 * 2"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("out1[i] = val0 + val1"), std::string::npos) << printed;
+  EXPECT_EQ(printed.find("v7"), std::string::npos) << printed;
+  // Names that are already canonical, swapped: still a bijection (val1 binds first, becomes val0).
+  const LoweredFunc swapped = canonical_value_names(kernel("val1", "val0"));
+  std::string ts;
+  serialize(swapped, ts);
+  EXPECT_EQ(ts, t7);
 }
 
 }  // namespace
