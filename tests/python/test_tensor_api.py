@@ -762,11 +762,19 @@ def test_transformer_and_resnet_patterns(gen):
         return lib.flatten(y.mean((1, 2)), 1), y.amax(dim=(1, 2)), lib.flatten(y, 1)[:, :7]
 
     exp = vit(torch, t, w, cls) + head(torch, t)
+    exact = vit(torch, t.double(), w.double(), cls.double()) + head(torch, t.double())
     eager = vit(flow, f, fw, fcls) + head(flow, f)
     traced = flow.jit(lambda x, w, c: vit(flow, x, w, c) + head(flow, x))(f, fw, fcls)
-    for a, b, e in zip(eager, traced, exp):  # (fp32 GEMMs in another summation order: 1e-4)
-        assert_same(a, e, rtol=1e-4, atol=1e-4)
-        assert_same(b, e, rtol=1e-4, atol=1e-4)
+    for k, (a, b, e, x) in enumerate(zip(eager, traced, exp, exact)):
+        # Two GEMMs around a softmax, in float32 and another summation order than torch's: each
+        # result may be ~1e-4 from torch's, so the bar is torch's own float32 error against the
+        # float64 result (flow within 4x of it, or of float32 rounding at the output's scale), plus
+        # dtype, shape and NaN checks.
+        bound = max(4 * float((e.double() - x).abs().max()), 2e-6 * (1 + float(x.abs().max())))
+        for got, how in ((a, "eager"), (b, "traced")):
+            assert_same(got, e, rtol=1e-3, atol=1e-3, msg=f"output {k} {how}")
+            err = float((to_torch(got).double() - x).abs().max())
+            assert err <= bound, (k, how, err, bound)
 
 
 def test_large_inputs(gen):
