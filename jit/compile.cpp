@@ -7,14 +7,13 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
-#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
 
-#include "dsl/canonical_names.h"
 #include "dsl/ir_visitor.h"
 #include "dsl/serialize.h"
 #include "jit/backend.h"
@@ -90,20 +89,36 @@ void reset_total_launches() {
   launches().store(0);
 }
 
-std::shared_ptr<const CompiledKernel> get_kernel(const sched::ScheduledKernel& scheduled, const CompileOptions& opt,
-                                                 bool* compiled_now) {
-  if (compiled_now) *compiled_now = false;
-  // Kernels that differ only in the names of their let-bound values are one kernel (one cache key).
-  sched::ScheduledKernel sk = scheduled;
-  sk.func = dsl::canonical_value_names(scheduled.func);
-  const Backend& backend = backend_for(opt.target);
+namespace {
+
+// A kernel's identity in the caches: its serialized loop nest and Params, and their hash with the
+// backend, target and compiler.
+struct KernelKey {
   std::string canonical;
-  dsl::serialize(sk.func, canonical);
-  const std::string params_json = sched::params_to_json(sk.params);
-  const std::string target = opt.target == dsl::Target::CUDA ? opt.cuda_arch : backend.host_target();
-  const dsl::Hash128 key =
-      kernel_cache_key(canonical, params_json, backend.name(), target,
-                       backend.compiler_id() + "/codegen-" + codegen_source_hash(), backend.flags());
+  std::string params_json;
+  std::string target;
+  dsl::Hash128 hash;
+};
+
+KernelKey kernel_key(const sched::ScheduledKernel& sk, const CompileOptions& opt) {
+  const Backend& backend = backend_for(opt.target);
+  KernelKey k;
+  dsl::serialize(sk.func, k.canonical);
+  k.params_json = sched::params_to_json(sk.params);
+  k.target = opt.target == dsl::Target::CUDA ? opt.cuda_arch : backend.host_target();
+  k.hash = kernel_cache_key(k.canonical, k.params_json, backend.name(), k.target,
+                            backend.compiler_id() + "/codegen-" + codegen_source_hash(), backend.flags());
+  return k;
+}
+
+std::shared_ptr<const CompiledKernel> load_kernel(const sched::ScheduledKernel& sk, const KernelKey& kk,
+                                                  const CompileOptions& opt, bool* compiled_now) {
+  if (compiled_now) *compiled_now = false;
+  const Backend& backend = backend_for(opt.target);
+  const std::string& canonical = kk.canonical;
+  const std::string& params_json = kk.params_json;
+  const std::string& target = kk.target;
+  const dsl::Hash128& key = kk.hash;
   {
     std::lock_guard<std::mutex> lock(loaded_mutex());
     auto it = loaded().find(key);
@@ -140,6 +155,13 @@ std::shared_ptr<const CompiledKernel> get_kernel(const sched::ScheduledKernel& s
   std::lock_guard<std::mutex> lock(loaded_mutex());
   auto [it, inserted] = loaded().emplace(key, k);
   return it->second;
+}
+
+}  // namespace
+
+std::shared_ptr<const CompiledKernel> get_kernel(const sched::ScheduledKernel& sk, const CompileOptions& opt,
+                                                 bool* compiled_now) {
+  return load_kernel(sk, kernel_key(sk, opt), opt, compiled_now);
 }
 
 void launch_cpu(const CompiledKernel& k, const std::vector<sched::KernelArg>& args,
@@ -273,15 +295,18 @@ LoadedKernels load_kernels(const std::vector<PendingKernel>& pending, const Comp
   LoadedKernels out;
   out.kernels.resize(n);
   out.compiled_now.assign(n, false);
-  // The first of each set of identical kernels loads; the others find it in memory afterwards.
+  // The first of each set of identical kernels loads; the others take its CompiledKernel.
+  std::vector<KernelKey> keys;
+  keys.reserve(n);
   std::vector<size_t> firsts;
+  std::vector<size_t> first_of(n);
   {
-    std::set<std::string> seen;
+    std::map<std::pair<uint64_t, uint64_t>, size_t> seen;
     for (size_t k = 0; k < n; ++k) {
-      std::string canonical;
-      dsl::serialize(dsl::canonical_value_names(pending[k].sk.func), canonical);
-      canonical += sched::params_to_json(pending[k].sk.params);
-      if (seen.insert(std::move(canonical)).second) firsts.push_back(k);
+      keys.push_back(kernel_key(pending[k].sk, opt));
+      const auto [it, inserted] = seen.emplace(std::make_pair(keys[k].hash.lo, keys[k].hash.hi), k);
+      if (inserted) firsts.push_back(k);
+      first_of[k] = it->second;
     }
   }
   std::vector<std::exception_ptr> errors(n);
@@ -291,7 +316,7 @@ LoadedKernels load_kernels(const std::vector<PendingKernel>& pending, const Comp
       const size_t k = firsts[f];
       try {
         bool now = false;
-        out.kernels[k] = get_kernel(pending[k].sk, opt, &now);
+        out.kernels[k] = load_kernel(pending[k].sk, keys[k], opt, &now);
         out.compiled_now[k] = now;
       } catch (...) {
         errors[k] = std::current_exception();
@@ -305,7 +330,7 @@ LoadedKernels load_kernels(const std::vector<PendingKernel>& pending, const Comp
   for (std::thread& t : helpers) t.join();
   for (size_t k = 0; k < n; ++k) {
     if (errors[k]) std::rethrow_exception(errors[k]);
-    if (!out.kernels[k]) out.kernels[k] = get_kernel(pending[k].sk, opt);  // a repeat: in memory now
+    if (!out.kernels[k]) out.kernels[k] = out.kernels[first_of[k]];  // a repeat of an earlier kernel
   }
   return out;
 }

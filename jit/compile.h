@@ -69,9 +69,7 @@ struct CompiledKernel {
 // The architecture of the current CUDA device ("sm_90"), or "sm_90" without a GPU.
 std::string default_cuda_arch();
 
-// Loads or compiles one scheduled kernel for a target (thread-safe; cached in memory by key). The
-// key is that of the loop nest with its let-bound values renamed canonically
-// (dsl/canonical_names.h), which is also the CompiledKernel's `scheduled`.
+// Loads or compiles one scheduled kernel for a target (thread-safe; cached in memory by key).
 // `compiled_now` (optional) is set when this call compiled the kernel (neither memory nor disk had it).
 std::shared_ptr<const CompiledKernel> get_kernel(const sched::ScheduledKernel& sk, const CompileOptions& opt,
                                                  bool* compiled_now = nullptr);

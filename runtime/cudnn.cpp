@@ -18,6 +18,7 @@
 #include "runtime/cudnn.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <map>
 #include <memory>
@@ -239,9 +240,11 @@ std::string problem_key(const ConvProblem& p) {
 
 namespace {
 
+// Counts are atomics (forward() bumps one per call); the refusal text, rare, takes the mutex.
 struct CounterState {
+  std::atomic<int64_t> fused{0}, unfused{0}, refused{0};
   std::mutex mu;
-  Counters c;
+  std::string last_refusal;
 };
 CounterState& counter_state() {
   static auto* s = new CounterState();  // never destroyed, like the handles
@@ -252,8 +255,13 @@ CounterState& counter_state() {
 
 Counters counters() {
   CounterState& s = counter_state();
+  Counters c;
+  c.fused = s.fused.load(std::memory_order_relaxed);
+  c.unfused = s.unfused.load(std::memory_order_relaxed);
+  c.refused = s.refused.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(s.mu);
-  return s.c;
+  c.last_refusal = s.last_refusal;
+  return c;
 }
 
 std::vector<std::string> symbol_names() {
@@ -691,23 +699,17 @@ void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* 
     if (st == CUDNN_STATUS_SUCCESS || execution_failed) {
       if (st != CUDNN_STATUS_SUCCESS) fail(st, "cudnnConvolutionBiasActivationForward(" + algo_name + ")", context);
       pr.fused = 1;
-      CounterState& cs = counter_state();
-      std::lock_guard<std::mutex> counter_lock(cs.mu);
-      ++cs.c.fused;
+      counter_state().fused.fetch_add(1, std::memory_order_relaxed);
       return;
     }
     const std::string detail = last_error();  // not supported here: take the unfused path
     pr.fused = 0;
     CounterState& cs = counter_state();
+    cs.refused.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard<std::mutex> counter_lock(cs.mu);
-    ++cs.c.refused;
-    cs.c.last_refusal = context + " (" + algo_name + "): " + status_text(st) + (detail.empty() ? "" : "; " + detail);
+    cs.last_refusal = context + " (" + algo_name + "): " + status_text(st) + (detail.empty() ? "" : "; " + detail);
   }
-  {
-    CounterState& cs = counter_state();
-    std::lock_guard<std::mutex> counter_lock(cs.mu);
-    ++cs.c.unfused;
-  }
+  counter_state().unfused.fetch_add(1, std::memory_order_relaxed);
 
   if (p.residual && z != y) {
     const size_t y_bytes = static_cast<size_t>(p.n * p.k * p.out_h * p.out_w) * data_type_size(p.dtype);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "dsl/canonical_names.h"
 #include "dsl/op_table.h"
 #include "scheduler/lowering.h"
 #include "scheduler/scheduler.h"
@@ -45,7 +46,7 @@ class PointwiseScheduler final : public Scheduler {
     return p;
   }
 
-  ScheduledKernel schedule(const KernelInstance& ki, const Params& params, Target t) const override {
+  ScheduledKernel lower(const KernelInstance& ki, const Params& params, Target t) const override {
     const auto* p = std::get_if<PointwiseParams>(&params);
     if (!p) throw std::invalid_argument("pointwise scheduler needs PointwiseParams");
     ScheduledKernel sk;
@@ -160,6 +161,12 @@ class PointwiseScheduler final : public Scheduler {
 const Scheduler& pointwise_scheduler() {
   static const PointwiseScheduler s;
   return s;
+}
+
+ScheduledKernel Scheduler::schedule(const KernelInstance& ki, const Params& p, Target t) const {
+  ScheduledKernel sk = lower(ki, p, t);
+  sk.func = dsl::canonical_value_names(sk.func);
+  return sk;
 }
 
 const Scheduler& scheduler_for(const KernelInstance& ki, Target t) {

@@ -105,7 +105,7 @@ class ReductionScheduler final : public Scheduler {
     return p;
   }
 
-  ScheduledKernel schedule(const KernelInstance& ki, const Params& params, Target t) const override {
+  ScheduledKernel lower(const KernelInstance& ki, const Params& params, Target t) const override {
     const auto* p = std::get_if<ReductionParams>(&params);
     if (!p) throw std::invalid_argument("reduction scheduler needs ReductionParams");
     ScheduledKernel sk;

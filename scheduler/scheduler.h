@@ -34,7 +34,14 @@ class Scheduler {
   virtual const char* name() const = 0;
   virtual bool can_schedule(const KernelInstance& ki, dsl::Target t) const = 0;
   virtual Params heuristics(const KernelInstance& ki, dsl::Target t) const = 0;
-  virtual ScheduledKernel schedule(const KernelInstance& ki, const Params& p, dsl::Target t) const = 0;
+  // The loop nest for `ki` under `p`, with its let-bound values named canonically
+  // (dsl/canonical_names.h): kernels that do the same work on different graph values are
+  // identical, so they share a kernel-cache key and a tuning workload key.
+  ScheduledKernel schedule(const KernelInstance& ki, const Params& p, dsl::Target t) const;
+
+ protected:
+  // Each scheduler's lowering (its value names may follow graph value ids).
+  virtual ScheduledKernel lower(const KernelInstance& ki, const Params& p, dsl::Target t) const = 0;
 };
 
 const Scheduler& pointwise_scheduler();
