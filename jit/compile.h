@@ -120,6 +120,9 @@ class Executable {
   // Where kernel k's Params came from: "heuristic", "record" (tuning records) or "tuned".
   const std::string& kernel_origin(size_t k) const { return kernel_origin_.at(k); }
   int kernel_group(size_t k) const { return kernel_group_.at(k); }  // kernel k's fusion group
+  // Kernel k's launch arguments (kernels()[k]->scheduled.args are those of whichever instance
+  // compiled the shared kernel first).
+  const std::vector<sched::KernelArg>& kernel_args(size_t k) const { return kernel_args_.at(k); }
   // Swaps kernel k for another schedule of the same instance (its launch arguments `args`).
   void replace_kernel(size_t k, std::shared_ptr<const CompiledKernel> kernel, std::vector<sched::KernelArg> args,
                       const std::string& origin);

@@ -19,17 +19,25 @@ struct flow_bf16 { unsigned short bits; };
 
 __device__ __forceinline__ float flow_to_float(float x) { return x; }
 __device__ __forceinline__ float flow_to_float(flow_f16 h) {
+#ifdef FLOW_SIMT_HOST  // the tests' host SIMT emulator (tests/cpp/simt)
+  return flow_simt_f16_to_f32(h.bits);
+#else
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
   return f;
+#endif
 }
 __device__ __forceinline__ float flow_to_float(flow_bf16 h) { return __uint_as_float(((unsigned)h.bits) << 16); }
 
 __device__ __forceinline__ void flow_store(float* p, float x) { *p = x; }
 __device__ __forceinline__ void flow_store(flow_f16* p, float x) {
+#ifdef FLOW_SIMT_HOST
+  p->bits = flow_simt_f32_to_f16(x);
+#else
   unsigned short b;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(x));
   p->bits = b;
+#endif
 }
 __device__ __forceinline__ void flow_store(flow_bf16* p, float x) {
   // Round to nearest even in integers (cvt.rn.bf16.f32 needs sm_80); NaN stays a quiet NaN.
@@ -42,6 +50,11 @@ template <class T, int V>
 struct __align__(sizeof(T) * V) flow_vec {
   T v[V];
 };
+#ifdef FLOW_SIMT_HOST
+#define FLOW_CHECK_ALIGNED(p) flow_simt_check_aligned(p, sizeof(*(p)))  // a flow_vec: size == alignment
+#else
+#define FLOW_CHECK_ALIGNED(p)
+#endif
 
 // act: 0 none, 1 relu (as torch's: NaN and -0 pass through), 2 GELU, tanh approximation. I is the index
 // type: 32-bit when every offset fits (integer division is much cheaper), else 64-bit. The host
@@ -57,6 +70,7 @@ __device__ __forceinline__ void flow_epilogue_loop(T* out, const T* bias, int ac
     const I br = j / vcols;
     const I r = br % rows;
     flow_vec<T, V>* p = reinterpret_cast<flow_vec<T, V>*>(out + (br / rows) * batch_stride + r * row_stride + c);
+    FLOW_CHECK_ALIGNED(p);
     flow_vec<T, V> x = *p;
     flow_vec<T, V> b;
     if (bias) {
@@ -64,7 +78,9 @@ __device__ __forceinline__ void flow_epilogue_loop(T* out, const T* bias, int ac
 #pragma unroll
         for (int k = 0; k < V; ++k) b.v[k] = bias[r];
       } else {
-        b = *reinterpret_cast<const flow_vec<T, V>*>(bias + c);
+        const flow_vec<T, V>* pb = reinterpret_cast<const flow_vec<T, V>*>(bias + c);
+        FLOW_CHECK_ALIGNED(pb);
+        b = *pb;
       }
     }
 #pragma unroll
@@ -137,36 +153,52 @@ const std::string& cubin_for(const std::string& arch) {
   return it->second;
 }
 
+bool nothing_to_do(EpilogueActivation activation, const void* bias, const EpilogueShape& shape) {
+  return shape.batch * shape.rows * shape.cols == 0 || (bias == nullptr && activation == EpilogueActivation::None);
+}
+
 }  // namespace
 
-void apply_bias_activation(DataType type, EpilogueActivation activation, const void* bias, void* out,
-                           const EpilogueShape& shape, Stream stream) {
+EpilogueLaunch plan_epilogue_launch(DataType type, EpilogueActivation activation, const void* bias, const void* out,
+                                    const EpilogueShape& shape, int sm_count) {
+  EpilogueLaunch l;
+  if (nothing_to_do(activation, bias, shape)) return l;
   const long long total = shape.batch * shape.rows * shape.cols;
-  if (total == 0 || (bias == nullptr && activation == EpilogueActivation::None)) return;
-  const DeviceProps& props = device_props(current_device());
-  const std::shared_ptr<const CudaModule> module =
-      CudaModule::get("flow_epilogue/" + props.arch, cubin_for(props.arch));
   const int width = epilogue_vector_width(type, bias, out, shape);
-  const Function f = module->function(epilogue_kernel_name(type, width > 1));
-  constexpr unsigned kThreads = 256;
+  l.entry = epilogue_kernel_name(type, width > 1);
+  l.threads = 256;
   const long long vectors = total / width;
-  const long long blocks_needed = (vectors + kThreads - 1) / kThreads;
-  const unsigned blocks =
-      static_cast<unsigned>(std::min<long long>(blocks_needed, static_cast<long long>(props.sm_count) * 8));
+  const long long blocks_needed = (vectors + l.threads - 1) / l.threads;
+  l.blocks = static_cast<unsigned>(std::min<long long>(blocks_needed, static_cast<long long>(sm_count) * 8));
   // 32-bit indexing when the largest offset fits in it, and so does the loop counter one grid
   // stride past the last vector (where it stops; it must not wrap around).
   const long long reach = (shape.batch - 1) * shape.batch_stride + (shape.rows - 1) * shape.row_stride + shape.cols;
-  const long long counter_end = vectors + static_cast<long long>(blocks) * kThreads;
-  int narrow = std::max({total, reach, counter_end}) < (1LL << 32) ? 1 : 0;
-  int act = activation == EpilogueActivation::Relu ? 1 : activation == EpilogueActivation::GeluTanh ? 2 : 0;
-  int bias_per_row = shape.bias_per_row ? 1 : 0;
+  const long long counter_end = vectors + static_cast<long long>(l.blocks) * l.threads;
+  l.narrow = std::max({total, reach, counter_end}) < (1LL << 32) ? 1 : 0;
+  l.act = activation == EpilogueActivation::Relu ? 1 : activation == EpilogueActivation::GeluTanh ? 2 : 0;
+  l.bias_per_row = shape.bias_per_row ? 1 : 0;
+  l.batch = shape.batch;
+  l.rows = shape.rows;
+  l.cols = shape.cols;
+  l.row_stride = shape.row_stride;
+  l.batch_stride = shape.batch_stride;
+  return l;
+}
+
+void apply_bias_activation(DataType type, EpilogueActivation activation, const void* bias, void* out,
+                           const EpilogueShape& shape, Stream stream) {
+  if (nothing_to_do(activation, bias, shape)) return;  // before touching the device
+  const DeviceProps& props = device_props(current_device());
+  EpilogueLaunch l = plan_epilogue_launch(type, activation, bias, out, shape, props.sm_count);
+  if (!l.entry) return;
+  const std::shared_ptr<const CudaModule> module =
+      CudaModule::get("flow_epilogue/" + props.arch, cubin_for(props.arch));
+  const Function f = module->function(l.entry);
   void* out_arg = out;
   const void* bias_arg = bias;
-  long long batch = shape.batch, rows = shape.rows, cols = shape.cols;
-  long long row_stride = shape.row_stride, batch_stride = shape.batch_stride;
-  std::array<void*, 10> params = {&out_arg, &bias_arg, &act,  &bias_per_row, &narrow,
-                                  &batch,   &rows,     &cols, &row_stride,   &batch_stride};
-  launch(f, {blocks, 1, 1}, {kThreads, 1, 1}, 0, stream, params.data(), "bias + activation epilogue");
+  std::array<void*, 10> params = {&out_arg, &bias_arg, &l.act,  &l.bias_per_row, &l.narrow,
+                                  &l.batch, &l.rows,   &l.cols, &l.row_stride,   &l.batch_stride};
+  launch(f, {l.blocks, 1, 1}, {l.threads, 1, 1}, 0, stream, params.data(), "bias + activation epilogue");
 }
 
 }  // namespace flow::runtime::cuda

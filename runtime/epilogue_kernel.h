@@ -46,6 +46,18 @@ const char* epilogue_kernel_name(DataType type, bool vector);
 // strides are multiples of it and out (and a per-column bias) are 16-byte aligned, else 1.
 int epilogue_vector_width(DataType type, const void* bias, const void* out, const EpilogueShape& shape);
 
+// How apply_bias_activation launches the kernel, decided on the host alone (so the tests can run
+// the very same launch on the host SIMT emulator). `entry` is null when there is nothing to do.
+struct EpilogueLaunch {
+  const char* entry = nullptr;
+  unsigned blocks = 0, threads = 0;
+  // The kernel's scalar arguments, in its parameter order after (out, bias).
+  int act = 0, bias_per_row = 0, narrow = 0;  // narrow: 32-bit indexing
+  long long batch = 0, rows = 0, cols = 0, row_stride = 0, batch_stride = 0;
+};
+EpilogueLaunch plan_epilogue_launch(DataType type, EpilogueActivation activation, const void* bias, const void* out,
+                                    const EpilogueShape& shape, int sm_count);
+
 // Applies `bias` (of `type`; null for none) and `activation` in place to `out` (of `type`, laid out
 // as `shape`), on `stream` of the current device; nothing to do returns at once. Compiles and loads
 // the kernel the first time. Throws CudaError or NvrtcError naming what failed.

@@ -927,7 +927,9 @@ CudaSource Printer::run() {
   for (const auto& s : narrow) line(s);
   if (scratch_elem > 0) {
     line("// scratch for flow::block_reduce_* (one slot per warp), shared by every reduction");
-    line("__shared__ alignas(" + std::to_string(scratch_elem) + ") unsigned char flow_reduce_scratch[" +
+    // alignas first: standard C++ puts attributes before the decl-specifiers (the host SIMT
+    // emulator in the tests builds this text as C++, with __shared__ as `static`).
+    line("alignas(" + std::to_string(scratch_elem) + ") __shared__ unsigned char flow_reduce_scratch[" +
          std::to_string(32 * scratch_elem) + "];");
     for (const DType t : red.types) {
       line(std::string(cuda_type_name(t)) + "* const " + reduce_scratch_name(t) + " = reinterpret_cast<" +

@@ -12,7 +12,10 @@
 //    round-to-nearest-even fallback below sm_80). Arithmetic never happens on them: the IR casts to
 //    float32 first ("opmath", as PyTorch does);
 //  - math uses the accurate libdevice functions (expf, logf, tanhf, erff): kernels are compiled
-//    without --use_fast_math, correctness first.
+//    without --use_fast_math, correctness first;
+//  - FLOW_SIMT_HOST is defined only when the tests build a kernel for the host SIMT emulator
+//    (tests/cpp/simt): the PTX conversions then have bit-exact C++ twins, and vector accesses
+//    check their alignment, which the device would fault on.
 #pragma once
 
 typedef long long int64_t;
@@ -34,9 +37,13 @@ struct alignas(2) bfloat16 {
 };
 
 __device__ __forceinline__ float to_float(half h) {
+#ifdef FLOW_SIMT_HOST
+  return flow_simt_f16_to_f32(h.bits);
+#else
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
   return f;
+#endif
 }
 
 __device__ __forceinline__ float to_float(bfloat16 h) {
@@ -50,7 +57,11 @@ __device__ __forceinline__ float to_float(float f) {
 
 __device__ __forceinline__ half float_to_half(float f) {
   half h;
+#ifdef FLOW_SIMT_HOST
+  h.bits = flow_simt_f32_to_f16(f);
+#else
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+#endif
   return h;
 }
 
@@ -82,11 +93,17 @@ struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) Vec {
 // Loads N consecutive elements at p (which must be aligned to the vector's alignment).
 template <int N, class T>
 __device__ __forceinline__ Vec<T, N> load_vec(const T* p) {
+#ifdef FLOW_SIMT_HOST
+  flow_simt_check_aligned(p, alignof(Vec<T, N>));
+#endif
   return *reinterpret_cast<const Vec<T, N>*>(p);
 }
 
 template <int N, class T>
 __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& x) {
+#ifdef FLOW_SIMT_HOST
+  flow_simt_check_aligned(p, alignof(Vec<T, N>));
+#endif
   *reinterpret_cast<Vec<T, N>*>(p) = x;
 }
 

@@ -22,6 +22,7 @@
 #include "runtime/cuda_driver.h"
 #include "scheduler/fusion.h"
 #include "scheduler/scheduler.h"
+#include "simt/cuda_kernel_check.h"
 
 namespace flow::test {
 
@@ -175,10 +176,13 @@ inline std::vector<dsl::HostTensor> check_graph(const dsl::Graph& g, const std::
     const auto& s = sched::scheduler_for(ki, dsl::Target::CUDA);
     const auto sk = s.schedule(ki, s.heuristics(ki, dsl::Target::CUDA), dsl::Target::CUDA);
     std::vector<dsl::ArgValue> av;
+    std::vector<test::BufferSpan> spans;
     for (const auto& a : sk.args) {
       dsl::ArgValue x;
+      spans.emplace_back();
       if (a.kind == sched::KernelArg::Kind::Buffer) {
         x.ptr = bind(a.value).data();
+        spans.back() = test::span_of(bind(a.value));
       } else if (a.kind == sched::KernelArg::Kind::Int) {
         x.i64 = a.i;
       } else {
@@ -186,7 +190,10 @@ inline std::vector<dsl::HostTensor> check_graph(const dsl::Graph& g, const std::
       }
       av.push_back(x);
     }
-    if (ki.rows() > 0) dsl::interpret(sk.func, av);
+    if (ki.rows() > 0) {
+      dsl::interpret(sk.func, av);
+      test::expect_cuda_text_matches_interpreter(sk.func, av, spans);
+    }
     EXPECT_NO_THROW(jit::cuda::cuda_compile(sk.func, "sm_90")) << sk.func.name;
   }
   for (size_t o = 0; o < ref.size(); ++o) {

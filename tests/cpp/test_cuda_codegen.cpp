@@ -1,13 +1,16 @@
 // Tests of the CUDA printer and the NVRTC compile path. No GPU is needed: every kernel is compiled
 // with NVRTC for sm_90 and sm_80 and checked in its PTX (16-byte vector accesses, no local memory).
 // The GPU loop nests are built by hand after docs/loop-nests.md.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <map>
 #include <random>
 #include <regex>
 #include <string>
@@ -20,6 +23,7 @@
 #include "jit/cuda/cuda_printer.h"
 #include "jit/cuda/embedded_helpers.h"
 #include "runtime/nvrtc.h"
+#include "simt/cuda_kernel_check.h"
 #include "test_util.h"
 
 #if __has_include("dsl/interpreter.h")
@@ -486,6 +490,124 @@ TEST(CudaCodegen, PtxOnlyForVirtualArch) {
 }
 
 #ifdef FLOW_TEST_HAVE_INTERPRETER
+// ---- the printed text, run: the SIMT emulator against the loop interpreter --------------------------
+
+// Runs `f` with random buffers (numel_of(param) elements each) and the given scalars through
+// test::expect_cuda_text_matches_interpreter.
+void run_printed(const LoweredFunc& f, const std::function<int64_t(const Param&)>& numel_of,
+                 const std::map<std::string, ArgValue>& scalars, std::mt19937_64& rng, const std::string& context,
+                 bool specials = true) {
+  std::vector<std::vector<unsigned char>> buffers;
+  std::vector<ArgValue> args(f.params.size());
+  std::vector<test::BufferSpan> spans(f.params.size());
+  buffers.reserve(f.params.size());
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    const Param& p = f.params[i];
+    if (p.kind == ParamKind::Scalar) {
+      args[i] = scalars.at(p.name);
+      continue;
+    }
+    buffers.push_back(test::random_bytes(p.dtype, numel_of(p), rng, specials));
+    args[i].ptr = buffers.back().data();
+    spans[i] = {buffers.back().data(), buffers.back().size()};
+  }
+  test::expect_cuda_text_matches_interpreter(f, args, spans, context);
+}
+
+ArgValue i64_arg(int64_t v) {
+  ArgValue a;
+  a.i64 = v;
+  return a;
+}
+
+// The printed pointwise kernels (vector and tail paths, half conversions, every float intrinsic,
+// integer casts and division) over sizes that end mid-vector, mid-block and on a block boundary.
+TEST(CudaCodegen, PrintedPointwiseKernelsRunOnTheSimtEmulator) {
+  auto rng = test::rng(71);
+  const std::vector<LoweredFunc> kernels = {pointwise_f32_chain(),
+                                            pointwise_half(DType::Float16),
+                                            pointwise_half(DType::BFloat16),
+                                            pointwise_all_float_ops(DType::Float32),
+                                            pointwise_all_float_ops(DType::Float64),
+                                            pointwise_casts()};
+  for (const LoweredFunc& f : kernels) {
+    for (const int64_t n : {1, 3, 8, 255, 2048, 4096 + 13}) {
+      run_printed(
+          f, [n](const Param&) { return n; }, {{"n", i64_arg(n)}}, rng, "n " + std::to_string(n));
+    }
+  }
+}
+
+// Block reductions through warp shuffles and shared memory: softmax rows shorter than, equal to and
+// longer than the block, with a block that is not a multiple of the warp size (96 threads); integer,
+// float64 and bool reductions; a shared tile behind a barrier; scalar loads beside a vector store.
+TEST(CudaCodegen, PrintedReductionsAndSharedMemoryRunOnTheSimtEmulator) {
+  auto rng = test::rng(72);
+  for (const int64_t threads : {256, 96, 32, 1}) {
+    for (const int64_t r : {1, 37, 256, 1000}) {
+      const int64_t rows = 3;
+      for (const bool specials : {false, true}) {
+        run_printed(
+            gpu_softmax(threads), [&](const Param&) { return rows * r; }, {{"rows", i64_arg(rows)}, {"r", i64_arg(r)}},
+            rng, "threads " + std::to_string(threads) + ", r " + std::to_string(r), specials);
+      }
+    }
+  }
+  ArgValue scale;
+  scale.f64 = 0.75;
+  for (const bool specials : {false, true}) {
+    run_printed(
+        gpu_reduce_mixed(), [](const Param& p) { return p.is_output ? 5 : 5 * 128; },
+        {{"rows", i64_arg(5)}, {"scale", scale}}, rng, "5 rows", specials);
+  }
+  for (const int64_t n : {1, 256, 700})
+    run_printed(
+        gpu_shared_barrier(), [n](const Param&) { return n; }, {{"n", i64_arg(n)}}, rng, "n " + std::to_string(n));
+  LoweredFunc strided =
+      gpu_pointwise({"pw_strided", {{"x", DType::Float32}}, {{"out", DType::Float32}}, [](const std::vector<Expr>& in) {
+                       return std::vector<Expr>{in[0]};
+                     }});
+  const Expr base = var("base"), v = var("v"), tx = var("tx");
+  strided.body = make_for(
+      "bx", make_int(0), strided.grid[0], ForKind::GPUBlock,
+      make_for("tx", make_int(0), make_int(256), ForKind::GPUThread,
+               make_let("base", (var("bx") * 256 + tx) * 4,
+                        make_if(base + 4 <= var("n"),
+                                make_for("v", make_int(0), make_int(4), ForKind::Vectorized,
+                                         make_store("out", base + v, load(DType::Float32, "x", (base + v) * 2)))))));
+  run_printed(
+      strided, [](const Param& p) { return p.is_output ? 1024 : 2048; }, {{"n", i64_arg(1024)}}, rng, "n 1024");
+}
+
+// The emulator itself must catch what a device faults on: a vector access off its alignment.
+TEST(CudaCodegen, SimtEmulatorReportsAMisalignedVectorAccess) {
+  const LoweredFunc f = pointwise_f32_chain();
+  auto rng = test::rng(73);
+  const int64_t n = 1024;
+  std::vector<std::vector<unsigned char>> buffers;
+  std::vector<ArgValue> args(f.params.size());
+  std::vector<test::BufferSpan> spans(f.params.size());
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    if (f.params[i].kind == ParamKind::Scalar) {
+      args[i].i64 = n;
+      continue;
+    }
+    buffers.push_back(test::random_bytes(DType::Float32, n + 1, rng));
+    // Input "a" starts one float into its allocation: 4-byte aligned, not 16.
+    args[i].ptr = buffers.back().data() + (f.params[i].name == "a" ? 4 : 0);
+    spans[i] = {buffers.back().data(), buffers.back().size()};
+  }
+  testing::TestPartResultArray failures;
+  {
+    testing::ScopedFakeTestPartResultReporter reporter(testing::ScopedFakeTestPartResultReporter::INTERCEPT_ALL_THREADS,
+                                                       &failures);
+    test::expect_cuda_text_matches_interpreter(f, args, spans);
+  }
+  ASSERT_EQ(failures.size(), 1);
+  EXPECT_TRUE(contains(failures.GetTestPartResult(0).message(), "misaligned vector access"))
+      << failures.GetTestPartResult(0).message();
+}
+
 // The interpreter runs the GPU softmax nest serially with SIMT semantics: this checks the schedule
 // (the printer itself is checked by NVRTC and the PTX above).
 TEST(CudaCodegen, SoftmaxNestInterpretedMatchesReference) {

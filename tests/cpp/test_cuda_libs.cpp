@@ -34,6 +34,7 @@
 #include "runtime/dynlib.h"
 #include "runtime/epilogue_kernel.h"
 #include "runtime/nvrtc.h"
+#include "simt/simt_emulator.h"
 #include "test_util.h"
 
 using namespace flow;
@@ -1063,13 +1064,16 @@ TEST(CudaLibsGpu, MatmulEmptyReduction) {
   run_matmul_case(c, ++salt);
 }
 
-// The epilogue kernel itself, on device buffers: every element type, bias per column and per row,
-// relu and tanh-GELU, vector and scalar entries (odd widths, padded rows, misaligned starts, batch
-// strides), special values (NaN and -0 pass through relu as in torch, inf), and
-// padding between rows left untouched.
-TEST(CudaLibsGpu, EpilogueKernelMatchesAReference) {
-  FLOW_REQUIRE_GPU();
-  FLOW_REQUIRE_NVRTC();
+// Runs the epilogue kernel in place on `out` (`count` elements of `t`, encoded), the first element
+// at `start` (an element offset), with an encoded `bias` (empty: none).
+using EpilogueRunner = std::function<void(DataType t, rc::EpilogueActivation act, const std::vector<uint8_t>& bias,
+                                          std::vector<uint8_t>& out, int64_t start, const rc::EpilogueShape& shape)>;
+
+// The epilogue kernel against a reference: every element type, bias per column and per row, relu
+// and tanh-GELU, vector and scalar entries (odd widths, padded rows, misaligned starts, batch
+// strides), special values (NaN and -0 pass through relu as in torch, inf), and padding between
+// rows left untouched. `run` runs it on a device or on the host SIMT emulator.
+void check_epilogue_kernel(const EpilogueRunner& run) {
   struct Case {
     int64_t batch, rows, cols, pad;  // pad: extra elements after each row
     bool bias, per_row;
@@ -1101,8 +1105,8 @@ TEST(CudaLibsGpu, EpilogueKernelMatchesAReference) {
       for (size_t i = 0; i < 5 && i < host.size(); ++i)
         host[static_cast<size_t>(c.offset) + i * 3 % c.cols] = specials[i];
       const std::vector<float> bias_host = random_values(static_cast<size_t>(c.per_row ? c.rows : c.cols), t, rng);
-      auto out = upload(host, t);
-      auto bias = upload(bias_host, t);
+      std::vector<uint8_t> out = encode(host, t);
+      const std::vector<uint8_t> bias = c.bias ? encode(bias_host, t) : std::vector<uint8_t>();
       rc::EpilogueShape shape;
       shape.batch = c.batch;
       shape.rows = c.rows;
@@ -1110,12 +1114,8 @@ TEST(CudaLibsGpu, EpilogueKernelMatchesAReference) {
       shape.row_stride = row_stride;
       shape.batch_stride = batch_stride;
       shape.bias_per_row = c.per_row;
-      void* start = static_cast<uint8_t*>(out->data()) + c.offset * runtime::data_type_size(t);
-      if (c.offset == 0 && c.pad == 0 && c.cols % 8 == 0) {
-        EXPECT_GT(rc::epilogue_vector_width(t, c.bias ? bias->data() : nullptr, start, shape), 1);
-      }
-      rc::apply_bias_activation(t, c.act, c.bias ? bias->data() : nullptr, start, shape, rc::current_stream());
-      const std::vector<float> got = download(*out, count, t);
+      run(t, c.act, bias, out, c.offset, shape);
+      const std::vector<float> got = decode(out, t);
       int bad = 0;
       for (size_t i = 0; i < count; ++i) {
         const int64_t e = static_cast<int64_t>(i) - c.offset;
@@ -1138,6 +1138,60 @@ TEST(CudaLibsGpu, EpilogueKernelMatchesAReference) {
       }
       EXPECT_EQ(bad, 0);
     }
+}
+
+// The epilogue kernel's text run on the host SIMT emulator (tests/cpp/simt), launched exactly as
+// apply_bias_activation launches it (plan_epilogue_launch), with a small SM count so the
+// grid-stride loop goes round several times.
+TEST(CudaLibs, EpilogueKernelRunsOnTheSimtEmulator) {
+  std::vector<std::string> entries;
+  for (const DataType t : {DataType::Float32, DataType::Float16, DataType::BFloat16})
+    for (const bool vector : {false, true}) entries.push_back(rc::epilogue_kernel_name(t, vector));
+  const auto module = test::simt::module_for(rc::epilogue_kernel_source(), entries);
+  int vector_runs = 0;
+  check_epilogue_kernel([&](DataType t, rc::EpilogueActivation act, const std::vector<uint8_t>& bias,
+                            std::vector<uint8_t>& out, int64_t offset, const rc::EpilogueShape& shape) {
+    // 16-byte aligned copies, as device allocations are (with the test's element offset kept).
+    std::vector<uint8_t> out_mem(out.size() + 16), bias_mem(bias.size() + 16);
+    auto aligned = [](std::vector<uint8_t>& m) {
+      return m.data() + (16 - reinterpret_cast<uintptr_t>(m.data()) % 16) % 16;
+    };
+    uint8_t* out_data = aligned(out_mem);
+    uint8_t* bias_data = bias.empty() ? nullptr : aligned(bias_mem);
+    std::memcpy(out_data, out.data(), out.size());
+    if (bias_data) std::memcpy(bias_data, bias.data(), bias.size());
+    void* start = out_data + offset * runtime::data_type_size(t);
+    rc::EpilogueLaunch l = rc::plan_epilogue_launch(t, act, bias_data, start, shape, /*sm_count=*/1);
+    if (!l.entry) return;
+    vector_runs += std::string(l.entry).find("_v") != std::string::npos;
+    const void* bias_arg = bias_data;
+    void* params[10] = {&start,   &bias_arg, &l.act,  &l.bias_per_row, &l.narrow,
+                        &l.batch, &l.rows,   &l.cols, &l.row_stride,   &l.batch_stride};
+    ASSERT_NO_THROW(module->launch(l.entry, {l.blocks}, {l.threads}, params)) << module->source_path();
+    std::memcpy(out.data(), out_data, out.size());
+  });
+  EXPECT_GT(vector_runs, 0);
+}
+
+TEST(CudaLibsGpu, EpilogueKernelMatchesAReference) {
+  FLOW_REQUIRE_GPU();
+  FLOW_REQUIRE_NVRTC();
+  check_epilogue_kernel([](DataType t, rc::EpilogueActivation act, const std::vector<uint8_t>& bias_bytes,
+                           std::vector<uint8_t>& out_bytes, int64_t offset, const rc::EpilogueShape& shape) {
+    auto out = Buffer::allocate(out_bytes.size(), DeviceType::CUDA);
+    rc::copy_host_to_device(out->data(), out_bytes.data(), out_bytes.size());
+    std::shared_ptr<Buffer> bias;
+    if (!bias_bytes.empty()) {
+      bias = Buffer::allocate(bias_bytes.size(), DeviceType::CUDA);
+      rc::copy_host_to_device(bias->data(), bias_bytes.data(), bias_bytes.size());
+    }
+    void* start = static_cast<uint8_t*>(out->data()) + offset * runtime::data_type_size(t);
+    if (offset == 0 && shape.row_stride == shape.cols && shape.cols % 8 == 0) {
+      EXPECT_GT(rc::epilogue_vector_width(t, bias ? bias->data() : nullptr, start, shape), 1);
+    }
+    rc::apply_bias_activation(t, act, bias ? bias->data() : nullptr, start, shape, rc::current_stream());
+    rc::copy_device_to_host(out_bytes.data(), out->data(), out_bytes.size());
+  });
 }
 
 // The fallback for an epilogue cuBLASLt has no algorithm for, forced on every problem: product

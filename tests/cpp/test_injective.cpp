@@ -10,6 +10,7 @@
 #include "jit/compile.h"
 #include "jit/cuda/cuda_compile.h"
 #include "jit/layouts.h"
+#include "simt/cuda_kernel_check.h"
 #include "test_util.h"
 
 using namespace flow;
@@ -106,17 +107,22 @@ void check_graph(const dsl::Graph& g, const std::vector<jit::Tensor>& ins,
     const auto& s = sched::scheduler_for(ki, dsl::Target::CUDA);
     const auto sk = s.schedule(ki, s.heuristics(ki, dsl::Target::CUDA), dsl::Target::CUDA);
     std::vector<dsl::ArgValue> av;
+    std::vector<test::BufferSpan> spans;
     for (const auto& a : sk.args) {
       dsl::ArgValue x;
-      if (a.kind == sched::KernelArg::Kind::Buffer)
+      spans.emplace_back();
+      if (a.kind == sched::KernelArg::Kind::Buffer) {
         x.ptr = bind(a.value).data();
-      else if (a.kind == sched::KernelArg::Kind::Int)
+        spans.back() = test::span_of(bind(a.value));
+      } else if (a.kind == sched::KernelArg::Kind::Int) {
         x.i64 = a.i;
-      else
+      } else {
         x.f64 = a.f;
+      }
       av.push_back(x);
     }
     dsl::interpret(sk.func, av);
+    test::expect_cuda_text_matches_interpreter(sk.func, av, spans);
     EXPECT_NO_THROW(jit::cuda::cuda_compile(sk.func, "sm_90")) << sk.func.name;
   }
   for (size_t o = 0; o < ref.size(); ++o) {

@@ -11,6 +11,7 @@
 #include "jit/compile.h"
 #include "jit/cuda/cuda_compile.h"
 #include "scheduler/fusion.h"
+#include "simt/cuda_kernel_check.h"
 #include "test_util.h"
 
 using namespace flow;
@@ -226,6 +227,15 @@ TEST(Pipeline, GpuSchedulesInterpretCorrectlyAndCompile) {
     };
     dsl::interpret(sk.func, args_for(sk, o_gpu));
     dsl::interpret(cpu_sk.func, args_for(cpu_sk, o_cpu));
+    std::vector<test::BufferSpan> spans;
+    for (const auto& arg : sk.args) {
+      spans.emplace_back();
+      if (arg.kind != sched::KernelArg::Kind::Buffer) continue;
+      if (arg.value == g.outputs()[0]) spans.back() = test::span_of(o_gpu);
+      for (size_t i = 0; i < g.inputs().size(); ++i)
+        if (g.inputs()[i] == arg.value) spans.back() = test::span_of(ins[i]);
+    }
+    test::expect_cuda_text_matches_interpreter(sk.func, args_for(sk, o_gpu), spans);
     for (int64_t i = 0; i < o_gpu.numel(); ++i)
       ASSERT_NEAR(f32(o_gpu)[i], f32(o_cpu)[i], 1e-6f + 1e-5f * std::fabs(f32(o_cpu)[i])) << sk.func.name << " i=" << i;
     const auto compiled = jit::cuda::cuda_compile(sk.func, "sm_90");

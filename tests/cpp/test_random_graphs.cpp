@@ -14,6 +14,7 @@
 #include "jit/cuda/cuda_compile.h"
 #include "jit/layouts.h"
 #include "scheduler/fusion.h"
+#include "simt/cuda_kernel_check.h"
 #include "test_util.h"
 
 using namespace flow;
@@ -222,19 +223,26 @@ TEST(RandomGraphs, GpuSchedulesInterpretedMatchAndCompile) {
       const auto& s = sched::scheduler_for(ki, dsl::Target::CUDA);
       const auto sk = s.schedule(ki, s.heuristics(ki, dsl::Target::CUDA), dsl::Target::CUDA);
       std::vector<dsl::ArgValue> av;
+      std::vector<test::BufferSpan> spans;
       for (const auto& a : sk.args) {
         dsl::ArgValue x;
-        if (a.kind == sched::KernelArg::Kind::Buffer)
+        spans.emplace_back();
+        if (a.kind == sched::KernelArg::Kind::Buffer) {
           x.ptr = bind(a.value).data();
-        else if (a.kind == sched::KernelArg::Kind::Int)
+          spans.back() = test::span_of(bind(a.value));
+        } else if (a.kind == sched::KernelArg::Kind::Int) {
           x.i64 = a.i;
-        else
+        } else {
           x.f64 = a.f;
+        }
         av.push_back(x);
       }
       bool empty = false;
       for (int64_t k : ki.kept) empty = empty || k == 0;
-      if (!empty) dsl::interpret(sk.func, av);
+      if (!empty) {
+        dsl::interpret(sk.func, av);
+        test::expect_cuda_text_matches_interpreter(sk.func, av, spans, "trial " + std::to_string(trial));
+      }
       const auto compiled = jit::cuda::cuda_compile(sk.func, "sm_90");
       EXPECT_EQ(compiled.ptx.find("ld.local"), std::string::npos) << sk.func.name;
     }
@@ -309,9 +317,9 @@ std::string cpu_loop_nest(const std::string& explain) {
 
 // Softmax-like groups: exp(x - m) feeds the last reduction and the outputs, so the reduction pass
 // stores it into an output and the final pass reads it back (exp appears in the sum's pass only, in
-// each of its three loops: wide SIMD steps, one-register steps and the scalar tail). Rows with -inf, +inf and NaN, rows shorter than one vector, several reduced
-// dims and a second full output (read after the first output's store overwrote the stored value)
-// all match the graph interpreter.
+// each of its three loops: wide SIMD steps, one-register steps and the scalar tail). Rows with -inf, +inf and NaN, rows
+// shorter than one vector, several reduced dims and a second full output (read after the first output's store overwrote
+// the stored value) all match the graph interpreter.
 TEST(RandomGraphs, LastReductionInputIsStoredOnceAndReadBack) {
   auto rng = test::rng(15);
   std::normal_distribution<double> v(0.0, 3.0);

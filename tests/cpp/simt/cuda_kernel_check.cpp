@@ -1,0 +1,309 @@
+#include "simt/cuda_kernel_check.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <stdexcept>
+
+#include "dsl/interpreter.h"
+#include "jit/cuda/cuda_printer.h"
+#include "jit/cuda/embedded_helpers.h"
+#include "jit/cuda_launch.h"
+#include "simt/simt_emulator.h"
+
+namespace flow::test {
+
+namespace {
+
+using dsl::DType;
+
+constexpr size_t kGuard = 256;                // guard bytes on each side of a copy
+constexpr unsigned char kGuardByte = 0xCD;    // what the guard bytes hold
+constexpr unsigned char kPoisonFloat = 0xFF;  // all ones: a NaN in every floating type
+constexpr unsigned char kPoisonInt = 0xA5;
+
+// One allocation as the kernel sees it: a copy with guard bytes around it, aligned like the
+// original modulo 256 (a device allocation is 256-byte aligned; so are the vector accesses' rules).
+struct Copy {
+  std::unique_ptr<unsigned char[]> mem;
+  unsigned char* data = nullptr;
+  size_t bytes = 0;
+
+  Copy(const unsigned char* base, size_t n, bool poison, unsigned char poison_byte) : bytes(n) {
+    mem = std::make_unique<unsigned char[]>(n + 2 * kGuard + 256);
+    const auto raw = reinterpret_cast<uintptr_t>(mem.get()) + kGuard;
+    const uintptr_t want = reinterpret_cast<uintptr_t>(base) % 256;
+    const uintptr_t at = raw + ((want + 256 - raw % 256) % 256);
+    data = reinterpret_cast<unsigned char*>(at);
+    std::memset(data - kGuard, kGuardByte, kGuard);
+    std::memset(data + n, kGuardByte, kGuard);
+    if (poison)
+      std::memset(data, poison_byte, n);
+    else if (n)
+      std::memcpy(data, base, n);
+  }
+  bool guards_intact() const {
+    for (size_t i = 0; i < kGuard; ++i)
+      if (data[-static_cast<ptrdiff_t>(kGuard) + static_cast<ptrdiff_t>(i)] != kGuardByte ||
+          data[bytes + i] != kGuardByte)
+        return false;
+    return true;
+  }
+};
+
+struct Storage {
+  const unsigned char* base = nullptr;
+  size_t bytes = 0;
+  bool written = false;          // some output param points into it
+  bool read = false;             // some input param points into it
+  DType dtype = DType::Float32;  // of the first output param into it
+};
+
+double element(const unsigned char* p, DType t) {
+  switch (t) {
+    case DType::Bool:
+      return *p;
+    case DType::Int32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::Int64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<double>(v);
+    }
+    case DType::Float16:
+    case DType::BFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return t == DType::Float16 ? dsl::half_bits_to_float(v) : dsl::bf16_bits_to_float(v);
+    }
+    case DType::Float32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::Float64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+  }
+  return 0;
+}
+
+// How far the emulated value may be from the interpreted one: libm and the order of a reduction's
+// partial sums differ between the two; integers must agree exactly.
+double tolerance(DType t, double ref) {
+  const double scale = 1 + std::fabs(ref);
+  switch (t) {
+    case DType::Float16:
+      return 2e-3 * scale;
+    case DType::BFloat16:
+      return 1.6e-2 * scale;
+    case DType::Float32:
+      return 2e-5 * scale;
+    case DType::Float64:
+      return 1e-12 * scale;
+    default:
+      return 0;
+  }
+}
+
+bool all_bytes(const unsigned char* p, size_t n, unsigned char b) {
+  for (size_t i = 0; i < n; ++i)
+    if (p[i] != b) return false;
+  return true;
+}
+
+// The launch shape as the device path computes it (jit::cuda_launch_shape), from the ABI slots.
+jit::CudaLaunchShape launch_shape(const dsl::LoweredFunc& f, const std::vector<dsl::ArgValue>& args) {
+  std::vector<sched::KernelArg> ka(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const dsl::Param& p = f.params[i];
+    if (p.kind == dsl::ParamKind::Buffer) {
+      ka[i].kind = sched::KernelArg::Kind::Buffer;
+    } else if (dsl::is_floating(p.dtype)) {
+      ka[i].kind = sched::KernelArg::Kind::Float;
+      ka[i].f = args[i].f64;
+    } else {
+      ka[i].i = args[i].i64;
+    }
+  }
+  return jit::cuda_launch_shape(f, ka);
+}
+
+}  // namespace
+
+std::vector<unsigned char> random_bytes(DType t, int64_t numel, std::mt19937_64& rng, bool specials) {
+  std::vector<unsigned char> bytes(static_cast<size_t>(numel * dtype_size(t)) + 1);
+  std::normal_distribution<double> normal(0.0, 3.0);
+  std::uniform_int_distribution<int> pick(0, 39);
+  std::uniform_int_distribution<int64_t> small(-1000, 1000);
+  for (int64_t i = 0; i < numel; ++i) {
+    unsigned char* p = bytes.data() + i * dtype_size(t);
+    const int k = specials ? pick(rng) : 39;
+    double v = normal(rng);
+    if (k == 0) v = std::numeric_limits<double>::quiet_NaN();
+    if (k == 1) v = std::numeric_limits<double>::infinity();
+    if (k == 2) v = -0.0;
+    if (k == 3) v = 3e38;
+    int64_t iv = small(rng);
+    if (k == 4) iv = std::numeric_limits<int32_t>::min();
+    if (k == 5) iv = 3000000001LL;
+    switch (t) {
+      case DType::Bool:
+        *p = static_cast<unsigned char>(iv > 0);
+        break;
+      case DType::Int32: {
+        const auto x = static_cast<int32_t>(iv);
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case DType::Int64:
+        std::memcpy(p, &iv, 8);
+        break;
+      case DType::Float16: {
+        const uint16_t h = dsl::float_to_half_bits(static_cast<float>(v));
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case DType::BFloat16: {
+        const uint16_t h = dsl::float_to_bf16_bits(static_cast<float>(v));
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case DType::Float32: {
+        const auto x = static_cast<float>(v);
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case DType::Float64:
+        std::memcpy(p, &v, 8);
+        break;
+    }
+  }
+  return bytes;
+}
+
+void expect_cuda_text_matches_interpreter(const dsl::LoweredFunc& f, const std::vector<dsl::ArgValue>& args,
+                                          const std::vector<BufferSpan>& spans, const std::string& context) {
+  const std::string what = "kernel " + f.name + (context.empty() ? "" : " (" + context + ")");
+  ASSERT_EQ(args.size(), f.params.size()) << what;
+  ASSERT_EQ(spans.size(), f.params.size()) << what;
+
+  // The allocations the buffers point into, each once.
+  std::vector<Storage> storages;
+  std::vector<int> storage_of(f.params.size(), -1);
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    const dsl::Param& p = f.params[i];
+    if (p.kind != dsl::ParamKind::Buffer) continue;
+    const auto* base = static_cast<const unsigned char*>(spans[i].base);
+    const auto* ptr = static_cast<const unsigned char*>(args[i].ptr);
+    ASSERT_TRUE(base && ptr >= base && ptr <= base + spans[i].bytes)
+        << what << ": buffer " << p.name << " does not point into the allocation given for it";
+    int s = -1;
+    for (size_t k = 0; k < storages.size(); ++k)
+      if (storages[k].base == base) s = static_cast<int>(k);
+    if (s < 0) {
+      storages.push_back({base, spans[i].bytes, false, false, p.dtype});
+      s = static_cast<int>(storages.size()) - 1;
+    }
+    Storage& st = storages[static_cast<size_t>(s)];
+    if (p.is_output && !st.written) st.dtype = p.dtype;
+    (p.is_output ? st.written : st.read) = true;
+    storage_of[i] = s;
+  }
+
+  // Two identical sets of copies: outputs poisoned unless the same allocation is also read.
+  auto make_copies = [&] {
+    std::vector<Copy> copies;
+    for (const Storage& st : storages) {
+      const bool poison = st.written && !st.read;
+      copies.emplace_back(st.base, st.bytes, poison, dsl::is_floating(st.dtype) ? kPoisonFloat : kPoisonInt);
+    }
+    return copies;
+  };
+  auto args_into = [&](std::vector<Copy>& copies) {
+    std::vector<dsl::ArgValue> a = args;
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      if (storage_of[i] < 0) continue;
+      const Storage& st = storages[static_cast<size_t>(storage_of[i])];
+      a[i].ptr =
+          copies[static_cast<size_t>(storage_of[i])].data + (static_cast<const unsigned char*>(args[i].ptr) - st.base);
+    }
+    return a;
+  };
+  std::vector<Copy> interp = make_copies();
+  std::vector<Copy> emu = make_copies();
+  dsl::interpret(f, args_into(interp));
+
+  const jit::cuda::CudaSource src = jit::cuda::print_cuda_source(f);
+  std::shared_ptr<const simt::Module> module;
+  try {
+    module = simt::module_for(src.source, {src.name}, jit::cuda::embedded_helpers());
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": the printed CUDA C++ does not build for the host: " << e.what();
+    return;
+  }
+  std::vector<dsl::ArgValue> emu_args = args_into(emu);
+  std::vector<void*> params(emu_args.size());
+  for (size_t i = 0; i < emu_args.size(); ++i) params[i] = &emu_args[i];  // the 8-byte ABI slots
+  try {
+    const jit::CudaLaunchShape shape = launch_shape(f, args);
+    module->launch(src.name, {shape.grid[0], shape.grid[1], shape.grid[2]},
+                   {shape.block[0], shape.block[1], shape.block[2]}, params.data());
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": " << e.what() << "\n  source: " << module->source_path();
+    return;
+  }
+
+  for (size_t s = 0; s < storages.size(); ++s) {
+    const Storage& st = storages[s];
+    const Copy& e = emu[s];
+    EXPECT_TRUE(e.guards_intact()) << what << ": wrote outside an allocation of " << st.bytes
+                                   << " bytes\n  source: " << module->source_path();
+    if (!st.written) {
+      EXPECT_EQ(std::memcmp(e.data, st.base, st.bytes), 0)
+          << what << ": changed an input\n  source: " << module->source_path();
+      continue;
+    }
+    const size_t es = static_cast<size_t>(dsl::dtype_size(st.dtype));
+    const unsigned char poison = dsl::is_floating(st.dtype) ? kPoisonFloat : kPoisonInt;
+    const bool poisoned = !st.read;
+    int bad = 0;
+    std::string first;
+    for (size_t k = 0; k + es <= st.bytes; k += es) {
+      const unsigned char* pe = e.data + k;
+      const unsigned char* pi = interp[s].data + k;
+      std::string why;
+      const bool e_unwritten = poisoned && all_bytes(pe, es, poison);
+      const bool i_unwritten = poisoned && all_bytes(pi, es, poison);
+      const double ve = element(pe, st.dtype), vi = element(pi, st.dtype);
+      if (e_unwritten != i_unwritten) {
+        why = e_unwritten ? "not written by the CUDA text" : "written only by the CUDA text";
+      } else if (!e_unwritten) {
+        if (std::isnan(vi) != std::isnan(ve))
+          why = "NaN in one only";
+        else if (!std::isnan(vi) && ve != vi && !(std::fabs(ve - vi) <= tolerance(st.dtype, vi)))
+          why = "differs";
+      }
+      if (why.empty()) continue;
+      if (++bad == 1)
+        first = "element " + std::to_string(k / es) + ": CUDA text " + std::to_string(ve) + ", interpreter " +
+                std::to_string(vi) + " (" + why + ")";
+    }
+    EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << st.bytes / es << " elements of a "
+                      << dsl::dtype_name(st.dtype) << " output differ; first " << first
+                      << "\n  source: " << module->source_path();
+  }
+}
+
+}  // namespace flow::test

@@ -1,0 +1,427 @@
+#include "simt/simt_emulator.h"
+
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+#include "simt/simt_abi.h"
+
+#ifndef FLOW_SIMT_CXX
+#error "FLOW_SIMT_CXX (the host C++ compiler) must be defined by the build"
+#endif
+#ifndef FLOW_SIMT_PRELUDE
+#error "FLOW_SIMT_PRELUDE (the path of simt_host.h) must be defined by the build"
+#endif
+#ifndef FLOW_SIMT_CACHE_DEFAULT
+#define FLOW_SIMT_CACHE_DEFAULT "/tmp/flow_simt_cache"
+#endif
+
+namespace flow::test::simt {
+
+namespace {
+
+using Dim3u = flow_simt_dim3;
+using Api = flow_simt_api;
+using State = flow_simt_state_t;
+
+using Entry = void (*)(void* const*);
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("simt: cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Written beside and renamed into place: test binaries run in parallel (ctest -j) and may build the
+// same kernel at once; a compiler must never read a half-written file.
+void write_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    if (!out) throw std::runtime_error("simt: cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("simt: cannot rename " + tmp);
+}
+
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
+  for (const unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string cache_dir() {
+  const char* env = std::getenv("FLOW_SIMT_CACHE");
+  return env && *env ? env : FLOW_SIMT_CACHE_DEFAULT;
+}
+
+void make_dirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0755);
+  }
+}
+
+// Calls a kernel with cuLaunchKernel's argument convention (each params[i] points at a value).
+const char* kCallShim = R"(
+flow_simt_state_t flow_simt_state;
+template <int... I>
+struct flow_simt_seq {};
+template <class... A, int... I>
+inline void flow_simt_call(void (*fn)(A...), void* const* p, flow_simt_seq<I...>) {
+  fn(*static_cast<A*>(p[I])...);
+}
+template <class... A>
+inline void flow_simt_call(void (*fn)(A...), void* const* p) {
+  flow_simt_call(fn, p, flow_simt_seq<__integer_pack(static_cast<int>(sizeof...(A)))...>{});
+}
+)";
+
+// ---- the run of one launch ------------------------------------------------------------------------
+
+constexpr size_t kStackBytes = size_t{256} << 10;
+
+enum class FiberState { Runnable, AtBarrier, AtShuffle, Done };
+
+struct Fiber {
+  ucontext_t ctx;
+  FiberState state = FiberState::Runnable;
+  Dim3u tid{0, 0, 0};
+  unsigned long long shfl_result = 0;
+};
+
+struct Warp {
+  unsigned arrived = 0;  // lanes waiting in a shuffle
+  unsigned mask[32] = {};
+  int kind[32] = {}, arg[32] = {}, width[32] = {};
+  unsigned long long in[32] = {};
+};
+
+struct Launch {
+  State* state = nullptr;
+  Entry entry = nullptr;
+  void* const* params = nullptr;
+  bool fibers = false;
+  int nthreads = 0;
+  std::vector<Fiber> fiber;
+  std::vector<Warp> warps;
+  int current = -1;
+  int barrier_arrived = 0;
+  ucontext_t scheduler;
+  std::string fault;  // set by a faulting thread (fiber mode)
+  char* stacks = nullptr;
+};
+
+Launch* g_launch = nullptr;  // the launch in progress (launches are serialized by g_launch_mu)
+std::mutex g_launch_mu;
+
+std::string where(const Launch& l) {
+  const Dim3u b = l.state->blockIdx;
+  const Dim3u t = l.state->threadIdx;
+  return "block (" + std::to_string(b.x) + "," + std::to_string(b.y) + "," + std::to_string(b.z) + "), thread (" +
+         std::to_string(t.x) + "," + std::to_string(t.y) + "," + std::to_string(t.z) + ")";
+}
+
+void yield_to_scheduler() {
+  Launch& l = *g_launch;
+  swapcontext(&l.fiber[static_cast<size_t>(l.current)].ctx, &l.scheduler);
+}
+
+void on_fault(const char* what, unsigned long long detail) {
+  Launch& l = *g_launch;
+  char hex[32];
+  std::snprintf(hex, sizeof(hex), "0x%llx", detail);
+  std::string msg = std::string(what) + " (" + hex + ") in " + where(l);
+  if (!l.fibers) throw std::runtime_error(msg);
+  l.fault = std::move(msg);
+  yield_to_scheduler();  // never resumed
+}
+
+void on_syncthreads() {
+  Launch& l = *g_launch;
+  if (!l.fibers) {
+    if (l.nthreads == 1) return;
+    on_fault("__syncthreads in a kernel run without fibers", 0);
+  }
+  l.fiber[static_cast<size_t>(l.current)].state = FiberState::AtBarrier;
+  if (++l.barrier_arrived == l.nthreads) {
+    for (Fiber& f : l.fiber) f.state = FiberState::Runnable;
+    l.barrier_arrived = 0;
+  }
+  yield_to_scheduler();
+}
+
+// The source lane of a shuffle, or -1 when it reads the caller's own value (out of the segment).
+int shuffle_source(int kind, int lane, int arg, int width) {
+  const int base = lane & ~(width - 1);
+  switch (kind) {
+    case 0:
+      return base + (arg & (width - 1));
+    case 1:
+      return lane - arg >= base ? lane - arg : -1;
+    case 2:
+      return lane + arg < base + width ? lane + arg : -1;
+    default: {
+      const int src = lane ^ arg;
+      return src < base + width ? src : -1;
+    }
+  }
+}
+
+unsigned long long on_shfl(int kind, unsigned mask, unsigned long long bits, int arg, int width) {
+  Launch& l = *g_launch;
+  const int tid = l.current < 0 ? 0 : l.current;
+  const int lane = tid & 31;
+  if (width <= 0 || width > 32 || (width & (width - 1)) != 0) on_fault("shuffle width not a power of two <= 32", width);
+  if (!((mask >> lane) & 1u)) on_fault("shuffle by a lane outside its own mask", mask);
+  if (!l.fibers) {
+    if (mask != 1u) on_fault("shuffle over several lanes in a kernel run without fibers", mask);
+    return bits;
+  }
+  Warp& w = l.warps[static_cast<size_t>(tid >> 5)];
+  w.arrived |= 1u << lane;
+  w.mask[lane] = mask;
+  w.kind[lane] = kind;
+  w.arg[lane] = arg;
+  w.width[lane] = width;
+  w.in[lane] = bits;
+  Fiber& self = l.fiber[static_cast<size_t>(tid)];
+  self.state = FiberState::AtShuffle;
+  if ((w.arrived & mask) == mask) {
+    // Every lane of the mask is here: check they agree, then hand out the values.
+    for (int q = 0; q < 32; ++q) {
+      if (!((mask >> q) & 1u)) continue;
+      if (w.mask[q] != mask) on_fault("shuffle lanes disagree on the mask", (uint64_t{w.mask[q]} << 32) | mask);
+    }
+    for (int q = 0; q < 32; ++q) {
+      if (!((mask >> q) & 1u)) continue;
+      const int src = shuffle_source(w.kind[q], q, w.arg[q], w.width[q]);
+      unsigned long long v = w.in[q];
+      if (src >= 0 && src != q) v = ((mask >> src) & 1u) ? w.in[src] : ~0ull;
+      Fiber& f = l.fiber[static_cast<size_t>((tid & ~31) + q)];
+      f.shfl_result = v;
+      f.state = FiberState::Runnable;
+    }
+    w.arrived &= ~mask;
+  }
+  yield_to_scheduler();
+  return self.shfl_result;
+}
+
+const Api g_api = {&on_syncthreads, &on_shfl, &on_fault};
+
+void fiber_main() {
+  Launch& l = *g_launch;
+  l.entry(l.params);
+  l.fiber[static_cast<size_t>(l.current)].state = FiberState::Done;
+  // Returning resumes uc_link, the scheduler.
+}
+
+Dim3u thread_index(int t, const Dim3& block) {
+  const auto bx = static_cast<int>(block.x), by = static_cast<int>(block.y);
+  return {static_cast<unsigned>(t % bx), static_cast<unsigned>((t / bx) % by), static_cast<unsigned>(t / (bx * by))};
+}
+
+std::string deadlock_report(const Launch& l) {
+  int at_barrier = 0, done = 0;
+  std::string shuffles;
+  for (size_t t = 0; t < l.fiber.size(); ++t) {
+    if (l.fiber[t].state == FiberState::AtBarrier) ++at_barrier;
+    if (l.fiber[t].state == FiberState::Done) ++done;
+    if (l.fiber[t].state == FiberState::AtShuffle && shuffles.size() < 200) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), " thread %zu (mask 0x%x)", t, l.warps[t >> 5].mask[t & 31]);
+      shuffles += buf;
+    }
+  }
+  return "deadlock in block (" + std::to_string(l.state->blockIdx.x) + "," + std::to_string(l.state->blockIdx.y) + "," +
+         std::to_string(l.state->blockIdx.z) + "): " + std::to_string(at_barrier) + " of " +
+         std::to_string(l.nthreads) + " threads wait at __syncthreads, " + std::to_string(done) + " returned" +
+         (shuffles.empty() ? std::string() : ", waiting in a shuffle:" + shuffles);
+}
+
+void run_block_with_fibers(Launch& l, const Dim3& block, std::mt19937_64& rng) {
+  const auto n = static_cast<size_t>(l.nthreads);
+  for (size_t t = 0; t < n; ++t) {
+    Fiber& f = l.fiber[t];
+    f.state = FiberState::Runnable;
+    f.tid = thread_index(static_cast<int>(t), block);
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = l.stacks + t * kStackBytes;
+    f.ctx.uc_stack.ss_size = kStackBytes;
+    f.ctx.uc_link = &l.scheduler;
+    makecontext(&f.ctx, &fiber_main, 0);
+  }
+  for (Warp& w : l.warps) w = Warp{};
+  l.barrier_arrived = 0;
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  size_t done = 0;
+  while (done < n) {
+    std::shuffle(order.begin(), order.end(), rng);
+    bool ran = false;
+    for (const int t : order) {
+      Fiber& f = l.fiber[static_cast<size_t>(t)];
+      if (f.state != FiberState::Runnable) continue;
+      l.current = t;
+      l.state->threadIdx = f.tid;
+      swapcontext(&l.scheduler, &f.ctx);
+      if (!l.fault.empty()) throw std::runtime_error(l.fault);
+      if (f.state == FiberState::Done) ++done;
+      ran = true;
+    }
+    if (!ran && done < n) throw std::runtime_error(deadlock_report(l));
+  }
+}
+
+}  // namespace
+
+struct Module::Impl {
+  void* handle = nullptr;
+  State* state = nullptr;
+  std::map<std::string, Entry> entries;
+  bool collectives = false;
+};
+
+Module::Module(const std::string& source, const std::vector<std::string>& entries,
+               const std::vector<std::pair<std::string, std::string>>& headers)
+    : impl_(std::make_unique<Impl>()) {
+  // The prelude and the ABI header it includes (from its own folder) go into the cache key.
+  const std::string prelude_path = FLOW_SIMT_PRELUDE;
+  const std::string prelude =
+      read_file(prelude_path) + read_file(prelude_path.substr(0, prelude_path.rfind('/') + 1) + "simt_abi.h");
+  std::string unit =
+      source + "\n// ---- added by the SIMT emulator (tests/cpp/simt/simt_emulator.cpp) ----\n" + kCallShim;
+  for (const std::string& e : entries)
+    unit += "extern \"C\" void flow_simt_entry_" + e + "(void* const* p) { flow_simt_call(&" + e + ", p); }\n";
+  const std::string flags = "-std=c++17 -O1 -fPIC -shared -w";
+  uint64_t h = fnv1a(prelude);
+  h = fnv1a(unit, h);
+  h = fnv1a(flags + FLOW_SIMT_CXX, h);
+  for (const auto& [name, text] : headers) h = fnv1a(text, fnv1a(name, h));
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  const std::string dir = cache_dir() + "/" + hex;
+  source_path_ = dir + "/kernel.cpp";
+  const std::string so = dir + "/kernel.so";
+  if (::access(so.c_str(), R_OK) != 0) {
+    make_dirs(dir);
+    for (const auto& [name, text] : headers) write_file(dir + "/" + name, text);
+    write_file(source_path_, unit);
+    const std::string tmp = so + ".tmp" + std::to_string(::getpid());
+    const std::string cmd = std::string(FLOW_SIMT_CXX) + " " + flags + " -include " + FLOW_SIMT_PRELUDE + " -I" + dir +
+                            " -o " + tmp + " " + source_path_ + " -lm 2>&1";
+    std::string log;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (!p) throw std::runtime_error("simt: cannot run " + cmd);
+    char buf[4096];
+    size_t got;
+    while ((got = std::fread(buf, 1, sizeof(buf), p)) > 0) log.append(buf, got);
+    const int rc = ::pclose(p);
+    if (rc != 0) throw std::runtime_error("simt: the host build of " + source_path_ + " failed:\n" + cmd + "\n" + log);
+    if (std::rename(tmp.c_str(), so.c_str()) != 0) throw std::runtime_error("simt: cannot rename " + tmp);
+  }
+  impl_->handle = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!impl_->handle) throw std::runtime_error(std::string("simt: dlopen: ") + ::dlerror());
+  impl_->state = static_cast<State*>(::dlsym(impl_->handle, "flow_simt_state"));
+  if (!impl_->state) throw std::runtime_error("simt: " + so + " has no flow_simt_state");
+  impl_->state->api = &g_api;
+  for (const std::string& e : entries) {
+    void* sym = ::dlsym(impl_->handle, ("flow_simt_entry_" + e).c_str());
+    if (!sym) throw std::runtime_error("simt: " + so + " has no entry " + e);
+    impl_->entries[e] = reinterpret_cast<Entry>(sym);
+  }
+  // Kernels without collectives run each thread straight through (no fibers needed).
+  impl_->collectives = unit.find("__syncthreads") != std::string::npos || unit.find("__shfl") != std::string::npos ||
+                       unit.find("block_reduce") != std::string::npos;
+}
+
+Module::~Module() {
+  if (impl_ && impl_->handle) ::dlclose(impl_->handle);
+}
+
+void Module::launch(const std::string& entry, Dim3 grid, Dim3 block, void* const* params, uint64_t seed) const {
+  const auto it = impl_->entries.find(entry);
+  if (it == impl_->entries.end()) throw std::invalid_argument("simt: no entry " + entry);
+  for (const int64_t d : {grid.x, grid.y, grid.z, block.x, block.y, block.z})
+    if (d < 0) throw std::invalid_argument("simt: negative launch dimension");
+  const int64_t nthreads = block.x * block.y * block.z;
+  if (nthreads > 1024) throw std::invalid_argument("simt: more than 1024 threads per block");
+  if (nthreads == 0 || grid.x * grid.y * grid.z == 0) return;
+
+  std::lock_guard<std::mutex> lock(g_launch_mu);
+  Launch l;
+  l.state = impl_->state;
+  l.entry = it->second;
+  l.params = params;
+  l.nthreads = static_cast<int>(nthreads);
+  l.fibers = impl_->collectives && nthreads > 1;
+  l.state->blockDim = {static_cast<unsigned>(block.x), static_cast<unsigned>(block.y), static_cast<unsigned>(block.z)};
+  l.state->gridDim = {static_cast<unsigned>(grid.x), static_cast<unsigned>(grid.y), static_cast<unsigned>(grid.z)};
+  struct Stacks {
+    void* p = MAP_FAILED;
+    size_t bytes = 0;
+    ~Stacks() {
+      if (p != MAP_FAILED) ::munmap(p, bytes);
+    }
+  } stacks;
+  if (l.fibers) {
+    stacks.bytes = static_cast<size_t>(nthreads) * kStackBytes;
+    stacks.p =
+        ::mmap(nullptr, stacks.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (stacks.p == MAP_FAILED) throw std::runtime_error("simt: cannot map fiber stacks");
+    l.stacks = static_cast<char*>(stacks.p);
+    l.fiber.resize(static_cast<size_t>(nthreads));
+    l.warps.resize(static_cast<size_t>((nthreads + 31) / 32));
+  }
+  g_launch = &l;
+  struct Reset {
+    ~Reset() { g_launch = nullptr; }
+  } reset;
+  std::mt19937_64 rng(seed);
+  for (int64_t z = 0; z < grid.z; ++z) {
+    for (int64_t y = 0; y < grid.y; ++y) {
+      for (int64_t x = 0; x < grid.x; ++x) {
+        l.state->blockIdx = {static_cast<unsigned>(x), static_cast<unsigned>(y), static_cast<unsigned>(z)};
+        if (l.fibers) {
+          run_block_with_fibers(l, block, rng);
+          continue;
+        }
+        for (int t = 0; t < l.nthreads; ++t) {
+          l.current = t;
+          l.state->threadIdx = thread_index(t, block);
+          l.entry(l.params);
+        }
+      }
+    }
+  }
+}
+
+std::shared_ptr<const Module> module_for(const std::string& source, const std::vector<std::string>& entries,
+                                         const std::vector<std::pair<std::string, std::string>>& headers) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const Module>> modules;
+  std::string key = source;
+  for (const auto& e : entries) key += "\n#entry " + e;
+  for (const auto& [name, text] : headers) key += "\n#header " + name + "\n" + text;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& m = modules[key];
+  if (!m) m = std::make_shared<const Module>(source, entries, headers);
+  return m;
+}
+
+}  // namespace flow::test::simt
