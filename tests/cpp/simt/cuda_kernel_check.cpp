@@ -23,8 +23,11 @@ namespace {
 
 using dsl::DType;
 
-constexpr size_t kGuard = 256;                // guard bytes on each side of a copy
-constexpr unsigned char kGuardByte = 0xCD;    // what the guard bytes hold
+constexpr size_t kGuard = 256;  // guard bytes on each side of a copy
+// What the guard bytes hold: different for the two runs, so a read past an allocation, by the
+// printed text or by the loop nest itself, gives the two runs different values.
+constexpr unsigned char kGuardInterp = 0xCD;
+constexpr unsigned char kGuardEmu = 0xFF;
 constexpr unsigned char kPoisonFloat = 0xFF;  // all ones: a NaN in every floating type
 constexpr unsigned char kPoisonInt = 0xA5;
 
@@ -35,14 +38,17 @@ struct Copy {
   unsigned char* data = nullptr;
   size_t bytes = 0;
 
-  Copy(const unsigned char* base, size_t n, bool poison, unsigned char poison_byte) : bytes(n) {
+  unsigned char guard = 0;
+
+  Copy(const unsigned char* base, size_t n, bool poison, unsigned char poison_byte, unsigned char guard_byte)
+      : bytes(n), guard(guard_byte) {
     mem = std::make_unique<unsigned char[]>(n + 2 * kGuard + 256);
     const auto raw = reinterpret_cast<uintptr_t>(mem.get()) + kGuard;
     const uintptr_t want = reinterpret_cast<uintptr_t>(base) % 256;
     const uintptr_t at = raw + ((want + 256 - raw % 256) % 256);
     data = reinterpret_cast<unsigned char*>(at);
-    std::memset(data - kGuard, kGuardByte, kGuard);
-    std::memset(data + n, kGuardByte, kGuard);
+    std::memset(data - kGuard, guard, kGuard);
+    std::memset(data + n, guard, kGuard);
     if (poison)
       std::memset(data, poison_byte, n);
     else if (n)
@@ -50,8 +56,7 @@ struct Copy {
   }
   bool guards_intact() const {
     for (size_t i = 0; i < kGuard; ++i)
-      if (data[-static_cast<ptrdiff_t>(kGuard) + static_cast<ptrdiff_t>(i)] != kGuardByte ||
-          data[bytes + i] != kGuardByte)
+      if (data[-static_cast<ptrdiff_t>(kGuard) + static_cast<ptrdiff_t>(i)] != guard || data[bytes + i] != guard)
         return false;
     return true;
   }
@@ -223,11 +228,11 @@ void expect_cuda_text_matches_interpreter(const dsl::LoweredFunc& f, const std::
   }
 
   // Two identical sets of copies: outputs poisoned unless the same allocation is also read.
-  auto make_copies = [&] {
+  auto make_copies = [&](unsigned char guard) {
     std::vector<Copy> copies;
     for (const Storage& st : storages) {
       const bool poison = st.written && !st.read;
-      copies.emplace_back(st.base, st.bytes, poison, dsl::is_floating(st.dtype) ? kPoisonFloat : kPoisonInt);
+      copies.emplace_back(st.base, st.bytes, poison, dsl::is_floating(st.dtype) ? kPoisonFloat : kPoisonInt, guard);
     }
     return copies;
   };
@@ -241,8 +246,8 @@ void expect_cuda_text_matches_interpreter(const dsl::LoweredFunc& f, const std::
     }
     return a;
   };
-  std::vector<Copy> interp = make_copies();
-  std::vector<Copy> emu = make_copies();
+  std::vector<Copy> interp = make_copies(kGuardInterp);
+  std::vector<Copy> emu = make_copies(kGuardEmu);
   dsl::interpret(f, args_into(interp));
 
   const jit::cuda::CudaSource src = jit::cuda::print_cuda_source(f);
