@@ -165,9 +165,13 @@ def test_cli_sweep_prints_a_table_writes_records_and_kernels_and_resumes(tmp_pat
 def test_cli_interrupted_sweep_keeps_records_and_resumes(tmp_path):
     out = tmp_path / "tuned"
     env = dict(os.environ, FLOW_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=PYTHON_DIR)
+    # The child must take Ctrl-C's default disposition even when this test runs with SIGINT ignored
+    # (a background job of a non-interactive shell: its children inherit SIG_IGN, and Python then
+    # installs no KeyboardInterrupt handler, so the sweep would finish with status 0).
     p = subprocess.Popen([sys.executable, "-m", "flow.autotune", *CLI_MODEL, "--budget", "300", "--max-trials", "8",
                           "--out", str(out), "--no-progress"], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     records = out / "records.jsonl"
     deadline = time.time() + 300
     while time.time() < deadline and p.poll() is None:
