@@ -1,6 +1,7 @@
 #include "autotune/tuner.h"
 
 #include <chrono>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
@@ -8,9 +9,11 @@
 
 #include "autotune/json.h"
 #include "autotune/search_space.h"
+#include "autotune/verify.h"
 #include "jit/cuda_launch.h"
 #include "jit/library_ops.h"
 #include "jit/log.h"
+#include "runtime/cuda_copy.h"
 #include "runtime/cuda_driver.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/workload_key.h"
@@ -28,6 +31,47 @@ struct Winner {
 
 std::string domain_of(const sched::KernelInstance& ki) {
   return "kept " + dsl::shape_str(ki.kept) + " reduced " + dsl::shape_str(ki.reduced);
+}
+
+// The storage of one output of a kernel, copied to the host.
+struct OutputSnapshot {
+  int value = -1;
+  dsl::DType dtype = dsl::DType::Float32;
+  std::vector<unsigned char> bytes;
+};
+
+std::vector<unsigned char> host_copy(const jit::Tensor& t, bool cuda) {
+  std::vector<unsigned char> out(t.storage->size());
+  if (out.empty()) return out;
+  if (cuda)
+    runtime::cuda::copy_device_to_host(out.data(), t.storage->data(), out.size());
+  else
+    std::memcpy(out.data(), t.storage->data(), out.size());
+  return out;
+}
+
+std::vector<OutputSnapshot> snapshot_outputs(const sched::KernelInstance& ki,
+                                             const std::vector<const jit::Tensor*>& values, bool cuda) {
+  std::vector<OutputSnapshot> out;
+  for (const sched::KernelBuffer& b : ki.buffers) {
+    if (!b.is_output || b.value < 0 || static_cast<size_t>(b.value) >= values.size()) continue;
+    const jit::Tensor* t = values[static_cast<size_t>(b.value)];
+    if (!t || !t->storage) continue;
+    out.push_back({b.value, b.dtype, host_copy(*t, cuda)});
+  }
+  return out;
+}
+
+// "" when the outputs now hold what `reference` holds (autotune/verify.h), else why not.
+std::string check_outputs(const std::vector<OutputSnapshot>& reference, const std::vector<const jit::Tensor*>& values,
+                          bool cuda) {
+  for (const OutputSnapshot& ref : reference) {
+    const std::vector<unsigned char> now = host_copy(*values[static_cast<size_t>(ref.value)], cuda);
+    if (now.size() != ref.bytes.size()) return "wrong result: an output changed size";
+    const std::string bad = compare_outputs(ref.bytes.data(), now.data(), now.size(), ref.dtype);
+    if (!bad.empty()) return bad;
+  }
+  return "";
 }
 
 }  // namespace
@@ -124,21 +168,36 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
     const sched::Params start = exe.kernels()[k]->scheduled.params;
     const SearchSpace space = search_space(ki, start, t);
     std::map<std::string, Winner> built;  // params JSON -> kernel
+    auto launch = [&](const jit::CompiledKernel& kernel, const std::vector<sched::KernelArg>& args) {
+      if (cuda)
+        jit::launch_cuda(kernel, args, values);
+      else
+        jit::launch_cpu(kernel, args, values);
+    };
+    // What every candidate must reproduce: the default schedule's outputs (autotune/verify.h). If
+    // the default itself fails, the search reports it and nothing is compared.
+    std::vector<OutputSnapshot> reference;
+    try {
+      const sched::ScheduledKernel sk = s.schedule(ki, start, t);
+      launch(*jit::get_kernel(sk, copt), sk.args);
+      reference = snapshot_outputs(ki, values, cuda);
+    } catch (const std::exception&) {
+      reference.clear();
+    }
     const CostFn cost = [&](const sched::Params& p, std::string* error) -> std::optional<double> {
       try {
         const sched::ScheduledKernel sk = s.schedule(ki, p, t);
         auto kernel = jit::get_kernel(sk, copt);
-        const Measurement m = measure(
-            [&] {
-              if (cuda)
-                jit::launch_cuda(*kernel, sk.args, values);
-              else
-                jit::launch_cpu(*kernel, sk.args, values);
-            },
-            MeasureOptions{opt.measure.warmup, opt.measure.repeats, opt.measure.time_limit_seconds,
-                           opt.measure.min_sample_seconds, cuda});
+        const Measurement m =
+            measure([&] { launch(*kernel, sk.args); },
+                    MeasureOptions{opt.measure.warmup, opt.measure.repeats, opt.measure.time_limit_seconds,
+                                   opt.measure.min_sample_seconds, cuda});
         if (!m.ok) {
           *error = m.error;
+          return std::nullopt;
+        }
+        if (const std::string wrong = check_outputs(reference, values, cuda); !wrong.empty()) {
+          *error = wrong;
           return std::nullopt;
         }
         built[sched::params_to_json(p)] = Winner{kernel, sk.args};

@@ -3,7 +3,8 @@
 // timed on the call's real operands; records name it {"kind":"library","impl":...}). The Executable
 // runs once with a hook before each kernel launch; at kernel k the tuner has every buffer k reads
 // (the real intermediate values), so each candidate schedule of k is compiled (through the kernel
-// cache, so re-tuning is cheap) and launched on those buffers and timed. Kernels with the same
+// cache, so re-tuning is cheap) and launched on those buffers and timed; a candidate whose outputs
+// differ from the default schedule's is a failed trial, never a winner (autotune/verify.h). Kernels with the same
 // workload key are tuned once; kernels whose workload already has a record for this target are
 // skipped (that is how an interrupted sweep resumes). The budget is shared: each workload gets the
 // remaining time divided by the workloads left. When the run ends every kernel is swapped for its
@@ -31,8 +32,8 @@ struct TuneOptions {
 };
 
 struct KernelTuneResult {
-  size_t kernel = 0;  // first kernel index with this workload (library: the step index)
-  int uses = 1;       // kernels of the Executable sharing the workload
+  size_t kernel = 0;                              // first kernel index with this workload (library: the step index)
+  int uses = 1;                                   // kernels of the Executable sharing the workload
   std::string name, workload, scheduler, domain;  // scheduler: "pointwise", "reduction" or the library
   std::string status;  // "tuned", "record" (a record existed: not measured), "failed" (baseline failed)
   std::string default_params, best_params;

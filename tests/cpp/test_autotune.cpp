@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include "autotune/json.h"
@@ -15,6 +16,8 @@
 #include "autotune/search_space.h"
 #include "autotune/strategy.h"
 #include "autotune/tuner.h"
+#include "autotune/verify.h"
+#include "dsl/interpreter.h"
 #include "jit/compile.h"
 #include "jit/library_ops.h"
 #include "runtime/onednn.h"
@@ -287,6 +290,45 @@ TEST(WorkloadKey, DependsOnSizesAndLayoutNotOnParams) {
   EXPECT_EQ(a[0].size(), 32u);
 }
 
+TEST(Verify, CandidateOutputsAreComparedNormWise) {
+  auto rng = test::rng(13);
+  std::normal_distribution<float> d(0.f, 30.f);
+  std::vector<float> want(257);
+  for (float& v : want) v = d(rng);
+  want[3] = 0.f;
+  want[9] = std::numeric_limits<float>::infinity();
+  want[10] = std::numeric_limits<float>::quiet_NaN();
+  const size_t bytes = want.size() * sizeof(float);
+  std::vector<float> got = want;
+  EXPECT_EQ(compare_outputs(want.data(), got.data(), bytes, DType::Float32), "");
+  // Reordered partial sums: every element moved by a little of the output's scale, even a zero.
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::isfinite(got[i])) got[i] += 1e-5f * 100.f;
+  EXPECT_EQ(compare_outputs(want.data(), got.data(), bytes, DType::Float32), "");
+  got = want;
+  got[7] = want[7] + 5.f;  // garbage in one element
+  EXPECT_EQ(compare_outputs(want.data(), got.data(), bytes, DType::Float32).rfind("wrong result: element 7 ", 0), 0u);
+  got = want;
+  got[10] = 1.f;  // a NaN lost
+  EXPECT_NE(compare_outputs(want.data(), got.data(), bytes, DType::Float32), "");
+  got = want;
+  got[9] = 3e38f;  // an infinity turned finite
+  EXPECT_NE(compare_outputs(want.data(), got.data(), bytes, DType::Float32), "");
+  got = want;
+  got[20] = std::numeric_limits<float>::quiet_NaN();  // a NaN from nowhere
+  EXPECT_NE(compare_outputs(want.data(), got.data(), bytes, DType::Float32), "");
+  // Integers are exact.
+  const std::vector<int64_t> iw = {1, 2, 3, -4}, ig = {1, 2, 4, -4};
+  EXPECT_EQ(compare_outputs(iw.data(), iw.data(), 32, DType::Int64), "");
+  EXPECT_NE(compare_outputs(iw.data(), ig.data(), 32, DType::Int64), "");
+  // Half types at their own precision: one float16 ulp passes, ten percent does not.
+  const std::vector<uint16_t> hw = {dsl::float_to_half_bits(1.0f), dsl::float_to_half_bits(-2.0f)};
+  const std::vector<uint16_t> h1 = {dsl::float_to_half_bits(1.0009765625f), hw[1]};
+  const std::vector<uint16_t> h2 = {dsl::float_to_half_bits(1.1f), hw[1]};
+  EXPECT_EQ(compare_outputs(hw.data(), h1.data(), 4, DType::Float16), "");
+  EXPECT_NE(compare_outputs(hw.data(), h2.data(), 4, DType::Float16), "");
+}
+
 TEST(Tuner, TunesInPlaceKeepsOutputsAndHonoursRecords) {
   auto rng = test::rng(11);
   const dsl::Graph g = two_kernel_graph(64, 3000);
@@ -312,6 +354,7 @@ TEST(Tuner, TunesInPlaceKeepsOutputsAndHonoursRecords) {
   for (const auto& r : results) {
     EXPECT_EQ(r.status, "tuned") << r.name;
     EXPECT_EQ(r.candidates, 4) << r.name;
+    EXPECT_EQ(r.failed, 0) << r.name << ": " << (r.errors.empty() ? "" : r.errors[0]);  // none rejected as wrong
     EXPECT_GT(r.default_us, 0);
     EXPECT_LE(r.best_us, r.default_us);  // the default is a candidate: the winner is never slower
     EXPECT_EQ(r.record.target, jit::target_id(exe->options()));
