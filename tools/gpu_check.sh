@@ -233,8 +233,11 @@ fi
 # The rest of the C++ suite (CPU paths; the GPU-specific binaries ran first), after the GPU steps so
 # that a tight budget spends itself on what only this machine can check.
 if [ -f "$BUILD/CTestTestfile.cmake" ] || [ -f "$BUILD/tests/cpp/CTestTestfile.cmake" ]; then
-  # test_cuda_runtime and test_cuda_libs already ran above, with their own logs and JSON.
-  step ctest 150 ctest --test-dir "$BUILD" --output-on-failure --timeout 120 -j 4 -E '^test_cuda_(runtime|libs)$'
+  # test_cuda_runtime and test_cuda_libs already ran above, with their own logs and JSON. The SIMT
+  # emulator's own suites (the CUDA text run on the host: test_simt_emulator, test_cuda_plan_kernels,
+  # test_cuda_search_space) use no device and ran in CI: not worth device time here.
+  step ctest 150 ctest --test-dir "$BUILD" --output-on-failure --timeout 120 -j 4 \
+    -E '^test_cuda_(runtime|libs|plan_kernels|search_space)$|^test_simt_emulator$'
 fi
 
 # Autotuning on the device (default vs tuned Params of the three kernels; device-event timing).
