@@ -6,8 +6,11 @@
 #include "jit/library_ops.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -622,12 +625,28 @@ std::set<std::string>& native_half_refused() {
   static std::set<std::string> s;
   return s;
 }
-bool native_half_supported(const LibraryStep& step) {
-  static const bool off = [] {
+std::atomic<int>& half_policy() {
+  static std::atomic<int> p{[] {
     const char* e = std::getenv("FLOW_ONEDNN_HALF");
-    return e && std::string(e) == "0";
-  }();
-  if (off) return false;
+    if (e && std::string(e) == "0") return static_cast<int>(CpuHalfPolicy::Float32);
+    if (e && std::string(e) == "1") return static_cast<int>(CpuHalfPolicy::Native);
+    return static_cast<int>(CpuHalfPolicy::Auto);
+  }()};
+  return p;
+}
+
+// Whether oneDNN's half primitives run this half step (cpu_half_policy; a workload oneDNN refused
+// once takes the float32 route from then on).
+bool native_half_supported(const LibraryStep& step) {
+  switch (cpu_half_policy()) {
+    case CpuHalfPolicy::Float32:
+      return false;
+    case CpuHalfPolicy::Auto:
+      if (!onednn::half_primitives_preferred()) return false;
+      break;
+    case CpuHalfPolicy::Native:
+      break;
+  }
   std::lock_guard<std::mutex> lock(native_half_mutex());
   return step.workload.empty() || native_half_refused().count(step.workload) == 0;
 }
@@ -641,29 +660,89 @@ void mark_native_half_unsupported(const LibraryStep& step, dsl::DType t, const s
                             why + "); computing it in float32");
 }
 
-// float16/bfloat16 on the CPU without oneDNN half primitives for them: the half operands widened
-// to float32 (exactly), one float32 call, the result rounded once to the output dtype. That is
-// what torch's CPU kernels compute (half inputs, float32 accumulation, one rounding). The weights
-// are converted on every call, so the reordered-weight cache is not used.
+// `t` as `dtype` in the same memory order: a dense tensor is cast in its physical dim order and
+// viewed back (a channels-last activation stays channels-last, so oneDNN keeps its fast
+// implementations; a NCHW source with an NHWC destination has only the reference one, ~1000x
+// slower); anything else becomes contiguous.
+Tensor widen_keeping_layout(const Tensor& t, dsl::DType dtype) {
+  const size_t r = t.sizes.size();
+  std::vector<size_t> order(r);
+  for (size_t d = 0; d < r; ++d) order[d] = d;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return t.strides[a] > t.strides[b]; });
+  Tensor physical = t;
+  for (size_t i = 0; i < r; ++i) {
+    physical.sizes[i] = t.sizes[order[i]];
+    physical.strides[i] = t.strides[order[i]];
+  }
+  if (!physical.is_contiguous()) return eager_contiguous(t, dtype);
+  const Tensor wide = eager_contiguous(physical, dtype);
+  Tensor back = wide;
+  for (size_t i = 0; i < r; ++i) {
+    back.sizes[order[i]] = wide.sizes[i];
+    back.strides[order[i]] = wide.strides[i];
+  }
+  return back;
+}
+
+// Frozen weights widened once per (storage, view, version), not on every call, so the float32 step
+// keeps its frozen identity and oneDNN's reordered-weight cache. An entry goes when its source
+// storage is freed or another version of it is widened.
+Tensor widened_frozen_weight(const Tensor& w, dsl::DType dtype) {
+  struct Entry {
+    std::weak_ptr<runtime::Buffer> source;
+    uint64_t version = 0;
+    Tensor wide;
+  };
+  static std::mutex mu;
+  static auto* entries = new std::map<std::string, Entry>();  // never destroyed, like the caches it feeds
+  std::string key = std::to_string(w.storage->uid()) + ":" + std::to_string(w.offset) + ":" + dsl::dtype_name(dtype);
+  for (size_t d = 0; d < w.sizes.size(); ++d)
+    key += ":" + std::to_string(w.sizes[d]) + "/" + std::to_string(w.strides[d]);
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = entries->find(key);
+  if (it != entries->end() && !it->second.source.expired() && it->second.version == w.storage->version())
+    return it->second.wide;
+  for (auto e = entries->begin(); e != entries->end();)
+    e = e->second.source.expired() ? entries->erase(e) : std::next(e);
+  Entry& e = (*entries)[key];
+  e = Entry{w.storage, w.storage->version(), widen_keeping_layout(w, dtype)};
+  return e.wide;
+}
+
+// float16/bfloat16 on the CPU without oneDNN half primitives for them (or where they are slower,
+// native_half_supported): the half operands widened to float32 (exactly) in their own layouts, one
+// float32 call, the result rounded once to the output dtype. That is what torch's CPU kernels
+// compute (half inputs, float32 accumulation, one rounding); it is also what oneDNN's bf16
+// primitives compute (float32 accumulation), up to the order of the sums.
 void run_half_as_float32(const dsl::Graph& g, const LibraryStep& step, const std::vector<const Tensor*>& values,
                          const Tensor& out, onednn::ImplInfo* info) {
   std::vector<Tensor> held;
   held.reserve(step.operands.size() + 1);  // no reallocation: `wide` points into it
   std::vector<const Tensor*> wide = values;
-  for (int v : step.operands) {
-    held.push_back(eager_contiguous(bound_value(values, v), dsl::DType::Float32));
+  for (size_t i = 0; i < step.operands.size(); ++i) {
+    const int v = step.operands[i];
+    const Tensor& src = bound_value(values, v);
+    const bool frozen_weight = i == 1 && step.weights_frozen;
+    held.push_back(frozen_weight ? widened_frozen_weight(src, dsl::DType::Float32)
+                                 : widen_keeping_layout(src, dsl::DType::Float32));
     wide[v] = &held.back();
   }
   held.push_back(Tensor::empty(out.sizes, dsl::DType::Float32));
   wide[step.output] = &held.back();
-  LibraryStep wide_step = step;
-  wide_step.weights_frozen = false;
-  run_library_group(g, wide_step, wide, info);
+  run_library_group(g, step, wide, info);
   const Tensor narrow = eager_contiguous(held.back(), out.dtype);
   std::memcpy(out.data(), narrow.data(), static_cast<size_t>(out.numel()) * dsl::dtype_size(out.dtype));
 }
 
 }  // namespace
+
+void set_cpu_half_policy(CpuHalfPolicy policy) {
+  half_policy().store(static_cast<int>(policy));
+}
+
+CpuHalfPolicy cpu_half_policy() {
+  return static_cast<CpuHalfPolicy>(half_policy().load());
+}
 
 void run_library_group(const dsl::Graph& g, const LibraryStep& step, const std::vector<const Tensor*>& values,
                        onednn::ImplInfo* info) {

@@ -62,6 +62,16 @@ LibraryStep make_library_step(const dsl::Graph& g, const sched::FusionGroup& grp
 void run_library_group(const dsl::Graph& g, const LibraryStep& step, const std::vector<const Tensor*>& values,
                        runtime::onednn::ImplInfo* info = nullptr);
 
+// How float16/bfloat16 library steps run on the CPU. Auto: oneDNN's half primitives where the CPU
+// has AMX (runtime/onednn.h, half_primitives_preferred), else the operands widened to float32 in
+// their own layouts (frozen weights once), one float32 call and one rounding of the result; Native:
+// oneDNN's half primitives wherever oneDNN has them; Float32: always the float32 route. A primitive
+// oneDNN refuses takes the float32 route either way. FLOW_ONEDNN_HALF=1 starts the process in
+// Native, =0 in Float32.
+enum class CpuHalfPolicy { Auto, Native, Float32 };
+void set_cpu_half_policy(CpuHalfPolicy policy);
+CpuHalfPolicy cpu_half_policy();
+
 // Tensors made for one library call (contiguous copies, permuted filters), kept alive until it
 // returns (on a GPU, until it is enqueued: the caching allocator orders any reuse on the stream).
 class HeldTensors {

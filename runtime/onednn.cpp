@@ -242,6 +242,9 @@ bool available() {
 std::string version() {
   return "";
 }
+bool half_primitives_preferred() {
+  return false;
+}
 void matmul(const TensorArg&, const TensorArg&, const TensorArg*, const OutArg&, const std::vector<PostOp>&,
             const std::string&, ImplInfo*) {
   unavailable("matmul");
@@ -789,6 +792,15 @@ bool available() {
 std::string version() {
   const dnnl_version_t* v = dnnl::version();
   return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+
+bool half_primitives_preferred() {
+  static const bool amx = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto want = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);  // a bit set containing AVX-512
+    return (isa & want) == want;
+  }();
+  return amx;
 }
 
 void matmul(const TensorArg& a, const TensorArg& b, const TensorArg* bias, const OutArg& dst,

@@ -51,6 +51,12 @@ namespace flow::runtime::onednn {
 
 bool available();
 std::string version();  // "2.6.3", or "" without oneDNN
+// Whether oneDNN's bfloat16/float16 primitives should run half-precision convolutions and GEMMs on
+// this CPU: only when it has AMX tiles (oneDNN's effective ISA is avx512_core_amx or above). With
+// AVX-512-BF16 alone they measured 1.5-1.8x slower than float32 primitives on the same operands
+// (a bf16 linear 1024x768x3072: 31.6 against 20.0 ms; ResNet-50 b1: 69.7 against 38.9 ms), and
+// without it they do not exist. False without oneDNN.
+bool half_primitives_preferred();
 
 // Element types (runtime/data_type.h): float32, and bfloat16 / float16 where the CPU and this oneDNN
 // have primitives for them (a primitive that does not exist throws Unsupported; jit/library_ops.cpp

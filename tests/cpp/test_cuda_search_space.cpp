@@ -63,12 +63,10 @@ double element(const jit::Tensor& t, int64_t i) {
   }
 }
 
-double tolerance(DType t, double ref) {
-  const double scale = 1 + std::fabs(ref);
-  return t == DType::Float16    ? 2e-3 * scale
-         : t == DType::BFloat16 ? 1.6e-2 * scale
-         : t == DType::Int64    ? 0
-                                : 2e-5 * scale;
+std::vector<double> values_of(const jit::Tensor& t) {
+  std::vector<double> v;
+  for (int64_t e = 0; e < t.numel(); ++e) v.push_back(element(t, e));
+  return v;
 }
 
 // Schedules each group of `g` (contiguous inputs) for CUDA under every valid point of its search
@@ -134,10 +132,12 @@ int check_search_space(const dsl::Graph& g, const std::vector<jit::Tensor>& ins,
       run(p, cand, true);
       ++checked;
       for (int v : grp.outputs) {
+        const double typical = test::median_magnitude(values_of(slots[v]));
         int bad = 0;
         for (int64_t e = 0; e < slots[v].numel(); ++e) {
           const double want = element(slots[v], e), got = element(cand[v], e);
-          if (!(got == want || std::fabs(got - want) <= tolerance(slots[v].dtype, want)) && ++bad <= 3)
+          if (!(got == want || std::fabs(got - want) <= test::result_tolerance(slots[v].dtype, want, typical)) &&
+              ++bad <= 3)
             ADD_FAILURE() << what << ", " << sched::params_to_json(p) << ": element " << e << " is " << got
                           << ", the heuristic schedule gives " << want;
         }
@@ -155,10 +155,13 @@ int check_search_space(const dsl::Graph& g, const std::vector<jit::Tensor>& ins,
   for (size_t o = 0; o < ref.size(); ++o) {
     const jit::Tensor out = bind(slots, mg.outputs()[o]);
     EXPECT_TRUE(out.is_contiguous()) << what;
+    const double typical = test::median_magnitude(ref[o].data);
     int bad = 0;
     for (int64_t e = 0; e < out.numel(); ++e) {
       const double want = ref[o].data[static_cast<size_t>(e)];
-      if (!(element(out, e) == want || std::fabs(element(out, e) - want) <= tolerance(out.dtype, want)) && ++bad <= 3)
+      if (!(element(out, e) == want ||
+            std::fabs(element(out, e) - want) <= test::result_tolerance(out.dtype, want, typical)) &&
+          ++bad <= 3)
         ADD_FAILURE() << what << " output " << o << " element " << e << ": " << element(out, e) << ", want " << want;
     }
   }

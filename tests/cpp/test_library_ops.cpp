@@ -1242,3 +1242,51 @@ TEST(ChannelsLast, AutocastInputCastWritesNhwcForTheConvolutions) {
 
 }  // namespace
 }  // namespace flow
+
+// Half-precision convolutions and GEMMs on the CPU take oneDNN's half primitives or the float32
+// route (jit::CpuHalfPolicy); both must match the reference, and the float32 route must keep the
+// operands' layouts (a channels-last activation widened to NCHW against an NHWC destination leaves
+// oneDNN only its reference implementation, about 1000x slower) and widen frozen weights once.
+TEST(HalfLibraryOps, NativeAndFloat32RoutesMatchAndKeepFastLayouts) {
+  REQUIRE_BACKENDS();
+  struct Restore {
+    jit::CpuHalfPolicy was = jit::cpu_half_policy();
+    ~Restore() { jit::set_cpu_half_policy(was); }
+  } restore;
+  auto rng = test::rng(57);
+  for (const DType half : {DType::BFloat16, DType::Float16}) {
+    dsl::Graph g;
+    g.set_autocast(dsl::AutocastPolicy{half, dsl::AutocastDevice::CPU});
+    const int x = g.add_input({{2, 16, 12, 12}, DType::Float32}, "x");
+    const int w1 = g.add_input({{32, 16, 3, 3}, DType::Float32}, "w1");
+    const int w2 = g.add_input({{32, 32, 1, 1}, DType::Float32}, "w2");
+    const int lw = g.add_input({{10, 32}, DType::Float32}, "lw");
+    int h = g.add("relu", {g.add("conv2d", {x, w1}, {{"padding", int64_t{1}}})});
+    h = g.add("relu", {g.add("conv2d", {h, w2})});
+    const int pooled = g.add("mean", {h}, {{"dims", std::vector<int64_t>{2, 3}}, {"keepdim", false}});
+    g.mark_output(g.add("cast", {g.add("linear", {pooled, lw})}, {{"dtype", std::string("float32")}}));
+    std::vector<jit::Tensor> in;
+    for (int v : g.inputs()) in.push_back(random_tensor(g.value(v).type.shape, rng));
+    const double tol = half == DType::Float16 ? 1e-2 : 6e-2;
+    for (const jit::CpuHalfPolicy policy : {jit::CpuHalfPolicy::Native, jit::CpuHalfPolicy::Float32}) {
+      jit::set_cpu_half_policy(policy);
+      const std::string what = std::string(dsl::dtype_name(half)) +
+                               (policy == jit::CpuHalfPolicy::Native ? ", native primitives" : ", float32 route");
+      auto exe = check(g, in, what, tol, frozen_all_but_first(g));
+      ASSERT_EQ(exe->num_library_calls(), 3) << what;
+      // Each call as the tuner runs it, with the implementation oneDNN picked.
+      std::vector<std::string> chosen;
+      exe->run_with_hook(in, nullptr, [&](size_t i, const std::vector<const jit::Tensor*>& values) {
+        runtime::onednn::ImplInfo info;
+        jit::run_library_group(exe->graph(), exe->library_steps()[i], values, &info);
+        chosen.push_back(info.chosen);
+      });
+      ASSERT_EQ(chosen.size(), 3u) << what;
+      if (policy == jit::CpuHalfPolicy::Float32) {
+        for (const std::string& impl : chosen) EXPECT_EQ(impl.find("ref:"), std::string::npos) << what << ": " << impl;
+      }
+      // A second run reuses the widened frozen weights: same results.
+      check(g, in, what + ", second run", tol, {}, exe);
+    }
+  }
+}

@@ -27,6 +27,14 @@ inline BufferSpan span_of(const jit::Tensor& t) {
   return {t.storage->data(), t.storage->size()};
 }
 
+// How far a floating result may be from `ref` (the loop interpreter's, or another schedule's) when
+// the finite elements of its output have median magnitude `typical` (median_magnitude): libm and
+// the order of a reduction's partial sums differ between the two, and a sum with cancellation
+// (a small result of large terms) is off by a part of its terms' size, which the median stands in
+// for; integers and bools must agree exactly.
+double result_tolerance(dsl::DType t, double ref, double typical);
+double median_magnitude(std::vector<double> values);
+
 // Random contents for a buffer of `numel` elements of `t` (plus one spare byte, so an empty buffer
 // still has an address): normal values, with (when `specials`) NaN, infinities, -0 and huge values
 // mixed in for floats and extreme values for integers. A reduction over a row with one NaN is NaN
