@@ -1,8 +1,10 @@
 #include "scheduler/lowering.h"
 
+#include <cmath>
 #include <set>
 #include <stdexcept>
 
+#include "dsl/interpreter.h"
 #include "dsl/op_table.h"
 
 namespace flow::sched {
@@ -149,8 +151,55 @@ Expr GroupValues::index(const KernelBuffer& b) const {
   return idx.defined() ? idx : make_int(0);
 }
 
+namespace {
+
+// Whether `e` (float32) always holds a value that `half` represents exactly, so rounding it to
+// `half` changes nothing: a value read from (or already rounded to) `half`, a constant it holds,
+// and selections, min/max, negation, absolute value and integer rounding of such values. NaN
+// counts as exact (rounding keeps it NaN). This lets chains of half-precision injective and
+// selection ops (padding, max pooling's maxima, relu) skip a rounding per op.
+bool exact_in(const Expr& e, DType half, const std::map<std::string, DType>& exact_vars) {
+  if (const Cast* c = e.as<Cast>()) return c->value.type() == half;
+  if (const Var* v = e.as<Var>()) {
+    const auto it = exact_vars.find(v->name);
+    return it != exact_vars.end() && it->second == half;
+  }
+  if (const FloatImm* f = e.as<FloatImm>()) {
+    const auto x = static_cast<float>(f->value);
+    if (std::isnan(x)) return true;
+    const float back =
+        half == DType::BFloat16 ? bf16_bits_to_float(float_to_bf16_bits(x)) : half_bits_to_float(float_to_half_bits(x));
+    return back == x && static_cast<double>(x) == f->value;
+  }
+  if (const Select* s = e.as<Select>())
+    return exact_in(s->true_value, half, exact_vars) && exact_in(s->false_value, half, exact_vars);
+  if (const Min* m = e.as<Min>()) return exact_in(m->a, half, exact_vars) && exact_in(m->b, half, exact_vars);
+  if (const Max* m = e.as<Max>()) return exact_in(m->a, half, exact_vars) && exact_in(m->b, half, exact_vars);
+  if (const Call* c = e.as<Call>()) {
+    switch (c->func) {
+      case Intrinsic::Neg:
+      case Intrinsic::Abs:
+      case Intrinsic::Floor:
+      case Intrinsic::Ceil:
+      case Intrinsic::Trunc:
+      case Intrinsic::Round:
+        return exact_in(c->args[0], half, exact_vars);
+      default:
+        return false;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 Expr GroupValues::round_to_storage(Expr e, DType storage) {
-  if (!is_half(storage)) return e;
+  if (!is_half(storage) || exact_in(e, storage, {})) return e;
+  return cast(DType::Float32, cast(storage, std::move(e)));
+}
+
+Expr GroupValues::round_in_body(Expr e, DType storage) const {
+  if (!is_half(storage) || exact_in(e, storage, exact_vars_)) return e;
   return cast(DType::Float32, cast(storage, std::move(e)));
 }
 
@@ -178,7 +227,7 @@ Expr GroupValues::compute_node(int node) {
     if (e.type() != compute_dtype(out))
       throw std::logic_error("op '" + n.op + "' computed " + dtype_name(e.type()) + ", expected " +
                              dtype_name(compute_dtype(out)));
-    return round_to_storage(std::move(e), out);
+    return round_in_body(std::move(e), out);
   }
   if (def.pattern != OpPattern::Elementwise || !def.compute)
     throw std::logic_error("op '" + n.op + "' has no elementwise definition");
@@ -190,7 +239,7 @@ Expr GroupValues::compute_node(int node) {
   if (e.type() != compute_dtype(out))
     throw std::logic_error("op '" + n.op + "' computed " + dtype_name(e.type()) + ", expected " +
                            dtype_name(compute_dtype(out)));
-  return round_to_storage(std::move(e), out);
+  return round_in_body(std::move(e), out);
 }
 
 Expr GroupValues::value(int v) {
@@ -219,6 +268,8 @@ Expr GroupValues::value(int v) {
   e = compute_node(val.producer);
   const std::string name = "v" + std::to_string(v);
   body_->let(name, e);
+  // compute_node rounded it to its storage type (or it was exact there already).
+  if (is_half(val.type.dtype)) exact_vars_[name] = val.type.dtype;
   Expr bound = var(name, e.type());
   body_values_[v] = bound;
   return bound;

@@ -91,10 +91,15 @@ class GroupValues {
   dsl::Expr index(const KernelBuffer& b) const;  // element offset at the current indices
   // The op compute expression of node `n` over its inputs' values (no binding).
   dsl::Expr compute_node(int node);
-  // Rounds a compute-dtype value through its storage dtype, as eager torch would.
+  // Rounds a compute-dtype value through its storage dtype, as eager torch would (unless the value
+  // is already exact in it: see lowering.cpp).
   static dsl::Expr round_to_storage(dsl::Expr e, dsl::DType storage);
 
  private:
+  // The same, also knowing which let-bound values of this body are half values (exact in their
+  // storage type).
+  dsl::Expr round_in_body(dsl::Expr e, dsl::DType storage) const;
+  std::map<std::string, dsl::DType> exact_vars_;  // let name -> the half type its value is exact in
   const KernelInstance& ki_;
   const KernelSignature& sig_;
   StmtList* body_ = nullptr;

@@ -5,9 +5,12 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 
+#include "dsl/graph_interpreter.h"
 #include "dsl/interpreter.h"
+#include "dsl/ir_visitor.h"
 #include "jit/compile.h"
 #include "jit/cuda/cuda_compile.h"
 #include "scheduler/fusion.h"
@@ -248,4 +251,79 @@ TEST(Pipeline, GpuSchedulesInterpretCorrectlyAndCompile) {
     EXPECT_FALSE(compiled.cubin.empty());
     EXPECT_EQ(compiled.ptx.find("ld.local"), std::string::npos) << compiled.ptx;
   }
+}
+
+namespace {
+
+// Casts to bfloat16 in a kernel's loop nest, less its stores (each store rounds once).
+int bf16_roundings(const dsl::Stmt& body) {
+  struct Count : dsl::IRVisitor {
+    int casts = 0, stores = 0;
+    void visit_Cast(const dsl::Cast* op) override {
+      casts += op->type == DType::BFloat16;
+      dsl::IRVisitor::visit_Cast(op);
+    }
+    void visit_Store(const dsl::Store* op) override {
+      ++stores;
+      dsl::IRVisitor::visit_Store(op);
+    }
+  } c;
+  c.visit(body);
+  return c.casts - c.stores;
+}
+
+// Roundings to bfloat16 beyond the stores in the one kernel of `g`.
+int bf16_roundings_of(const dsl::Graph& g) {
+  const sched::FusionPlan plan = sched::fuse(g);
+  EXPECT_EQ(plan.groups.size(), 1u);
+  sched::GroupLayouts gl;
+  const auto ki = sched::specialize(g, plan.groups[0], gl, true);
+  const auto& s = sched::scheduler_for(ki, dsl::Target::CPU);
+  return bf16_roundings(s.schedule(ki, s.heuristics(ki, dsl::Target::CPU), dsl::Target::CPU).func.body);
+}
+
+}  // namespace
+
+// A half-precision op's result is rounded to its storage type before the next op reads it, as
+// eager torch stores it; where the value is already exact in that type (a selection, max or
+// negation of values read in it) the rounding is left out, so chains like relu -> max pooling do no
+// rounding per op. An op that computes new values (exp) is still rounded.
+TEST(Pipeline, ExactHalfValuesAreNotRoundedAgain) {
+  auto chain = [](bool with_exp) {
+    dsl::Graph g;
+    const int x = g.add_input({{4, 64}, DType::BFloat16});
+    const int y = g.add_input({{4, 64}, DType::BFloat16});
+    int h = g.add("maximum", {g.add("relu", {x}), y});
+    h = g.add("neg", {h});
+    if (with_exp) h = g.add("exp", {h});
+    g.mark_output(g.add("maximum", {h, x}));
+    return g;
+  };
+  const int exact = bf16_roundings_of(chain(false));
+  const int with_exp = bf16_roundings_of(chain(true));
+  EXPECT_EQ(exact, 0);  // relu, maximum, neg, maximum: nothing to round but the store
+  EXPECT_GT(with_exp, 0);
+  // Values: the exact chain against the interpreter's op-by-op rounding.
+  const dsl::Graph g = chain(false);
+  auto rng = test::rng(61);
+  std::vector<jit::Tensor> ins;
+  std::vector<dsl::HostTensor> host;
+  for (int i = 0; i < 2; ++i) {
+    jit::Tensor t = jit::Tensor::empty({4, 64}, DType::BFloat16);
+    const auto bytes = test::random_bytes(DType::BFloat16, 256, rng);
+    std::memcpy(t.data(), bytes.data(), 512);
+    dsl::HostTensor h{{{4, 64}, DType::BFloat16}, {}};
+    for (int e = 0; e < 256; ++e) h.data.push_back(dsl::bf16_bits_to_float(static_cast<uint16_t*>(t.data())[e]));
+    ins.push_back(t);
+    host.push_back(h);
+  }
+#ifdef FLOW_HAS_LLVM
+  const auto out = jit::compile(g, {}, {})->run(ins);
+  const auto ref = dsl::interpret_graph(g, host);
+  for (int e = 0; e < 256; ++e) {
+    const float got = dsl::bf16_bits_to_float(static_cast<const uint16_t*>(out[0].data())[e]);
+    const double want = ref[0].data[static_cast<size_t>(e)];
+    EXPECT_TRUE(got == want || (std::isnan(got) && std::isnan(want))) << e << ": " << got << " vs " << want;
+  }
+#endif
 }
