@@ -79,14 +79,7 @@ int check_search_space(const dsl::Graph& g, const std::vector<jit::Tensor>& ins,
   for (size_t v = 0; v < mg.values().size(); ++v) gl[static_cast<int>(v)] = lay.layout[v].strides;
   std::vector<jit::Tensor> slots(mg.values().size());
   for (size_t i = 0; i < ins.size(); ++i) slots[mg.inputs()[i]] = ins[i];
-  auto bind = [&](const std::vector<jit::Tensor>& s, int v) {
-    if (!lay.is_view[v]) return s[v];
-    jit::Tensor t = s[lay.root[v]];
-    t.sizes = lay.layout[v].sizes;
-    t.strides = lay.layout[v].strides;
-    t.offset += lay.layout[v].offset;
-    return t;
-  };
+  auto bind = [&](const std::vector<jit::Tensor>& s, int v) { return test::bind_view(s, lay, v); };
   int checked = 0;
   for (const auto& grp : plan.groups) {
     if (grp.kind == sched::GroupKind::Library) {
@@ -103,25 +96,11 @@ int check_search_space(const dsl::Graph& g, const std::vector<jit::Tensor>& ins,
         out[v] = jit::Tensor::empty(mg.value(v).type.shape, mg.value(v).type.dtype);
       }
       const sched::ScheduledKernel sk = s.schedule(ki, p, dsl::Target::CUDA);
-      std::vector<dsl::ArgValue> av;
-      std::vector<test::BufferSpan> spans;
-      for (const auto& a : sk.args) {
-        dsl::ArgValue x;
-        spans.emplace_back();
-        if (a.kind == sched::KernelArg::Kind::Buffer) {
-          const jit::Tensor t = bind(out, a.value);
-          x.ptr = t.data();
-          spans.back() = test::span_of(t);
-        } else if (a.kind == sched::KernelArg::Kind::Int) {
-          x.i64 = a.i;
-        } else {
-          x.f64 = a.f;
-        }
-        av.push_back(x);
-      }
-      dsl::interpret(sk.func, av);
+      const test::KernelCall call = test::kernel_call(sk.args, [&](int v) { return bind(out, v); });
+      dsl::interpret(sk.func, call.args);
       if (emulate)
-        test::expect_cuda_text_matches_interpreter(sk.func, av, spans, what + ", " + sched::params_to_json(p));
+        test::expect_cuda_text_matches_interpreter(sk.func, call.args, call.spans,
+                                                   what + ", " + sched::params_to_json(p));
     };
     run(start, slots, true);  // the heuristic: what later groups read
     const autotune::SearchSpace space = autotune::search_space(ki, start, dsl::Target::CUDA);

@@ -93,34 +93,15 @@ void check_graph(const dsl::Graph& g, const std::vector<jit::Tensor>& ins,
   for (size_t v = 0; v < mg.values().size(); ++v) gl[static_cast<int>(v)] = lay.layout[v].strides;
   std::vector<jit::Tensor> slots(mg.values().size());
   for (size_t i = 0; i < ins.size(); ++i) slots[mg.inputs()[i]] = ins[i];
-  auto bind = [&](int v) {
-    if (!lay.is_view[v]) return slots[v];
-    jit::Tensor t = slots[lay.root[v]];
-    t.sizes = lay.layout[v].sizes;
-    t.strides = lay.layout[v].strides;
-    t.offset += lay.layout[v].offset;
-    return t;
-  };
+  auto bind = [&](int v) { return test::bind_view(slots, lay, v); };
   for (const auto& grp : plan.groups) {
     const auto ki = sched::specialize(mg, grp, gl, true);
     for (int v : grp.outputs) slots[v] = jit::Tensor::empty(mg.value(v).type.shape, mg.value(v).type.dtype);
     const auto& s = sched::scheduler_for(ki, dsl::Target::CUDA);
     const auto sk = s.schedule(ki, s.heuristics(ki, dsl::Target::CUDA), dsl::Target::CUDA);
-    std::vector<dsl::ArgValue> av;
-    std::vector<test::BufferSpan> spans;
-    for (const auto& a : sk.args) {
-      dsl::ArgValue x;
-      spans.emplace_back();
-      if (a.kind == sched::KernelArg::Kind::Buffer) {
-        x.ptr = bind(a.value).data();
-        spans.back() = test::span_of(bind(a.value));
-      } else if (a.kind == sched::KernelArg::Kind::Int) {
-        x.i64 = a.i;
-      } else {
-        x.f64 = a.f;
-      }
-      av.push_back(x);
-    }
+    const test::KernelCall call = test::kernel_call(sk.args, bind);
+    const std::vector<dsl::ArgValue>& av = call.args;
+    const std::vector<test::BufferSpan>& spans = call.spans;
     dsl::interpret(sk.func, av);
     test::expect_cuda_text_matches_interpreter(sk.func, av, spans);
     EXPECT_NO_THROW(jit::cuda::cuda_compile(sk.func, "sm_90")) << sk.func.name;

@@ -206,14 +206,7 @@ TEST(RandomGraphs, GpuSchedulesInterpretedMatchAndCompile) {
     for (size_t v = 0; v < r.g.values().size(); ++v) strides[static_cast<int>(v)] = lay.layout[v].strides;
     std::vector<jit::Tensor> slots(r.g.values().size());
     for (size_t i = 0; i < r.inputs.size(); ++i) slots[r.g.inputs()[i]] = to_tensor(r.inputs[i]);
-    auto bind = [&](int v) {
-      if (!lay.is_view[v]) return slots[v];
-      jit::Tensor t = slots[lay.root[v]];
-      t.sizes = lay.layout[v].sizes;
-      t.strides = lay.layout[v].strides;
-      t.offset += lay.layout[v].offset;
-      return t;
-    };
+    auto bind = [&](int v) { return test::bind_view(slots, lay, v); };
     for (const auto& grp : plan.groups) {
       const auto ki = sched::specialize(r.g, grp, strides, true);
       for (int v : grp.outputs) {
@@ -222,21 +215,9 @@ TEST(RandomGraphs, GpuSchedulesInterpretedMatchAndCompile) {
       }
       const auto& s = sched::scheduler_for(ki, dsl::Target::CUDA);
       const auto sk = s.schedule(ki, s.heuristics(ki, dsl::Target::CUDA), dsl::Target::CUDA);
-      std::vector<dsl::ArgValue> av;
-      std::vector<test::BufferSpan> spans;
-      for (const auto& a : sk.args) {
-        dsl::ArgValue x;
-        spans.emplace_back();
-        if (a.kind == sched::KernelArg::Kind::Buffer) {
-          x.ptr = bind(a.value).data();
-          spans.back() = test::span_of(bind(a.value));
-        } else if (a.kind == sched::KernelArg::Kind::Int) {
-          x.i64 = a.i;
-        } else {
-          x.f64 = a.f;
-        }
-        av.push_back(x);
-      }
+      const test::KernelCall call = test::kernel_call(sk.args, bind);
+      const std::vector<dsl::ArgValue>& av = call.args;
+      const std::vector<test::BufferSpan>& spans = call.spans;
       bool empty = false;
       for (int64_t k : ki.kept) empty = empty || k == 0;
       if (!empty) {

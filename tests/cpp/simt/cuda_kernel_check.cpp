@@ -130,6 +130,36 @@ jit::CudaLaunchShape launch_shape(const dsl::LoweredFunc& f, const std::vector<d
 
 }  // namespace
 
+jit::Tensor bind_view(const std::vector<jit::Tensor>& slots, const jit::ValueLayouts& lay, int v) {
+  const auto i = static_cast<size_t>(v);
+  if (!lay.is_view[i]) return slots[i];
+  jit::Tensor t = slots[static_cast<size_t>(lay.root[i])];
+  t.sizes = lay.layout[i].sizes;
+  t.strides = lay.layout[i].strides;
+  t.offset += lay.layout[i].offset;
+  return t;
+}
+
+KernelCall kernel_call(const std::vector<sched::KernelArg>& args,
+                       const std::function<jit::Tensor(int value)>& tensor_of) {
+  KernelCall call;
+  for (const sched::KernelArg& a : args) {
+    dsl::ArgValue x;
+    call.spans.emplace_back();
+    if (a.kind == sched::KernelArg::Kind::Buffer) {
+      const jit::Tensor t = tensor_of(a.value);
+      x.ptr = t.data();
+      call.spans.back() = span_of(t);
+    } else if (a.kind == sched::KernelArg::Kind::Int) {
+      x.i64 = a.i;
+    } else {
+      x.f64 = a.f;
+    }
+    call.args.push_back(x);
+  }
+  return call;
+}
+
 double median_magnitude(std::vector<double> values) {
   std::vector<double> mags;
   mags.reserve(values.size());

@@ -6,12 +6,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "dsl/stmt.h"
+#include "jit/layouts.h"
 #include "jit/tensor.h"
+#include "scheduler/scheduler.h"
 
 namespace flow::test {
 
@@ -26,6 +29,19 @@ inline BufferSpan span_of(const jit::Tensor& t) {
   if (!t.storage) return {};
   return {t.storage->data(), t.storage->size()};
 }
+
+// Value `v` as Executable::run binds it: its own tensor in `slots`, or for a view, its root's
+// storage with the view's layout (jit::compute_layouts).
+jit::Tensor bind_view(const std::vector<jit::Tensor>& slots, const jit::ValueLayouts& lay, int v);
+
+// A scheduled kernel's launch arguments as dsl::interpret (and the emulator) take them, buffers
+// from `tensor_of(value)`, with the allocation each buffer points into.
+struct KernelCall {
+  std::vector<dsl::ArgValue> args;
+  std::vector<BufferSpan> spans;
+};
+KernelCall kernel_call(const std::vector<sched::KernelArg>& args,
+                       const std::function<jit::Tensor(int value)>& tensor_of);
 
 // How far a floating result may be from `ref` (the loop interpreter's, or another schedule's) when
 // the finite elements of its output have median magnitude `typical` (median_magnitude): libm and
