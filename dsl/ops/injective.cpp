@@ -105,18 +105,22 @@ void register_injective_ops() {
         const Shape& in = ctx.inputs[0].shape;
         std::vector<Expr> idx = oi;
         Expr inside;
+        std::vector<bool> padded(in.size(), false);  // dims with a nonzero pad on either side
         for (size_t p = 0; p < pads.size() / 2; ++p) {
           const size_t d = in.size() - 1 - p;
+          if (pads[2 * p] == 0 && pads[2 * p + 1] == 0) continue;  // the output index is the input's
+          padded[d] = true;
           idx[d] = oi[d] - make_int(pads[2 * p]);
           const Expr ok = idx[d] >= make_int(0) && idx[d] < make_int(in[d]);
           inside = inside.defined() ? (inside && ok) : ok;
         }
         const Expr fill = is_floating(ct) ? make_float(value, ct) : make_int(static_cast<int64_t>(value), ct);
         if (!inside.defined()) return cast(ct, load(0, idx));
-        // Clamp the index so the (discarded) load of a padded position stays in bounds.
+        // Clamp the padded dims' indices so the (discarded) load of a padded position stays in
+        // bounds; the other dims read at the output's index, in order (so they stay contiguous).
         std::vector<Expr> safe = idx;
         for (size_t d = 0; d < safe.size(); ++d)
-          safe[d] = max(make_int(0), min(idx[d], make_int(std::max<int64_t>(in[d] - 1, 0))));
+          if (padded[d]) safe[d] = max(make_int(0), min(idx[d], make_int(std::max<int64_t>(in[d] - 1, 0))));
         return select(inside, cast(ct, load(0, safe)), fill);
       });
 
