@@ -24,11 +24,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Winner {
-  std::shared_ptr<const jit::CompiledKernel> kernel;
-  std::vector<sched::KernelArg> args;
-};
-
 std::string domain_of(const sched::KernelInstance& ki) {
   return "kept " + dsl::shape_str(ki.kept) + " reduced " + dsl::shape_str(ki.reduced);
 }
@@ -60,6 +55,19 @@ std::vector<OutputSnapshot> snapshot_outputs(const sched::KernelInstance& ki,
     out.push_back({b.value, b.dtype, host_copy(*t, cuda)});
   }
   return out;
+}
+
+// Fills the outputs in `reference` with all-ones bytes (a NaN in every float type), so a candidate
+// that leaves elements unwritten cannot pass on the default's (or an earlier candidate's) values.
+void poison_outputs(const std::vector<OutputSnapshot>& reference, const std::vector<const jit::Tensor*>& values,
+                    bool cuda) {
+  for (const OutputSnapshot& ref : reference) {
+    const jit::Tensor& t = *values[static_cast<size_t>(ref.value)];
+    if (cuda)
+      runtime::cuda::memset_device(t.storage->data(), 0xFF, t.storage->size());
+    else
+      std::memset(t.storage->data(), 0xFF, t.storage->size());
+  }
 }
 
 // "" when the outputs now hold what `reference` holds (autotune/verify.h), else why not.
@@ -108,7 +116,10 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
     lib_users[steps[i].workload].push_back(i);
   }
   std::map<std::string, std::string> lib_winners;  // workload -> impl
-  std::map<std::string, Winner> winners;
+  // workload -> the winning Params. Each kernel of the workload is scheduled with them on its own
+  // instance at the end: kernels that share a workload share the compiled kernel (same key) but not
+  // their buffers, so one kernel's launch arguments must never be given to another.
+  std::map<std::string, sched::Params> winners;
   std::map<std::string, size_t> result_index;
   std::vector<KernelTuneResult> results;
   const auto t0 = Clock::now();
@@ -136,8 +147,9 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
     r.best_us = rec.best_us;
     r.record = rec;
     const sched::Scheduler& s = sched::scheduler_for(exe.instance(k), t);
-    const sched::ScheduledKernel sk = s.schedule(exe.instance(k), sched::params_from_json(rec.params_json), t);
-    winners[key[k]] = Winner{jit::get_kernel(sk, copt), sk.args};
+    const sched::Params p = sched::params_from_json(rec.params_json);
+    jit::get_kernel(s.schedule(exe.instance(k), p, t), copt);  // compiled (or loaded) now, errors here
+    winners[key[k]] = p;
     return r;
   };
 
@@ -167,7 +179,6 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
     const sched::Scheduler& s = sched::scheduler_for(ki, t);
     const sched::Params start = exe.kernels()[k]->scheduled.params;
     const SearchSpace space = search_space(ki, start, t);
-    std::map<std::string, Winner> built;  // params JSON -> kernel
     auto launch = [&](const jit::CompiledKernel& kernel, const std::vector<sched::KernelArg>& args) {
       if (cuda)
         jit::launch_cuda(kernel, args, values);
@@ -175,19 +186,25 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
         jit::launch_cpu(kernel, args, values);
     };
     // What every candidate must reproduce: the default schedule's outputs (autotune/verify.h). If
-    // the default itself fails, the search reports it and nothing is compared.
+    // the default itself fails, every candidate fails with that error (nothing unverified wins).
     std::vector<OutputSnapshot> reference;
+    std::string reference_error;
     try {
       const sched::ScheduledKernel sk = s.schedule(ki, start, t);
       launch(*jit::get_kernel(sk, copt), sk.args);
       reference = snapshot_outputs(ki, values, cuda);
-    } catch (const std::exception&) {
-      reference.clear();
+    } catch (const std::exception& e) {
+      reference_error = std::string("no reference: the default schedule failed: ") + e.what();
     }
     const CostFn cost = [&](const sched::Params& p, std::string* error) -> std::optional<double> {
       try {
         const sched::ScheduledKernel sk = s.schedule(ki, p, t);
         auto kernel = jit::get_kernel(sk, copt);
+        if (!reference_error.empty()) {
+          *error = reference_error;
+          return std::nullopt;
+        }
+        poison_outputs(reference, values, cuda);
         const Measurement m =
             measure([&] { launch(*kernel, sk.args); },
                     MeasureOptions{opt.measure.warmup, opt.measure.repeats, opt.measure.time_limit_seconds,
@@ -200,7 +217,6 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
           *error = wrong;
           return std::nullopt;
         }
-        built[sched::params_to_json(p)] = Winner{kernel, sk.args};
         return m.median_seconds;
       } catch (const std::exception& e) {
         *error = e.what();
@@ -227,7 +243,7 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
     r.default_us = *sr.start_cost * 1e6;
     r.best_us = sr.best_cost * 1e6;
     r.best_params = sched::params_to_json(sr.best);
-    winners[key[k]] = built.at(r.best_params);
+    winners[key[k]] = sr.best;
     fill_record(r);
     return r;
   };
@@ -365,7 +381,8 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
     auto it = winners.find(key[k]);
     if (it == winners.end()) continue;
     const std::string origin = results[result_index.at(key[k])].status == "record" ? "record" : "tuned";
-    exe.replace_kernel(k, it->second.kernel, it->second.args, origin);
+    const sched::ScheduledKernel sk = sched::scheduler_for(exe.instance(k), t).schedule(exe.instance(k), it->second, t);
+    exe.replace_kernel(k, jit::get_kernel(sk, copt), sk.args, origin);
   }
   return results;
 }

@@ -497,3 +497,45 @@ TEST(Tuner, LibraryImplementationsAreTimedRecordedAndReused) {
 }
 
 #endif  // FLOW_HAS_LLVM
+
+// Kernels that share a workload (the same work on different values: every block of a ResNet stage)
+// share the tuned kernel, not their buffers: after tuning each still reads and writes its own
+// values (the winner's launch arguments were once given to every kernel of the workload).
+TEST(Tuner, KernelsSharingAWorkloadKeepTheirOwnBuffers) {
+  auto rng = test::rng(14);
+  dsl::Graph g;
+  const int x = g.add_input({{48, 1000}, DType::Float32}, "x");
+  const int y = g.add_input({{48, 1000}, DType::Float32}, "y");
+  g.mark_output(g.add("tanh", {x}));
+  g.mark_output(g.add("tanh", {y}));
+  const auto tx = random_tensor({48, 1000}, rng), ty = random_tensor({48, 1000}, rng);
+  auto exe = jit::compile(g, {}, {});
+  ASSERT_EQ(exe->num_kernels(), 2);
+  const auto before = exe->run({tx, ty});
+  TuneOptions opt;
+  opt.budget_seconds = 1e9;
+  opt.max_trials_per_kernel = 3;
+  opt.measure = MeasureOptions{1, 3, 1.0, 1e-4, false};
+  const auto results = tune_executable(*exe, {tx, ty}, opt, nullptr, nullptr);
+  ASSERT_EQ(results.size(), 1u);  // one workload
+  EXPECT_EQ(results[0].uses, 2);
+  for (int k = 0; k < 2; ++k) EXPECT_EQ(exe->kernel_origin(k), "tuned");
+  const auto after = exe->run({tx, ty});
+  for (int o = 0; o < 2; ++o) {
+    const float* b = static_cast<const float*>(before[o].data());
+    const float* a = static_cast<const float*>(after[o].data());
+    for (int64_t i = 0; i < tx.numel(); ++i) ASSERT_EQ(a[i], b[i]) << "output " << o << " element " << i;
+  }
+  // The same through a record (a later compile honouring it).
+  auto db = std::make_shared<TuningDatabase>();
+  db->add(results[0].record);
+  const auto again = tune_executable(*exe, {tx, ty}, opt, db.get(), nullptr);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].status, "record");
+  const auto third = exe->run({tx, ty});
+  for (int o = 0; o < 2; ++o) {
+    const float* b = static_cast<const float*>(before[o].data());
+    const float* a = static_cast<const float*>(third[o].data());
+    for (int64_t i = 0; i < tx.numel(); ++i) ASSERT_EQ(a[i], b[i]) << "record, output " << o << " element " << i;
+  }
+}
