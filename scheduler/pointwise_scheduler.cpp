@@ -97,9 +97,18 @@ class PointwiseScheduler final : public Scheduler {
     task.add(make_for("c", make_int(0), var("jn") / make_int(step), ForKind::Serial, unrolled));
     for (const Stmt& s : simd_remainder(var("jn"), step, register_lanes(ki), [&](Expr j, bool) { return body_at(j); }))
       task.add(s);
+    // A parallel task takes several (outer index, tile) items when rows are short, so that each
+    // task has at least kTaskElements elements: with a 32-wide innermost dim (a max pool's strided
+    // slices, which do not coalesce) one item per task spent more time dispatching than computing.
+    constexpr int64_t kTaskElements = 16384;
     StmtList top;
     top.let("ntile", ntile);
-    top.add(make_for("t", make_int(0), outer * var("ntile"), ForKind::Parallel, task.build()));
+    top.let("items", outer * var("ntile"));
+    top.let("per", max(make_int(1), make_int(kTaskElements) / max(inner, make_int(1))));
+    const Stmt items = make_for("t", var("tt") * var("per"), min(var("per"), var("items") - var("tt") * var("per")),
+                                ForKind::Serial, task.build());
+    top.add(
+        make_for("tt", make_int(0), (var("items") + var("per") - make_int(1)) / var("per"), ForKind::Parallel, items));
     return top.build();
   }
 
