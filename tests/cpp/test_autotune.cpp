@@ -271,25 +271,6 @@ TEST(Measure, ReportsFailuresAndCountsSamples) {
   EXPECT_EQ(cut.samples, 1);
 }
 
-#ifdef FLOW_HAS_LLVM
-
-TEST(WorkloadKey, DependsOnSizesAndLayoutNotOnParams) {
-  auto key_of = [](const dsl::Graph& g, const std::vector<std::vector<int64_t>>& strides) {
-    auto exe = jit::compile(g, strides, {});
-    std::vector<std::string> keys;
-    for (int k = 0; k < exe->num_kernels(); ++k)
-      keys.push_back(sched::workload_key(exe->instance(k), dsl::Target::CPU));
-    return keys;
-  };
-  const auto a = key_of(two_kernel_graph(8, 64), {});
-  ASSERT_EQ(a.size(), 2u);
-  EXPECT_NE(a[0], a[1]);
-  EXPECT_EQ(a, key_of(two_kernel_graph(8, 64), {}));                  // deterministic
-  EXPECT_NE(a, key_of(two_kernel_graph(8, 128), {}));                 // sizes matter
-  EXPECT_NE(a[0], key_of(two_kernel_graph(8, 64), {{1, 8}, {}})[0]);  // layouts matter
-  EXPECT_EQ(a[0].size(), 32u);
-}
-
 TEST(Verify, CandidateOutputsAreComparedNormWise) {
   auto rng = test::rng(13);
   std::normal_distribution<float> d(0.f, 30.f);
@@ -327,6 +308,25 @@ TEST(Verify, CandidateOutputsAreComparedNormWise) {
   const std::vector<uint16_t> h2 = {dsl::float_to_half_bits(1.1f), hw[1]};
   EXPECT_EQ(compare_outputs(hw.data(), h1.data(), 4, DType::Float16), "");
   EXPECT_NE(compare_outputs(hw.data(), h2.data(), 4, DType::Float16), "");
+}
+
+#ifdef FLOW_HAS_LLVM
+
+TEST(WorkloadKey, DependsOnSizesAndLayoutNotOnParams) {
+  auto key_of = [](const dsl::Graph& g, const std::vector<std::vector<int64_t>>& strides) {
+    auto exe = jit::compile(g, strides, {});
+    std::vector<std::string> keys;
+    for (int k = 0; k < exe->num_kernels(); ++k)
+      keys.push_back(sched::workload_key(exe->instance(k), dsl::Target::CPU));
+    return keys;
+  };
+  const auto a = key_of(two_kernel_graph(8, 64), {});
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_NE(a[0], a[1]);
+  EXPECT_EQ(a, key_of(two_kernel_graph(8, 64), {}));                  // deterministic
+  EXPECT_NE(a, key_of(two_kernel_graph(8, 128), {}));                 // sizes matter
+  EXPECT_NE(a[0], key_of(two_kernel_graph(8, 64), {{1, 8}, {}})[0]);  // layouts matter
+  EXPECT_EQ(a[0].size(), 32u);
 }
 
 TEST(Tuner, TunesInPlaceKeepsOutputsAndHonoursRecords) {
@@ -496,8 +496,6 @@ TEST(Tuner, LibraryImplementationsAreTimedRecordedAndReused) {
   EXPECT_NEAR(static_cast<const float*>(o[0].data())[5], r0[5], 1e-4f * (1.f + std::fabs(r0[5])));
 }
 
-#endif  // FLOW_HAS_LLVM
-
 // Kernels that share a workload (the same work on different values: every block of a ResNet stage)
 // share the tuned kernel, not their buffers: after tuning each still reads and writes its own
 // values (the winner's launch arguments were once given to every kernel of the workload).
@@ -539,3 +537,5 @@ TEST(Tuner, KernelsSharingAWorkloadKeepTheirOwnBuffers) {
     for (int64_t i = 0; i < tx.numel(); ++i) ASSERT_EQ(a[i], b[i]) << "record, output " << o << " element " << i;
   }
 }
+
+#endif  // FLOW_HAS_LLVM
