@@ -197,13 +197,13 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
       reference_error = std::string("no reference: the default schedule failed: ") + e.what();
     }
     const CostFn cost = [&](const sched::Params& p, std::string* error) -> std::optional<double> {
+      if (!reference_error.empty()) {
+        *error = reference_error;
+        return std::nullopt;
+      }
       try {
         const sched::ScheduledKernel sk = s.schedule(ki, p, t);
         auto kernel = jit::get_kernel(sk, copt);
-        if (!reference_error.empty()) {
-          *error = reference_error;
-          return std::nullopt;
-        }
         poison_outputs(reference, values, cuda);
         const Measurement m =
             measure([&] { launch(*kernel, sk.args); },

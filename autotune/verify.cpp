@@ -12,40 +12,6 @@ namespace flow::autotune {
 
 namespace {
 
-double element(const unsigned char* p, dsl::DType t) {
-  switch (t) {
-    case dsl::DType::Bool:
-      return *p;
-    case dsl::DType::Int32: {
-      int32_t v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    case dsl::DType::Int64: {
-      int64_t v;
-      std::memcpy(&v, p, 8);
-      return static_cast<double>(v);
-    }
-    case dsl::DType::Float16:
-    case dsl::DType::BFloat16: {
-      uint16_t v;
-      std::memcpy(&v, p, 2);
-      return t == dsl::DType::Float16 ? dsl::half_bits_to_float(v) : dsl::bf16_bits_to_float(v);
-    }
-    case dsl::DType::Float32: {
-      float v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    case dsl::DType::Float64: {
-      double v;
-      std::memcpy(&v, p, 8);
-      return v;
-    }
-  }
-  return 0;
-}
-
 double rtol(dsl::DType t) {
   switch (t) {
     case dsl::DType::Float16:
@@ -64,20 +30,22 @@ double rtol(dsl::DType t) {
 }  // namespace
 
 std::string compare_outputs(const void* want, const void* got, size_t bytes, dsl::DType t) {
-  const auto* w = static_cast<const unsigned char*>(want);
-  const auto* g = static_cast<const unsigned char*>(got);
-  const size_t es = static_cast<size_t>(dsl::dtype_size(t));
-  const size_t n = bytes / es;
+  const int64_t es = dsl::dtype_size(t);
+  const auto n = static_cast<int64_t>(bytes / static_cast<size_t>(es));
+  const bool floating = dsl::is_floating(t);
   double scale = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double v = std::fabs(element(w + i * es, t));
+  for (int64_t i = 0; floating && i < n; ++i) {
+    const double v = std::fabs(dsl::read_element(t, want, i).f);
     if (std::isfinite(v)) scale = std::max(scale, v);
   }
   const double r = rtol(t);
-  for (size_t i = 0; i < n; ++i) {
-    const double a = element(w + i * es, t), b = element(g + i * es, t);
+  for (int64_t i = 0; i < n; ++i) {
+    const dsl::Scalar sa = dsl::read_element(t, want, i), sb = dsl::read_element(t, got, i);
+    const double a = floating ? sa.f : static_cast<double>(sa.i), b = floating ? sb.f : static_cast<double>(sb.i);
     bool ok;
-    if (std::isnan(a) || std::isnan(b))
+    if (!floating)  // bytes equal: exact beyond 2^53, and a poisoned (unwritten) bool is not "true"
+      ok = std::memcmp(static_cast<const char*>(want) + i * es, static_cast<const char*>(got) + i * es, es) == 0;
+    else if (std::isnan(a) || std::isnan(b))
       ok = std::isnan(a) && std::isnan(b);
     else if (std::isinf(a) || std::isinf(b))
       ok = a == b;

@@ -524,44 +524,6 @@ struct BufferRef {
   MemoryScope scope = MemoryScope::Local;
 };
 
-Scalar read_caller(DType t, const void* base, int64_t index) {
-  const unsigned char* p = static_cast<const unsigned char*>(base) + index * dtype_size(t);
-  switch (t) {
-    case DType::Bool: {
-      uint8_t v = 0;
-      std::memcpy(&v, p, 1);
-      return int_scalar(t, v != 0);
-    }
-    case DType::Int32: {
-      int32_t v = 0;
-      std::memcpy(&v, p, sizeof v);
-      return int_scalar(t, v);
-    }
-    case DType::Int64: {
-      int64_t v = 0;
-      std::memcpy(&v, p, sizeof v);
-      return int_scalar(t, v);
-    }
-    case DType::Float16:
-    case DType::BFloat16: {
-      uint16_t v = 0;
-      std::memcpy(&v, p, sizeof v);
-      return float_scalar(t, t == DType::Float16 ? half_bits_to_float(v) : bf16_bits_to_float(v));
-    }
-    case DType::Float32: {
-      float v = 0;
-      std::memcpy(&v, p, sizeof v);
-      return float_scalar(t, v);
-    }
-    case DType::Float64: {
-      double v = 0;
-      std::memcpy(&v, p, sizeof v);
-      return float_scalar(t, v);
-    }
-  }
-  fail("read of an invalid dtype");
-}
-
 // Rounds to the storage type here (once, also in float64_math mode).
 void write_caller(DType t, void* base, int64_t index, const Scalar& v) {
   unsigned char* p = static_cast<unsigned char*>(base) + index * dtype_size(t);
@@ -658,7 +620,7 @@ class ThreadEnv final : public EvalEnv {
       return (*b.scratch)[static_cast<size_t>(index)];
     }
     if (!b.data) fail("load from buffer '" + buffer + "' whose pointer is null");
-    return read_caller(t, b.data, index);
+    return read_element(t, b.data, index);
   }
 
  private:
@@ -940,6 +902,44 @@ Scalar scalar_param(const Param& p, const ArgValue& a) {
 }
 
 }  // namespace
+
+Scalar read_element(DType t, const void* base, int64_t index) {
+  const unsigned char* p = static_cast<const unsigned char*>(base) + index * dtype_size(t);
+  switch (t) {
+    case DType::Bool: {
+      uint8_t v = 0;
+      std::memcpy(&v, p, 1);
+      return int_scalar(t, v != 0);
+    }
+    case DType::Int32: {
+      int32_t v = 0;
+      std::memcpy(&v, p, sizeof v);
+      return int_scalar(t, v);
+    }
+    case DType::Int64: {
+      int64_t v = 0;
+      std::memcpy(&v, p, sizeof v);
+      return int_scalar(t, v);
+    }
+    case DType::Float16:
+    case DType::BFloat16: {
+      uint16_t v = 0;
+      std::memcpy(&v, p, sizeof v);
+      return float_scalar(t, t == DType::Float16 ? half_bits_to_float(v) : bf16_bits_to_float(v));
+    }
+    case DType::Float32: {
+      float v = 0;
+      std::memcpy(&v, p, sizeof v);
+      return float_scalar(t, v);
+    }
+    case DType::Float64: {
+      double v = 0;
+      std::memcpy(&v, p, sizeof v);
+      return float_scalar(t, v);
+    }
+  }
+  fail("read of an invalid dtype");
+}
 
 uint16_t float_to_half_bits(float x) {
   return float_to_small(x, kHalf);

@@ -66,6 +66,10 @@ Scalar eval_expr(const Expr& e, const std::function<Scalar(const std::string& va
 // a CUDA kernel, defined LoweredFunc::grid/block dims are checked against the GPU loops' extents.
 void interpret(const LoweredFunc& f, const std::vector<ArgValue>& args, const InterpOptions& opt = {});
 
+// Element `index` of caller memory holding `t` (float16/bfloat16 as bits, bool as a byte), as the
+// interpreter reads it: an integer scalar for Bool/Int32/Int64, a floating one otherwise.
+Scalar read_element(DType t, const void* base, int64_t index);
+
 // Scalar conversions shared with tests: IEEE binary16 and bfloat16 <-> float, round-to-nearest-even,
 // overflow to infinity, NaN preserved (sign and leading payload bits kept; a payload that would
 // vanish becomes the quiet bit).

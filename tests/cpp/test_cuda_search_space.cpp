@@ -39,28 +39,8 @@ jit::Tensor random_tensor(const Shape& s, DType t, std::mt19937_64& rng) {
 }
 
 double element(const jit::Tensor& t, int64_t i) {
-  const auto* p = static_cast<const unsigned char*>(t.data()) + i * dsl::dtype_size(t.dtype);
-  switch (t.dtype) {
-    case DType::Float32: {
-      float v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    case DType::Float16:
-    case DType::BFloat16: {
-      uint16_t v;
-      std::memcpy(&v, p, 2);
-      return t.dtype == DType::Float16 ? dsl::half_bits_to_float(v) : dsl::bf16_bits_to_float(v);
-    }
-    case DType::Int64: {
-      int64_t v;
-      std::memcpy(&v, p, 8);
-      return static_cast<double>(v);
-    }
-    default:
-      ADD_FAILURE() << "unexpected dtype " << dsl::dtype_name(t.dtype);
-      return 0;
-  }
+  const dsl::Scalar v = dsl::read_element(t.dtype, t.data(), i);
+  return dsl::is_floating(t.dtype) ? v.f : static_cast<double>(v.i);
 }
 
 std::vector<double> values_of(const jit::Tensor& t) {

@@ -71,38 +71,10 @@ struct Storage {
   DType dtype = DType::Float32;  // of the first output param into it
 };
 
+// An element as a double, read as the interpreter reads caller memory.
 double element(const unsigned char* p, DType t) {
-  switch (t) {
-    case DType::Bool:
-      return *p;
-    case DType::Int32: {
-      int32_t v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    case DType::Int64: {
-      int64_t v;
-      std::memcpy(&v, p, 8);
-      return static_cast<double>(v);
-    }
-    case DType::Float16:
-    case DType::BFloat16: {
-      uint16_t v;
-      std::memcpy(&v, p, 2);
-      return t == DType::Float16 ? dsl::half_bits_to_float(v) : dsl::bf16_bits_to_float(v);
-    }
-    case DType::Float32: {
-      float v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    case DType::Float64: {
-      double v;
-      std::memcpy(&v, p, 8);
-      return v;
-    }
-  }
-  return 0;
+  const dsl::Scalar v = dsl::read_element(t, p, 0);
+  return dsl::is_floating(t) ? v.f : static_cast<double>(v.i);
 }
 
 bool all_bytes(const unsigned char* p, size_t n, unsigned char b) {
