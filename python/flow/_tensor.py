@@ -144,13 +144,22 @@ def _mask_index(x, pos, mask):
     m = 1
     for n in s[pos:pos + k]:
         m *= n
-    idx = np.flatnonzero(mask._c.numpy()).astype(np.int64)
+    idx = np.flatnonzero(_host_array(mask._c)).astype(np.int64)
     merged = x.reshape(s[:pos] + [m] + s[pos + k:])
-    return F.index_select(merged, pos, Tensor._wrap(_C.Tensor.from_numpy(idx)))
+    idx_c = _C.Tensor.from_numpy(idx)
+    if x._c.device != "cpu":
+        idx_c = idx_c.to_device(x._c.device)
+    return F.index_select(merged, pos, Tensor._wrap(idx_c))
+
+
+def _host_array(c) -> np.ndarray:
+    """The values of a _C tensor on any device as a numpy array (a device-to-host copy for CUDA), for
+    the eager checks and index conversions that torch also makes on the host."""
+    return (c if c.device == "cpu" else c.to_device("cpu")).numpy()
 
 
 def _check_index_range(ix, size, dim):
-    a = ix._c.numpy()
+    a = _host_array(ix._c)
     lo, hi = int(a.min()), int(a.max())
     bad = lo if lo < -size else hi if hi >= size else None
     if bad is not None:
@@ -207,7 +216,7 @@ def _numpy_index(index, ndim):
             i._need_data("Tensor.__setitem__() index")
             if i.dtype is not D.bool_ and i.dtype not in (D.int32, D.int64):
                 raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-            out.append(i._c.numpy())
+            out.append(_host_array(i._c))
         else:
             out.append(i)
     return tuple(out)

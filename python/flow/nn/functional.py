@@ -29,7 +29,7 @@ from .. import _ops
 from .. import amp as _amp
 from .._dispatch import current_trace, dispatch, dispatch1
 from .._ops import gelu, relu, sigmoid, silu, tanh  # noqa: F401
-from .._tensor import Tensor
+from .._tensor import Tensor, _host_array
 
 __all__ = ["relu", "relu6", "gelu", "silu", "sigmoid", "tanh", "hardswish", "hardsigmoid", "hardtanh",
            "leaky_relu", "elu", "softplus", "mish", "softmax", "log_softmax", "linear", "conv1d", "conv2d",
@@ -538,7 +538,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         # torch raises for any index outside [0, num_embeddings) (negative ones included); the
         # generated gather clamps, so an eager call checks here. Under @flow.jit the indices are
         # not known at trace time and an out-of-range index reads a clamped row.
-        a = input._c.numpy()
+        a = _host_array(input._c)
         if int(a.min()) < 0 or int(a.max()) >= weight.shape[0]:
             raise IndexError("index out of range in self")
     return dispatch1("embedding", [input, weight])
@@ -710,7 +710,7 @@ def one_hot(tensor, num_classes=-1):
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if num_classes < 0:
         tensor._need_data("one_hot(num_classes=-1)")
-        num_classes = builtins.int(tensor.numpy().max()) + 1 if tensor.numel() else 0
+        num_classes = builtins.int(_host_array(tensor._c).max()) + 1 if tensor.numel() else 0
     classes = _const(np.arange(num_classes, dtype=np.int64), tensor, D.int64)
     return _ops.eq(_unsqueeze(tensor, -1), classes).to(D.int64)
 
