@@ -1,5 +1,5 @@
 # The two commands: `make demo` and `make test`. Both install what is missing first.
-.PHONY: deps build demo test test-cpp test-python bench gpu-check format clean
+.PHONY: deps build demo test test-cpp test-python test-emulated-gpu bench gpu-check format clean
 
 BUILD ?= build
 PY := $(CURDIR)/.venv/bin/python
@@ -19,13 +19,19 @@ build: deps $(BUILD)/CMakeCache.txt
 demo: build
 	PYTHONPATH=$(CURDIR)/python $(PY) examples/demo.py
 
-test: build test-cpp test-python
+test: build test-cpp test-python test-emulated-gpu
 
 test-cpp:
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-python:
 	PYTHONPATH=$(CURDIR)/python $(PY) -m pytest -q tests/python
+
+# The GPU tests and a smoke run of the GPU benchmark on the emulated CUDA device (no GPU needed):
+# tests/cpp/simt/emulated_driver.cpp and tools/emulated_gpu_pytest.sh.
+test-emulated-gpu:
+	BUILD=$(CURDIR)/$(BUILD) PYTHON=$(PY) bash tools/emulated_gpu_pytest.sh -q -m gpu tests/python
+	BUILD=$(CURDIR)/$(BUILD) PYTHON=$(PY) bash tools/emulated_gpu_pytest.sh --bench-smoke
 
 bench: build
 	PYTHONPATH=$(CURDIR)/python $(PY) bench/pointwise.py

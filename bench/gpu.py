@@ -8,6 +8,10 @@ and autocast, and torch.compile); the floor of that row is the FLOP count at the
 float16 tensor-core peak (989 TFLOP/s), and the peak device memory of one ResNet-50 call is
 reported for flow and torch eager. Times use CUDA events (torch's) around many launches; results
 print as a table and go to JSON ($OUT/gpu_bench.json when OUT is set).
+
+`--smoke` runs every row at toy sizes without torch.compile, to check the script itself end to end
+(on the emulated device of tools/emulated_gpu_pytest.sh, where torch runs on the CPU); its timings
+mean nothing and it writes gpu_bench_smoke.json instead.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import datetime
 import json
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -22,11 +27,31 @@ sys.path.insert(0, os.path.dirname(__file__))
 import flow  # noqa: E402
 import torch  # noqa: E402
 
+SMOKE = "--smoke" in sys.argv[1:]
+# Where torch runs: the GPU, or the CPU where only flow sees a (emulated) device.
+TDEV = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class SkippedInSmoke(Exception):
+    """torch.compile is left out of a smoke run (minutes of compiling for no figure)."""
+
 
 def cuda_time(fn, repeats: int = 20, warmup: int = 3) -> float:
-    """Median seconds per call, timed with CUDA events after a synchronize."""
+    """Median seconds per call, timed with CUDA events after a synchronize (host time when torch has
+    no device: the smoke run)."""
+    if SMOKE:
+        repeats, warmup = 2, 1
     for _ in range(warmup):
         fn()
+    if TDEV != "cuda":
+        times = []
+        for _ in range(repeats):
+            flow.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            flow.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+        return sorted(times)[len(times) // 2]
     torch.cuda.synchronize()
     flow.cuda.synchronize()
     times = []
@@ -47,7 +72,7 @@ def save(results: dict) -> None:
     of ResNet-50 alone can take minutes on a cold cache) still leaves its earlier figures."""
     out_dir = os.environ.get("OUT", "gpu_out")
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "gpu_bench.json"), "w") as f:
+    with open(os.path.join(out_dir, "gpu_bench_smoke.json" if SMOKE else "gpu_bench.json"), "w") as f:
         json.dump(results, f, indent=2)
 
 
@@ -78,14 +103,15 @@ def resnet_rows(results: dict) -> None:
     tm, fm = tmod.resnet50().eval(), fmod.resnet50()
     fm.load_state_dict(tm.state_dict())
     fm.eval()
-    tm = tm.cuda().to(memory_format=torch.channels_last)
+    tm = tm.to(TDEV).to(memory_format=torch.channels_last)
     fm = fm.cuda()
-    x = torch.randn(64, 3, 224, 224, device="cuda")
+    batch, side = (2, 32) if SMOKE else (64, 224)
+    x = torch.randn(batch, 3, side, side, device=TDEV)
     xc = x.contiguous(memory_format=torch.channels_last)
     fx = flow.tensor(x.cpu().numpy()).cuda()
 
     def torch_eager():
-        with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):
+        with torch.no_grad(), torch.autocast(TDEV, dtype=torch.float16):
             return tm(xc)
 
     ref = torch_eager()
@@ -103,7 +129,8 @@ def resnet_rows(results: dict) -> None:
         except Exception as e:  # keep the other figures
             print(f"{name} failed: {type(e).__name__}: {e}")
     t_eager = cuda_time(torch_eager, repeats=10)
-    results.setdefault("resnet50_peak_mib", {})["torch_eager"] = peak_bytes(torch.cuda, torch_eager) / 2**20
+    if TDEV == "cuda":
+        results.setdefault("resnet50_peak_mib", {})["torch_eager"] = peak_bytes(torch.cuda, torch_eager) / 2**20
     flops = 2 * 4.09e9 * 64  # ResNet-50 multiply-adds at 224x224, times batch
 
     def add_rows(t_comp):
@@ -120,16 +147,19 @@ def resnet_rows(results: dict) -> None:
                                   "exhaustive_s": variants["flow jit (exhaustive)"][0]}
     t_comp = None
     try:
+        if SMOKE:
+            raise SkippedInSmoke()
         comp = torch.compile(tm)
 
         def torch_compiled():
-            with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):
+            with torch.no_grad(), torch.autocast(TDEV, dtype=torch.float16):
                 return comp(xc)
 
         torch_compiled()
         t_comp = cuda_time(torch_compiled, repeats=10)
     except Exception as e:
-        print("torch.compile failed:", e)
+        if not isinstance(e, SkippedInSmoke):
+            print("torch.compile failed:", e)
     add_rows(t_comp)
     # How the convolutions ran on this device (fused cuDNN calls or the epilogue kernel after them).
     results["library_counters"] = flow.cuda.library_counters()
@@ -141,13 +171,13 @@ def main() -> None:
     if not flow.cuda.is_available():
         print("bench/gpu.py: no CUDA device; nothing to measure")
         return
-    dev = torch.cuda.get_device_name()
-    n = 1 << 28
-    rows, cols = (1 << 24) // 4096, 4096
-    results = {"date": datetime.date.today().isoformat(), "device": dev, "workloads": []}
+    dev = flow.cuda.get_device_name()
+    n = 1 << (16 if SMOKE else 28)
+    rows, cols = (64 if SMOKE else (1 << 24) // 4096), 4096
+    results = {"date": datetime.date.today().isoformat(), "device": dev, "smoke": SMOKE, "workloads": []}
 
     # Copy bandwidth (torch's device-to-device copy of n floats).
-    src = torch.randn(n, device="cuda")
+    src = torch.randn(n, device=TDEV)
     dst = torch.empty_like(src)
     t_copy = cuda_time(lambda: dst.copy_(src))
     bw = 2 * n * 4 / t_copy
@@ -156,7 +186,7 @@ def main() -> None:
     def chain(m):
         return lambda x, a, b: m.relu(x * a + b) * m.sigmoid(x) + 1.0
 
-    xs = [torch.randn(n, device="cuda") for _ in range(3)]
+    xs = [torch.randn(n, device=TDEV) for _ in range(3)]
     fx = [flow.tensor(t.cpu().numpy()).cuda() for t in xs]
     f_jit = flow.jit(chain(flow))
     out = f_jit(*fx)
@@ -166,11 +196,14 @@ def main() -> None:
     t_torch = cuda_time(lambda: chain(torch)(*xs))
     t_comp = None
     try:
+        if SMOKE:
+            raise SkippedInSmoke()
         comp = torch.compile(chain(torch))
         comp(*xs)
         t_comp = cuda_time(lambda: comp(*xs))
     except Exception as e:  # torch.compile may be unavailable on the host
-        print("torch.compile failed:", e)
+        if not isinstance(e, SkippedInSmoke):
+            print("torch.compile failed:", e)
     floor = 4 * n * 4 / bw
     row = {"name": "chain 2^28", "flow_jit_s": t_flow, "torch_eager_s": t_torch, "torch_compile_s": t_comp,
            "floor_s": floor, "fraction_of_copy_bw": floor / t_flow, "max_err": err}
@@ -187,9 +220,9 @@ def main() -> None:
             return d * m.rsqrt((d * d).mean(-1, keepdim=True) + 1e-5) * w + b
         return f
 
-    x2 = torch.randn(rows, cols, device="cuda")
-    w2 = torch.randn(cols, device="cuda")
-    b2 = torch.randn(cols, device="cuda")
+    x2 = torch.randn(rows, cols, device=TDEV)
+    w2 = torch.randn(cols, device=TDEV)
+    b2 = torch.randn(cols, device=TDEV)
     for name, make, args in (("softmax 4096", softmax, (x2,)), ("layer norm 4096", layernorm, (x2, w2, b2))):
         fargs = [flow.tensor(a.cpu().numpy()).cuda() for a in args]
         fj = flow.jit(make(flow))
@@ -200,11 +233,14 @@ def main() -> None:
         tt = cuda_time(lambda: make(torch)(*args))
         tc = None
         try:
+            if SMOKE:
+                raise SkippedInSmoke()
             c = torch.compile(make(torch))
             c(*args)
             tc = cuda_time(lambda: c(*args))
         except Exception as e:
-            print("torch.compile failed:", e)
+            if not isinstance(e, SkippedInSmoke):
+                print("torch.compile failed:", e)
         nbytes = 2 * rows * cols * 4
         results["workloads"].append({"name": name, "flow_jit_s": tf, "torch_eager_s": tt, "torch_compile_s": tc,
                                      "floor_s": nbytes / bw, "max_err": err})

@@ -97,6 +97,7 @@ echo "FLOW_CUDA_LIB_PATH=${FLOW_CUDA_LIB_PATH:-}" >> "$OUT/env.log"
 # dynamically linked _C crashed in std::ostream number formatting (a libstdc++ clash) while the C++
 # test binaries ran fine (2026-11-30).
 cmake_args=(-S "$root" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DFLOW_WITH_LLVM=OFF -DFLOW_WERROR=OFF
+            -DFLOW_BUILD_EMULATED_DEVICE=OFF
             -DPython_EXECUTABLE="$PY"
             "-DCMAKE_MODULE_LINKER_FLAGS=-static-libstdc++ -static-libgcc -Wl,--exclude-libs,ALL")
 if [ -f "$root/.deps/include/xxhash.h" ] && [ ! -f /usr/include/xxhash.h ]; then
@@ -181,9 +182,22 @@ $smoke"; } >> "$OUT/python-smoke.log" 2>&1
   smoke_rc "torch, then flow" "import torch"; rc_after=$?
   smoke_rc "flow, then torch" "import flow
 import torch"; rc_before=$?
+  # What the Python executable exports of libstdc++ (a second copy there would interpose on the
+  # module's: the suspected cause of the 2026-11-30 crash).
+  { echo "--- python executable: $(readlink -f "$PY")";
+    echo "libstdc++ symbols it exports: $(nm -D --defined-only "$(readlink -f "$PY")" 2>/dev/null | grep -c ' _ZNS')";
+    echo "libstdc++ symbols the module imports: $(nm -D --undefined-only "$root"/python/flow/_C*.so 2>/dev/null | grep -c ' _ZNS')"; } \
+    >> "$OUT/python-smoke.log" 2>&1
   if [ $rc_alone -eq 0 ] && [ $rc_after -eq 0 ] && [ $rc_before -eq 0 ]; then
     record python-smoke PASS 0 0 ""
   else
+    # A native backtrace of the crash, and which object each libstdc++ locale symbol bound to.
+    if command -v gdb > /dev/null; then
+      PYTHONPATH="$root/python" timeout 120 gdb -batch -ex run -ex bt -ex "info sharedlibrary" \
+        --args "$PY" -c "$smoke" > "$OUT/python-smoke-gdb.log" 2>&1
+    fi
+    PYTHONPATH="$root/python" LD_DEBUG=bindings timeout 120 "$PY" -c "$smoke" 2>&1 |
+      grep -E "locale|num_put|numpunct|ctype|ios_base" | head -200 > "$OUT/python-smoke-bindings.log"
     record python-smoke FAIL 1 0 "rc alone=$rc_alone torch-first=$rc_after flow-first=$rc_before; see python-smoke.log"
     if [ $rc_after -ne 0 ] && [ $rc_before -eq 0 ]; then
       PY_M=("$PY" -c 'import flow, sys, runpy; sys.argv = sys.argv[1:]; runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)')

@@ -25,6 +25,9 @@ GPU_DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 # Where the tensors live: "cuda". (A run of these functions with "cpu" checks their own logic on a
 # machine without a GPU.)
 DEVICE = "cuda"
+# Where the PyTorch reference runs: on the GPU when torch has one, else on the CPU (under the emulated
+# device of tools/emulated_gpu_pytest.sh, where only flow sees a "GPU").
+TDEV = DEVICE if DEVICE == "cpu" or torch.cuda.is_available() else "cpu"
 
 
 def gpu_pair(shape, dtype, gen, layout="contiguous", **kw):
@@ -33,7 +36,7 @@ def gpu_pair(shape, dtype, gen, layout="contiguous", **kw):
     shape = tuple(shape)
 
     def both(base):
-        return base.to(DEVICE), to_flow(base).to(DEVICE)
+        return base.to(TDEV), to_flow(base).to(DEVICE)
 
     if layout == "contiguous" or len(shape) == 0:
         return both(make(shape, dtype, gen, **kw))
@@ -206,7 +209,7 @@ def test_structural_op_on_gpu(op, dtype, gen):
         else:  # a (2, 3, 8, 9) view of a (2, 3, 9, 8) tensor
             tb, fb = gpu_pair((2, 3, 9, 8), dtype, gen)
             t, f = tb.transpose(2, 3), fb.transpose(2, 3)
-        expected = fn(torch, TF, t, DEVICE)
+        expected = fn(torch, TF, t, TDEV)
         for how, run in (("eager", lambda x: fn(flow, flow.nn.functional, x, DEVICE)), ("jit", jitted)):
             actual = run(f)
             msg = f"{op} {dtype} {layout} {how} ({DEVICE})"

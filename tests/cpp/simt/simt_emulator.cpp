@@ -65,9 +65,14 @@ uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
   return h;
 }
 
+// $FLOW_SIMT_CACHE, else a folder under the user's cache (outside the clone, so a fresh CI clone
+// reuses what earlier runs built: entries are keyed by everything that goes into them), else the
+// build's folder.
 std::string cache_dir() {
-  const char* env = std::getenv("FLOW_SIMT_CACHE");
-  return env && *env ? env : FLOW_SIMT_CACHE_DEFAULT;
+  if (const char* env = std::getenv("FLOW_SIMT_CACHE"); env && *env) return env;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/flow-simt";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/flow-simt";
+  return FLOW_SIMT_CACHE_DEFAULT;
 }
 
 void make_dirs(const std::string& path) {
@@ -88,6 +93,12 @@ inline void flow_simt_call(void (*fn)(A...), void* const* p, flow_simt_seq<I...>
 template <class... A>
 inline void flow_simt_call(void (*fn)(A...), void* const* p) {
   flow_simt_call(fn, p, flow_simt_seq<__integer_pack(static_cast<int>(sizeof...(A)))...>{});
+}
+template <class... A>
+inline int flow_simt_sizes(void (*)(A...), unsigned long* out, int cap) {
+  const unsigned long s[] = {sizeof(A)..., 0};
+  for (int i = 0; i < static_cast<int>(sizeof...(A)) && i < cap; ++i) out[i] = s[i];
+  return static_cast<int>(sizeof...(A));
 }
 )";
 
@@ -294,6 +305,7 @@ struct Module::Impl {
   void* handle = nullptr;
   State* state = nullptr;
   std::map<std::string, Entry> entries;
+  std::map<std::string, std::vector<size_t>> param_sizes;
   bool collectives = false;
 };
 
@@ -307,7 +319,9 @@ Module::Module(const std::string& source, const std::vector<std::string>& entrie
   std::string unit =
       source + "\n// ---- added by the SIMT emulator (tests/cpp/simt/simt_emulator.cpp) ----\n" + kCallShim;
   for (const std::string& e : entries)
-    unit += "extern \"C\" void flow_simt_entry_" + e + "(void* const* p) { flow_simt_call(&" + e + ", p); }\n";
+    unit += "extern \"C\" void flow_simt_entry_" + e + "(void* const* p) { flow_simt_call(&" + e + ", p); }\n" +
+            "extern \"C\" int flow_simt_sizes_" + e + "(unsigned long* o, int cap) { return flow_simt_sizes(&" + e +
+            ", o, cap); }\n";
   const std::string flags = "-std=c++17 -O1 -fPIC -shared -w";
   uint64_t h = fnv1a(prelude);
   h = fnv1a(unit, h);
@@ -344,6 +358,13 @@ Module::Module(const std::string& source, const std::vector<std::string>& entrie
     void* sym = ::dlsym(impl_->handle, ("flow_simt_entry_" + e).c_str());
     if (!sym) throw std::runtime_error("simt: " + so + " has no entry " + e);
     impl_->entries[e] = reinterpret_cast<Entry>(sym);
+    using Sizes = int (*)(unsigned long*, int);
+    auto sizes = reinterpret_cast<Sizes>(::dlsym(impl_->handle, ("flow_simt_sizes_" + e).c_str()));
+    if (!sizes) throw std::runtime_error("simt: " + so + " has no parameter sizes for " + e);
+    unsigned long buf[256];
+    const int n = sizes(buf, 256);
+    if (n > 256) throw std::runtime_error("simt: " + e + " has more than 256 parameters");
+    impl_->param_sizes[e].assign(buf, buf + n);
   }
   // Kernels without collectives run each thread straight through (no fibers needed).
   impl_->collectives = unit.find("__syncthreads") != std::string::npos || unit.find("__shfl") != std::string::npos ||
@@ -352,6 +373,12 @@ Module::Module(const std::string& source, const std::vector<std::string>& entrie
 
 Module::~Module() {
   if (impl_ && impl_->handle) ::dlclose(impl_->handle);
+}
+
+const std::vector<size_t>& Module::param_sizes(const std::string& entry) const {
+  const auto it = impl_->param_sizes.find(entry);
+  if (it == impl_->param_sizes.end()) throw std::invalid_argument("simt: no entry " + entry);
+  return it->second;
 }
 
 void Module::launch(const std::string& entry, Dim3 grid, Dim3 block, void* const* params, uint64_t seed) const {

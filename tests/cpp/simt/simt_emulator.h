@@ -16,8 +16,9 @@
 // What it does not model: memory ordering between blocks, atomics, timing, and the device's math
 // library (the host's libm stands in: results may differ from libdevice in the last bit).
 //
-// Built objects are cached on disk by a hash of everything that goes into them (FLOW_SIMT_CACHE
-// overrides the folder), so a second test run does not compile again.
+// Built objects are cached on disk by a hash of everything that goes into them, under
+// ~/.cache/flow-simt (FLOW_SIMT_CACHE overrides the folder), so a later test run, in this clone or a
+// fresh one, does not compile again.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +48,9 @@ class Module {
   // kernel's i-th parameter. Throws std::runtime_error naming the block and thread on a fault.
   // `seed` picks the order threads run in between synchronization points.
   void launch(const std::string& entry, Dim3 grid, Dim3 block, void* const* params, uint64_t seed = 1) const;
+
+  // The size in bytes of each parameter of `entry`, in order (what cuLaunchKernel's params point at).
+  const std::vector<size_t>& param_sizes(const std::string& entry) const;
 
   // The source file the object was built from (for failure messages).
   const std::string& source_path() const { return source_path_; }
