@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "simt/emulated_driver_hooks.h"
 #include "simt/emulated_values.h"
 
 namespace {
@@ -74,22 +75,8 @@ struct Handle {
   cudaStream_t stream = nullptr;
 };
 
-struct Driver {
-  int (*is_device_range)(const void*, size_t) = nullptr;
-  CUresult (*enqueue)(CUstream, int (*)(void*), void*, void (*)(void*)) = nullptr;
-};
-
-const Driver& driver() {
-  static const Driver d = [] {
-    Driver x;
-    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (h) {
-      x.is_device_range = reinterpret_cast<decltype(x.is_device_range)>(dlsym(h, "flow_emulated_is_device_range"));
-      x.enqueue = reinterpret_cast<decltype(x.enqueue)>(dlsym(h, "flow_emulated_enqueue"));
-    }
-    return x;
-  }();
-  return d;
+const flow::test::simt::EmulatedDriverHooks& driver() {
+  return flow::test::simt::emulated_driver();
 }
 
 thread_local std::string tl_last_error;

@@ -84,7 +84,7 @@ struct Device {
   std::mutex mu;
   std::map<uintptr_t, size_t> allocations;  // start -> bytes
   size_t allocated = 0;
-  int capturing_streams = 0;
+  std::vector<Stream*> capturing;  // streams in a capture
   uint64_t launches = 0;
 };
 
@@ -105,8 +105,9 @@ Stream* as_stream(CUstream s) {
 // capturing stream (the real driver invalidates the capture sequence) and says so on stderr.
 bool refused_during_capture(const char* what) {
   Device& d = device();
-  if (d.capturing_streams == 0 || tl_capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return false;
+  if (d.capturing.empty() || tl_capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return false;
   std::fprintf(stderr, "[emulated cuda] %s during a stream capture: not permitted (capture invalidated)\n", what);
+  for (Stream* s : d.capturing) s->invalidated = true;
   return true;
 }
 
@@ -504,7 +505,7 @@ CUresult CUDAAPI cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) {
   st->invalidated = false;
   st->graph = std::make_unique<Graph>();
   tl_capture_mode = mode;
-  ++device().capturing_streams;
+  device().capturing.push_back(st);
   return CUDA_SUCCESS;
 }
 
@@ -512,7 +513,8 @@ CUresult CUDAAPI cuStreamEndCapture(CUstream s, CUgraph* g) {
   Stream* st = as_stream(s);
   if (!st || !st->capturing) return CUDA_ERROR_ILLEGAL_STATE;
   st->capturing = false;
-  --device().capturing_streams;
+  auto& list = device().capturing;
+  list.erase(std::remove(list.begin(), list.end(), st), list.end());
   tl_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
   if (st->invalidated) {
     st->graph.reset();
