@@ -2,8 +2,9 @@
 # Runs pytest on the emulated CUDA device (tests/cpp/simt/emulated_driver.cpp): flow's CUDA path, from
 # flow.Tensor.cuda() through eager ops, @flow.jit executables, the allocator and CUDA graphs, runs
 # on a machine without a GPU. Kernels are compiled by the real NVRTC (sm_90) and their CUDA source
-# runs on the host SIMT emulator; the PyTorch reference runs on the CPU. cuDNN and cuBLASLt are not
-# emulated: tests of library calls fail here with the library's error, so callers select tests.
+# runs on the host SIMT emulator; cuDNN and cuBLASLt calls are computed on the host from the
+# libraries' documented semantics; the PyTorch reference runs on the CPU. Not a device: streams run
+# in order, device memory is host memory, and nothing here measures speed (docs/decisions.md).
 # Usage: tools/emulated_gpu_pytest.sh [pytest arguments...]   (BUILD, PYTHON override the defaults)
 #        tools/emulated_gpu_pytest.sh --bench-smoke            (bench/gpu.py --smoke: the GPU
 #        benchmark script end to end at toy sizes; its timings mean nothing and are not kept)
@@ -12,10 +13,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$root/build}
 PYTHON=${PYTHON:-$root/.venv/bin/python}
 dir="$BUILD/tests/cpp/emulated_cuda"
-if [ ! -f "$dir/libcuda.so.1" ] || [ ! -f "$dir/libnvrtc.so.13" ]; then
-  echo "emulated_gpu_pytest: $dir has no emulated driver; build the targets flow_emulated_cuda and flow_emulated_nvrtc" >&2
-  exit 2
-fi
+for lib in libcuda.so.1 libnvrtc.so.13 libcublasLt.so.13 libcudnn.so.9; do
+  if [ ! -f "$dir/$lib" ]; then
+    echo "emulated_gpu_pytest: $dir/$lib is missing; build the target flow_emulated_device (it needs the CUDA and cuDNN headers)" >&2
+    exit 2
+  fi
+done
 # A kernel cache of its own, outside the clone (a fresh CI clone reuses it; entries are keyed by
 # content): the emulated images must never meet a real driver.
 cache="${FLOW_EMULATED_KERNEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/flow-emulated-kernels}"

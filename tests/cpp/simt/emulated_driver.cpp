@@ -15,20 +15,27 @@
 //    driver does) and replayed by cuGraphLaunch. What the real driver refuses during a capture is
 //    refused here too and invalidates it: synchronizing the capturing stream or the context,
 //    allocating or freeing outside relaxed mode, capturing the legacy default stream.
-// What it is not: a performance model, a memory-ordering model, or cuDNN/cuBLASLt (those load the
-// real libraries, which find no real driver here and report it).
+// What it is not: a performance model, a memory-ordering model, or a device: streams run in order
+// at the call (a missing synchronization cannot show), and device memory is host memory (host code
+// that reads a device pointer works here and faults on a GPU; kernels are not bounds-checked).
+// cuBLASLt and cuDNN are emulated by emulated_cublaslt.cpp and emulated_cudnn.cpp, which reach this
+// driver through emulated_driver_hooks.h.
 #include <cuda.h>
+#include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "simt/emulated_image.h"
@@ -54,7 +61,8 @@ struct Module {
 // One recorded operation of a capture, replayed by cuGraphLaunch.
 struct Op {
   enum Kind { Kernel, Copy, Set, Host } kind = Kernel;
-  std::shared_ptr<void> host_arg;  // Host: host_fn(host_arg) (a library call of emulated_libraries.cpp)
+  std::shared_ptr<void>
+      host_arg;  // Host: host_fn(host_arg) (a library call of emulated_cublaslt.cpp / emulated_cudnn.cpp)
   int (*host_fn)(void*) = nullptr;
   const Function* fn = nullptr;
   simt::Dim3 grid, block;
@@ -72,6 +80,8 @@ struct Graph {
 struct Stream {
   bool capturing = false;
   bool invalidated = false;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;  // of the capture in progress
+  std::thread::id thread;                                    // that began it
   std::unique_ptr<Graph> graph;
 };
 
@@ -80,9 +90,92 @@ struct Event {
   bool recorded = false;
 };
 
+// Device memory: one reserved range of host address space that host code cannot touch (PROT_NONE)
+// except while the device itself works in it (a DeviceAccess: a copy, a kernel, a library call),
+// so host code that reads or writes a device pointer faults here as it would on a GPU.
+struct Arena {
+  char* base = nullptr;
+  std::map<size_t, size_t> free_ranges;  // offset -> bytes, coalesced
+  std::mutex access_mu;
+  int access_depth = 0;
+  size_t open_bytes = 0;  // readable and writable now, from base
+  Arena() {
+    void* p = ::mmap(nullptr, kTotalMemory, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+      std::fprintf(stderr, "[emulated cuda] cannot reserve %zu bytes of address space\n", kTotalMemory);
+      std::abort();
+    }
+    base = static_cast<char*>(p);
+    // Huge pages: each protection change then rewrites 512 times fewer page-table entries.
+    ::madvise(base, kTotalMemory, MADV_HUGEPAGE);
+    free_ranges[0] = kTotalMemory;
+  }
+  // The bytes from base that were ever handed out (what a protection change must cover).
+  std::atomic<size_t> high_water{0};
+  // First fit; nullptr when no free range is large enough.
+  char* take(size_t bytes) {
+    for (auto it = free_ranges.begin(); it != free_ranges.end(); ++it) {
+      if (it->second < bytes) continue;
+      const size_t offset = it->first, left = it->second - bytes;
+      free_ranges.erase(it);
+      if (left > 0) free_ranges[offset + bytes] = left;
+      constexpr size_t kHuge = size_t{2} << 20;
+      const size_t end = (offset + bytes + kHuge - 1) / kHuge * kHuge;
+      if (end > high_water.load()) high_water.store(std::min(end, kTotalMemory));
+      return base + offset;
+    }
+    return nullptr;
+  }
+  void give_back(char* p, size_t bytes) {
+    size_t offset = static_cast<size_t>(p - base);
+    auto next = free_ranges.lower_bound(offset);
+    if (next != free_ranges.end() && next->first == offset + bytes) {
+      bytes += next->second;
+      next = free_ranges.erase(next);
+    }
+    if (next != free_ranges.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == offset) {
+        prev->second += bytes;
+        return;
+      }
+    }
+    free_ranges[offset] = bytes;
+  }
+};
+
+Arena& arena() {
+  static auto* a = new Arena();  // never destroyed, like device()
+  return *a;
+}
+
+// While one exists (on any thread), device memory is readable and writable.
+class DeviceAccess {
+ public:
+  DeviceAccess() {
+    Arena& a = arena();
+    std::lock_guard<std::mutex> lock(a.access_mu);
+    const size_t want = a.high_water.load();
+    if (a.access_depth++ == 0 || want > a.open_bytes) {  // memory allocated since counts too
+      ::mprotect(a.base, want, PROT_READ | PROT_WRITE);
+      a.open_bytes = want;
+    }
+  }
+  ~DeviceAccess() {
+    Arena& a = arena();
+    std::lock_guard<std::mutex> lock(a.access_mu);
+    if (--a.access_depth == 0) {
+      ::mprotect(a.base, a.open_bytes, PROT_NONE);
+      a.open_bytes = 0;
+    }
+  }
+  DeviceAccess(const DeviceAccess&) = delete;
+  DeviceAccess& operator=(const DeviceAccess&) = delete;
+};
+
 struct Device {
   std::mutex mu;
-  std::map<uintptr_t, size_t> allocations;  // start -> bytes
+  std::map<uintptr_t, size_t> allocations;  // start -> bytes (rounded up to 256)
   size_t allocated = 0;
   std::vector<Stream*> capturing;  // streams in a capture
   uint64_t launches = 0;
@@ -95,20 +188,38 @@ Device& device() {
 
 int g_context_tag = 0;
 thread_local CUcontext tl_context = nullptr;
+// The thread's capture interaction mode (cuThreadExchangeStreamCaptureMode), not a capture's mode.
 thread_local CUstreamCaptureMode tl_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
 Stream* as_stream(CUstream s) {
   return reinterpret_cast<Stream*>(s);
 }
 
-// A capture in progress on this thread, in a mode where `what` is refused: invalidates every
-// capturing stream (the real driver invalidates the capture sequence) and says so on stderr.
-bool refused_during_capture(const char* what) {
+// Whether a potentially unsafe call (`what`) is prohibited now, per cuda.h's rules for
+// cuThreadExchangeStreamCaptureMode: never in a thread in RELAXED mode; else when this thread began a
+// capture that is not RELAXED, or (this thread in GLOBAL mode) another thread began a GLOBAL one.
+// A prohibited call invalidates those captures (the driver invalidates the sequence), says so on
+// stderr, and fails. `always`: a call that conflicts with any capture whatever the modes
+// (synchronizing the context).
+bool refused_during_capture(const char* what, bool always = false) {
   Device& d = device();
-  if (d.capturing.empty() || tl_capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return false;
-  std::fprintf(stderr, "[emulated cuda] %s during a stream capture: not permitted (capture invalidated)\n", what);
-  for (Stream* s : d.capturing) s->invalidated = true;
-  return true;
+  std::lock_guard<std::mutex> lock(d.mu);
+  if (d.capturing.empty() || (!always && tl_capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED)) return false;
+  const std::thread::id self = std::this_thread::get_id();
+  bool refused = false;
+  for (Stream* s : d.capturing) {
+    const bool mine = s->thread == self;
+    const bool prohibits =
+        always || (mine ? s->mode != CU_STREAM_CAPTURE_MODE_RELAXED
+                        : s->mode == CU_STREAM_CAPTURE_MODE_GLOBAL && tl_capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL);
+    if (prohibits) {
+      s->invalidated = true;
+      refused = true;
+    }
+  }
+  if (refused)
+    std::fprintf(stderr, "[emulated cuda] %s during a stream capture: not permitted (capture invalidated)\n", what);
+  return refused;
 }
 
 // Whether [p, p + bytes) lies inside one live allocation.
@@ -123,6 +234,7 @@ bool is_device_range(const void* p, size_t bytes) {
 }
 
 CUresult run(const Op& op) {
+  const DeviceAccess access;
   switch (op.kind) {
     case Op::Copy:
       std::memmove(op.dst, op.src, op.bytes);
@@ -318,7 +430,7 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
 }
 
 CUresult CUDAAPI cuCtxSynchronize() {
-  if (refused_during_capture("cuCtxSynchronize")) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (refused_during_capture("cuCtxSynchronize", /*always=*/true)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   return CUDA_SUCCESS;
 }
 
@@ -337,9 +449,12 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr* p, size_t bytes) {
   std::lock_guard<std::mutex> lock(d.mu);
   if (d.allocated + bytes > kTotalMemory) return CUDA_ERROR_OUT_OF_MEMORY;
   const size_t rounded = (bytes + 255) / 256 * 256;
-  void* mem = std::aligned_alloc(256, rounded);
+  char* mem = arena().take(rounded);
   if (!mem) return CUDA_ERROR_OUT_OF_MEMORY;
-  std::memset(mem, 0xA5, rounded);  // never zero: code that forgets to write shows
+  {
+    const DeviceAccess access;
+    std::memset(mem, 0xA5, rounded);  // never zero: code that forgets to write shows
+  }
   d.allocations[reinterpret_cast<uintptr_t>(mem)] = bytes;
   d.allocated += bytes;
   *p = reinterpret_cast<CUdeviceptr>(mem);
@@ -356,9 +471,10 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr p) {
                  reinterpret_cast<void*>(p));
     return CUDA_ERROR_INVALID_VALUE;
   }
-  d.allocated -= it->second;
+  const size_t bytes = it->second;
+  d.allocated -= bytes;
   d.allocations.erase(it);
-  std::free(reinterpret_cast<void*>(p));
+  arena().give_back(reinterpret_cast<char*>(p), (bytes + 255) / 256 * 256);
   return CUDA_SUCCESS;
 }
 
@@ -392,6 +508,7 @@ CUresult CUDAAPI cuStreamCreate(CUstream* s, unsigned int) {
 
 CUresult CUDAAPI cuStreamDestroy(CUstream s) {
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (as_stream(s)->capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // end the capture first
   std::unique_ptr<Stream> owned(as_stream(s));
   return CUDA_SUCCESS;
 }
@@ -503,19 +620,25 @@ CUresult CUDAAPI cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) {
   if (st->capturing) return CUDA_ERROR_ILLEGAL_STATE;
   st->capturing = true;
   st->invalidated = false;
+  st->mode = mode;
+  st->thread = std::this_thread::get_id();
   st->graph = std::make_unique<Graph>();
-  tl_capture_mode = mode;
-  device().capturing.push_back(st);
+  Device& d = device();
+  std::lock_guard<std::mutex> lock(d.mu);
+  d.capturing.push_back(st);
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuStreamEndCapture(CUstream s, CUgraph* g) {
   Stream* st = as_stream(s);
   if (!st || !st->capturing) return CUDA_ERROR_ILLEGAL_STATE;
+  if (st->thread != std::this_thread::get_id()) return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
   st->capturing = false;
-  auto& list = device().capturing;
-  list.erase(std::remove(list.begin(), list.end(), st), list.end());
-  tl_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  {
+    Device& d = device();
+    std::lock_guard<std::mutex> lock(d.mu);
+    d.capturing.erase(std::remove(d.capturing.begin(), d.capturing.end(), st), d.capturing.end());
+  }
   if (st->invalidated) {
     st->graph.reset();
     *g = nullptr;

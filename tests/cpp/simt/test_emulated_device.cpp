@@ -5,8 +5,12 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "simt/emulated_image.h"
@@ -84,6 +88,15 @@ TEST_F(EmulatedDevice, CopiesOnlyLiveDeviceMemory) {
   EXPECT_EQ(CU_V(cuMemFree, "cuMemFree_v2")(p), CUDA_ERROR_INVALID_VALUE);  // twice
 }
 
+// Host code that dereferences a device pointer faults, as on a GPU (device memory is mapped
+// PROT_NONE except while the emulated device works in it).
+TEST_F(EmulatedDevice, HostAccessToDeviceMemoryFaults) {
+  const CUdeviceptr p = alloc(64);
+  EXPECT_DEATH({ std::printf("%d\n", *reinterpret_cast<volatile int*>(p)); }, "");
+  std::vector<char> host(64, 1);
+  EXPECT_EQ(CU_V(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")(p, host.data(), 64, stream), CUDA_SUCCESS);
+}
+
 TEST_F(EmulatedDevice, LaunchesAKernelFromAnImage) {
   const int n = 1000;
   const CUdeviceptr in = alloc(n * 4), out = alloc(n * 4);
@@ -152,6 +165,45 @@ TEST_F(EmulatedDevice, CaptureRefusesWhatTheDriverRefuses) {
   ASSERT_EQ(begin(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
   EXPECT_EQ(CU(cuCtxSynchronize)(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   EXPECT_EQ(end(stream, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  // Another thread's capture: a THREAD_LOCAL one does not restrict this thread, a GLOBAL one does.
+  for (const CUstreamCaptureMode m : {CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_CAPTURE_MODE_GLOBAL}) {
+    CUresult began = CUDA_ERROR_UNKNOWN, ended = CUDA_ERROR_UNKNOWN;
+    std::mutex mu;
+    std::condition_variable cv;
+    int phase = 0;
+    std::thread other([&] {
+      began = begin(stream, m);
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        phase = 1;
+        cv.notify_all();
+        cv.wait(lock, [&] { return phase == 2; });
+      }
+      ended = end(stream, &g);
+    });
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return phase == 1; });
+    }
+    const CUresult r = CU_V(cuMemAlloc, "cuMemAlloc_v2")(&p, 64);
+    EXPECT_EQ(r, m == CU_STREAM_CAPTURE_MODE_GLOBAL ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS) << m;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      phase = 2;
+    }
+    cv.notify_all();
+    other.join();
+    EXPECT_EQ(began, CUDA_SUCCESS);
+    EXPECT_EQ(ended, m == CU_STREAM_CAPTURE_MODE_GLOBAL ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS) << m;
+    if (ended == CUDA_SUCCESS) CU(cuGraphDestroy)(g);
+  }
+  // Ending a capture from another thread than the one that began it.
+  ASSERT_EQ(begin(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+  CUresult wrong = CUDA_SUCCESS;
+  std::thread([&] { wrong = end(stream, &g); }).join();
+  EXPECT_EQ(wrong, CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+  ASSERT_EQ(end(stream, &g), CUDA_SUCCESS);
+  CU(cuGraphDestroy)(g);
   // The legacy default stream cannot capture.
   EXPECT_EQ(begin(nullptr, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
 }
