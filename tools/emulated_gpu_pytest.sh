@@ -4,7 +4,7 @@
 # on a machine without a GPU. Kernels are compiled by the real NVRTC (sm_90) and their CUDA source
 # runs on the host SIMT emulator; cuDNN and cuBLASLt calls are computed on the host from the
 # libraries' documented semantics; the PyTorch reference runs on the CPU. Not a device: streams run
-# in order, device memory is host memory, and nothing here measures speed (docs/decisions.md).
+# in order at the call, and nothing here measures speed (docs/decisions.md).
 # Usage: tools/emulated_gpu_pytest.sh [pytest arguments...]   (BUILD, PYTHON override the defaults)
 #        tools/emulated_gpu_pytest.sh --bench-smoke            (bench/gpu.py --smoke: the GPU
 #        benchmark script end to end at toy sizes; its timings mean nothing and are not kept)

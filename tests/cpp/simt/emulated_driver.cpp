@@ -6,6 +6,8 @@
 // (tools/emulated_gpu_pytest.sh does).
 //  - Device memory is host memory; every allocation is tracked, and a copy or free that names
 //    memory the device never allocated (or already freed) fails as CUDA_ERROR_INVALID_VALUE.
+//    It lies in one reserved range that is PROT_NONE except while the device works in it, so host
+//    code that dereferences a device pointer faults, as on a GPU.
 //  - Kernels: the emulated libnvrtc.so (emulated_nvrtc.cpp) compiles with the real NVRTC and hands
 //    back an image that carries the CUDA source; cuModuleGetFunction builds that source for the
 //    host and cuLaunchKernel runs it on the SIMT emulator (simt_emulator.h), which reports faults
@@ -16,8 +18,8 @@
 //    refused here too and invalidates it: synchronizing the capturing stream or the context,
 //    allocating or freeing outside relaxed mode, capturing the legacy default stream.
 // What it is not: a performance model, a memory-ordering model, or a device: streams run in order
-// at the call (a missing synchronization cannot show), and device memory is host memory (host code
-// that reads a device pointer works here and faults on a GPU; kernels are not bounds-checked).
+// at the call (a missing synchronization cannot show), and kernels are not bounds-checked inside
+// device memory.
 // cuBLASLt and cuDNN are emulated by emulated_cublaslt.cpp and emulated_cudnn.cpp, which reach this
 // driver through emulated_driver_hooks.h.
 #include <cuda.h>
