@@ -21,11 +21,14 @@
 #include <vector>
 
 #include "simt/emulated_driver_hooks.h"
+#include "simt/emulated_handles.h"
 #include "simt/emulated_values.h"
 
 namespace {
 
+using flow::test::simt::drop_handle;
 using flow::test::simt::load_value;
+using flow::test::simt::make_handle;
 using flow::test::simt::store_value;
 using flow::test::simt::value_bytes;
 using flow::test::simt::ValueType;
@@ -206,7 +209,7 @@ const char* CUBLASWINAPI cublasLtGetStatusString(cublasStatus_t) {
 
 cublasStatus_t CUBLASWINAPI cublasLtCreate(cublasLtHandle_t* h) {
   if (!driver().enqueue) return fail(CUBLAS_STATUS_NOT_INITIALIZED, "the emulated driver is not loaded");
-  *h = reinterpret_cast<cublasLtHandle_t>(std::make_unique<Handle>().release());
+  make_handle<Handle>(h);
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -220,7 +223,7 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc,
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
-  std::unique_ptr<Desc> d(reinterpret_cast<Desc*>(desc));
+  drop_handle<Desc>(desc);
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -264,7 +267,7 @@ cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* l
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
-  std::unique_ptr<Layout> l(reinterpret_cast<Layout*>(layout));
+  drop_handle<Layout>(layout);
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -291,12 +294,12 @@ cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayou
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
-  *pref = reinterpret_cast<cublasLtMatmulPreference_t>(std::make_unique<Preference>().release());
+  make_handle<Preference>(pref);
   return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
-  std::unique_ptr<Preference> p(reinterpret_cast<Preference*>(pref));
+  drop_handle<Preference>(pref);
   return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -23,11 +23,14 @@
 #include <vector>
 
 #include "simt/emulated_driver_hooks.h"
+#include "simt/emulated_handles.h"
 #include "simt/emulated_values.h"
 
 namespace {
 
+using flow::test::simt::drop_handle;
 using flow::test::simt::load_value;
+using flow::test::simt::make_handle;
 using flow::test::simt::store_value;
 using flow::test::simt::value_bytes;
 using flow::test::simt::ValueType;
@@ -294,7 +297,7 @@ void CUDNNWINAPI cudnnGetLastErrorString(char* message, size_t max_size) {
 
 cudnnStatus_t CUDNNWINAPI cudnnCreate(cudnnHandle_t* handle) {
   if (!driver().enqueue) return fail(CUDNN_STATUS_NOT_INITIALIZED, "the emulated driver is not loaded");
-  *handle = reinterpret_cast<cudnnHandle_t>(std::make_unique<Handle>().release());
+  make_handle<Handle>(handle);
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -304,7 +307,7 @@ cudnnStatus_t CUDNNWINAPI cudnnSetStream(cudnnHandle_t handle, cudaStream_t stre
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t* d) {
-  *d = reinterpret_cast<cudnnTensorDescriptor_t>(std::make_unique<Tensor4>().release());
+  make_handle<Tensor4>(d);
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -321,12 +324,12 @@ cudnnStatus_t CUDNNWINAPI cudnnSetTensor4dDescriptorEx(cudnnTensorDescriptor_t d
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t d) {
-  std::unique_ptr<Tensor4> owned(reinterpret_cast<Tensor4*>(d));
+  drop_handle<Tensor4>(d);
   return CUDNN_STATUS_SUCCESS;
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t* d) {
-  *d = reinterpret_cast<cudnnFilterDescriptor_t>(std::make_unique<Filter4>().release());
+  make_handle<Filter4>(d);
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -340,12 +343,12 @@ cudnnStatus_t CUDNNWINAPI cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, 
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t d) {
-  std::unique_ptr<Filter4> owned(reinterpret_cast<Filter4*>(d));
+  drop_handle<Filter4>(d);
   return CUDNN_STATUS_SUCCESS;
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t* d) {
-  *d = reinterpret_cast<cudnnConvolutionDescriptor_t>(std::make_unique<Conv>().release());
+  make_handle<Conv>(d);
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -378,12 +381,12 @@ cudnnStatus_t CUDNNWINAPI cudnnSetConvolutionMathType(cudnnConvolutionDescriptor
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t d) {
-  std::unique_ptr<Conv> owned(reinterpret_cast<Conv*>(d));
+  drop_handle<Conv>(d);
   return CUDNN_STATUS_SUCCESS;
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnCreateActivationDescriptor(cudnnActivationDescriptor_t* d) {
-  *d = reinterpret_cast<cudnnActivationDescriptor_t>(std::make_unique<Activation>().release());
+  make_handle<Activation>(d);
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -394,7 +397,7 @@ cudnnStatus_t CUDNNWINAPI cudnnSetActivationDescriptor(cudnnActivationDescriptor
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnDestroyActivationDescriptor(cudnnActivationDescriptor_t d) {
-  std::unique_ptr<Activation> owned(reinterpret_cast<Activation*>(d));
+  drop_handle<Activation>(d);
   return CUDNN_STATUS_SUCCESS;
 }
 
