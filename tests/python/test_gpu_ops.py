@@ -215,3 +215,21 @@ def test_structural_op_on_gpu(op, dtype, gen):
             msg = f"{op} {dtype} {layout} {how} ({DEVICE})"
             assert actual.device.type == DEVICE, msg
             assert_same(actual.cpu(), expected.cpu(), rtol=rtol, atol=atol, msg=msg)
+
+
+def test_host_side_index_checks_on_gpu(gen):
+    """Eager ops that check or convert indices on the host (as torch's do) copy CUDA indices there
+    first: boolean-mask indexing, one_hot with an inferred class count, out-of-range errors."""
+    t, f = gpu_pair((4, 6), torch.float32, gen)
+    assert_same(f[f > 0].cpu(), t[t > 0].cpu(), rtol=0, atol=0, msg="mask")
+    rows = torch.tensor([True, False, True, True])
+    assert_same(f[flow.tensor(rows.numpy()).to(DEVICE)].cpu(), t[rows.to(TDEV)].cpu(), rtol=0, atol=0,
+                msg="row mask")
+    idx = torch.tensor([0, 3, 2])
+    got = flow.nn.functional.one_hot(flow.tensor(idx.numpy()).to(DEVICE))
+    assert got.device.type == DEVICE
+    assert_same(got.cpu(), torch.nn.functional.one_hot(idx.to(TDEV)).cpu(), rtol=0, atol=0, msg="one_hot")
+    with pytest.raises(IndexError, match="out of bounds"):
+        flow.index_select(f, 0, flow.tensor([4]).to(DEVICE))
+    with pytest.raises(IndexError, match="index out of range"):
+        flow.nn.functional.embedding(flow.tensor([6]).to(DEVICE), f)
