@@ -90,6 +90,14 @@ bool read_attr(const void* buf, size_t size, T* out) {
 }
 
 // The last element's offset + 1 of a layout, in elements.
+// The largest power of two up to 16 dividing the address (16 for null: nothing to read).
+uint64_t pointer_alignment(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  uint64_t align = 16;
+  while (align > 1 && a % align != 0) align /= 2;
+  return align;
+}
+
 int64_t extent(const Layout& l) {
   if (l.rows == 0 || l.cols == 0) return 0;
   return static_cast<int64_t>(l.batch - 1) * l.batch_stride + static_cast<int64_t>(l.cols - 1) * l.ld +
@@ -346,6 +354,8 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cub
   const Preference& p = *reinterpret_cast<Preference*>(pref);
   results[0] = cublasLtMatmulHeuristicResult_t{};
   std::memcpy(results[0].algo.data, p.align, sizeof(p.align));
+  // The bias pointer set now is what the heuristic assumes of its alignment (cublasLt.h, BIAS_POINTER).
+  results[0].algo.data[2] = pointer_alignment(reinterpret_cast<Desc*>(desc)->bias);
   results[0].algo.data[7] = 0x464c4f57;  // "FLOW": an algorithm of this emulation
   results[0].workspaceSize = 0;
   results[0].state = CUBLAS_STATUS_SUCCESS;
@@ -381,11 +391,17 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_
       return fail(CUBLAS_STATUS_EXECUTION_FAILED, std::string("matmul: operand ") + names[i] +
                                                       " is not inside live device memory (" + std::to_string(bytes) +
                                                       " bytes)");
-    if (align[i] != 0 && reinterpret_cast<uintptr_t>(ptrs[i]) % align[i] != 0)
+    // Every batch's matrix starts as aligned as the first one must be.
+    const int64_t stride_bytes = lays[i]->batch_stride * value_bytes(value_type(lays[i]->type));
+    const bool batches_aligned = lays[i]->batch <= 1 || align[i] == 0 || stride_bytes % align[i] == 0;
+    if (align[i] != 0 && (reinterpret_cast<uintptr_t>(ptrs[i]) % align[i] != 0 || !batches_aligned))
       return fail(CUBLAS_STATUS_EXECUTION_FAILED, std::string("matmul: operand ") + names[i] +
                                                       " is less aligned than the preference promised (" +
                                                       std::to_string(align[i]) + " bytes)");
   }
+  if ((call->d.epilogue & CUBLASLT_EPILOGUE_BIAS) && pointer_alignment(call->d.bias) < algo->data[2])
+    return fail(CUBLAS_STATUS_EXECUTION_FAILED,
+                "matmul: the bias is less aligned than the one the algorithm was chosen for");
   if (call->d.epilogue & CUBLASLT_EPILOGUE_BIAS) {
     const int64_t bytes = static_cast<int64_t>(call->dl.rows) * value_bytes(value_type(call->dl.type));
     if (!driver().is_device_range(call->d.bias, static_cast<size_t>(bytes)))
