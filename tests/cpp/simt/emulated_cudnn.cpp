@@ -252,7 +252,8 @@ cudnnStatus_t enqueue(cudnnHandle_t h, std::unique_ptr<Call> call) {
 
 // The checks both forward calls make: shapes, the algorithm, its workspace, the operands' memory.
 cudnnStatus_t check_forward(const Tensor4& x, const void* px, const Filter4& w, const void* pw, const Conv& cv,
-                            cudnnConvolutionFwdAlgo_t algo, size_t ws_bytes, const Tensor4& y, const void* py) {
+                            cudnnConvolutionFwdAlgo_t algo, const void* ws, size_t ws_bytes, const Tensor4& y,
+                            const void* py) {
   if (const std::string why = validate(x, w, cv, y); !why.empty()) return fail(CUDNN_STATUS_BAD_PARAM, why);
   if (!offered(algo)) return fail(CUDNN_STATUS_NOT_SUPPORTED, "an algorithm the emulation does not offer");
   if (ws_bytes < workspace_for(algo))
@@ -261,6 +262,9 @@ cudnnStatus_t check_forward(const Tensor4& x, const void* px, const Filter4& w, 
   if (!in_device_memory(px, extent(x), x.type) || !in_device_memory(py, extent(y), y.type) ||
       !in_device_memory(pw, static_cast<int64_t>(w.k) * w.c * w.r * w.s, w.type))
     return fail(CUDNN_STATUS_EXECUTION_FAILED, "an operand is not inside live device memory");
+  // The algorithm's kernels use the workspace it asked for: it must be device memory.
+  if (workspace_for(algo) > 0 && driver().is_device_range(ws, workspace_for(algo)) == 0)
+    return fail(CUDNN_STATUS_EXECUTION_FAILED, "the workspace is not inside live device memory");
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -460,9 +464,9 @@ cudnnStatus_t CUDNNWINAPI cudnnConvolutionForward(cudnnHandle_t handle, const vo
                                                   const cudnnTensorDescriptor_t xd, const void* x,
                                                   const cudnnFilterDescriptor_t wd, const void* w,
                                                   const cudnnConvolutionDescriptor_t conv,
-                                                  cudnnConvolutionFwdAlgo_t algo, void*, size_t ws_bytes,
+                                                  cudnnConvolutionFwdAlgo_t algo, void* ws, size_t ws_bytes,
                                                   const void* beta, const cudnnTensorDescriptor_t yd, void* y) {
-  if (const cudnnStatus_t s = check_forward(T(xd), x, F(wd), w, CV(conv), algo, ws_bytes, T(yd), y);
+  if (const cudnnStatus_t s = check_forward(T(xd), x, F(wd), w, CV(conv), algo, ws, ws_bytes, T(yd), y);
       s != CUDNN_STATUS_SUCCESS)
     return s;
   auto call = std::make_unique<Call>();
@@ -481,7 +485,7 @@ cudnnStatus_t CUDNNWINAPI cudnnConvolutionForward(cudnnHandle_t handle, const vo
 cudnnStatus_t CUDNNWINAPI cudnnConvolutionBiasActivationForward(
     cudnnHandle_t handle, const void* alpha1, const cudnnTensorDescriptor_t xd, const void* x,
     const cudnnFilterDescriptor_t wd, const void* w, const cudnnConvolutionDescriptor_t conv,
-    cudnnConvolutionFwdAlgo_t algo, void*, size_t ws_bytes, const void* alpha2, const cudnnTensorDescriptor_t zd,
+    cudnnConvolutionFwdAlgo_t algo, void* ws, size_t ws_bytes, const void* alpha2, const cudnnTensorDescriptor_t zd,
     const void* z, const cudnnTensorDescriptor_t biasd, const void* bias, const cudnnActivationDescriptor_t actd,
     const cudnnTensorDescriptor_t yd, void* y) {
   const auto& act = *reinterpret_cast<const Activation*>(actd);
@@ -489,7 +493,7 @@ cudnnStatus_t CUDNNWINAPI cudnnConvolutionBiasActivationForward(
     return fail(CUDNN_STATUS_NOT_SUPPORTED, "an activation other than RELU or IDENTITY");
   if (act.mode == CUDNN_ACTIVATION_IDENTITY && algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
     return fail(CUDNN_STATUS_NOT_SUPPORTED, "IDENTITY needs CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM");
-  if (const cudnnStatus_t s = check_forward(T(xd), x, F(wd), w, CV(conv), algo, ws_bytes, T(yd), y);
+  if (const cudnnStatus_t s = check_forward(T(xd), x, F(wd), w, CV(conv), algo, ws, ws_bytes, T(yd), y);
       s != CUDNN_STATUS_SUCCESS)
     return s;
   const Tensor4& b = T(biasd);
