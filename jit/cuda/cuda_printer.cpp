@@ -9,6 +9,9 @@
 //    loop body's Let bindings substituted, is linear in the lane variable with coefficient 1 and a
 //    base free of loads; a buffer both read and written in the loop, written more than once, or
 //    accessed under an if inside the loop stays scalar (hoisting would reorder those accesses).
+//    The vector form runs only when every vector access is aligned at run time
+//    (flow::vec_aligned), else the same lanes run as scalars: a buffer's base may be a view at any
+//    element offset, which no kernel key records.
 #include "jit/cuda/cuda_printer.h"
 
 #include <algorithm>
@@ -819,6 +822,19 @@ void Printer::print_vectorized(const For* op) {
     }
   }
 
+  // The vector form runs only where every vector access is aligned at run time (the same in every
+  // thread when the bases are); else the lanes run as scalars.
+  std::string aligned;
+  for (const auto* list : {&loads, &stores}) {
+    for (const auto& d : *list) {
+      aligned += (aligned.empty() ? "" : " && ") + std::string("flow::vec_aligned<") + w + ">(" + c_name(d.buffer) +
+                 " + " + operand(d.base, kPrecAdd, true, true) + ")";
+    }
+  }
+  if (!aligned.empty()) {
+    line("if (" + aligned + ") {");
+    ++indent_;
+  }
   line("{  // vectorized " + lane + " in [0, " + w + "): " + std::to_string(loads.size()) + " vector load(s), " +
        std::to_string(stores.size()) + " vector store(s)");
   ++indent_;
@@ -840,6 +856,14 @@ void Printer::print_vectorized(const For* op) {
   for (const auto& a : finder.accesses) {
     load_vector_.erase(static_cast<const ExprNode*>(a.node));
     store_vector_.erase(static_cast<const StmtNode*>(a.node));
+  }
+  if (!aligned.empty()) {
+    --indent_;
+    line("} else {  // a base not aligned for the vectors (a view at an element offset): scalar lanes");
+    ++indent_;
+    print_serial(op, true, nullptr);
+    --indent_;
+    line("}");
   }
 }
 

@@ -90,6 +90,13 @@ struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) Vec {
   T v[N];
 };
 
+// Whether p is aligned for a Vec<T, N> access. A vectorized loop takes its vector form only then,
+// else its scalar form: a buffer's base may be a view at any element offset.
+template <int N, class T>
+__device__ __forceinline__ bool vec_aligned(const T* p) {
+  return (reinterpret_cast<unsigned long long>(p) & (alignof(Vec<T, N>) - 1)) == 0;
+}
+
 // Loads N consecutive elements at p (which must be aligned to the vector's alignment).
 template <int N, class T>
 __device__ __forceinline__ Vec<T, N> load_vec(const T* p) {
