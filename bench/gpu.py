@@ -32,10 +32,6 @@ SMOKE = "--smoke" in sys.argv[1:]
 TDEV = "cuda" if torch.cuda.is_available() else "cpu"
 
 
-class SkippedInSmoke(Exception):
-    """torch.compile is left out of a smoke run (minutes of compiling for no figure)."""
-
-
 def cuda_time(fn, repeats: int = 20, warmup: int = 3) -> float:
     """Median seconds per call, timed with CUDA events after a synchronize (host time when torch has
     no device: the smoke run)."""
@@ -146,19 +142,17 @@ def resnet_rows(results: dict) -> None:
         results["conv_search"] = {"heuristic_s": variants["flow jit (heuristic)"][0],
                                   "exhaustive_s": variants["flow jit (exhaustive)"][0]}
     t_comp = None
-    try:
-        if SMOKE:
-            raise SkippedInSmoke()
-        comp = torch.compile(tm)
+    if not SMOKE:  # torch.compile: minutes of compiling, for no figure in a smoke run
+        try:
+            comp = torch.compile(tm)
 
-        def torch_compiled():
-            with torch.no_grad(), torch.autocast(TDEV, dtype=torch.float16):
-                return comp(xc)
+            def torch_compiled():
+                with torch.no_grad(), torch.autocast(TDEV, dtype=torch.float16):
+                    return comp(xc)
 
-        torch_compiled()
-        t_comp = cuda_time(torch_compiled, repeats=10)
-    except Exception as e:
-        if not isinstance(e, SkippedInSmoke):
+            torch_compiled()
+            t_comp = cuda_time(torch_compiled, repeats=10)
+        except Exception as e:
             print("torch.compile failed:", e)
     add_rows(t_comp)
     # How the convolutions ran on this device (fused cuDNN calls or the epilogue kernel after them).
@@ -195,14 +189,12 @@ def main() -> None:
     t_flow = cuda_time(lambda: f_jit(*fx))
     t_torch = cuda_time(lambda: chain(torch)(*xs))
     t_comp = None
-    try:
-        if SMOKE:
-            raise SkippedInSmoke()
-        comp = torch.compile(chain(torch))
-        comp(*xs)
-        t_comp = cuda_time(lambda: comp(*xs))
-    except Exception as e:  # torch.compile may be unavailable on the host
-        if not isinstance(e, SkippedInSmoke):
+    if not SMOKE:
+        try:
+            comp = torch.compile(chain(torch))
+            comp(*xs)
+            t_comp = cuda_time(lambda: comp(*xs))
+        except Exception as e:  # torch.compile may be unavailable on the host
             print("torch.compile failed:", e)
     floor = 4 * n * 4 / bw
     row = {"name": "chain 2^28", "flow_jit_s": t_flow, "torch_eager_s": t_torch, "torch_compile_s": t_comp,
@@ -232,14 +224,12 @@ def main() -> None:
         tf = cuda_time(lambda: fj(*fargs))
         tt = cuda_time(lambda: make(torch)(*args))
         tc = None
-        try:
-            if SMOKE:
-                raise SkippedInSmoke()
-            c = torch.compile(make(torch))
-            c(*args)
-            tc = cuda_time(lambda: c(*args))
-        except Exception as e:
-            if not isinstance(e, SkippedInSmoke):
+        if not SMOKE:
+            try:
+                c = torch.compile(make(torch))
+                c(*args)
+                tc = cuda_time(lambda: c(*args))
+            except Exception as e:
                 print("torch.compile failed:", e)
         nbytes = 2 * rows * cols * 4
         results["workloads"].append({"name": name, "flow_jit_s": tf, "torch_eager_s": tt, "torch_compile_s": tc,

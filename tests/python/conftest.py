@@ -16,6 +16,10 @@ import flow
 
 SEED = int(os.environ.get("FLOW_TEST_SEED", random.SystemRandom().randrange(2**31)))
 
+# Where the GPU tests run PyTorch's reference: on the GPU when torch has one, else on the CPU (under
+# the emulated device of tools/emulated_gpu_pytest.sh, where only flow sees a "GPU").
+TDEV = "cuda" if torch.cuda.is_available() else "cpu"
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device (run by tools/gpu_check.sh)")

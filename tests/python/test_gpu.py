@@ -11,15 +11,12 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import flow  # noqa: E402
+from conftest import TDEV  # noqa: E402
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not flow.cuda.is_available(), reason="no CUDA device: " + flow.cuda.unavailable_reason()[:80]),
 ]
-
-# Where the PyTorch reference runs: on the GPU when torch has one, else on the CPU (under the emulated
-# device of tools/emulated_gpu_pytest.sh, where only flow sees a "GPU").
-TDEV = "cuda" if torch.cuda.is_available() else "cpu"
 
 # The emulated device (tests/cpp/simt/emulated_driver.cpp) computes on the host: a test whose size is
 # the point (products of 4096 x 4096 matrices) is left to real devices.

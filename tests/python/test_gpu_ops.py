@@ -14,7 +14,7 @@ import torch  # noqa: E402
 
 import flow  # noqa: E402
 import test_ops as T  # noqa: E402
-from conftest import TOL, assert_same, make, raises_like, to_flow  # noqa: E402
+from conftest import TDEV, TOL, assert_same, make, raises_like, to_flow  # noqa: E402
 
 pytestmark = [
     pytest.mark.gpu,
@@ -25,9 +25,6 @@ GPU_DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 # Where the tensors live: "cuda". (A run of these functions with "cpu" checks their own logic on a
 # machine without a GPU.)
 DEVICE = "cuda"
-# Where the PyTorch reference runs: on the GPU when torch has one, else on the CPU (under the emulated
-# device of tools/emulated_gpu_pytest.sh, where only flow sees a "GPU").
-TDEV = DEVICE if DEVICE == "cpu" or torch.cuda.is_available() else "cpu"
 
 
 def gpu_pair(shape, dtype, gen, layout="contiguous", **kw):

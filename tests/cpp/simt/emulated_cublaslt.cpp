@@ -27,6 +27,7 @@
 namespace {
 
 using flow::test::simt::drop_handle;
+using flow::test::simt::emulated_driver;
 using flow::test::simt::load_value;
 using flow::test::simt::make_handle;
 using flow::test::simt::store_value;
@@ -72,10 +73,6 @@ struct Preference {
 struct Handle {
   int tag = 0;
 };
-
-const flow::test::simt::EmulatedDriverHooks& driver() {
-  return flow::test::simt::emulated_driver();
-}
 
 cublasStatus_t fail(cublasStatus_t s, const std::string& why) {
   std::fprintf(stderr, "[emulated cublasLt] %s\n", why.c_str());
@@ -216,7 +213,7 @@ const char* CUBLASWINAPI cublasLtGetStatusString(cublasStatus_t) {
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtCreate(cublasLtHandle_t* h) {
-  if (!driver().enqueue) return fail(CUBLAS_STATUS_NOT_INITIALIZED, "the emulated driver is not loaded");
+  if (!emulated_driver().enqueue) return fail(CUBLAS_STATUS_NOT_INITIALIZED, "the emulated driver is not loaded");
   make_handle<Handle>(h);
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -387,7 +384,7 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_
     const int64_t bytes = extent(*lays[i]) * value_bytes(value_type(lays[i]->type));
     if (bytes == 0) continue;
     if (i == 2 && *static_cast<const float*>(beta) == 0) continue;  // C is not read
-    if (!driver().is_device_range(ptrs[i], static_cast<size_t>(bytes)))
+    if (!emulated_driver().is_device_range(ptrs[i], static_cast<size_t>(bytes)))
       return fail(CUBLAS_STATUS_EXECUTION_FAILED, std::string("matmul: operand ") + names[i] +
                                                       " is not inside live device memory (" + std::to_string(bytes) +
                                                       " bytes)");
@@ -404,7 +401,7 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_
                 "matmul: the bias is less aligned than the one the algorithm was chosen for");
   if (call->d.epilogue & CUBLASLT_EPILOGUE_BIAS) {
     const int64_t bytes = static_cast<int64_t>(call->dl.rows) * value_bytes(value_type(call->dl.type));
-    if (!driver().is_device_range(call->d.bias, static_cast<size_t>(bytes)))
+    if (!emulated_driver().is_device_range(call->d.bias, static_cast<size_t>(bytes)))
       return fail(CUBLAS_STATUS_EXECUTION_FAILED, "matmul: the bias is not inside live device memory");
   }
   call->pa = A;
@@ -413,8 +410,8 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_
   call->pd = D;
   call->alpha = *static_cast<const float*>(alpha);
   call->beta = *static_cast<const float*>(beta);
-  const CUresult r = driver().enqueue(reinterpret_cast<CUstream>(stream), &run, call.release(),
-                                      [](void* p) { std::unique_ptr<Call> owned(static_cast<Call*>(p)); });
+  const CUresult r = emulated_driver().enqueue(reinterpret_cast<CUstream>(stream), &run, call.release(),
+                                               [](void* p) { std::unique_ptr<Call> owned(static_cast<Call*>(p)); });
   return r == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : fail(CUBLAS_STATUS_EXECUTION_FAILED, "matmul: enqueue failed");
 }
 

@@ -29,6 +29,7 @@
 namespace {
 
 using flow::test::simt::drop_handle;
+using flow::test::simt::emulated_driver;
 using flow::test::simt::load_value;
 using flow::test::simt::make_handle;
 using flow::test::simt::store_value;
@@ -77,10 +78,6 @@ struct Activation {
 struct Handle {
   cudaStream_t stream = nullptr;
 };
-
-const flow::test::simt::EmulatedDriverHooks& driver() {
-  return flow::test::simt::emulated_driver();
-}
 
 thread_local std::string tl_last_error;
 
@@ -154,7 +151,8 @@ std::string validate(const Tensor4& x, const Filter4& w, const Conv& cv, const T
 }
 
 bool in_device_memory(const void* p, int64_t elements, cudnnDataType_t t) {
-  return elements == 0 || driver().is_device_range(p, static_cast<size_t>(elements * value_bytes(value_type(t)))) != 0;
+  return elements == 0 ||
+         emulated_driver().is_device_range(p, static_cast<size_t>(elements * value_bytes(value_type(t)))) != 0;
 }
 
 struct Call {
@@ -245,8 +243,8 @@ Conv& CV(cudnnConvolutionDescriptor_t d) {
 
 cudnnStatus_t enqueue(cudnnHandle_t h, std::unique_ptr<Call> call) {
   const CUresult r =
-      driver().enqueue(reinterpret_cast<CUstream>(reinterpret_cast<Handle*>(h)->stream), &run, call.release(),
-                       [](void* p) { std::unique_ptr<Call> owned(static_cast<Call*>(p)); });
+      emulated_driver().enqueue(reinterpret_cast<CUstream>(reinterpret_cast<Handle*>(h)->stream), &run, call.release(),
+                                [](void* p) { std::unique_ptr<Call> owned(static_cast<Call*>(p)); });
   return r == CUDA_SUCCESS ? CUDNN_STATUS_SUCCESS : fail(CUDNN_STATUS_EXECUTION_FAILED, "the emulated launch failed");
 }
 
@@ -263,7 +261,7 @@ cudnnStatus_t check_forward(const Tensor4& x, const void* px, const Filter4& w, 
       !in_device_memory(pw, static_cast<int64_t>(w.k) * w.c * w.r * w.s, w.type))
     return fail(CUDNN_STATUS_EXECUTION_FAILED, "an operand is not inside live device memory");
   // The algorithm's kernels use the workspace it asked for: it must be device memory.
-  if (workspace_for(algo) > 0 && driver().is_device_range(ws, workspace_for(algo)) == 0)
+  if (workspace_for(algo) > 0 && emulated_driver().is_device_range(ws, workspace_for(algo)) == 0)
     return fail(CUDNN_STATUS_EXECUTION_FAILED, "the workspace is not inside live device memory");
   return CUDNN_STATUS_SUCCESS;
 }
@@ -300,7 +298,7 @@ void CUDNNWINAPI cudnnGetLastErrorString(char* message, size_t max_size) {
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnCreate(cudnnHandle_t* handle) {
-  if (!driver().enqueue) return fail(CUDNN_STATUS_NOT_INITIALIZED, "the emulated driver is not loaded");
+  if (!emulated_driver().enqueue) return fail(CUDNN_STATUS_NOT_INITIALIZED, "the emulated driver is not loaded");
   make_handle<Handle>(handle);
   return CUDNN_STATUS_SUCCESS;
 }

@@ -2,6 +2,8 @@
 // float16 and bfloat16 values read as float and written back rounded to nearest even, as the
 // device's conversions do. Computation itself is in double (a reference, not a model of the
 // libraries' accumulation order).
+// Deliberately not dsl's conversions (dsl/interpreter.h): the emulated libraries stand in for NVIDIA's and
+// must not share flow's code, or a bug there would agree with itself.
 #pragma once
 #include <cstdint>
 #include <cstring>
