@@ -106,12 +106,14 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
     if (!users.count(key[k])) order.push_back(key[k]);
     users[key[k]].push_back(k);
   }
-  // Library calls with a choice of implementation (oneDNN); the float64 reference loops have none.
+  // Library calls with a choice of implementation (oneDNN, cuDNN); the float64 reference loops and
+  // flow's own sort (jit/sort_op.h) have none.
   const auto& steps = exe.library_steps();
   std::vector<std::string> lib_order;
   std::map<std::string, std::vector<size_t>> lib_users;
   for (size_t i = 0; i < steps.size(); ++i) {
-    if (steps[i].library == "reference" || steps[i].workload.empty() || cached(steps[i].group)) continue;
+    const bool no_choice = steps[i].library == "reference" || steps[i].library == "flow sort";
+    if (no_choice || steps[i].workload.empty() || cached(steps[i].group)) continue;
     if (!lib_users.count(steps[i].workload)) lib_order.push_back(steps[i].workload);
     lib_users[steps[i].workload].push_back(i);
   }

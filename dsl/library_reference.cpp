@@ -3,6 +3,8 @@
 // loops are written once; the output's element order is unchanged by dropping those size-1 dims.
 #include "dsl/library_reference.h"
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "dsl/op_table.h"
@@ -129,10 +131,39 @@ std::vector<double> conv_ref(const Node& n, bool transposed, const HostTensor& x
   return out;
 }
 
+// argsort (dsl/ops/sort.cpp): a stable sort of each line's positions, NaN above every number.
+std::vector<double> argsort_ref(const Node& n, const HostTensor& x, const Shape& out_shape) {
+  const int64_t dim = attr_int(n.attrs, "dim", "argsort");
+  const int64_t k = attr_int(n.attrs, "k", "argsort");
+  const bool descending = attr_bool(n.attrs, "descending", "argsort");
+  const Shape& s = x.type.shape;
+  const int64_t len = s.empty() ? 1 : s[static_cast<size_t>(dim)];
+  int64_t inner = 1;
+  for (size_t d = static_cast<size_t>(dim) + 1; d < s.size(); ++d) inner *= s[d];
+  const int64_t outer = len * inner == 0 ? 0 : numel(s) / (len * inner);
+  std::vector<double> out(static_cast<size_t>(numel(out_shape)));
+  std::vector<int64_t> pos(static_cast<size_t>(len));
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      auto key = [&](int64_t p) { return x.data[static_cast<size_t>((o * len + p) * inner + i)]; };
+      for (int64_t p = 0; p < len; ++p) pos[static_cast<size_t>(p)] = p;
+      std::stable_sort(pos.begin(), pos.end(), [&](int64_t a, int64_t b) {
+        const double va = key(a), vb = key(b);
+        if (std::isnan(va) || std::isnan(vb))
+          return descending ? std::isnan(va) && !std::isnan(vb) : !std::isnan(va) && std::isnan(vb);
+        return descending ? va > vb : va < vb;
+      });
+      for (int64_t j = 0; j < k; ++j)
+        out[static_cast<size_t>((o * k + j) * inner + i)] = static_cast<double>(pos[static_cast<size_t>(j)]);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 bool has_library_reference(const std::string& op) {
-  return op == "matmul" || op == "linear" || op == "conv2d" || op == "conv_transpose2d";
+  return op == "matmul" || op == "linear" || op == "conv2d" || op == "conv_transpose2d" || op == "argsort";
 }
 
 HostTensor run_library_reference(const Graph& g, const Node& n, const std::vector<const HostTensor*>& in,
@@ -140,7 +171,9 @@ HostTensor run_library_reference(const Graph& g, const Node& n, const std::vecto
   const TensorType out_t = g.value(n.outputs.at(0)).type;
   const HostTensor* bias = in.size() > 2 ? in[2] : nullptr;
   HostTensor out{out_t, {}};
-  if (n.op == "matmul") {
+  if (n.op == "argsort") {
+    out.data = argsort_ref(n, *in.at(0), out_t.shape);
+  } else if (n.op == "matmul") {
     out.data = matmul_ref(*in.at(0), *in.at(1));
   } else if (n.op == "linear") {
     out.data = linear_ref(*in.at(0), *in.at(1), bias, out_t.shape);

@@ -42,6 +42,7 @@ void register_builtin_ops() {
     register_reduction_more_ops();
     register_norm_ops();
     register_random_ops();
+    register_sort_ops();
   });
 }
 

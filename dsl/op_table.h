@@ -19,7 +19,8 @@ enum class OpPattern : uint8_t {
   Elementwise,      // out[i] = f(in_k[i]) with broadcasting
   Injective,        // views and index remapping (later issues)
   Reduction,        // sum/amax/... over a set of dims
-  OutEWiseFusable,  // conv, matmul: a library call that can take elementwise epilogues
+  OutEWiseFusable,  // a library call (conv, matmul, argsort); scheduler/library_patterns.h says
+                    // which elementwise epilogues it takes
   Opaque,           // never fused
   Composite,        // expands into other ops at graph-build time
   View,             // the output aliases input 0 with another layout (reshape, permute, slice, ...)

@@ -20,6 +20,7 @@
 #include "jit/cuda_library_ops.h"
 #include "jit/eager.h"
 #include "jit/log.h"
+#include "jit/sort_op.h"
 #include "runtime/onednn.h"
 #include "scheduler/kernel_instance.h"
 
@@ -91,6 +92,10 @@ LibraryStep make_library_step(const dsl::Graph& g, const sched::FusionGroup& grp
   if (!pat) {
     throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
                        "op '" + lib.op + "' has no library implementation on " + dsl::target_name(target) + " yet");
+  }
+  if (lib.op == "argsort") {  // flow's own sort, every dtype on both targets (jit/sort_op.h)
+    st.library = pat->library;
+    return st;
   }
   const dsl::DType dt = g.value(lib.outputs.at(0)).type.dtype;
   if (target == dsl::Target::CUDA) {
@@ -749,8 +754,9 @@ void run_library_group(const dsl::Graph& g, const LibraryStep& step, const std::
   if (info) *info = onednn::ImplInfo{};
   const Tensor* out = values.at(step.output);
   if (!out) return;  // nothing reads the result
-  if (!out->is_contiguous()) throw std::logic_error("library call: output tensor is not contiguous");
   if (out->numel() == 0) return;
+  if (!out->is_contiguous()) throw std::logic_error("library call: output tensor is not contiguous");
+  if (step.op == "argsort") return run_sort_step(step, values);
   if (out->device() == runtime::DeviceType::CUDA) return run_cuda_library_group(g, step, values, info);
   if (step.library == "reference") return run_reference(g, step, values, *out);
   for (int v : step.operands)

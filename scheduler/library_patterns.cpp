@@ -255,6 +255,10 @@ const std::vector<LibraryPattern>& library_patterns() {
       {"conv2d", dsl::Target::CUDA, "cuDNN", kCudnnEpilogues},
       {"matmul", dsl::Target::CUDA, "cuBLASLt", kCublasLtEpilogues},
       {"linear", dsl::Target::CUDA, "cuBLASLt", kCublasLtEpilogues},
+      // flow's own sorts (dsl/ops/sort.cpp): nothing to absorb, the gather of the values is a
+      // kernel of its own.
+      {"argsort", dsl::Target::CPU, "flow sort", {}},
+      {"argsort", dsl::Target::CUDA, "flow sort", {}},
   };
   return table;
 }

@@ -22,6 +22,8 @@
 //     (cuBLASLt's GELU is the tanh form, so exact GELU stays a generated kernel); bias along the
 //     last dim.
 //   conv_transpose2d has no CUDA entry (it raises NotImplemented at compile time).
+//
+// argsort (CPU and CUDA): "flow sort", flow's own sort (jit/sort_op.h), no epilogues.
 // On CUDA the oneDNN-specific gates (FLOW_LIBRARY_EPILOGUES's exact/binary modes) do not apply.
 #pragma once
 #include <string>

@@ -449,6 +449,8 @@ class return_types:
 
     max = collections.namedtuple("max", ["values", "indices"])
     min = collections.namedtuple("min", ["values", "indices"])
+    sort = collections.namedtuple("sort", ["values", "indices"])
+    topk = collections.namedtuple("topk", ["values", "indices"])
 
 
 def _one_dim(fn, dim):
@@ -595,6 +597,75 @@ def cumsum(input, dim, *, dtype=None, out=None):
 
 def cumprod(input, dim, *, dtype=None, out=None):
     return _scan("cumprod", input, dim, dtype, out)
+
+
+# ---- sorting ----------------------------------------------------------------------------------
+# One op, argsort (dsl/ops/sort.cpp): the positions of the first k elements of each line in sorted
+# order, under a total order (NaN above every number, ties by position), so the result is always
+# that of a stable sort. The values are a gather through those positions.
+
+
+def _check_bool(fn, name, v):
+    if not isinstance(v, builtins.bool):
+        raise TypeError(f"{fn}(): argument '{name}' must be bool, not {_type_name(v)}")
+    return v
+
+
+def _argsort(fn, x, dim, descending, k=None):
+    attrs = {"dim": _one_dim(fn, dim), "descending": descending}
+    if k is not None:
+        attrs["k"] = k
+    return dispatch1("argsort", [x], attrs)
+
+
+def _values_at(x, dim, indices):
+    if x.ndim == 0:
+        return x.clone()
+    return dispatch1("gather", [x, indices], {"dim": _normalize_dim(dim, x.ndim)})
+
+
+def _pair_out(fn, out, values, indices):
+    if out is None:
+        return getattr(return_types, fn)(values, indices)
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise TypeError(f"{fn}(): argument 'out' must be tuple of Tensors")
+    _out(fn, out[0], values)
+    _out(fn, out[1], indices)
+    return getattr(return_types, fn)(out[0], out[1])
+
+
+def sort(input, dim=-1, descending=False, *, stable=False, out=None):
+    """torch.sort -> (values, indices). Ties keep their order whatever `stable` says (one of the
+    answers torch allows for stable=False); NaN sorts above every number."""
+    x = _tensor_arg("sort", input, "input", 1)
+    _check_bool("sort", "descending", descending)
+    if stable is not None:
+        _check_bool("sort", "stable", stable)
+    indices = _argsort("sort", x, dim, descending)
+    return _pair_out("sort", out, _values_at(x, dim, indices), indices)
+
+
+def argsort(input, dim=-1, descending=False, stable=False):
+    x = _tensor_arg("argsort", input, "input", 1)
+    _check_bool("argsort", "descending", descending)
+    _check_bool("argsort", "stable", stable)
+    return _argsort("argsort", x, dim, descending)
+
+
+def msort(input, *, out=None):
+    return _out("msort", out, sort(input, 0).values)
+
+
+def topk(input, k, dim=-1, largest=True, sorted=True, *, out=None):
+    """torch.topk -> (values, indices), always in sorted order (which `sorted=False` allows), equal
+    values by position."""
+    x = _tensor_arg("topk", input, "input", 1)
+    if isinstance(k, builtins.bool) or not isinstance(k, numbers.Integral):
+        raise TypeError(f"topk(): argument 'k' (position 2) must be int, not {_type_name(k)}")
+    _check_bool("topk", "largest", largest)
+    _check_bool("topk", "sorted", sorted)
+    indices = _argsort("topk", x, dim, largest, builtins.int(k))
+    return _pair_out("topk", out, _values_at(x, dim, indices), indices)
 
 
 # ---- shape ops, joins and gathers -----------------------------------------------------------
@@ -1076,4 +1147,4 @@ __all__ += ["erf", "log1p", "expm1", "sin", "cos", "floor", "ceil", "trunc", "fi
             "t", "flatten", "unflatten", "squeeze", "unsqueeze", "narrow", "chunk", "split", "tensor_split",
             "unbind", "select", "movedim", "moveaxis", "as_strided", "broadcast_to", "clone", "matmul", "mm", "bmm",
             "mv", "dot", "outer", "ger", "addmm", "baddbmm", "addmv", "einsum", "absolute", "not_equal", "less",
-            "less_equal", "greater", "greater_equal", "flip", "triu", "tril"]
+            "less_equal", "greater", "greater_equal", "flip", "triu", "tril", "sort", "argsort", "msort", "topk"]

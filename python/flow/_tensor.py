@@ -1200,7 +1200,7 @@ for _name in ("erf", "log1p", "expm1", "sin", "cos", "floor", "ceil", "trunc", "
               "remainder", "fmod", "logical_and", "logical_or", "logical_xor", "masked_fill", "max", "min",
               "argmax", "argmin", "prod", "any", "all", "var", "std", "norm", "logsumexp", "cumsum", "cumprod",
               "index_select", "gather", "matmul", "mm", "bmm", "mv", "dot", "outer", "addmm", "baddbmm", "silu",
-              "gelu", "absolute", "triu", "tril"):
+              "gelu", "absolute", "triu", "tril", "sort", "argsort", "msort", "topk"):
     setattr(Tensor, _name, _method(_name))
 
 
