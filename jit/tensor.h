@@ -32,4 +32,13 @@ std::vector<int64_t> contiguous_strides_of(const dsl::Shape& sizes);
 // A contiguous copy of `t` on `device` (same dtype); `t` itself when already there and contiguous.
 Tensor to_device(const Tensor& t, runtime::DeviceType device);
 
+// Whether `t`'s elements fill one gap-free run of its storage, in some order of its dims (a
+// contiguous tensor, a permutation of one, with any size-1 dims): an in-place write into it is one
+// copy of that run.
+bool is_dense(const Tensor& t);
+// Writes `src` (same shape and dtype, any device, any strides) into dense `dst` in place: `src` is
+// permuted to `dst`'s memory order, made contiguous on `dst`'s device and copied over the run
+// (stream-ordered on a GPU). Throws std::invalid_argument for a mismatch or a `dst` that is not dense.
+void write_dense(const Tensor& dst, const Tensor& src);
+
 }  // namespace flow::jit

@@ -234,6 +234,17 @@ void bind_tensor(py::module_& m) {
             return jit::to_device(t, dev);
           },
           py::arg("device"), "A contiguous copy on `device` ('cpu' or 'cuda'); itself when already there")
+      .def_property_readonly("is_dense", &jit::is_dense,
+                             "Whether the elements fill one gap-free run of storage (in some dim order)")
+      .def(
+          "write_dense",
+          [](const Tensor& dst, const Tensor& src) {
+            check_has_storage(dst);
+            check_has_storage(src);
+            py::gil_scoped_release release;
+            jit::write_dense(dst, src);
+          },
+          py::arg("src"), "Writes src (same shape and dtype, any device) into this dense tensor in place")
       .def("__repr__", &tensor_repr);
 }
 

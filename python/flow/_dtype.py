@@ -91,7 +91,7 @@ def promote_numpy_default(nd):
 
 
 class device:
-    """flow.device('cpu'): only the CPU runs kernels today (the CUDA target compiles only)."""
+    """flow.device('cpu') / flow.device('cuda'): where a tensor lives (CUDA: the current device)."""
 
     __slots__ = ("type", "index")
 

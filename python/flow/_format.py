@@ -46,6 +46,9 @@ def format_tensor(t):
     dt = t.dtype
     arr = t._numpy_f32_or_native()
     suffix = "" if dt.name in _DEFAULT_DTYPES else f", dtype={dt!r}"
+    if t._c.device != "cpu":
+        # torch's spelling and order (device, then dtype); flow runs on the current device (index 0).
+        suffix = f", device='{t.device.type}:{t.device.index or 0}'" + suffix
     if arr.size == 0:
         body = "[]"
         if arr.ndim > 1:

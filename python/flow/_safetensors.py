@@ -24,12 +24,13 @@ _FROM_ST = {st: (name, npd) for name, (st, npd) in _DTYPES.items()}
 
 
 def save_file(tensors, path, metadata=None):
-    """Writes ``{name: flow.Tensor}`` (CPU tensors) to ``path``."""
+    """Writes ``{name: flow.Tensor}`` to ``path`` (tensors on a GPU are copied to the host first, as
+    safetensors does for torch)."""
     header, blobs, offset = {}, [], 0
     for name in sorted(tensors):
         c = tensors[name]._c
         if c.device != "cpu":
-            raise ValueError(f"safetensors: tensor '{name}' is on {c.device}; move it to the CPU first")
+            c = c.to_device("cpu")
         st, npd = _DTYPES[c.dtype]
         raw = np.ascontiguousarray(c.numpy_view()).astype(npd, copy=False).tobytes()
         header[name] = {"dtype": st, "shape": list(c.shape), "data_offsets": [offset, offset + len(raw)]}

@@ -11,7 +11,8 @@ applied to it. Everything goes through the one dispatcher (``flow._dispatch``):
 - Indexing with one integer tensor is index_select (+ a reshape for N-d indices); a boolean mask
   has a data-dependent size, so it runs eagerly only (nonzero in numpy, then index_select).
 - In-place ops compute out of place and then write into this tensor's storage (a numpy view
-  write), so every view sees the values; in a trace the tracer is rebound to the new value, which
+  write on the CPU; on a GPU one stream-ordered copy into a dense target, else a rewrite of the
+  storage run the target spans, see ``_device_write``), so every view sees the values; in a trace the tracer is rebound to the new value, which
   is refused (TraceError) for arguments, captured tensors, views and tensors that have views.
 - Operations that need a tracer's *values* (``item()``, ``bool()``, ``numpy()``, ``tolist()``,
   boolean masks, indexed assignment) raise ``flow.TraceError`` naming the op and the user's line.
@@ -391,10 +392,12 @@ class Tensor:
     # ---- conversion to Python / numpy (data-dependent: refused while tracing) ----------------
 
     def _numpy_f32_or_native(self):
-        """A numpy copy; bfloat16 widened to float32 (exactly)."""
+        """A numpy copy, from any device (what item(), tolist() and printing read: torch copies a GPU
+        tensor to the host for these too); bfloat16 widened to float32 (exactly)."""
+        c = self._c if self._c.device == "cpu" else self._c.to_device("cpu")
         if self.dtype is D.bfloat16:
-            return D.bf16_bits_to_f32(self._c.numpy_raw())
-        return self._c.numpy()
+            return D.bf16_bits_to_f32(c.numpy_raw())
+        return c.numpy()
 
     def numpy(self, force=False):
         self._need_data("Tensor.numpy()")
@@ -775,6 +778,9 @@ class Tensor:
                               "in-place writes into a traced tensor are not supported; build the value with "
                               "flow.where / flow.cat instead")
         npindex = _numpy_index(_index_tuple(index), self.ndim)
+        if self._c.device != "cpu":
+            self._device_write("Tensor.__setitem__()", value, npindex)
+            return
         dst = self._writable("Tensor.__setitem__()")
         target_shape = dst[npindex].shape
         src = _value_array(value, self.dtype, "Tensor.__setitem__()")
@@ -791,7 +797,7 @@ class Tensor:
         """A writable numpy view of this (concrete, CPU) tensor's elements (bfloat16: uint16 bits)."""
         c = self._c
         if c.device != "cpu":
-            raise NotImplementedError(f"flow: {op} on a CUDA tensor is not supported yet (compute out of place)")
+            raise AssertionError(f"{op}: a CUDA tensor is written by _device_write")
         if builtins.any(st == 0 and n > 1 for n, st in zip(c.shape, c.strides)):
             raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
                                "single memory location. Please clone() the tensor before performing the operation.")
@@ -804,6 +810,56 @@ class Tensor:
 
     def _wrote(self):
         self._c.bump_version()
+
+    def _device_write(self, op, value, npindex=None):
+        """An in-place write into this tensor on a GPU: `value` (number, array-like or Tensor,
+        broadcast as torch does) into the elements `npindex` selects (all when None). A dense target
+        (the whole tensor when it fills a gap-free run of storage) is one copy of the value, permuted
+        to the storage order. Any other target (a slice, a mask, integer indices) is found on the host
+        as storage positions; the run of storage between the first and last of them is rewritten
+        whole, each position taking its value or keeping its own (a where over an index_select),
+        so every view of the storage sees the write."""
+        from . import _creation
+
+        c = self._c
+        if builtins.any(st == 0 and n > 1 for n, st in zip(c.shape, c.strides)):
+            raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                               "single memory location. Please clone() the tensor before performing the operation.")
+        if isinstance(value, Tensor):
+            value._need_data(op)
+            if value.dtype is not self.dtype:
+                value = F._cast(value, self.dtype)
+        else:
+            value = _creation.tensor(value, dtype=self.dtype)
+        if value.device != self.device:
+            value = value.to(self.device)
+        pos = None
+        if npindex is not None or not c.is_dense:
+            pos = np.full(tuple(c.shape), c.offset, dtype=np.int64)
+            for d, (n, st) in enumerate(zip(c.shape, c.strides)):
+                pos += (np.arange(n, dtype=np.int64) * st).reshape((n,) + (1,) * (len(c.shape) - d - 1))
+            if npindex is not None:
+                pos = pos[npindex]
+        target = list(self.shape) if pos is None else list(pos.shape)
+        if list(value.shape) != target:
+            try:
+                value = value.expand(target)
+            except (RuntimeError, ValueError):
+                raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be broadcast to "
+                                   f"indexing result of shape {target}") from None
+        c.bump_version()
+        if pos is None:
+            c.write_dense(value._c)
+        elif pos.size:
+            lo = int(pos.min())
+            which = np.full(int(pos.max()) - lo + 1, -1, dtype=np.int64)
+            which[(pos - lo).reshape(-1)] = np.arange(pos.size, dtype=np.int64)
+            span = Tensor._wrap(c.as_strided([which.size], [1], lo))
+            which = _creation.tensor(which).to(self.device)
+            taken = dispatch1("index_select", [value.reshape(-1), which.clamp(min=0)], {"dim": 0})  # in range
+            merged = F.where(which >= 0, taken, span)
+            span._c.write_dense(merged._c)
+        self._wrote()
 
     def _assign(self, op, result, check_cast=True):
         """Makes this tensor hold `result` (a Tensor of this shape) in place, torch's in-place contract:
@@ -842,6 +898,11 @@ class Tensor:
             return self
         if result._c is None:
             raise trace_error(f"Tensor.{op}", "it would write a value of a finished trace into a tensor")
+        if self._c.device != "cpu":
+            self._device_write(f"Tensor.{op}", result)
+            return self
+        if result._c.device != "cpu":
+            result = result.to("cpu")
         dst = self._writable(f"Tensor.{op}")
         dst[...] = result._c.numpy_raw()
         self._wrote()
@@ -867,6 +928,9 @@ class Tensor:
                                    f"{value.ndim} dimensions.")
             if value._c is not None and self._c is not None:
                 value = value.item()
+        if self._c is not None and self._c.device != "cpu" and current_trace() is None:
+            self._device_write("Tensor.fill_()", value)
+            return self
         if self._c is not None and not isinstance(value, Tensor) and current_trace() is None:
             dst = self._writable("Tensor.fill_()")
             dst[...] = _value_array(value, self.dtype, "Tensor.fill_()")
@@ -882,6 +946,9 @@ class Tensor:
         """Writes `value` (a number, array-like or Tensor, broadcastable) into this tensor in place."""
         if isinstance(value, Tensor):
             self.copy_(value)
+            return
+        if self._c.device != "cpu":
+            self._device_write("Tensor.copy_()", value)
             return
         dst = self._writable("Tensor.copy_()")
         dst[...] = np.broadcast_to(_value_array(value, self.dtype, "Tensor.copy_()"), dst.shape)

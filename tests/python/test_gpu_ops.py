@@ -230,3 +230,25 @@ def test_host_side_index_checks_on_gpu(gen):
         flow.index_select(f, 0, flow.tensor([4]).to(DEVICE))
     with pytest.raises(IndexError, match="index out of range"):
         flow.nn.functional.embedding(flow.tensor([6]).to(DEVICE), f)
+
+
+def test_host_conversions_on_gpu(gen, tmp_path):
+    """What reads a GPU tensor's values on the host copies them there first, as torch does: printing,
+    item(), tolist(), bool()/float()/int(), saving to safetensors. numpy() refuses, as torch's does."""
+    t, f = gpu_pair((2, 3), torch.float32, gen)
+    th = t.cpu()
+    assert repr(f).endswith("device='cuda:0')"), repr(f)
+    assert repr(f.half()).endswith("device='cuda:0', dtype=flow.float16)"), repr(f.half())
+    assert f.tolist() == th.tolist()
+    assert f.bfloat16().tolist() == th.bfloat16().float().tolist()
+    assert f[1, 2].item() == th[1, 2].item()
+    assert float(f[0, 0]) == float(th[0, 0]) and int(f[0, 0] * 10) == int(th[0, 0] * 10)
+    assert bool((f > 100).any()) is False and bool((f == f).all()) is True
+    with pytest.raises(TypeError, match="Tensor.cpu"):
+        f.numpy()
+    from flow import _safetensors
+
+    path = str(tmp_path / "w.safetensors")
+    _safetensors.save_file({"w": f, "b": f[0].to(DEVICE)}, path)
+    back, _ = _safetensors.load_file(path)
+    assert_same(back["w"], th, rtol=0, atol=0, msg="safetensors round trip")
