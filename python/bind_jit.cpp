@@ -27,6 +27,41 @@ namespace flow::python {
 
 namespace {
 
+// flow.cuda.Event: the driver event is made on the first record(), so an Event can be constructed
+// (as scripts do at the top) on a machine without a GPU.
+class CudaEvent {
+ public:
+  CudaEvent() = default;
+  ~CudaEvent() {
+    if (event_) runtime::cuda::driver::event_destroy(event_);
+  }
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+  void record() {
+    if (!event_) event_ = runtime::cuda::driver::event_create();
+    runtime::cuda::driver::event_record(event_, runtime::cuda::current_stream());
+  }
+  void synchronize() const {
+    if (event_) runtime::cuda::driver::event_synchronize(event_);
+  }
+  // Milliseconds from this event to `end`, both recorded; waits for `end` to complete (torch
+  // raises when it has not: waiting is what every caller does next).
+  float elapsed_time(const CudaEvent& end) const {
+    if (!event_ || !end.event_)
+      throw std::runtime_error("Both events must be recorded before calculating elapsed time.");
+    runtime::cuda::driver::event_synchronize(end.event_);
+    return runtime::cuda::driver::event_elapsed_ms(event_, end.event_);
+  }
+  bool recorded() const { return event_ != nullptr; }
+
+ private:
+  runtime::cuda::Event event_ = nullptr;
+};
+
+}  // namespace
+
+namespace {
+
 using jit::Tensor;
 
 jit::EagerArg eager_arg(const py::handle& h, size_t pos) {
@@ -212,6 +247,13 @@ void bind_jit(py::module_& m) {
   m.def("cuda_device_count", [] { return runtime::cuda::device_count(); });
   m.def(
       "cuda_device_name", [](int i) { return runtime::cuda::device_props(i).name; }, py::arg("device") = 0);
+  m.def(
+      "cuda_device_capability",
+      [](int i) {
+        const runtime::cuda::DeviceProps& p = runtime::cuda::device_props(i);
+        return std::make_pair(p.major, p.minor);
+      },
+      py::arg("device") = 0);
   m.def("cuda_synchronize", [] {
     py::gil_scoped_release release;
     if (runtime::cuda::cuda_available()) runtime::cuda::synchronize();
@@ -259,6 +301,12 @@ void bind_jit(py::module_& m) {
       },
       "How the GPU library calls ran: cuDNN fused / unfused convolutions, refusals, cuBLASLt split epilogues");
   m.def("cuda_current_device", [] { return runtime::cuda::cuda_available() ? runtime::cuda::current_device() : 0; });
+  py::class_<CudaEvent>(m, "CudaEvent", "A driver event recorded on the calling thread's current stream")
+      .def(py::init<>())
+      .def("record", &CudaEvent::record, py::call_guard<py::gil_scoped_release>())
+      .def("synchronize", &CudaEvent::synchronize, py::call_guard<py::gil_scoped_release>())
+      .def("elapsed_time", &CudaEvent::elapsed_time, py::arg("end"), py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("recorded", &CudaEvent::recorded);
   m.def("default_cuda_arch", &jit::default_cuda_arch);
   m.def("reset_cache_stats", [] { jit::global_kernel_cache().reset_stats(); });
   m.def(

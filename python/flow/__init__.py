@@ -11,10 +11,13 @@ from ._creation import (arange, as_tensor, empty, empty_like, from_numpy, full, 
                         manual_seed, ones, ones_like, rand, randint, randn, tensor, zeros, zeros_like)
 from ._creation import eye, linspace, rand_like, randint_like, randn_like, scalar_tensor  # noqa: F401
 from ._dtype import Size, device  # noqa: F401
+from ._dtype import channels_last, contiguous_format, memory_format, preserve_format  # noqa: F401
 from ._dtype import bfloat16, bool_ as bool, float16, float32, float64, int32, int64  # noqa: F401
 from ._dtype import dtype  # noqa: F401
 from ._errors import TraceError  # noqa: F401
-from ._jit import jit  # noqa: F401
+from ._jit import compile, jit  # noqa: F401  (compile shadows the builtin on purpose, as torch's does)
+from . import backends  # noqa: F401,E402
+from .backends import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: F401
 from . import amp  # noqa: F401,E402
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: F401
 from ._profile import Profile  # noqa: F401

@@ -122,6 +122,26 @@ class device:
 CPU = device("cpu")
 
 
+class memory_format:
+    """flow.contiguous_format / channels_last / preserve_format: a tensor's dim order in memory (4-d
+    channels_last is NHWC strides for an NCHW shape), as torch's. flow's compiler picks layouts
+    itself (channels_last for half-precision convolutions on CUDA); a channels_last input or model
+    is accepted and read through its strides."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return "flow." + self.name
+
+
+contiguous_format = memory_format("contiguous_format")
+channels_last = memory_format("channels_last")
+preserve_format = memory_format("preserve_format")
+
+
 class Size(tuple):
     """A tensor's shape: a tuple that prints as flow.Size([2, 3])."""
 

@@ -202,7 +202,11 @@ class JitFunction:
     its compile produced (not found in the cache); ``num_traces`` counts traces."""
 
     def __init__(self, fn, module=None, target="cpu", fuse=True, cuda_arch="sm_90", tuning=None,
-                 autotune=False, budget=None, amp=None, conv_search="heuristic", cuda_graphs=False):
+                 autotune=False, budget=None, amp=None, conv_search=None, cuda_graphs=False):
+        if conv_search is None:  # torch.backends.cudnn.benchmark's meaning (flow/backends.py)
+            from . import backends
+
+            conv_search = "exhaustive" if backends.cudnn.benchmark else "heuristic"
         if budget is not None and not (isinstance(budget, (int, float)) and budget > 0):
             raise ValueError(f"flow.jit: budget must be a positive number of seconds, got {budget!r}")
         self._amp = None if amp is None or amp is False else _amp.dtype_name(amp, "flow.jit: amp")
@@ -486,7 +490,7 @@ def _jit_module_class(cls, opts):
 
 
 def jit(obj=None, *, target="cpu", fuse=True, cuda_arch="sm_90", tuning=None, autotune=False, budget=None,
-        amp=None, conv_search="heuristic", cuda_graphs=False):
+        amp=None, conv_search=None, cuda_graphs=False):
     """Compile a function, an nn.Module subclass or an nn.Module instance (see the module doc).
 
     tuning: a directory of tuning records to compile with (default: $FLOW_TUNING).
@@ -494,7 +498,8 @@ def jit(obj=None, *, target="cpu", fuse=True, cuda_arch="sm_90", tuning=None, au
     amp: ``"float16"`` or ``"bfloat16"`` (or the flow/torch dtype): automatic mixed precision, as
     ``torch.autocast(device_type, dtype=amp)`` around the call would give (dsl/autocast.h).
     conv_search: how cuDNN convolution algorithms are chosen on CUDA: ``"heuristic"`` (cuDNN's
-    ranking, no timing) or ``"exhaustive"`` (every algorithm timed on the first call's buffers).
+    ranking, no timing) or ``"exhaustive"`` (every algorithm timed on the first call's buffers);
+    default: ``"exhaustive"`` when ``flow.backends.cudnn.benchmark`` is True, else ``"heuristic"``.
     cuda_graphs: on CUDA, replay each compiled variant as one CUDA graph from its third call on (as
     torch.compile's ``mode="reduce-overhead"``; outputs are copied out of the graph's buffers)."""
     opts = {"target": target, "fuse": fuse, "cuda_arch": cuda_arch, "tuning": tuning, "autotune": autotune,
@@ -512,3 +517,31 @@ def jit(obj=None, *, target="cpu", fuse=True, cuda_arch="sm_90", tuning=None, au
     if callable(obj):
         return JitFunction(obj, **opts)
     raise TypeError(f"flow.jit: expected a function or an nn.Module, got {type(obj).__name__}")
+
+
+_COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,
+            disable=False):
+    """torch.compile's signature over flow.jit, so ``import flow as torch`` ports a compiled model.
+    ``mode="reduce-overhead"`` replays CUDA graphs (``cuda_graphs=True``), ``"max-autotune"``
+    autotunes each new variant on its first call (``autotune=True``; ``"max-autotune-no-cudagraphs"``
+    the same), the default compiles with the cached or default schedules. flow always traces whole
+    graphs (``fullgraph``), and its kernels are shape-generic (``dynamic``), so those two change
+    nothing. ``backend="eager"`` or ``disable=True`` returns ``model`` itself; ``options`` are refused."""
+    if mode not in _COMPILE_MODES:
+        raise RuntimeError(f"Unrecognized mode={mode}, should be one of: {', '.join(m for m in _COMPILE_MODES if m)}")
+    if options:
+        raise NotImplementedError("flow.compile: options= (inductor's settings) are not supported; use flow.jit's "
+                                  "arguments")
+    if backend not in ("inductor", "flow", "eager"):
+        raise NotImplementedError(f"flow.compile: backend {backend!r} is not available (flow compiles with its own "
+                                  f"backend; 'eager' runs uncompiled)")
+    if model is None:
+        return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                                 options=options, disable=disable)
+    if disable or backend == "eager":
+        return model
+    return jit(model, cuda_graphs=mode == "reduce-overhead", autotune=mode in ("max-autotune",
+                                                                                 "max-autotune-no-cudagraphs"))

@@ -343,6 +343,16 @@ class Tensor:
         return self._c.offset if self._c is not None else 0
 
     def is_contiguous(self, memory_format=None):
+        if memory_format is D.channels_last:
+            if self.ndim != 4:
+                raise RuntimeError("required rank 4 tensor to use channels_last format")
+            if self._c is None:
+                return False
+            n, c, h, w = self.shape
+            want = (h * w * c, 1, w * c, c)  # NHWC strides of an NCHW shape (a size-1 dim's: any)
+            return builtins.all(self.shape[d] == 1 or self._c.strides[d] == want[d] for d in range(4))
+        if memory_format not in (None, D.contiguous_format):
+            raise RuntimeError(f"is_contiguous(): unsupported memory format {memory_format}")
         return True if self._c is None else self._c.is_contiguous()
 
     def data_ptr(self):
@@ -350,11 +360,19 @@ class Tensor:
         return self._c.data_ptr()
 
     def contiguous(self, memory_format=None):
+        if memory_format is D.channels_last:
+            if self.is_contiguous(memory_format=D.channels_last):
+                return self
+            return self.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+        if memory_format not in (None, D.contiguous_format, D.preserve_format):
+            raise RuntimeError(f"contiguous(): unsupported memory format {memory_format}")
         if self._c is None or self._c.is_contiguous():
             return self
         return Tensor._wrap(self._c.contiguous())
 
     def clone(self, memory_format=None):
+        if memory_format is D.channels_last:
+            return self.permute(0, 2, 3, 1).clone().permute(0, 3, 1, 2)
         if self._c is None:  # a new graph value (a copy), so in-place ops on the clone are allowed
             return F._cast(self, self.dtype)
         return Tensor._wrap(self._c.contiguous())
@@ -369,6 +387,17 @@ class Tensor:
     def cuda(self, device=None, non_blocking=False):
         self._need_data("Tensor.cuda()")
         return self if self._c.device == "cuda" else Tensor._wrap(self._c.to_device("cuda"))
+
+    def pin_memory(self, device=None):
+        """torch pins host memory for asynchronous uploads; flow's host-to-device copies are
+        synchronous from pageable memory (correct either way), so this is the tensor itself."""
+        self._need_data("Tensor.pin_memory()")
+        if self._c.device != "cpu":
+            raise RuntimeError(f"cannot pin '{self.device.type}' memory: only dense CPU tensors can be pinned")
+        return self
+
+    def is_pinned(self, device=None):
+        return False
 
     def requires_grad_(self, requires_grad=True):
         return self
@@ -1007,8 +1036,12 @@ class Tensor:
     def to(self, *args, **kwargs):
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
+        memory_format = kwargs.pop("memory_format", None)
         kwargs.pop("non_blocking", None)
         kwargs.pop("copy", None)
+        if memory_format is not None and memory_format is not D.preserve_format:
+            out = self.to(*args, dtype=dtype, device=device)
+            return out.contiguous(memory_format=memory_format)
         if kwargs:
             raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
         for a in args:

@@ -1,5 +1,5 @@
 """flow.cuda: the CUDA device, through the driver API loaded at run time (no GPU needed to import)."""
-from typing import Dict, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 from . import _C, _dtype
 
@@ -20,6 +20,131 @@ def get_device_name(device: int = 0) -> str:
 def synchronize(device=None) -> None:
     """Waits for every kernel flow queued on the device (a no-op without a GPU)."""
     _C.cuda_synchronize()
+
+
+def current_device() -> int:
+    return _C.cuda_current_device()
+
+
+def set_device(device: Union[int, str, "_dtype.device"]) -> None:
+    """flow runs on the current CUDA device; selecting another one is not supported."""
+    if _device_index(device) != current_device():
+        raise NotImplementedError(f"flow runs on the current CUDA device ({current_device()}); set_device({device!r}) "
+                                  f"would select another")
+
+
+def get_device_capability(device: Union[int, str, "_dtype.device", None] = None) -> Tuple[int, int]:
+    return tuple(_C.cuda_device_capability(_device_index(device)))
+
+
+def is_bf16_supported() -> bool:
+    """bfloat16 arithmetic on the device: compute capability 8.0 (Ampere) or newer."""
+    return is_available() and get_device_capability()[0] >= 8
+
+
+def manual_seed(seed: int) -> None:
+    """flow has one random generator for every device (flow.manual_seed)."""
+    from ._creation import manual_seed as _seed
+
+    _seed(seed)
+
+
+manual_seed_all = manual_seed
+
+
+class Event:
+    """torch.cuda.Event: a marker in flow's stream of GPU work, for timing it (``elapsed_time``) or
+    waiting for it (``synchronize``). Events are recorded on flow's current stream, the one every
+    kernel, copy and library call of the thread goes to (runtime/cuda_stream.h), so ``wait`` has
+    nothing to order. Timing is always enabled; ``blocking``/``interprocess`` are not supported."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
+        if interprocess:
+            raise NotImplementedError("flow.cuda.Event(interprocess=True) is not supported")
+        self._e = _C.CudaEvent()
+
+    def record(self, stream: Optional["Stream"] = None) -> None:
+        _check_flow_stream(stream, "Event.record")
+        self._e.record()
+
+    def wait(self, stream: Optional["Stream"] = None) -> None:
+        _check_flow_stream(stream, "Event.wait")  # one stream: already ordered after the record
+
+    def synchronize(self) -> None:
+        self._e.synchronize()
+
+    def elapsed_time(self, end_event: "Event") -> float:
+        """Milliseconds between this event and ``end_event`` (waits for ``end_event``)."""
+        return self._e.elapsed_time(end_event._e)
+
+
+class Stream:
+    """flow's stream of GPU work on the current device (what ``current_stream()`` returns). Creating
+    other streams is not supported: flow's caching allocator orders block reuse on one stream."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        raise NotImplementedError("flow.cuda.Stream(): flow runs all GPU work on one stream per device; use "
+                                  "flow.cuda.current_stream()")
+
+    @classmethod
+    def _flow(cls) -> "Stream":
+        s = object.__new__(cls)
+        return s
+
+    def synchronize(self) -> None:
+        synchronize()
+
+    def wait_event(self, event: Event) -> None:
+        pass  # the event was recorded on this very stream
+
+    def wait_stream(self, stream: "Stream") -> None:
+        _check_flow_stream(stream, "Stream.wait_stream")
+
+    def record_event(self, event: Optional[Event] = None) -> Event:
+        event = event or Event()
+        event.record()
+        return event
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Stream)
+
+    def __hash__(self) -> int:
+        return 0
+
+
+def _check_flow_stream(stream: Optional[Stream], what: str) -> None:
+    if stream is not None and not isinstance(stream, Stream):
+        raise TypeError(f"{what}: expected a flow.cuda.Stream, got {type(stream).__name__}")
+
+
+def current_stream(device=None) -> Stream:
+    return Stream._flow()
+
+
+default_stream = current_stream
+
+
+class stream:
+    """``with flow.cuda.stream(s):`` for ``s`` flow's own stream (the only one there is)."""
+
+    def __init__(self, s: Optional[Stream]) -> None:
+        _check_flow_stream(s, "flow.cuda.stream")
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+class amp:
+    """torch.cuda.amp's (deprecated) spelling of ``flow.autocast("cuda", ...)``."""
+
+    @staticmethod
+    def autocast(enabled: bool = True, dtype: Any = None, cache_enabled: bool = True):
+        from .amp import autocast as _autocast
+
+        return _autocast("cuda", dtype=dtype if dtype is not None else _dtype.float16, enabled=enabled)
 
 
 def unavailable_reason() -> str:

@@ -360,6 +360,7 @@ class Module:
 
     def to(self, *args, **kwargs):
         dtype, device = kwargs.pop("dtype", None), kwargs.pop("device", None)
+        memory_format = kwargs.pop("memory_format", None)
         kwargs.pop("non_blocking", None)
         if kwargs:
             raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
@@ -380,6 +381,8 @@ class Module:
                 t = t.to(device)
             if dtype is not None and t.dtype.is_floating_point:
                 t = t.to(dtype)
+            if memory_format is not None and t.ndim == 4:  # torch converts 4-d weights only
+                t = t.contiguous(memory_format=memory_format)
             return t
 
         return self._apply(conv)
