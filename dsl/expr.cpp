@@ -67,12 +67,42 @@ const char* intrinsic_name(Intrinsic f) {
       return "trunc";
     case Intrinsic::Round:
       return "round";
+    case Intrinsic::Tan:
+      return "tan";
+    case Intrinsic::Atan:
+      return "atan";
+    case Intrinsic::Asin:
+      return "asin";
+    case Intrinsic::Acos:
+      return "acos";
+    case Intrinsic::Sinh:
+      return "sinh";
+    case Intrinsic::Cosh:
+      return "cosh";
+    case Intrinsic::Asinh:
+      return "asinh";
+    case Intrinsic::Acosh:
+      return "acosh";
+    case Intrinsic::Atanh:
+      return "atanh";
+    case Intrinsic::Log2:
+      return "log2";
+    case Intrinsic::Log10:
+      return "log10";
+    case Intrinsic::Exp2:
+      return "exp2";
+    case Intrinsic::Erfc:
+      return "erfc";
+    case Intrinsic::Atan2:
+      return "atan2";
+    case Intrinsic::Hypot:
+      return "hypot";
   }
   return "<invalid intrinsic>";
 }
 
 int intrinsic_arity(Intrinsic f) {
-  return f == Intrinsic::Pow ? 2 : 1;
+  return f == Intrinsic::Pow || f == Intrinsic::Atan2 || f == Intrinsic::Hypot ? 2 : 1;
 }
 
 namespace {

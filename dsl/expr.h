@@ -116,10 +116,10 @@ struct BinaryNode : ExprNode {
 };
 #define FLOW_FOR_EACH_BINARY(X) \
   X(Add) X(Sub) X(Mul) X(Div) X(Mod) X(Min) X(Max) X(EQ) X(NE) X(LT) X(LE) X(GT) X(GE) X(And) X(Or)
-#define FLOW_X(name)                                                                       \
-  struct name : BinaryNode {                                                               \
-    static constexpr ExprKind kKind = ExprKind::name;                                      \
-    name(DType t, Expr x, Expr y) : BinaryNode(kKind, t, std::move(x), std::move(y)) {}    \
+#define FLOW_X(name)                                                                    \
+  struct name : BinaryNode {                                                            \
+    static constexpr ExprKind kKind = ExprKind::name;                                   \
+    name(DType t, Expr x, Expr y) : BinaryNode(kKind, t, std::move(x), std::move(y)) {} \
   };
 FLOW_FOR_EACH_BINARY(FLOW_X)
 #undef FLOW_X
@@ -147,10 +147,13 @@ struct Load : ExprNode {
 
 // Pure math functions. Arguments and result share one floating type (Float32 or Float64), except
 // Abs/Neg/Floor/Ceil which also take integers. Round rounds half to even (rint / nearbyint in the
-// default rounding mode); Trunc rounds toward zero.
-#define FLOW_FOR_EACH_INTRINSIC(X) \
-  X(Neg) X(Abs) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Tanh) X(Erf) X(Pow) X(Floor) X(Ceil) X(IsNan) X(Sin) X(Cos) \
-      X(Log1p) X(Expm1) X(Trunc) X(Round)
+// default rounding mode); Trunc rounds toward zero. Pow, Atan2 and Hypot take two arguments; the
+// functions from Tan on are C's (tanf/tan, ..., atan2f/atan2) on every backend.
+#define FLOW_FOR_EACH_INTRINSIC(X)                                                                                 \
+  X(Neg)                                                                                                           \
+  X(Abs) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Tanh) X(Erf) X(Pow) X(Floor) X(Ceil) X(IsNan) X(Sin) X(Cos) X(Log1p)     \
+      X(Expm1) X(Trunc) X(Round) X(Tan) X(Atan) X(Asin) X(Acos) X(Sinh) X(Cosh) X(Asinh) X(Acosh) X(Atanh) X(Log2) \
+          X(Log10) X(Exp2) X(Erfc) X(Atan2) X(Hypot)
 enum class Intrinsic : uint8_t {
 #define FLOW_X(name) name,
   FLOW_FOR_EACH_INTRINSIC(FLOW_X)

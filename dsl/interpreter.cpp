@@ -403,6 +403,51 @@ Scalar call_intrinsic(const Call* op, const std::vector<Scalar>& args, const Int
     case Intrinsic::Round:
       r = std::nearbyint(x);  // default rounding mode: half to even
       break;
+    case Intrinsic::Tan:
+      r = std::tan(x);
+      break;
+    case Intrinsic::Atan:
+      r = std::atan(x);
+      break;
+    case Intrinsic::Asin:
+      r = std::asin(x);
+      break;
+    case Intrinsic::Acos:
+      r = std::acos(x);
+      break;
+    case Intrinsic::Sinh:
+      r = std::sinh(x);
+      break;
+    case Intrinsic::Cosh:
+      r = std::cosh(x);
+      break;
+    case Intrinsic::Asinh:
+      r = std::asinh(x);
+      break;
+    case Intrinsic::Acosh:
+      r = std::acosh(x);
+      break;
+    case Intrinsic::Atanh:
+      r = std::atanh(x);
+      break;
+    case Intrinsic::Log2:
+      r = std::log2(x);
+      break;
+    case Intrinsic::Log10:
+      r = std::log10(x);
+      break;
+    case Intrinsic::Exp2:
+      r = std::exp2(x);
+      break;
+    case Intrinsic::Erfc:
+      r = std::erfc(x);
+      break;
+    case Intrinsic::Atan2:
+      r = std::atan2(x, args.at(1).f);
+      break;
+    case Intrinsic::Hypot:
+      r = std::hypot(x, args.at(1).f);
+      break;
   }
   return float_scalar(t, round_float(t, r, opt));
 }

@@ -1,9 +1,10 @@
 // Note: more elementwise ops (the ResNet/ViT/Tensor-API set beyond dsl/ops/elementwise.cpp), with
 // torch's dtype rules and formulas, operation for operation, so edge values match:
-//   - erf/log1p/expm1/sin/cos/reciprocal: ints and bool compute in float32 (torch's int-to-float
-//     unary rule); floor/ceil/round/trunc/sign/square keep ints (square(bool) is int64, as torch's
-//     pow(x, 2)); activations (leaky_relu, elu, softplus, hardswish, hardsigmoid, mish) take floats
-//     only ("... not implemented for 'Long'"); hardtanh/relu6 are clamps and keep ints.
+//   - erf/log1p/expm1/sin/cos/reciprocal and C's tan, atan, asin, acos, sinh, cosh, asinh, acosh,
+//     atanh, log2, log10, exp2, erfc: ints and bool compute in float32 (torch's int-to-float unary
+//     rule); atan2 promotes like true division, hypot takes floats only; floor/ceil/round/trunc/sign/square keep ints
+//     (square(bool) is int64, as torch's pow(x, 2)); activations (leaky_relu, elu, softplus, hardswish, hardsigmoid,
+//     mish) take floats only ("... not implemented for 'Long'"); hardtanh/relu6 are clamps and keep ints.
 //   - round: half to even (Round intrinsic), attr "decimals" as torch (x * 10^d rounded / 10^d).
 //   - sign(NaN) = 0 and sign(-0.0) = 0: torch's (0 < x) - (x < 0).
 //   - floor_divide / remainder: torch's div_floor / Python-sign remainder formulas for floats
@@ -16,6 +17,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "dsl/ops/op_util.h"
 
@@ -46,7 +49,6 @@ Expr nan_max(const Expr& a, const Expr& b) {
   if (!is_floating(a.type())) return max(a, b);
   return select(is_nan(a), a, select(is_nan(b), b, max(a, b)));
 }
-
 
 const Attrs& attrs_of(const OpContext& ctx) {
   static const Attrs none;
@@ -111,7 +113,9 @@ void add_unary(const std::string& name, DTypeRule rule, std::function<Expr(const
 
 // ---- binary ops ---------------------------------------------------------------------------------
 
-enum class BinaryKind { Arith, Logical };
+// Arith: torch.result_type; ToFloat: the same, ints and bool computing in float32 (atan2); FloatOnly:
+// floating inputs only (hypot: "hypot_cpu" not implemented for 'Long'); Logical: bool.
+enum class BinaryKind { Arith, ToFloat, FloatOnly, Logical };
 
 void add_binary(const std::string& name, BinaryKind kind, std::function<Expr(const Expr&, const Expr&)> f) {
   OpDef d;
@@ -125,8 +129,10 @@ void add_binary(const std::string& name, BinaryKind kind, std::function<Expr(con
   d.infer = [name, kind](const Graph& g, const std::vector<int>& in, const Attrs&) {
     const Shape shape = broadcast_shapes(g.value(in[0]).type.shape, g.value(in[1]).type.shape);
     DType t = DType::Bool;
-    if (kind == BinaryKind::Arith) {
+    if (kind != BinaryKind::Logical) {
       t = result_type(g, in);
+      if (kind == BinaryKind::ToFloat && !is_floating(t)) t = DType::Float32;
+      if (kind == BinaryKind::FloatOnly && !is_floating(t)) not_implemented_for(name + "_cpu", t);
       if (t == DType::Bool) not_implemented_for(name == "floor_divide" ? "div_floor_cpu" : name + "_cpu", t);
     }
     return std::vector<TensorType>{TensorType{shape, t}};
@@ -183,6 +189,8 @@ void register_binary() {
   add_binary("floor_divide", K::Arith, floor_divide);
   add_binary("remainder", K::Arith, remainder);
   add_binary("fmod", K::Arith, fmod);
+  add_binary("atan2", K::ToFloat, [](const Expr& a, const Expr& b) { return call(Intrinsic::Atan2, {a, b}); });
+  add_binary("hypot", K::FloatOnly, [](const Expr& a, const Expr& b) { return call(Intrinsic::Hypot, {a, b}); });
   add_binary("logical_and", K::Logical, [](const Expr& a, const Expr& b) { return a && b; });
   add_binary("logical_or", K::Logical, [](const Expr& a, const Expr& b) { return a || b; });
   add_binary("logical_xor", K::Logical, [](const Expr& a, const Expr& b) { return a != b; });
@@ -213,6 +221,23 @@ void register_unary() {
   add_unary("expm1", to_float, [](const Expr& x, const OpContext&) { return fn(Intrinsic::Expm1, x); });
   add_unary("sin", to_float, [](const Expr& x, const OpContext&) { return fn(Intrinsic::Sin, x); });
   add_unary("cos", to_float, [](const Expr& x, const OpContext&) { return fn(Intrinsic::Cos, x); });
+  // C's math functions, one op each (tan, atan, ..., erfc), with the int-to-float unary rule.
+  for (const auto& [name, f] : std::vector<std::pair<const char*, Intrinsic>>{{"tan", Intrinsic::Tan},
+                                                                              {"atan", Intrinsic::Atan},
+                                                                              {"asin", Intrinsic::Asin},
+                                                                              {"acos", Intrinsic::Acos},
+                                                                              {"sinh", Intrinsic::Sinh},
+                                                                              {"cosh", Intrinsic::Cosh},
+                                                                              {"asinh", Intrinsic::Asinh},
+                                                                              {"acosh", Intrinsic::Acosh},
+                                                                              {"atanh", Intrinsic::Atanh},
+                                                                              {"log2", Intrinsic::Log2},
+                                                                              {"log10", Intrinsic::Log10},
+                                                                              {"exp2", Intrinsic::Exp2},
+                                                                              {"erfc", Intrinsic::Erfc}}) {
+    const Intrinsic g = f;
+    add_unary(name, to_float, [g](const Expr& x, const OpContext&) { return fn(g, x); });
+  }
   add_unary("reciprocal", to_float, [](const Expr& x, const OpContext&) { return lit(1, x.type()) / x; });
   add_unary("floor", keep_no_bool, [](const Expr& x, const OpContext&) { return fn(Intrinsic::Floor, x); });
   add_unary("ceil", keep_no_bool, [](const Expr& x, const OpContext&) { return fn(Intrinsic::Ceil, x); });

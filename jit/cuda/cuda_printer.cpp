@@ -414,6 +414,36 @@ Printed Printer::call(const Call* op) {
       return fp ? fn("truncf", "trunc") : print(op->args[0]);
     case Intrinsic::Round:
       return fp ? fn("rintf", "rint") : print(op->args[0]);
+    case Intrinsic::Tan:
+      return fn("tanf", "tan");
+    case Intrinsic::Atan:
+      return fn("atanf", "atan");
+    case Intrinsic::Asin:
+      return fn("asinf", "asin");
+    case Intrinsic::Acos:
+      return fn("acosf", "acos");
+    case Intrinsic::Sinh:
+      return fn("sinhf", "sinh");
+    case Intrinsic::Cosh:
+      return fn("coshf", "cosh");
+    case Intrinsic::Asinh:
+      return fn("asinhf", "asinh");
+    case Intrinsic::Acosh:
+      return fn("acoshf", "acosh");
+    case Intrinsic::Atanh:
+      return fn("atanhf", "atanh");
+    case Intrinsic::Log2:
+      return fn("log2f", "log2");
+    case Intrinsic::Log10:
+      return fn("log10f", "log10");
+    case Intrinsic::Exp2:
+      return fn("exp2f", "exp2");
+    case Intrinsic::Erfc:
+      return fn("erfcf", "erfc");
+    case Intrinsic::Atan2:
+      return fn("atan2f", "atan2");
+    case Intrinsic::Hypot:
+      return fn("hypotf", "hypot");
   }
   fail("invalid intrinsic");
 }

@@ -268,7 +268,7 @@ class Codegen {
   Value* emit_call(const dsl::Call* op);
   Value* int_div(Value* a, Value* b, bool is_mod);
   Value* float_minmax(Value* a, Value* b, bool is_max);
-  Value* libm_call(const char* name, Value* x);
+  Value* libm_call(const char* name, Value* x, Value* y = nullptr);  // y: a second argument
 
   // Guarded loads: a Select arm or And/Or right side is evaluated eagerly (branch-free) when every
   // load in it is from a Local allocation or also performed unconditionally by the same statement
@@ -1007,15 +1007,18 @@ Value* Codegen::float_minmax(Value* a, Value* b, bool is_max) {
   return b_.CreateSelect(b_.CreateFCmpUNO(a, b), b_.CreateFAdd(a, b), r);
 }
 
-Value* Codegen::libm_call(const char* name, Value* x) {
+Value* Codegen::libm_call(const char* name, Value* x, Value* y) {
   Type* sty = x->getType()->getScalarType();
-  llvm::FunctionCallee fn = mod_.getOrInsertFunction(name, llvm::FunctionType::get(sty, {sty}, false));
+  std::vector<Type*> params(y ? 2 : 1, sty);
+  llvm::FunctionCallee fn = mod_.getOrInsertFunction(name, llvm::FunctionType::get(sty, params, false));
   if (auto* decl = llvm::dyn_cast<llvm::Function>(fn.getCallee())) decl->addFnAttr(llvm::Attribute::NoUnwind);
-  if (!x->getType()->isVectorTy()) return b_.CreateCall(fn, {x});
+  if (!x->getType()->isVectorTy()) return y ? b_.CreateCall(fn, {x, y}) : b_.CreateCall(fn, {x});
   Value* r = llvm::PoisonValue::get(x->getType());
   for (int64_t k = 0; k < lane_width_; ++k) {
     const auto lane = static_cast<uint64_t>(k);
-    r = b_.CreateInsertElement(r, b_.CreateCall(fn, {b_.CreateExtractElement(x, lane)}), lane);
+    Value* xl = b_.CreateExtractElement(x, lane);
+    Value* call = y ? b_.CreateCall(fn, {xl, b_.CreateExtractElement(y, lane)}) : b_.CreateCall(fn, {xl});
+    r = b_.CreateInsertElement(r, call, lane);
   }
   return r;
 }
@@ -1112,6 +1115,34 @@ Value* Codegen::emit_call(const dsl::Call* op) {
       return fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::trunc, x) : x;
     case dsl::Intrinsic::Round:
       return fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, x) : x;
+    // Log2/Log10/Exp2 call libm too: LLVM 14's x86 backend fails instruction selection on a vector
+    // llvm.exp2 ("Cannot select: zero_extend"), and libm's are correctly rounded.
+    case dsl::Intrinsic::Log2:
+    case dsl::Intrinsic::Log10:
+    case dsl::Intrinsic::Exp2:
+    case dsl::Intrinsic::Tan:
+    case dsl::Intrinsic::Atan:
+    case dsl::Intrinsic::Asin:
+    case dsl::Intrinsic::Acos:
+    case dsl::Intrinsic::Sinh:
+    case dsl::Intrinsic::Cosh:
+    case dsl::Intrinsic::Asinh:
+    case dsl::Intrinsic::Acosh:
+    case dsl::Intrinsic::Atanh:
+    case dsl::Intrinsic::Erfc: {
+      // C's function (tanf / tan, ...), one call per lane: correct to libm's ulp, not vectorized.
+      need_float();
+      const std::string name = std::string(dsl::intrinsic_name(op->func)) + (f32 ? "f" : "");
+      return libm_call(name.c_str(), x);
+    }
+    case dsl::Intrinsic::Atan2:
+    case dsl::Intrinsic::Hypot: {
+      need_float();
+      Value* y = expr(op->args[1]);
+      unify(x, y);
+      const std::string name = std::string(dsl::intrinsic_name(op->func)) + (f32 ? "f" : "");
+      return libm_call(name.c_str(), x, y);
+    }
   }
   fail("invalid intrinsic");
 }

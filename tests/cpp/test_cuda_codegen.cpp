@@ -146,6 +146,25 @@ LoweredFunc pointwise_all_float_ops(DType t) {
        }});
 }
 
+// C's math functions (tan ... erfc, atan2, hypot), each written to its own output.
+const std::vector<Intrinsic> kCMath = {Intrinsic::Tan,   Intrinsic::Atan,  Intrinsic::Asin,  Intrinsic::Acos,
+                                       Intrinsic::Sinh,  Intrinsic::Cosh,  Intrinsic::Asinh, Intrinsic::Acosh,
+                                       Intrinsic::Atanh, Intrinsic::Log2,  Intrinsic::Log10, Intrinsic::Exp2,
+                                       Intrinsic::Erfc,  Intrinsic::Atan2, Intrinsic::Hypot};
+LoweredFunc pointwise_c_math(DType t, const std::vector<Intrinsic>& fns, const std::string& tag) {
+  std::vector<std::pair<std::string, DType>> outs;
+  for (const Intrinsic f : fns) outs.emplace_back(std::string("o_") + intrinsic_name(f), t);
+  return gpu_pointwise({std::string("pw_cmath_") + tag + "_" + dtype_name(t),
+                        {{"x", t}, {"y", t}},
+                        outs,
+                        [fns](const std::vector<Expr>& in) {
+                          std::vector<Expr> r;
+                          for (const Intrinsic f : fns)
+                            r.push_back(intrinsic_arity(f) == 2 ? call(f, {in[0], in[1]}) : call(f, {in[0]}));
+                          return r;
+                        }});
+}
+
 // Integer and bool casts and integer arithmetic (truncating / and %).
 LoweredFunc pointwise_casts() {
   return gpu_pointwise({"pw_casts",
@@ -535,6 +554,36 @@ TEST(CudaCodegen, PrintedPointwiseKernelsRunOnTheSimtEmulator) {
     for (const int64_t n : {1, 3, 8, 255, 2048, 4096 + 13}) {
       run_printed(
           f, [n](const Param&) { return n; }, {{"n", i64_arg(n)}}, rng, "n " + std::to_string(n));
+    }
+  }
+}
+
+// C's math functions print as CUDA's (tanf / tan, ...) and their printed text on the SIMT emulator
+// (the host's libm) matches the interpreter. All but tan compile for every arch without local
+// memory; tan's PTX has a local array: CUDA's tanf/tan reduce huge arguments (|x| > ~1e5) with a
+// Payne-Hanek table walk over a small local buffer (as sinf/cosf do), not a register spill.
+TEST(CudaCodegen, CMathFunctions) {
+  auto rng = test::rng(73);
+  std::vector<Intrinsic> no_tan;
+  for (const Intrinsic f : kCMath)
+    if (f != Intrinsic::Tan) no_tan.push_back(f);
+  for (const DType t : {DType::Float32, DType::Float64}) {
+    const LoweredFunc f = pointwise_c_math(t, no_tan, "no_tan");
+    const CudaCompiled c = compile_all(f);
+    for (const Intrinsic fn : no_tan) {
+      const std::string name = std::string(intrinsic_name(fn)) + (t == DType::Float32 ? "f(" : "(");
+      EXPECT_TRUE(contains(c.kernel.source, name)) << name << "\n" << c.kernel.source;
+    }
+    const LoweredFunc tan_f = pointwise_c_math(t, {Intrinsic::Tan}, "tan");
+    const CudaCompiled ct = cuda_compile(tan_f, "sm_90");
+    EXPECT_FALSE(ct.cubin.empty());
+    EXPECT_TRUE(contains(ct.kernel.source, t == DType::Float32 ? "tanf(" : "tan("));
+    for (const int64_t n : {1, 13, 1000}) {
+      for (const LoweredFunc* k : {&f, &tan_f}) {
+        run_printed(
+            *k, [n](const Param&) { return n; }, {{"n", i64_arg(n)}}, rng,
+            std::string(dtype_name(t)) + " n " + std::to_string(n));
+      }
     }
   }
 }

@@ -36,7 +36,7 @@ __all__ = ["relu", "relu6", "gelu", "silu", "sigmoid", "tanh", "hardswish", "har
            "conv_transpose2d", "batch_norm", "layer_norm", "group_norm", "rms_norm", "dropout", "max_pool1d",
            "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "flatten",
            "embedding", "pad", "interpolate", "scaled_dot_product_attention", "one_hot", "cross_entropy",
-           "nll_loss", "mse_loss", "l1_loss"]
+           "nll_loss", "mse_loss", "l1_loss", "normalize", "cosine_similarity", "pixel_shuffle", "pixel_unshuffle"]
 
 
 # ---- helpers: views and constants through the dispatcher ------------------------------------------
@@ -653,7 +653,10 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         if linear_modes[mode] != nsp:
             raise NotImplementedError(f"flow: interpolate mode '{mode}' needs a {linear_modes[mode] + 2}-D input, "
                                       f"got {input.ndim}D")
-        x = input
+        # Half inputs interpolate in float32 and round once at the end (torch's CUDA kernels compute in
+        # float32 too); rounding after every pass would be up to a few ulp off.
+        half = input.dtype in (D.float16, D.bfloat16)
+        x = input.float() if half else input
         for i in reversed(range(nsp)):  # innermost axis first, as torch's kernels: w0 * a + w1 * b
             lo, hi, w = _linear_weights(out_sizes[i], in_sizes[i], scales[i], bool(align_corners))
             dim = 2 + i
@@ -662,7 +665,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             w1 = _const(w.reshape(shape), x)
             w0 = _const((np.float32(1) - w).reshape(shape), x)
             x = _index_select(x, dim, lo) * w0 + _index_select(x, dim, hi) * w1
-        return x
+        return x.to(input.dtype) if half else x
     raise NotImplementedError(f"flow: interpolate mode '{mode}' is not supported (nearest, nearest-exact, "
                               "linear, bilinear, trilinear are)")
 
@@ -812,3 +815,56 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 @_amp.autocast_op("l1_loss")
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     return _reduce_loss(_ops.abs(input - target), reduction, "l1_loss")
+
+
+# ---- normalization by a norm, pixel (un)shuffle --------------------------------------------------
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """input / max(||input||_p along dim, eps) (torch's formula)."""
+    denom = _ops.norm(input, p, dim, keepdim=True).clamp_min(eps)
+    return _ops._out("normalize", out, input / denom)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """sum((x1 / max(||x1||, eps)) * (x2 / max(||x2||, eps))) along dim, after broadcasting (torch's
+    formula: each side normalized first, so large values do not overflow)."""
+    from .._math import broadcast_shapes
+
+    shape = list(broadcast_shapes(x1.shape, x2.shape))
+    a, b = x1.expand(shape), x2.expand(shape)
+    na = _ops.norm(a, 2, dim, keepdim=True).clamp_min(eps)
+    nb = _ops.norm(b, 2, dim, keepdim=True).clamp_min(eps)
+    return _ops.sum((a / na) * (b / nb), dim)
+
+
+def pixel_shuffle(input, upscale_factor):
+    """(*, C * r^2, H, W) -> (*, C, H * r, W * r)."""
+    r = builtins.int(upscale_factor)
+    if input.ndim < 3:
+        raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.ndim} dimension(s)")
+    *batch, c, h, w = input.shape
+    if c % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
+                           f"upscale_factor, but input.size(-3)={c} is not divisible by {r * r}")
+    nb = len(batch)
+    x = _reshape(input, batch + [c // (r * r), r, r, h, w])
+    x = _permute(x, list(range(nb)) + [nb, nb + 3, nb + 1, nb + 4, nb + 2])
+    return _reshape(x, batch + [c // (r * r), h * r, w * r])
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """(*, C, H * r, W * r) -> (*, C * r^2, H, W)."""
+    r = builtins.int(downscale_factor)
+    if input.ndim < 3:
+        raise RuntimeError(f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.ndim} dimension(s)")
+    *batch, c, h, w = input.shape
+    if h % r or w % r:
+        raise RuntimeError(f"pixel_unshuffle expects height and width to be divisible by downscale_factor, but got "
+                           f"{h} and {w} for downscale_factor={r}")
+    nb = len(batch)
+    x = _reshape(input, batch + [c, h // r, r, w // r, r])
+    x = _permute(x, list(range(nb)) + [nb, nb + 2, nb + 4, nb + 1, nb + 3])
+    return _reshape(x, batch + [c * r * r, h // r, w // r])
