@@ -2,7 +2,8 @@
 
 In one run: the 6-op pointwise chain at 2^28 float32 elements against the device copy bandwidth
 measured in the same run; softmax and layer norm (rows of 4096) against torch eager and
-torch.compile; ResNet-50 inference at batch 64 in float16 NHWC (flow.jit(amp="float16") with
+torch.compile; topk(5) of 1000 scores and a sort of 2^16-element rows against the same; ResNet-50
+inference at batch 64 in float16 NHWC (flow.jit(amp="float16") with
 heuristic and exhaustive cuDNN search and with CUDA graphs, against torch eager with channels_last
 and autocast, and torch.compile); the floor of that row is the FLOP count at the H100/H200's dense
 float16 tensor-core peak (989 TFLOP/s), and the peak device memory of one ResNet-50 call is
@@ -161,6 +162,37 @@ def resnet_rows(results: dict) -> None:
     save(results)
 
 
+def sort_rows(results: dict, bw: float) -> None:
+    """topk(5) of 1000 class scores for 8192 images (one block per row in shared memory) and a full
+    sort of 2^16-element rows (global merge steps), against torch eager and torch.compile; the floor
+    is reading the input once and writing the result at the copy bandwidth."""
+    cases = (("topk 5 of 1000", (64 if SMOKE else 8192, 1000), lambda m, x: m.topk(x, 5, dim=1)),
+             ("sort 65536", (4 if SMOKE else 64, 1 << (12 if SMOKE else 16)), lambda m, x: m.sort(x, dim=1)))
+    for name, shape, fn in cases:
+        x = torch.randn(*shape, device=TDEV)
+        fx = flow.tensor(x.cpu().numpy()).cuda()
+        fj = flow.jit(lambda a, fn=fn: tuple(fn(flow, a)))
+        got_v, got_i = fj(fx)
+        want_v, want_i = fn(torch, x)
+        err = float((torch.as_tensor(got_v.cpu().numpy()) - want_v.cpu()).abs().max())
+        same_idx = bool(torch.equal(torch.as_tensor(got_i.cpu().numpy()), want_i.cpu()))
+        tf = cuda_time(lambda: fj(fx))
+        tt = cuda_time(lambda: fn(torch, x))
+        tc = None
+        if not SMOKE:
+            try:
+                c = torch.compile(lambda a, fn=fn: fn(torch, a))
+                c(x)
+                tc = cuda_time(lambda: c(x))
+            except Exception as e:
+                print("torch.compile failed:", e)
+        out_elems = want_v.numel()
+        floor = (x.numel() * 4 + out_elems * 12) / bw
+        results["workloads"].append({"name": name, "flow_jit_s": tf, "torch_eager_s": tt, "torch_compile_s": tc,
+                                     "floor_s": floor, "max_err": err, "indices_equal_torch": same_idx})
+        save(results)
+
+
 def main() -> None:
     if not flow.cuda.is_available():
         print("bench/gpu.py: no CUDA device; nothing to measure")
@@ -236,6 +268,7 @@ def main() -> None:
                                      "floor_s": nbytes / bw, "max_err": err})
         save(results)
 
+    sort_rows(results, bw)
     resnet_rows(results)
 
     print(f"\n{'workload':18} {'flow jit ms':>12} {'torch ms':>10} {'compile ms':>11} {'floor ms':>9} "

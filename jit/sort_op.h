@@ -1,9 +1,12 @@
 // Note: the executor of argsort library steps (dsl/ops/sort.cpp), for both targets: the input made
 // contiguous (a copy only when it is not), its lines addressed as [outer, len, inner] around the
 // sorted dim, and the first k positions of each line written as int64 in the output's layout.
-//  - CPU: lines in parallel (runtime/parallel.h); each line's (value, position) pairs sorted with
-//    std::sort, or std::partial_sort for the first k < len, under the total order of
-//    dsl/ops/sort.cpp (so no stable sort is needed). Halves compare as float32, ints as int64.
+//  - CPU: lines in parallel (runtime/parallel.h). Each value becomes an unsigned key whose order is
+//    the op's (IEEE bits made monotonic, -0 as +0, NaN above +inf; descending inverts the key), so
+//    a line's (key, position) pairs sort with integer compares: an LSD radix sort (stable, O(n) per
+//    key byte) for whole lines; for k under 1/16 of the line (topk), one pass keeping the best k in
+//    a sorted buffer (k <= 64) or std::partial_sort on (key, position). Halves sort by their
+//    float32 values, bool as 0/1.
 //  - CUDA: the bitonic sort kernel of runtime/sort_kernel.h on the current stream, its int32
 //    scratch (long lines only) a device tensor held until the launches are enqueued.
 #pragma once
