@@ -3,47 +3,16 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 
-#include "runtime/nvrtc.h"
+#include "runtime/fixed_kernel.h"
 
 namespace flow::runtime::cuda {
 
 const std::string& epilogue_kernel_source() {
-  static const std::string source = R"(// flow: bias + activation after a library call (runtime/epilogue_kernel.h)
-struct flow_f16 { unsigned short bits; };
-struct flow_bf16 { unsigned short bits; };
-
-__device__ __forceinline__ float flow_to_float(float x) { return x; }
-__device__ __forceinline__ float flow_to_float(flow_f16 h) {
-#ifdef FLOW_SIMT_HOST  // the tests' host SIMT emulator (tests/cpp/simt)
-  return flow_simt_f16_to_f32(h.bits);
-#else
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
-  return f;
-#endif
-}
-__device__ __forceinline__ float flow_to_float(flow_bf16 h) { return __uint_as_float(((unsigned)h.bits) << 16); }
-
-__device__ __forceinline__ void flow_store(float* p, float x) { *p = x; }
-__device__ __forceinline__ void flow_store(flow_f16* p, float x) {
-#ifdef FLOW_SIMT_HOST
-  p->bits = flow_simt_f32_to_f16(x);
-#else
-  unsigned short b;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(x));
-  p->bits = b;
-#endif
-}
-__device__ __forceinline__ void flow_store(flow_bf16* p, float x) {
-  // Round to nearest even in integers (cvt.rn.bf16.f32 needs sm_80); NaN stays a quiet NaN.
-  const unsigned u = __float_as_uint(x);
-  p->bits = (x != x) ? (unsigned short)((u >> 16) | 0x40u) : (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
+  static const std::string source =
+      fixed_kernel_prelude() + R"(// flow: bias + activation after a library call (runtime/epilogue_kernel.h)
 
 // Vectors of V elements along a row, loaded and stored whole (16 bytes when V * sizeof(T) == 16).
 template <class T, int V>
@@ -141,18 +110,6 @@ int epilogue_vector_width(DataType type, const void* bias, const void* out, cons
 
 namespace {
 
-// The kernels compiled for `arch`, once per process (CudaModule::get then loads them once per
-// device).
-const std::string& cubin_for(const std::string& arch) {
-  static std::mutex mu;
-  static auto* cubins = new std::map<std::string, std::string>();  // never destroyed, like the modules
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cubins->find(arch);
-  if (it == cubins->end())
-    it = cubins->emplace(arch, nvrtc_compile(epilogue_kernel_source(), "flow_epilogue", arch, {}, {}).cubin).first;
-  return it->second;
-}
-
 bool nothing_to_do(EpilogueActivation activation, const void* bias, const EpilogueShape& shape) {
   return shape.batch * shape.rows * shape.cols == 0 || (bias == nullptr && activation == EpilogueActivation::None);
 }
@@ -191,8 +148,8 @@ void apply_bias_activation(DataType type, EpilogueActivation activation, const v
   const DeviceProps& props = device_props(current_device());
   EpilogueLaunch l = plan_epilogue_launch(type, activation, bias, out, shape, props.sm_count);
   if (!l.entry) return;
-  const std::shared_ptr<const CudaModule> module =
-      CudaModule::get("flow_epilogue/" + props.arch, cubin_for(props.arch));
+  const std::shared_ptr<const CudaModule> module = CudaModule::get(
+      "flow_epilogue/" + props.arch, fixed_kernel_cubin("flow_epilogue", epilogue_kernel_source(), props.arch));
   const Function f = module->function(l.entry);
   void* out_arg = out;
   const void* bias_arg = bias;

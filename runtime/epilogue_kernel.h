@@ -15,9 +15,8 @@
 // alignment allow, and indexes in 32 bits where every offset fits (64-bit integer division costs
 // more than the memory traffic).
 //
-// The kernel is small fixed CUDA C++ compiled by NVRTC once per architecture on first use and loaded
-// once per device (CudaModule::get). It needs no headers: half and bfloat16 are converted with PTX
-// cvt instructions and integer rounding, so it compiles for any sm_XX.
+// The kernel is one of the runtime's fixed CUDA C++ sources (runtime/fixed_kernel.h: no headers, the
+// shared half/bfloat16 prelude, compiled by NVRTC once per architecture on first use).
 #pragma once
 #include <cstdint>
 #include <string>

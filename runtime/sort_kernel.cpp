@@ -2,21 +2,17 @@
 
 #include <algorithm>
 #include <array>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 
-#include "runtime/nvrtc.h"
+#include "runtime/fixed_kernel.h"
 
 namespace flow::runtime::cuda {
 
 const std::string& sort_kernel_source() {
-  static const std::string source = R"(// flow: argsort by bitonic sorting (runtime/sort_kernel.h)
+  static const std::string source =
+      fixed_kernel_prelude() + R"(// flow: argsort by bitonic sorting (runtime/sort_kernel.h)
 #define FLOW_SORT_TILE 2048
-
-struct flow_sort_f16 { unsigned short bits; };
-struct flow_sort_bf16 { unsigned short bits; };
 
 // The comparison type of each element type, and the load into it.
 template <class T> struct flow_sort_key;
@@ -40,21 +36,13 @@ template <> struct flow_sort_key<unsigned char> {  // bool
   typedef long long type;
   static __device__ __forceinline__ long long load(unsigned char v) { return v != 0; }
 };
-template <> struct flow_sort_key<flow_sort_f16> {
+template <> struct flow_sort_key<flow_f16> {
   typedef float type;
-  static __device__ __forceinline__ float load(flow_sort_f16 h) {
-#ifdef FLOW_SIMT_HOST  // the tests' host SIMT emulator (tests/cpp/simt)
-    return flow_simt_f16_to_f32(h.bits);
-#else
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
-    return f;
-#endif
-  }
+  static __device__ __forceinline__ float load(flow_f16 h) { return flow_to_float(h); }
 };
-template <> struct flow_sort_key<flow_sort_bf16> {
+template <> struct flow_sort_key<flow_bf16> {
   typedef float type;
-  static __device__ __forceinline__ float load(flow_sort_bf16 h) { return __uint_as_float(((unsigned)h.bits) << 16); }
+  static __device__ __forceinline__ float load(flow_bf16 h) { return flow_to_float(h); }
 };
 
 // Whether (a, at position pa) sorts before (b, at pb): padded positions (>= len) last, NaN above
@@ -163,8 +151,8 @@ __device__ __forceinline__ void flow_sort_step(const T* x, int* scratch, long lo
     flow_sort_step<T>((const T*)x, scratch, outer, len, inner, padded, descending, k_begin, j);                \
   }
 FLOW_SORT_ENTRIES(f32, float)
-FLOW_SORT_ENTRIES(f16, flow_sort_f16)
-FLOW_SORT_ENTRIES(bf16, flow_sort_bf16)
+FLOW_SORT_ENTRIES(f16, flow_f16)
+FLOW_SORT_ENTRIES(bf16, flow_bf16)
 FLOW_SORT_ENTRIES(f64, double)
 FLOW_SORT_ENTRIES(i32, int)
 FLOW_SORT_ENTRIES(i64, long long)
@@ -202,16 +190,6 @@ const char* suffix_of(SortKeyType t) {
       return "bool";
   }
   throw std::logic_error("flow: sort kernel: unknown element type");
-}
-
-const std::string& cubin_for(const std::string& arch) {
-  static std::mutex mu;
-  static auto* cubins = new std::map<std::string, std::string>();  // never destroyed, like the modules
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cubins->find(arch);
-  if (it == cubins->end())
-    it = cubins->emplace(arch, nvrtc_compile(sort_kernel_source(), "flow_sort", arch, {}, {}).cubin).first;
-  return it->second;
 }
 
 }  // namespace
@@ -265,7 +243,8 @@ void argsort_lines(SortKeyType type, const void* x, int64_t* out, int32_t* scrat
   const SortPlan plan = plan_sort(type, shape, props.sm_count);
   if (plan.scratch_elements > 0 && scratch == nullptr)
     throw std::invalid_argument("flow: sort: this line length needs a scratch array");
-  const std::shared_ptr<const CudaModule> module = CudaModule::get("flow_sort/" + props.arch, cubin_for(props.arch));
+  const std::shared_ptr<const CudaModule> module =
+      CudaModule::get("flow_sort/" + props.arch, fixed_kernel_cubin("flow_sort", sort_kernel_source(), props.arch));
   SortParams p{x, out, scratch, shape.outer, shape.len, shape.inner, shape.k, plan.padded, shape.descending ? 1 : 0};
   for (const SortLaunch& l : plan.launches) {
     const Function f = module->function(l.entry);

@@ -1,6 +1,6 @@
 // Note: the GPU sort of argsort (dsl/ops/sort.cpp): the positions of each line in sorted order, by
-// a bitonic sort, a fixed CUDA C++ source compiled by NVRTC once per architecture on first use
-// (like runtime/epilogue_kernel.h).
+// a bitonic sort, one of the runtime's fixed CUDA C++ sources (runtime/fixed_kernel.h: compiled by
+// NVRTC once per architecture on first use).
 //
 // The lines are padded to P = the next power of two; a padded position sorts after every real one.
 // The order compares (value, position), NaN above every number, so it is total and the result is

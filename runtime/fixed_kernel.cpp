@@ -1,0 +1,58 @@
+#include "runtime/fixed_kernel.h"
+
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "runtime/nvrtc.h"
+
+namespace flow::runtime::cuda {
+
+const std::string& fixed_kernel_prelude() {
+  static const std::string prelude = R"(// flow: the fixed kernels' prelude (runtime/fixed_kernel.h)
+struct flow_f16 { unsigned short bits; };
+struct flow_bf16 { unsigned short bits; };
+
+__device__ __forceinline__ float flow_to_float(float x) { return x; }
+__device__ __forceinline__ float flow_to_float(flow_f16 h) {
+#ifdef FLOW_SIMT_HOST  // the tests' host SIMT emulator (tests/cpp/simt)
+  return flow_simt_f16_to_f32(h.bits);
+#else
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+  return f;
+#endif
+}
+__device__ __forceinline__ float flow_to_float(flow_bf16 h) { return __uint_as_float(((unsigned)h.bits) << 16); }
+
+__device__ __forceinline__ void flow_store(float* p, float x) { *p = x; }
+__device__ __forceinline__ void flow_store(flow_f16* p, float x) {
+#ifdef FLOW_SIMT_HOST
+  p->bits = flow_simt_f32_to_f16(x);
+#else
+  unsigned short b;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(x));
+  p->bits = b;
+#endif
+}
+__device__ __forceinline__ void flow_store(flow_bf16* p, float x) {
+  // Round to nearest even in integers (cvt.rn.bf16.f32 needs sm_80); NaN stays a quiet NaN.
+  const unsigned u = __float_as_uint(x);
+  p->bits = (x != x) ? (unsigned short)((u >> 16) | 0x40u) : (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+)";
+  return prelude;
+}
+
+const std::string& fixed_kernel_cubin(const std::string& name, const std::string& source, const std::string& arch) {
+  static std::mutex mu;
+  // Never destroyed, like the modules loaded from them.
+  static auto* cubins = new std::map<std::pair<std::string, std::string>, std::string>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cubins->find({name, arch});
+  if (it == cubins->end())
+    it = cubins->emplace(std::make_pair(name, arch), nvrtc_compile(source, name, arch, {}, {}).cubin).first;
+  return it->second;
+}
+
+}  // namespace flow::runtime::cuda

@@ -1,0 +1,20 @@
+// Note: the runtime's fixed CUDA kernels (the library epilogue, runtime/epilogue_kernel.h; the sort,
+// runtime/sort_kernel.h) are small CUDA C++ sources that need no headers, so they compile for any
+// sm_XX. They share a prelude (the 16-bit float types and their conversions, written with PTX cvt
+// instructions and integer rounding, with C++ twins for the tests' host SIMT emulator), and each is
+// compiled by NVRTC once per architecture per process (CudaModule::get then loads it once per
+// device).
+#pragma once
+#include <string>
+
+namespace flow::runtime::cuda {
+
+// flow_f16 / flow_bf16 (16-bit storage structs), flow_to_float(float | flow_f16 | flow_bf16) and
+// flow_store(float* | flow_f16* | flow_bf16*, float) (round to nearest even; NaN stays NaN).
+const std::string& fixed_kernel_prelude();
+
+// The cubin of `source` (named `name` in NVRTC's diagnostics) for `arch`, compiled on the first call
+// for that (name, arch) and kept for the process. Throws NvrtcError naming what failed.
+const std::string& fixed_kernel_cubin(const std::string& name, const std::string& source, const std::string& arch);
+
+}  // namespace flow::runtime::cuda
