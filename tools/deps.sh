@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages flow builds against, when they are missing (idempotent, quiet when done).
 set -euo pipefail
-pkgs=(cmake g++ make libgtest-dev libxxhash-dev llvm-14-dev libdnnl-dev)
+pkgs=(cmake g++ make libgtest-dev libxxhash-dev llvm-14-dev libdnnl-dev ccache)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
