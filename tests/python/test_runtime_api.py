@@ -119,8 +119,9 @@ def test_cuda_events_stream_and_queries(gen):
     s.synchronize()
     with flow.cuda.stream(s):
         z = y + 1
-    assert_same(z.cpu(), (torch.from_numpy(x.cpu().numpy()) @ torch.from_numpy(x.cpu().numpy())).relu() + 1,
-                msg="work around events")
+    tx = torch.from_numpy(x.cpu().numpy())
+    # a product of K = 64 terms: summation order differs (cuBLASLt / the CPU), so K-scaled bounds
+    assert_same(z.cpu(), (tx @ tx).relu() + 1, rtol=1e-4, atol=1e-4, msg="work around events")
     with pytest.raises(NotImplementedError):
         flow.cuda.Stream()
     assert flow.cuda.current_device() == 0
