@@ -2,7 +2,8 @@
 
 - ``cudnn.benchmark``: torch times cuDNN's algorithms for each new convolution shape. In flow it is
   the default of ``flow.jit(..., conv_search=)`` (and ``flow.compile``): True picks ``"exhaustive"``
-  (a timed search, cached per problem), False cuDNN's heuristic. Read when a function is compiled.
+  (a timed search, cached per problem), False cuDNN's heuristic. Read when flow.jit or flow.compile
+  is called, so set it before compiling, as scripts do at their top.
 - ``cudnn.allow_tf32``, ``cuda.matmul.allow_tf32``, ``cuda.matmul.allow_fp16_reduced_precision_reduction``,
   ``flow.set_float32_matmul_precision``: permissions to compute with less precision. flow never
   takes them (float32 products and convolutions run in full float32, half ones accumulate in
