@@ -112,8 +112,7 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
   std::vector<std::string> lib_order;
   std::map<std::string, std::vector<size_t>> lib_users;
   for (size_t i = 0; i < steps.size(); ++i) {
-    const bool no_choice = steps[i].library == "reference" || steps[i].library == "flow sort";
-    if (no_choice || steps[i].workload.empty() || cached(steps[i].group)) continue;
+    if (!steps[i].has_choices || steps[i].workload.empty() || cached(steps[i].group)) continue;
     if (!lib_users.count(steps[i].workload)) lib_order.push_back(steps[i].workload);
     lib_users[steps[i].workload].push_back(i);
   }

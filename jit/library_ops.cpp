@@ -93,8 +93,9 @@ LibraryStep make_library_step(const dsl::Graph& g, const sched::FusionGroup& grp
     throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
                        "op '" + lib.op + "' has no library implementation on " + dsl::target_name(target) + " yet");
   }
-  if (lib.op == "argsort") {  // flow's own sort, every dtype on both targets (jit/sort_op.h)
+  if (pat->flow_own) {  // every dtype, nothing to choose (jit/sort_op.h)
     st.library = pat->library;
+    st.has_choices = false;
     return st;
   }
   const dsl::DType dt = g.value(lib.outputs.at(0)).type.dtype;
@@ -109,6 +110,7 @@ LibraryStep make_library_step(const dsl::Graph& g, const sched::FusionGroup& grp
   }
   if (dt == dsl::DType::Float64) {
     st.library = "reference";
+    st.has_choices = false;
     if (!st.epilogue.empty()) throw std::logic_error("library group: a float64 " + lib.op + " has post-ops");
   } else {
     st.library = pat->library;

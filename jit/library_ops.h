@@ -34,7 +34,10 @@ struct LibraryStep {
   std::vector<int> operands;  // the library node's inputs
   int output = -1;            // the value written: the last node of the epilogue chain
   std::vector<sched::EpilogueStep> epilogue;
-  std::string library;  // "oneDNN" or "reference" (float64)
+  std::string library;  // "oneDNN", "cuDNN", "cuBLASLt", "flow sort" or "reference" (float64)
+  // Whether the library offers implementations to choose between (the autotuner times them); not
+  // the float64 reference loops nor flow's own implementations.
+  bool has_choices = true;
   // The library implementation to use ("" = the library's own first choice); set from tuning
   // records or by the autotuner (runtime/onednn.h, ImplInfo).
   std::string impl;

@@ -131,13 +131,13 @@ void sort_lines_cpu(const rc::SortShape& s, const Load& load, int64_t* out) {
       }
       for (int64_t p = 0; p < len; ++p) items[static_cast<size_t>(p)] = {keys[static_cast<size_t>(p)], p};
       if (partial) {
-        std::partial_sort(items.begin(), items.begin() + s.k, items.end());  // pairs: key, then position
-      } else if (s.len < 64) {
+        std::partial_sort(items.begin(), items.begin() + k, items.end());  // pairs: key, then position
+      } else if (len < 64) {
         std::sort(items.begin(), items.end());
       } else {
         radix_sort(items, tmp);
       }
-      for (int64_t j = 0; j < s.k; ++j) out[(o * s.k + j) * s.inner + i] = items[static_cast<size_t>(j)].second;
+      for (int64_t j = 0; j < k; ++j) out[(o * k + j) * inner + i] = items[static_cast<size_t>(j)].second;
     }
   });
 }

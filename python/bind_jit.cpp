@@ -316,6 +316,12 @@ void bind_jit(py::module_& m) {
   m.def("launch_count", [] { return jit::launch_counters().kernel_launches; });
   m.def("reset_launch_count", [] { jit::reset_launch_counters(); });
   m.def("op_names", [] { return dsl::all_op_names(); });
+  m.def(
+      "promote_types",
+      [](const std::string& a, const std::string& b) {
+        return std::string(dsl::dtype_name(dsl::promote_types(parse_dtype(a), parse_dtype(b))));
+      },
+      py::arg("a"), py::arg("b"), "torch.promote_types over dtype names (dsl/types.h)");
 }
 
 }  // namespace flow::python

@@ -257,8 +257,8 @@ const std::vector<LibraryPattern>& library_patterns() {
       {"linear", dsl::Target::CUDA, "cuBLASLt", kCublasLtEpilogues},
       // flow's own sorts (dsl/ops/sort.cpp): nothing to absorb, the gather of the values is a
       // kernel of its own.
-      {"argsort", dsl::Target::CPU, "flow sort", {}},
-      {"argsort", dsl::Target::CUDA, "flow sort", {}},
+      {"argsort", dsl::Target::CPU, "flow sort", {}, /*flow_own=*/true},
+      {"argsort", dsl::Target::CUDA, "flow sort", {}, /*flow_own=*/true},
   };
   return table;
 }

@@ -62,6 +62,9 @@ struct LibraryPattern {
   dsl::Target target;
   std::string library;                    // "oneDNN"
   std::vector<std::string> epilogue_ops;  // elementwise ops absorbed as post-ops
+  // flow's own implementation (argsort): it takes every dtype on its target and offers no
+  // implementations to choose between (nothing to tune).
+  bool flow_own = false;
 };
 
 // The whole table, and the row for (op, target) or nullptr.

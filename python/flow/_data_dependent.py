@@ -15,6 +15,7 @@ import numpy as np
 from . import _dtype as D
 from . import _ops as F
 from ._errors import trace_error
+from ._math import broadcast_shapes
 from ._ops import _tensor_arg
 from ._tensor import Tensor
 
@@ -56,8 +57,6 @@ def masked_select(input, mask, *, out=None):
     m = _tensor_arg("masked_select", mask, "mask", 2)
     if m.dtype is not D.bool_:
         raise RuntimeError(f"masked_select: expected BoolTensor for mask, got {m.dtype._torch_short}")
-    from ._math import broadcast_shapes
-
     shape = list(broadcast_shapes(x.shape, m.shape))
     xb, mb = x.expand(shape).reshape(-1), m.expand(shape).reshape(-1)
     return F._out("masked_select", out, xb[mb])

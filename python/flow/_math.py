@@ -14,11 +14,12 @@ import numbers
 
 import numpy as np
 
+from . import _C
 from . import _dtype as D
 from . import _ops as F
 from ._dispatch import dispatch1
 from ._ops import _binary_number_ok, _normalize_dim, _out, _tensor_arg, _tensor_or_number, _unary
-from ._tensor import Tensor, _host_array
+from ._tensor import Tensor, _host_array, _inplace_method, _method
 
 tan = _unary("tan")
 atan = _unary("atan")
@@ -52,23 +53,9 @@ def clamp_max(input, max, *, out=None):
     return F.clamp(input, max=max, out=out)
 
 
-_FLOATS = [D.float16, D.bfloat16, D.float32, D.float64]
-
-
 def promote_types(type1, type2):
-    """torch.promote_types: the higher category wins (bool < integer < floating), then the larger
-    type within it; float16 with bfloat16 is float32."""
-    a, b = D.to_dtype(type1), D.to_dtype(type2)
-    if a is b:
-        return a
-    cat = lambda t: 2 if t.is_floating_point else (0 if t is D.bool_ else 1)  # noqa: E731
-    if cat(a) != cat(b):
-        return a if cat(a) > cat(b) else b
-    if cat(a) == 1:
-        return D.int64
-    if {a, b} == {D.float16, D.bfloat16}:
-        return D.float32
-    return a if _FLOATS.index(a) > _FLOATS.index(b) else b
+    """torch.promote_types (the core's rule, dsl/types.h)."""
+    return D.to_dtype(_C.promote_types(D.to_dtype(type1).name, D.to_dtype(type2).name))
 
 
 def _in_opmath(dtype, fn, *args):
@@ -81,6 +68,8 @@ def _in_opmath(dtype, fn, *args):
 
 
 def _float_only(fn, x):
+    """torch's refusal of an integer or bool input, worded as the core's (dsl/ops/op_util.h
+    not_implemented_for): '"frac_cpu" not implemented for 'Long''."""
     if not x.dtype.is_floating_point:
         raise RuntimeError(f'"{fn}" not implemented for \'{x.dtype._torch_short}\'')
 
@@ -114,7 +103,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
 
 
 def lerp(input, end, weight, *, out=None):
-    """input + weight * (end - input), as torch computes it: from the nearer end (weight < 0.5 from
+    """input + weight * (end - input), as torch computes it: from the nearer end (|weight| < 0.5 from
     input, else from end), so lerp(a, b, 1) is exactly b."""
     x = _tensor_arg("lerp", input, "input", 1)
     _float_only("lerp_kernel_scalar" if not isinstance(weight, Tensor) else "lerp_kernel_tensor", x)
@@ -312,24 +301,27 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
                      {"dim": plane.ndim - 1})
 
 
+_diagonal = diagonal  # diag's argument `diagonal` (torch's name) hides the function there
+
+
 def diag(input, diagonal=0):
     """A 1-d input on the diagonal of a square matrix (zeros elsewhere), or a matrix's diagonal."""
     x = _tensor_arg("diag", input, "input", 1)
     if x.ndim == 2:
-        return globals()["diagonal"](x, diagonal).clone()
+        return _diagonal(x, diagonal).clone()
     if x.ndim != 1:
-        raise RuntimeError("diag(): Supports 1D or 2D tensors. Got " + f"{x.ndim}D")
+        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {x.ndim}D")
     from . import _creation
 
     k = builtins.int(diagonal)
     n = x.shape[0] + builtins.abs(k)
-    rows = np.arange(n).reshape(n, 1)
-    cols = np.arange(n).reshape(1, n)
-    on = _creation.tensor(cols - rows == k).to(x.device)
-    src = np.clip(rows if k >= 0 else cols, 0, builtins.max(x.shape[0] - 1, 0)) + np.zeros((n, n), dtype=np.int64)
     if x.shape[0] == 0:
         return _creation.zeros(n, n, dtype=x.dtype, device=x.device)
-    picked = dispatch1("index_select", [x, _creation.tensor(src.reshape(-1)).to(x.device)], {"dim": 0}).reshape(n, n)
+    rows, cols = np.arange(n).reshape(n, 1), np.arange(n).reshape(1, n)
+    # element (r, c) reads x[r] above the main diagonal (x[c] below) and is kept where c - r == k
+    src = np.broadcast_to(np.minimum(rows if k >= 0 else cols, x.shape[0] - 1), (n, n)).reshape(-1)
+    picked = dispatch1("index_select", [x, _creation.tensor(src).to(x.device)], {"dim": 0}).reshape(n, n)
+    on = _creation.tensor(cols - rows == k).to(x.device)
     return F.where(on, picked, _creation.tensor(0, dtype=x.dtype).to(x.device))
 
 
@@ -343,24 +335,11 @@ def trace(input):
 __all__ = ["tan", "atan", "arctan", "asin", "arcsin", "acos", "arccos", "sinh", "cosh", "asinh", "arcsinh", "acosh",
            "arccosh", "atanh", "arctanh", "log2", "log10", "exp2", "erfc", "atan2", "arctan2", "hypot", "clamp_min",
            "clamp_max", "logaddexp", "addcmul", "addcdiv", "lerp", "frac", "deg2rad", "rad2deg", "rsub",
-           "float_power", "isclose", "allclose", "count_nonzero", "promote_types", "broadcast_shapes", "roll", "meshgrid",
-           "repeat_interleave", "diagonal", "diag", "trace"]
+           "float_power", "isclose", "allclose", "count_nonzero", "promote_types", "broadcast_shapes", "roll",
+           "meshgrid", "repeat_interleave", "diagonal", "diag", "trace"]
 
 
 # ---- Tensor methods (x.tan(), x.lerp_(end, w), ...) -------------------------------------------
-
-
-def _as_method(name, fn, inplace=False):
-    if inplace:
-        def m(self, *args, **kwargs):
-            return self._assign(name, fn(self, *args, **kwargs))
-    else:
-        def m(self, *args, **kwargs):
-            return fn(self, *args, **kwargs)
-
-    m.__name__ = m.__qualname__ = name
-    m.__doc__ = f"Tensor.{name}: {'in-place ' if inplace else ''}flow.{fn.__name__}."
-    return m
 
 
 _METHODS = ["tan", "atan", "arctan", "asin", "arcsin", "acos", "arccos", "sinh", "cosh", "asinh", "arcsinh", "acosh",
@@ -370,7 +349,7 @@ _METHODS = ["tan", "atan", "arctan", "asin", "arcsin", "acos", "arccos", "sinh",
 _INPLACE = ["tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "erfc",
             "atan2", "hypot", "clamp_min", "clamp_max", "addcmul", "addcdiv", "lerp", "frac", "deg2rad", "rad2deg"]
 for _name in _METHODS:
-    setattr(Tensor, _name, _as_method(_name, globals()[_name]))
+    setattr(Tensor, _name, _method(_name, globals()[_name]))
 for _name in _INPLACE:
-    setattr(Tensor, _name + "_", _as_method(_name + "_", globals()[_name], inplace=True))
+    setattr(Tensor, _name + "_", _inplace_method(_name + "_", globals()[_name]))
 del _name

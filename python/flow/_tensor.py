@@ -12,8 +12,9 @@ applied to it. Everything goes through the one dispatcher (``flow._dispatch``):
   has a data-dependent size, so it runs eagerly only (nonzero in numpy, then index_select).
 - In-place ops compute out of place and then write into this tensor's storage (a numpy view
   write on the CPU; on a GPU one stream-ordered copy into a dense target, else a rewrite of the
-  storage run the target spans, see ``_device_write``), so every view sees the values; in a trace the tracer is rebound to the new value, which
-  is refused (TraceError) for arguments, captured tensors, views and tensors that have views.
+  storage run the target spans, see ``_device_write``), so every view sees the values; in a trace
+  the tracer is rebound to the new value, which is refused (TraceError) for arguments, captured
+  tensors, views and tensors that have views.
 - Operations that need a tracer's *values* (``item()``, ``bool()``, ``numpy()``, ``tolist()``,
   boolean masks, indexed assignment) raise ``flow.TraceError`` naming the op and the user's line.
 """
@@ -151,6 +152,13 @@ def _mask_index(x, pos, mask):
     if x._c.device != "cpu":
         idx_c = idx_c.to_device(x._c.device)
     return F.index_select(merged, pos, Tensor._wrap(idx_c))
+
+
+def _check_no_self_overlap(c):
+    """torch's refusal to write into a tensor whose elements share memory (an expanded view)."""
+    if builtins.any(st == 0 and n > 1 for n, st in zip(c.shape, c.strides)):
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                           "single memory location. Please clone() the tensor before performing the operation.")
 
 
 def _host_array(c) -> np.ndarray:
@@ -827,9 +835,7 @@ class Tensor:
         c = self._c
         if c.device != "cpu":
             raise AssertionError(f"{op}: a CUDA tensor is written by _device_write")
-        if builtins.any(st == 0 and n > 1 for n, st in zip(c.shape, c.strides)):
-            raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
-                               "single memory location. Please clone() the tensor before performing the operation.")
+        _check_no_self_overlap(c)
         # Every eager in-place write comes through here: the version tells compiled functions that
         # cached values derived from this storage (folded weights, reordered weights) are stale.
         # Callers bump again after writing (_wrote), so a result cached by a concurrent call from
@@ -851,9 +857,7 @@ class Tensor:
         from . import _creation
 
         c = self._c
-        if builtins.any(st == 0 and n > 1 for n, st in zip(c.shape, c.strides)):
-            raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
-                               "single memory location. Please clone() the tensor before performing the operation.")
+        _check_no_self_overlap(c)
         if isinstance(value, Tensor):
             value._need_data(op)
             if value.dtype is not self.dtype:
@@ -1284,14 +1288,16 @@ from . import _ops as F  # noqa: E402  (the functions use Tensor; Tensor's metho
 # ---- methods mirroring the functions of flow._ops (one line each) ------------------------------
 
 
-def _method(name, fn_name=None):
-    fn = getattr(F, fn_name or name)
+def _method(name, fn=None):
+    """Tensor.<name>(...) = fn(self, ...); fn a function or the name of one in flow._ops (default:
+    `name`)."""
+    fn = getattr(F, fn or name) if fn is None or isinstance(fn, str) else fn
 
     def m(self, *args, **kwargs):
         return fn(self, *args, **kwargs)
 
     m.__name__ = m.__qualname__ = name
-    m.__doc__ = f"Tensor.{name}: see flow.{fn_name or name}."
+    m.__doc__ = f"Tensor.{name}: see flow.{fn.__name__}."
     return m
 
 
@@ -1311,14 +1317,15 @@ def _flip(self, *dims):
 Tensor.flip = _flip
 
 
-def _inplace_method(name, fn_name):
-    fn = getattr(F, fn_name)
+def _inplace_method(name, fn):
+    """Tensor.<name>(...) writes fn(self, ...) into self; fn a function or a name in flow._ops."""
+    fn = getattr(F, fn) if isinstance(fn, str) else fn
 
     def m(self, *args, **kwargs):
         return self._assign(name, fn(self, *args, **kwargs))
 
     m.__name__ = m.__qualname__ = name
-    m.__doc__ = f"Tensor.{name}: in-place flow.{fn_name} (written into this tensor's storage)."
+    m.__doc__ = f"Tensor.{name}: in-place flow.{fn.__name__} (written into this tensor's storage)."
     return m
 
 

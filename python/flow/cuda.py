@@ -56,7 +56,8 @@ class Event:
     """torch.cuda.Event: a marker in flow's stream of GPU work, for timing it (``elapsed_time``) or
     waiting for it (``synchronize``). Events are recorded on flow's current stream, the one every
     kernel, copy and library call of the thread goes to (runtime/cuda_stream.h), so ``wait`` has
-    nothing to order. Timing is always enabled; ``blocking``/``interprocess`` are not supported."""
+    nothing to order. Timing is always enabled; ``synchronize`` always waits (so ``blocking`` changes
+    nothing); ``interprocess=True`` is refused."""
 
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
         if interprocess:
