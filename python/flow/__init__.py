@@ -21,7 +21,8 @@ from .backends import get_float32_matmul_precision, set_float32_matmul_precision
 from . import amp  # noqa: F401,E402
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: F401
 from ._profile import Profile  # noqa: F401
-from ._bundle import LoadedModel, load, save  # noqa: F401
+from ._bundle import LoadedModel  # noqa: F401
+from ._serialization import load, save  # noqa: F401
 from ._ops import *  # noqa: F401,F403
 from ._ops import abs, pow, sum  # noqa: F401  (shadow the builtins on purpose, as torch does)
 from ._math import *  # noqa: F401,F403

@@ -33,6 +33,12 @@ __all__ = ["save", "load", "LoadedModel", "BUNDLE_FORMAT"]
 BUNDLE_FORMAT = "flow.bundle/1"
 
 
+def is_compiled_model(obj):
+    """Whether ``obj`` is a function or model compiled with flow.jit (what a bundle holds)."""
+    return (isinstance(obj, (JitFunction, JitModule))
+            or isinstance(getattr(obj, "__dict__", {}).get("_flow_jit_fn"), JitFunction))
+
+
 def _jit_function(compiled):
     if isinstance(compiled, JitFunction):
         return compiled
@@ -42,8 +48,7 @@ def _jit_function(compiled):
     if isinstance(j, JitFunction):
         return j
     raise TypeError(f"flow.save(obj, path) writes a model compiled with flow.jit (called at least once) as a "
-                    f"bundle directory; got {type(compiled).__name__}. Pickling arbitrary objects as torch.save "
-                    "does is not supported")
+                    f"bundle directory; got {type(compiled).__name__}")
 
 
 def _json_value(x, what):
