@@ -18,8 +18,9 @@ __all__ = ["tensor", "as_tensor", "from_numpy", "zeros", "ones", "full", "empty"
            "full_like", "empty_like", "arange", "rand", "randn", "randint", "manual_seed", "is_tensor", "linspace",
            "eye", "rand_like", "randn_like", "randint_like", "scalar_tensor"]
 
-_rng = np.random.default_rng()
-
+from ._dispatch import current_trace
+from ._errors import TraceError
+from ._random import default_generator, np_rng
 
 
 def _place(t, device):
@@ -29,13 +30,13 @@ def _place(t, device):
     return t.cuda()
 
 def manual_seed(seed):
-    """Seeds flow's random creation ops (rand, randn, randint) and the in-graph generator
-    (dropout)."""
-    global _rng
-    _rng = np.random.default_rng(int(seed))
+    """Seeds flow's default generator (rand, randn, randint, nn.init, ...) and the in-graph
+    generator (dropout, and random draws under @flow.jit). Returns the default generator."""
+    default_generator.manual_seed(seed)
     # Reseed the in-graph counters in place: compiled functions hold these very tensors.
     for t in _counter_states.values():
-        t.copy_(_from_array(np.array(_rng.integers(0, 2**31 - 1), dtype=np.int64), D.int64).to(t.device))
+        t.copy_(_from_array(np.array(np_rng().integers(0, 2**31 - 1), dtype=np.int64), D.int64).to(t.device))
+    return default_generator
 
 
 # The in-graph generator (dsl/ops/random.cpp): one 0-dim int64 counter per device, advanced by each
@@ -48,7 +49,7 @@ def _counter_state(device):
     key = str(device)
     t = _counter_states.get(key)
     if t is None:
-        t = _place(_from_array(np.array(_rng.integers(0, 2**31 - 1), dtype=np.int64), D.int64), device)
+        t = _place(_from_array(np.array(np_rng().integers(0, 2**31 - 1), dtype=np.int64), D.int64), device)
         _counter_states[key] = t
     return t
 
@@ -216,28 +217,63 @@ def _arange_cpu(start, end=None, step=1, *, dtype=None, device=None, requires_gr
     return _from_array(arr, dt)
 
 
-def _rand_cpu(*size, dtype=None, device=None, generator=None, requires_grad=False):
+def _traced_draw(fn, generator):
+    """Whether a random draw runs under @flow.jit (then it uses the in-graph generator)."""
+    if current_trace() is None:
+        return False
+    if generator is not None:
+        raise TraceError(f"flow.jit: cannot trace {fn}(generator=...): a flow.Generator draws on the host, once at "
+                         "trace time; under flow.jit draws come from flow's in-graph generator (seeded by "
+                         "flow.manual_seed), so drop the generator argument")
+    return True
+
+
+def uniform_draw(shape, dtype, device, generator, fn):
+    """Uniform [0, 1) numbers of `dtype` on `device`: from the host generator eagerly, from the
+    in-graph generator under @flow.jit (24 random bits: float32 numbers, widened for float64)."""
+    if _traced_draw(fn, generator):
+        return counter_rand(shape, device or "cpu").to(dtype)
+    return _place(_from_array(np_rng(generator).random(shape), dtype), device)
+
+
+def normal_draw(shape, dtype, device, generator, fn):
+    """Standard normal numbers of `dtype` on `device`. Under @flow.jit: Box-Muller over two in-graph
+    uniform draws, computed in float32."""
+    if _traced_draw(fn, generator):
+        u1, u2 = counter_rand(shape, device or "cpu"), counter_rand(shape, device or "cpu")
+        z = ((1.0 - u1).log() * -2.0).sqrt() * (u2 * (2.0 * np.pi)).cos()
+        return z.to(dtype)
+    return _place(_from_array(np_rng(generator).standard_normal(shape), dtype), device)
+
+
+def rand(*size, dtype=None, device=None, generator=None, requires_grad=False):
     dt = _creation_dtype(dtype)
     if not dt.is_floating_point:
         raise RuntimeError(f'"check_uniform_bounds" not implemented for \'{dt._torch_short}\'')
-    return _from_array(_rng.random(_shape(size, "rand")), dt)
+    return uniform_draw(_shape(size, "rand"), dt, device, generator, "rand")
 
 
-def _randn_cpu(*size, dtype=None, device=None, generator=None, requires_grad=False):
+def randn(*size, dtype=None, device=None, generator=None, requires_grad=False):
     dt = _creation_dtype(dtype)
     if not dt.is_floating_point:
         raise RuntimeError(f'"normal_kernel_cpu" not implemented for \'{dt._torch_short}\'')
-    return _from_array(_rng.standard_normal(_shape(size, "randn")), dt)
+    return normal_draw(_shape(size, "randn"), dt, device, generator, "randn")
 
 
-def _randint_cpu(low, high=None, size=None, *, dtype=None, device=None, generator=None):
+def randint(low, high=None, size=None, *, dtype=None, device=None, generator=None, requires_grad=False):
     if size is None and isinstance(high, (tuple, list)):  # randint(high, size)
         low, high, size = 0, low, high
     if size is None:
         raise TypeError("randint(): missing required argument 'size'")
     if high is None:
         low, high = 0, low
-    return _from_array(_rng.integers(low, high, size=_shape((size,), "randint")), _creation_dtype(dtype, D.int64))
+    if high <= low:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    shape, dt = _shape((size,), "randint"), _creation_dtype(dtype, D.int64)
+    if _traced_draw("randint", generator):  # floor(low + u * span) in float64 from a float32 uniform
+        u = counter_rand(shape, device or "cpu").to(D.float64)
+        return (u * builtins.float(high - low) + builtins.float(low)).floor().to(dt)
+    return _place(_from_array(np_rng(generator).integers(low, high, size=shape), dt), device)
 
 
 def tensor(*args, device=None, **kwargs):
@@ -287,27 +323,6 @@ def arange(*args, device=None, **kwargs):
 
 
 arange.__doc__ = _arange_cpu.__doc__
-
-
-def rand(*args, device=None, **kwargs):
-    return _place(_rand_cpu(*args, **kwargs), device)
-
-
-rand.__doc__ = _rand_cpu.__doc__
-
-
-def randn(*args, device=None, **kwargs):
-    return _place(_randn_cpu(*args, **kwargs), device)
-
-
-randn.__doc__ = _randn_cpu.__doc__
-
-
-def randint(*args, device=None, **kwargs):
-    return _place(_randint_cpu(*args, **kwargs), device)
-
-
-randint.__doc__ = _randint_cpu.__doc__
 
 
 def empty_like(input, *args, device=None, **kwargs):

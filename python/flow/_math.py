@@ -177,6 +177,13 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     return builtins.bool(F.all(isclose(input, other, rtol, atol, equal_nan)))
 
 
+def equal(input, other):
+    """torch.equal: the same shape and equal elements (after type promotion; NaN is never equal)."""
+    x = _tensor_arg("equal", input, "input", 1)
+    y = _tensor_arg("equal", other, "other", 2)
+    return tuple(x.shape) == tuple(y.shape) and builtins.bool(F.all(x == y))
+
+
 def count_nonzero(input, dim=None):
     x = _tensor_arg("count_nonzero", input, "input", 1)
     return F.sum(x != 0, dim=dim)
@@ -335,7 +342,7 @@ def trace(input):
 __all__ = ["tan", "atan", "arctan", "asin", "arcsin", "acos", "arccos", "sinh", "cosh", "asinh", "arcsinh", "acosh",
            "arccosh", "atanh", "arctanh", "log2", "log10", "exp2", "erfc", "atan2", "arctan2", "hypot", "clamp_min",
            "clamp_max", "logaddexp", "addcmul", "addcdiv", "lerp", "frac", "deg2rad", "rad2deg", "rsub",
-           "float_power", "isclose", "allclose", "count_nonzero", "promote_types", "broadcast_shapes", "roll",
+           "float_power", "isclose", "allclose", "equal", "count_nonzero", "promote_types", "broadcast_shapes", "roll",
            "meshgrid", "repeat_interleave", "diagonal", "diag", "trace"]
 
 
@@ -345,7 +352,7 @@ __all__ = ["tan", "atan", "arctan", "asin", "arcsin", "acos", "arccos", "sinh", 
 _METHODS = ["tan", "atan", "arctan", "asin", "arcsin", "acos", "arccos", "sinh", "cosh", "asinh", "arcsinh", "acosh",
             "arccosh", "atanh", "arctanh", "log2", "log10", "exp2", "erfc", "atan2", "arctan2", "hypot", "clamp_min",
             "clamp_max", "logaddexp", "addcmul", "addcdiv", "lerp", "frac", "deg2rad", "rad2deg", "float_power",
-            "isclose", "allclose", "count_nonzero", "roll", "repeat_interleave", "diagonal", "diag", "trace"]
+            "isclose", "allclose", "equal", "count_nonzero", "roll", "repeat_interleave", "diagonal", "diag", "trace"]
 _INPLACE = ["tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "erfc",
             "atan2", "hypot", "clamp_min", "clamp_max", "addcmul", "addcdiv", "lerp", "frac", "deg2rad", "rad2deg"]
 for _name in _METHODS:

@@ -13,9 +13,9 @@ __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_"
 
 
 def _rng():
-    from .. import _creation
+    from .._random import np_rng
 
-    return _creation._rng
+    return np_rng()
 
 
 def _fill(tensor, arr, fn):
