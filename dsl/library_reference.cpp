@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "dsl/op_table.h"
@@ -160,10 +161,69 @@ std::vector<double> argsort_ref(const Node& n, const HostTensor& x, const Shape&
   return out;
 }
 
+// scatter (dsl/ops/scatter.cpp): positions of `index` in row-major order, each combined into the
+// copy of self where it points (serially: duplicates apply in order, the last store wins).
+std::vector<double> scatter_ref(const Node& n, const HostTensor& self, const HostTensor& index, const HostTensor& src) {
+  const int64_t dim = attr_int(n.attrs, "dim", "scatter");
+  const std::string reduce = attr_str(n.attrs, "reduce", "scatter");
+  const bool include_self = attr_bool(n.attrs, "include_self", "scatter");
+  const auto dims = [](const Shape& s) { return s.empty() ? Shape{1} : s; };
+  const Shape is = dims(index.type.shape), ss = dims(src.type.shape), os = dims(self.type.shape);
+  const size_t rank = is.size();
+  std::vector<double> out = self.data;
+  const int64_t count = numel(is);
+  std::vector<int64_t> targets(static_cast<size_t>(count)), sources(static_cast<size_t>(count));
+  for (int64_t e = 0; e < count; ++e) {
+    int64_t rest = e, target = 0, source = 0, out_stride = 1, src_stride = 1;
+    for (size_t d = rank; d-- > 0;) {
+      const int64_t c = rest % is[d];
+      rest /= is[d];
+      int64_t oc = c;
+      if (static_cast<int64_t>(d) == dim) {
+        const auto v = static_cast<int64_t>(index.data[static_cast<size_t>(e)]);
+        if (v < 0 || v >= os[d])
+          throw OpError(OpError::Kind::Value, "index " + std::to_string(v) + " is out of bounds for dimension " +
+                                                  std::to_string(dim) + " with size " + std::to_string(os[d]));
+        oc = v;
+      }
+      target += oc * out_stride;
+      source += c * src_stride;
+      out_stride *= os[d];
+      src_stride *= ss[d];
+    }
+    targets[static_cast<size_t>(e)] = target;
+    sources[static_cast<size_t>(e)] = source;
+  }
+  const bool is_bool = self.type.dtype == DType::Bool;
+  double identity = 0;
+  if (reduce == "prod") identity = 1;
+  if (reduce == "amax") identity = is_bool ? 0 : -std::numeric_limits<double>::infinity();
+  if (reduce == "amin") identity = is_bool ? 1 : std::numeric_limits<double>::infinity();
+  if (!include_self && reduce != "none")
+    for (int64_t t : targets) out[static_cast<size_t>(t)] = identity;
+  for (int64_t e = 0; e < count; ++e) {
+    double& o = out[static_cast<size_t>(targets[static_cast<size_t>(e)])];
+    const double v = src.data[static_cast<size_t>(sources[static_cast<size_t>(e)])];
+    if (reduce == "none") {
+      o = v;
+    } else if (reduce == "sum") {
+      o = is_bool ? double((o != 0) || (v != 0)) : o + v;
+    } else if (reduce == "prod") {
+      o = is_bool ? double((o != 0) && (v != 0)) : o * v;
+    } else if (std::isnan(o) || std::isnan(v)) {
+      o = std::numeric_limits<double>::quiet_NaN();
+    } else {
+      o = reduce == "amax" ? std::max(o, v) : std::min(o, v);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 bool has_library_reference(const std::string& op) {
-  return op == "matmul" || op == "linear" || op == "conv2d" || op == "conv_transpose2d" || op == "argsort";
+  return op == "matmul" || op == "linear" || op == "conv2d" || op == "conv_transpose2d" || op == "argsort" ||
+         op == "scatter";
 }
 
 HostTensor run_library_reference(const Graph& g, const Node& n, const std::vector<const HostTensor*>& in,
@@ -173,6 +233,8 @@ HostTensor run_library_reference(const Graph& g, const Node& n, const std::vecto
   HostTensor out{out_t, {}};
   if (n.op == "argsort") {
     out.data = argsort_ref(n, *in.at(0), out_t.shape);
+  } else if (n.op == "scatter") {
+    out.data = scatter_ref(n, *in.at(0), *in.at(1), *in.at(2));
   } else if (n.op == "matmul") {
     out.data = matmul_ref(*in.at(0), *in.at(1));
   } else if (n.op == "linear") {

@@ -43,6 +43,7 @@ void register_builtin_ops() {
     register_norm_ops();
     register_random_ops();
     register_sort_ops();
+    register_scatter_ops();
   });
 }
 

@@ -20,6 +20,7 @@
 #include "jit/cuda_library_ops.h"
 #include "jit/eager.h"
 #include "jit/log.h"
+#include "jit/scatter_op.h"
 #include "jit/sort_op.h"
 #include "runtime/onednn.h"
 #include "scheduler/kernel_instance.h"
@@ -759,6 +760,7 @@ void run_library_group(const dsl::Graph& g, const LibraryStep& step, const std::
   if (out->numel() == 0) return;
   if (!out->is_contiguous()) throw std::logic_error("library call: output tensor is not contiguous");
   if (step.op == "argsort") return run_sort_step(step, values);
+  if (step.op == "scatter") return run_scatter_step(step, values);
   if (out->device() == runtime::DeviceType::CUDA) return run_cuda_library_group(g, step, values, info);
   if (step.library == "reference") return run_reference(g, step, values, *out);
   for (int v : step.operands)

@@ -20,11 +20,12 @@
 #include <vector>
 
 #include "runtime/cuda_driver.h"
+#include "runtime/fixed_kernel.h"
 
 namespace flow::runtime::cuda {
 
-// The element types a sort reads (runtime/ knows no dsl types; jit maps them).
-enum class SortKeyType { Float32, Float16, BFloat16, Float64, Int32, Int64, Bool };
+// The element types a sort reads.
+using SortKeyType = FixedKernelType;
 
 inline constexpr int64_t kSortTile = 2048;
 

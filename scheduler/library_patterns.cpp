@@ -259,6 +259,8 @@ const std::vector<LibraryPattern>& library_patterns() {
       // kernel of its own.
       {"argsort", dsl::Target::CPU, "flow sort", {}, /*flow_own=*/true},
       {"argsort", dsl::Target::CUDA, "flow sort", {}, /*flow_own=*/true},
+      {"scatter", dsl::Target::CPU, "flow scatter", {}, /*flow_own=*/true},
+      {"scatter", dsl::Target::CUDA, "flow scatter", {}, /*flow_own=*/true},
   };
   return table;
 }

@@ -13,8 +13,10 @@
 //    deadlock instead of hanging); a shuffle from a lane outside the mask returns all-ones bits
 //    (a NaN for floats), so using such a value fails the comparison;
 //  - kernels without collectives run each thread to completion directly, without fibers.
-// What it does not model: memory ordering between blocks, atomics, timing, and the device's math
-// library (the host's libm stands in: results may differ from libdevice in the last bit).
+// What it does not model: memory ordering between blocks, contention on atomics (atomicCAS is a
+// plain compare and store: a thread is never interrupted between synchronization points), timing,
+// and the device's math library (the host's libm stands in: results may differ from libdevice in
+// the last bit).
 //
 // Built objects are cached on disk by a hash of everything that goes into them, under
 // ~/.cache/flow-simt (FLOW_SIMT_CACHE overrides the folder), so a later test run, in this clone or a

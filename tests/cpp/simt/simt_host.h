@@ -71,6 +71,21 @@ inline void flow_simt_check_aligned(const void* p, unsigned long long bytes) {
     flow_simt_state.api->fault("misaligned vector access", reinterpret_cast<unsigned long long>(p));
 }
 
+// ---- atomics ------------------------------------------------------------------------------------
+// A thread runs without interruption between synchronization points (fibers switch only at
+// __syncthreads and shuffles), so a compare-and-swap is a plain read, compare and write here. The
+// shuffled order of threads still makes racing plain stores land in a varying order.
+inline unsigned atomicCAS(unsigned* p, unsigned compare, unsigned value) {
+  const unsigned old = *p;
+  if (old == compare) *p = value;
+  return old;
+}
+inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long compare, unsigned long long value) {
+  const unsigned long long old = *p;
+  if (old == compare) *p = value;
+  return old;
+}
+
 // ---- bit casts and conversions (CUDA's __int_as_float family) ----------------------------------
 
 template <class To, class From>
