@@ -37,13 +37,22 @@ AutocastClass autocast_class(const std::string& op, AutocastDevice device) {
                                               "addmm",  "baddbmm"};
   static const std::set<std::string> lower_cuda = {"mv", "addmv"};  // CPU: not on torch's list
   static const std::set<std::string> fp32_cuda = {
-      "exp",        "expm1",    "log",         "log1p",    "reciprocal", "rsqrt",    "pow",          "softplus",
-      "layer_norm", "rms_norm", "group_norm",  "norm",     "logsumexp",  "prod",     "cumprod",      "cumsum",
-      "sum",        "softmax",  "log_softmax", "mse_loss", "l1_loss",    "nll_loss", "cross_entropy"};
+      "exp", "expm1", "log", "log1p", "reciprocal", "rsqrt", "pow", "softplus", "layer_norm", "rms_norm", "group_norm",
+      "norm", "logsumexp", "prod", "cumprod", "cumsum", "sum", "softmax", "log_softmax", "mse_loss", "l1_loss",
+      "nll_loss", "cross_entropy",
+      // the losses of python/flow/nn/_loss_functional.py on torch's list
+      "binary_cross_entropy_with_logits", "kl_div", "huber_loss", "smooth_l1_loss", "soft_margin_loss",
+      "margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss", "poisson_nll_loss", "hinge_embedding_loss",
+      "multi_margin_loss", "multilabel_margin_loss"};
   // CPU: torch's fp32 list is mostly losses, linear algebra and some pads; softmax, layer_norm, exp
   // and sum stay in the lower type.
-  static const std::set<std::string> fp32_cpu = {"prod",          "mse_loss",    "l1_loss",      "nll_loss",
-                                                 "cross_entropy", "pad_reflect", "pad_replicate"};
+  static const std::set<std::string> fp32_cpu = {
+      "prod", "mse_loss", "l1_loss", "nll_loss", "cross_entropy", "pad_reflect", "pad_replicate",
+      // and the other losses (binary_cross_entropy: CPU only;
+      // torch refuses it under CUDA autocast)
+      "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "huber_loss", "smooth_l1_loss",
+      "soft_margin_loss", "margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss", "poisson_nll_loss",
+      "hinge_embedding_loss", "multi_margin_loss", "multilabel_margin_loss"};
   static const std::set<std::string> promote_cuda = {"dot"};
   const bool cuda = device == AutocastDevice::CUDA;
   if (lower.count(op) || (cuda && lower_cuda.count(op))) return AutocastClass::LowerPrecision;

@@ -33,6 +33,7 @@ from ._scatter import *  # noqa: F401,F403
 from ._tensor import Tensor  # noqa: F401
 from . import nn  # noqa: F401,E402
 from . import cuda  # noqa: F401,E402
+from . import utils  # noqa: F401,E402
 
 float = float32  # noqa: A001
 half = float16

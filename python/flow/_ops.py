@@ -685,7 +685,7 @@ def _tensor_list(fn, tensors):
 def cat(tensors, dim=0, *, out=None):
     ts = _tensor_list("cat", tensors)
     if not ts:
-        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+        raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     if isinstance(dim, builtins.bool) or not isinstance(dim, numbers.Integral):
         raise TypeError(f"cat(): argument 'dim' must be int, not {_type_name(dim)}")
     # torch skips legacy empty 1-D tensors (shape [0]) next to tensors of higher rank

@@ -122,6 +122,8 @@ def raises_like(torch_fn, flow_fn):
         kind = (TypeError,) if isinstance(e, TypeError) else (RuntimeError, TypeError, IndexError)
         if isinstance(e, IndexError):
             kind = (IndexError,)
+        if isinstance(e, ValueError):
+            kind = (ValueError,)
         with pytest.raises(kind):
             flow_fn()
         return True

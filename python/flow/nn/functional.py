@@ -107,9 +107,9 @@ def _check_tensor(fn, x, name="input"):
     return x
 
 
-def _inplace_unsupported(fn, inplace):
-    if inplace:
-        raise NotImplementedError(f"flow: {fn}(inplace=True) is not supported (flow ops are out of place)")
+def _maybe_inplace(fn, input, result, inplace):
+    """inplace=True: the result written into `input` (torch's in-place contract), which is returned."""
+    return input._assign(fn + "_", result) if inplace else result
 
 
 # ---- activations -------------------------------------------------------------------------------------
@@ -132,35 +132,34 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 def relu6(input, inplace=False):
-    _inplace_unsupported("relu6", inplace)
-    return dispatch1("relu6", [_check_tensor("relu6", input)])
+    r = dispatch1("relu6", [_check_tensor("relu6", input)])
+    return _maybe_inplace("relu6", input, r, inplace)
 
 
 def hardswish(input, inplace=False):
-    _inplace_unsupported("hardswish", inplace)
-    return dispatch1("hardswish", [_check_tensor("hardswish", input)])
+    r = dispatch1("hardswish", [_check_tensor("hardswish", input)])
+    return _maybe_inplace("hardswish", input, r, inplace)
 
 
 def hardsigmoid(input, inplace=False):
-    _inplace_unsupported("hardsigmoid", inplace)
-    return dispatch1("hardsigmoid", [_check_tensor("hardsigmoid", input)])
+    r = dispatch1("hardsigmoid", [_check_tensor("hardsigmoid", input)])
+    return _maybe_inplace("hardsigmoid", input, r, inplace)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    _inplace_unsupported("hardtanh", inplace)
-    return dispatch1("hardtanh", [_check_tensor("hardtanh", input)],
-                     {"min_val": builtins.float(min_val), "max_val": builtins.float(max_val)})
+    r = dispatch1("hardtanh", [_check_tensor("hardtanh", input)],
+                  {"min_val": builtins.float(min_val), "max_val": builtins.float(max_val)})
+    return _maybe_inplace("hardtanh", input, r, inplace)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    _inplace_unsupported("leaky_relu", inplace)
-    return dispatch1("leaky_relu", [_check_tensor("leaky_relu", input)],
-                     {"negative_slope": builtins.float(negative_slope)})
+    r = dispatch1("leaky_relu", [_check_tensor("leaky_relu", input)], {"negative_slope": builtins.float(negative_slope)})
+    return _maybe_inplace("leaky_relu", input, r, inplace)
 
 
 def elu(input, alpha=1.0, inplace=False):
-    _inplace_unsupported("elu", inplace)
-    return dispatch1("elu", [_check_tensor("elu", input)], {"alpha": builtins.float(alpha)})
+    r = dispatch1("elu", [_check_tensor("elu", input)], {"alpha": builtins.float(alpha)})
+    return _maybe_inplace("elu", input, r, inplace)
 
 
 def softplus(input, beta=1.0, threshold=20.0):
@@ -169,8 +168,8 @@ def softplus(input, beta=1.0, threshold=20.0):
 
 
 def mish(input, inplace=False):
-    _inplace_unsupported("mish", inplace)
-    return dispatch1("mish", [_check_tensor("mish", input)])
+    r = dispatch1("mish", [_check_tensor("mish", input)])
+    return _maybe_inplace("mish", input, r, inplace)
 
 
 # ---- linear and convolutions ----------------------------------------------------------------------------
@@ -868,3 +867,13 @@ def pixel_unshuffle(input, downscale_factor):
     x = _reshape(input, batch + [c, h // r, r, w // r, r])
     x = _permute(x, list(range(nb)) + [nb, nb + 2, nb + 4, nb + 1, nb + 3])
     return _reshape(x, batch + [c * r * r, h // r, w // r])
+
+
+# ---- the loss functions beyond cross_entropy, nll, mse and l1, and the less common functions, live ---
+# ---- in their own files ---------------------------------------------------------------------------
+
+from . import _functional_more, _loss_functional  # noqa: E402
+from ._functional_more import *  # noqa: F401,F403,E402
+from ._loss_functional import *  # noqa: F401,F403,E402
+
+__all__ += _loss_functional.__all__ + _functional_more.__all__

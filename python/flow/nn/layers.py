@@ -354,8 +354,6 @@ class Dropout(Module):
         return f"p={self.p}, inplace={self.inplace}"
 
 
-Dropout1d = Dropout2d = Dropout
-
 
 # ---- pooling ------------------------------------------------------------------------------------------
 

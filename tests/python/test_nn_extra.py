@@ -1,0 +1,316 @@
+"""The less common torch.nn.functional functions and torch.nn layers (python/flow/nn/_functional_more.py,
+layers_extra.py, activation.py) against PyTorch: every function over float dtypes, odd and edge
+shapes and non-contiguous inputs, eagerly and under flow.jit, on the CPU and (marker `gpu`) on a
+CUDA device; the layers with torch's state dicts loaded; the in-place forms; the random ones
+(rrelu in training, the dropouts, gumbel_softmax) by their distributions and structure; and bad
+arguments raising as torch does."""
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import flow
+import flow.nn as fnn
+import flow.nn.functional as F
+from conftest import FLOAT_DTYPES, assert_same, make, raises_like, to_flow, to_torch
+
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+        not flow.cuda.is_available(), reason="no CUDA device: " + flow.cuda.unavailable_reason()[:80])]),
+]
+
+
+def _f(t, device):
+    return to_flow(t).to(device) if device != "cpu" else to_flow(t)
+
+
+# (name, torch function, flow function, input shapes, tolerance scale): the function's arguments
+# are fresh random tensors of those shapes (the first the input).
+def _cases():
+    return [
+        ("selu", lambda m, x: m.nn.functional.selu(x), [(3, 5, 7)]),
+        ("celu", lambda m, x: m.nn.functional.celu(x, 0.7), [(4, 9)]),
+        ("glu", lambda m, x: m.nn.functional.glu(x, 1), [(3, 8, 5)]),
+        ("hardshrink", lambda m, x: m.nn.functional.hardshrink(x, 0.7), [(6, 7)]),
+        ("softshrink", lambda m, x: m.nn.functional.softshrink(x, 0.3), [(6, 7)]),
+        ("tanhshrink", lambda m, x: m.nn.functional.tanhshrink(x), [(5, 3)]),
+        ("softsign", lambda m, x: m.nn.functional.softsign(x), [(5, 3)]),
+        ("logsigmoid", lambda m, x: m.nn.functional.logsigmoid(x * 20), [(17,)]),
+        ("prelu", lambda m, x, w: m.nn.functional.prelu(x, w), [(2, 4, 3, 3), (4,)]),
+        ("prelu_shared", lambda m, x, w: m.nn.functional.prelu(x, w), [(2, 4, 5), (1,)]),
+        ("rrelu_eval", lambda m, x: m.nn.functional.rrelu(x, 0.1, 0.3, training=False), [(5, 6)]),
+        ("threshold", lambda m, x: m.nn.functional.threshold(x, 0.2, -3.0), [(5, 6)]),
+        ("softmin", lambda m, x: m.nn.functional.softmin(x, 1), [(4, 7)]),
+        ("channel_shuffle", lambda m, x: m.nn.functional.channel_shuffle(x, 3), [(2, 6, 3, 2)]),
+        ("local_response_norm", lambda m, x: m.nn.functional.local_response_norm(x, 3), [(2, 5, 4, 3)]),
+        ("local_response_norm_3d", lambda m, x: m.nn.functional.local_response_norm(x, 4, 1e-3, 0.6, 2.0),
+         [(2, 6, 7)]),
+        ("instance_norm", lambda m, x: m.nn.functional.instance_norm(x), [(3, 4, 5, 6)]),
+        ("instance_norm_affine", lambda m, x, w, b: m.nn.functional.instance_norm(x, weight=w, bias=b, eps=1e-3),
+         [(2, 3, 9), (3,), (3,)]),
+        ("unfold", lambda m, x: m.nn.functional.unfold(x, 3, padding=1, stride=2), [(2, 3, 7, 6)]),
+        ("unfold_dilated", lambda m, x: m.nn.functional.unfold(x, (2, 3), dilation=(2, 1), stride=(1, 2)),
+         [(1, 2, 8, 9)]),
+        ("fold", lambda m, x: m.nn.functional.fold(x, (7, 6), (2, 3), dilation=(2, 1), padding=(1, 0), stride=(1, 2)),
+         [(2, 3 * 6, 16)]),
+        ("fold_unbatched", lambda m, x: m.nn.functional.fold(x, 5, 2), [(8, 16)]),
+        ("adaptive_avg_pool1d", lambda m, x: m.nn.functional.adaptive_avg_pool1d(x, 4), [(2, 3, 9)]),
+        ("adaptive_max_pool1d", lambda m, x: m.nn.functional.adaptive_max_pool1d(x, 3), [(2, 3, 10)]),
+        ("lp_pool2d", lambda m, x: m.nn.functional.lp_pool2d(x.abs(), 2, 2), [(2, 3, 6, 5)]),
+        ("lp_pool1d", lambda m, x: m.nn.functional.lp_pool1d(x.abs(), 3, 3, 2), [(2, 3, 11)]),
+        ("pairwise_distance", lambda m, a, b: m.nn.functional.pairwise_distance(a, b, 3.0, keepdim=True),
+         [(5, 7), (5, 7)]),
+        ("bilinear", lambda m, a, b, w, bias: m.nn.functional.bilinear(a, b, w, bias), [(4, 3), (4, 5), (2, 3, 5), (2,)]),
+        ("affine_grid", lambda m, t: m.nn.functional.affine_grid(t, [2, 3, 5, 4], align_corners=False), [(2, 2, 3)]),
+        ("conv_transpose1d", lambda m, x, w: m.nn.functional.conv_transpose1d(x, w, stride=2, padding=1), [(2, 3, 5),
+                                                                                                           (3, 4, 3)]),
+    ]
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+@pytest.mark.parametrize("name,fn,shapes", CASES, ids=[c[0] for c in CASES])
+def test_functions_match_torch(name, fn, shapes, jit, dtype, device, gen):
+    args = [make(s, dtype, gen) for s in shapes]
+    if name.startswith("fold") or name.startswith("conv_transpose") or name == "bilinear":
+        if dtype in (torch.float16, torch.bfloat16) and name != "fold" and name != "fold_unbatched":
+            args = [a.float() for a in args]  # torch's CPU has no half conv_transpose/bilinear here
+    try:
+        expected = fn(torch, *args)
+    except RuntimeError as e:
+        pytest.skip(f"torch has no {dtype} {name} on the CPU: {e}")
+    fargs = [_f(a, device) for a in args]
+    run = flow.jit(lambda *a: fn(flow, *a)) if jit else (lambda *a: fn(flow, *a))
+    tol = {}
+    if dtype in (torch.float16, torch.bfloat16) and name in ("local_response_norm", "local_response_norm_3d",
+                                                              "lp_pool2d", "lp_pool1d", "bilinear", "fold"):
+        tol = {"rtol": 2 * TOL_SCALE[dtype], "atol": 2 * TOL_SCALE[dtype]}
+    if dtype in (torch.float16, torch.bfloat16) and name.startswith("instance_norm"):
+        # torch's half instance norm loses precision (up to 2e-3 off a float64 reference in float16);
+        # flow's stays within one rounding of it (test_half_instance_norm_is_one_rounding_off_float64)
+        tol = {"rtol": 4 * TOL_SCALE[dtype], "atol": 4 * TOL_SCALE[dtype]}
+    assert_same(run(*fargs).cpu(), expected, msg=name, **tol)
+
+
+TOL_SCALE = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_grid_sample_every_mode(device, gen):
+    x = make((2, 3, 7, 6), torch.float32, gen)
+    grid = torch.rand(2, 5, 4, 2, generator=gen) * 2.6 - 1.3  # some samples outside [-1, 1]
+    for mode in ("bilinear", "nearest"):
+        for padding in ("zeros", "border", "reflection"):
+            for align in (False, True):
+                got = F.grid_sample(_f(x, device), _f(grid, device), mode, padding, align)
+                assert_same(got.cpu(), TF.grid_sample(x, grid, mode, padding, align), atol=2e-6,
+                            msg=f"{mode} {padding} {align}")
+    jitted = flow.jit(lambda a, g: F.grid_sample(a, F.affine_grid(g, [2, 3, 4, 5], align_corners=True),
+                                                 align_corners=True))
+    theta = make((2, 2, 3), torch.float32, gen) * 0.5
+    expected = TF.grid_sample(x, TF.affine_grid(theta, [2, 3, 4, 5], align_corners=True), align_corners=True)
+    assert_same(jitted(_f(x, device), _f(theta, device)).cpu(), expected, atol=2e-6)
+    h = make((1, 2, 5, 5), torch.float16, gen)
+    assert_same(F.grid_sample(_f(h, device), _f(grid[:1].half(), device), align_corners=False).cpu(),
+                TF.grid_sample(h.float(), grid[:1].half().float(), align_corners=False).half(), atol=2e-3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag(mode, device, gen):
+    weight = make((12, 5), torch.float32, gen)
+    flat = torch.randint(0, 12, (15,), generator=gen)
+    offsets = torch.tensor([0, 3, 3, 9, 14])  # an empty bag, a bag of one at the end
+    for padding_idx in (None, 4):
+        got = F.embedding_bag(_f(flat, device), _f(weight, device), _f(offsets, device), mode=mode,
+                              padding_idx=padding_idx)
+        assert_same(got.cpu(), TF.embedding_bag(flat, weight, offsets, mode=mode, padding_idx=padding_idx),
+                    msg=f"1-d {padding_idx}")
+    last = torch.tensor([0, 5, 15])
+    assert_same(F.embedding_bag(_f(flat, device), _f(weight, device), _f(last, device), mode=mode,
+                                include_last_offset=True).cpu(),
+                TF.embedding_bag(flat, weight, last, mode=mode, include_last_offset=True))
+    rows = torch.randint(0, 12, (4, 6), generator=gen)
+    assert_same(flow.jit(lambda i, w: F.embedding_bag(i, w, mode=mode))(_f(rows, device), _f(weight, device)).cpu(),
+                TF.embedding_bag(rows, weight, mode=mode))
+    if mode == "sum":
+        psw = make((15,), torch.float32, gen)
+        assert_same(F.embedding_bag(_f(flat, device), _f(weight, device), _f(offsets, device), mode="sum",
+                                    per_sample_weights=_f(psw, device)).cpu(),
+                    TF.embedding_bag(flat, weight, offsets, mode="sum", per_sample_weights=psw))
+    bag = torch.nn.EmbeddingBag(12, 5, mode=mode)
+    fbag = fnn.EmbeddingBag(12, 5, mode=mode)
+    fbag.load_state_dict(bag.state_dict())
+    assert_same(fbag.to(device)(_f(flat, device), _f(offsets, device)).cpu(), bag(flat, offsets).detach())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_layers_load_torch_state_and_match(device, gen):
+    x4 = make((2, 6, 7, 5), torch.float32, gen)
+    x3 = make((3, 6, 9), torch.float32, gen)
+    layers = [
+        (torch.nn.PReLU(6), fnn.PReLU(6), x4),
+        (torch.nn.SELU(), fnn.SELU(), x4), (torch.nn.CELU(0.5), fnn.CELU(0.5), x4), (torch.nn.GLU(1), fnn.GLU(1), x4),
+        (torch.nn.Hardshrink(), fnn.Hardshrink(), x4), (torch.nn.Softshrink(0.2), fnn.Softshrink(0.2), x4),
+        (torch.nn.Tanhshrink(), fnn.Tanhshrink(), x4), (torch.nn.Softsign(), fnn.Softsign(), x4),
+        (torch.nn.LogSigmoid(), fnn.LogSigmoid(), x4), (torch.nn.Threshold(0.1, 20.0), fnn.Threshold(0.1, 20.0), x4),
+        (torch.nn.Softmin(1), fnn.Softmin(1), x4), (torch.nn.Softmax2d(), fnn.Softmax2d(), x4),
+        (torch.nn.RReLU().eval(), fnn.RReLU().eval(), x4),
+        (torch.nn.InstanceNorm2d(6, affine=True), fnn.InstanceNorm2d(6, affine=True), x4),
+        (torch.nn.InstanceNorm1d(6), fnn.InstanceNorm1d(6), x3),
+        (torch.nn.InstanceNorm1d(6, track_running_stats=True).eval(),
+         fnn.InstanceNorm1d(6, track_running_stats=True).eval(), x3),
+        (torch.nn.LocalResponseNorm(3), fnn.LocalResponseNorm(3), x4),
+        (torch.nn.BatchNorm3d(6).eval(), fnn.BatchNorm3d(6).eval(), x4.unsqueeze(2)),
+        (torch.nn.ReflectionPad2d((1, 2, 0, 3)), fnn.ReflectionPad2d((1, 2, 0, 3)), x4),
+        (torch.nn.ReplicationPad1d(2), fnn.ReplicationPad1d(2), x3),
+        (torch.nn.CircularPad2d(1), fnn.CircularPad2d(1), x4),
+        (torch.nn.ConstantPad1d((2, 1), -1.5), fnn.ConstantPad1d((2, 1), -1.5), x3),
+        (torch.nn.ZeroPad1d(3), fnn.ZeroPad1d(3), x3),
+        (torch.nn.Unfold(2, stride=2), fnn.Unfold(2, stride=2), x4),
+        (torch.nn.AdaptiveAvgPool1d(4), fnn.AdaptiveAvgPool1d(4), x3),
+        (torch.nn.AdaptiveMaxPool1d(2), fnn.AdaptiveMaxPool1d(2), x3),
+        (torch.nn.LPPool2d(2, 3), fnn.LPPool2d(2, 3), x4.abs()),
+        (torch.nn.ChannelShuffle(2), fnn.ChannelShuffle(2), x4),
+        (torch.nn.UpsamplingNearest2d(scale_factor=2), fnn.UpsamplingNearest2d(scale_factor=2), x4),
+        (torch.nn.UpsamplingBilinear2d(size=(9, 4)), fnn.UpsamplingBilinear2d(size=(9, 4)), x4),
+        (torch.nn.ConvTranspose1d(6, 4, 3, stride=2, padding=1, output_padding=1),
+         fnn.ConvTranspose1d(6, 4, 3, stride=2, padding=1, output_padding=1), x3),
+        (torch.nn.Dropout2d(0.3).eval(), fnn.Dropout2d(0.3).eval(), x4),
+        (torch.nn.AlphaDropout(0.3).eval(), fnn.AlphaDropout(0.3).eval(), x4),
+    ]
+    for t_layer, f_layer, x in layers:
+        name = type(t_layer).__name__
+        assert list(f_layer.state_dict()) == list(t_layer.state_dict()), name
+        for k, v in t_layer.state_dict().items():
+            assert tuple(f_layer.state_dict()[k].shape) == tuple(v.shape), (name, k)
+        f_layer.load_state_dict(t_layer.state_dict())
+        f_layer.to(device)
+        expected = t_layer(x).detach()
+        assert_same(f_layer(_f(x, device)).cpu(), expected, atol=2e-6, msg=name)
+        assert_same(flow.jit(f_layer)(_f(x, device)).cpu(), expected, atol=2e-6, msg=name + " jit")
+    bi_t, bi_f = torch.nn.Bilinear(3, 4, 5), fnn.Bilinear(3, 4, 5)
+    bi_f.load_state_dict(bi_t.state_dict())
+    a, b = make((6, 3), torch.float32, gen), make((6, 4), torch.float32, gen)
+    assert_same(bi_f.to(device)(_f(a, device), _f(b, device)).cpu(), bi_t(a, b).detach())
+    pd = fnn.PairwiseDistance(1.0)
+    assert_same(pd(_f(a, device), _f(a.flip(0), device)).cpu(), torch.nn.PairwiseDistance(1.0)(a, a.flip(0)))
+    fold_t, fold_f = torch.nn.Fold((4, 5), 2), fnn.Fold((4, 5), 2)
+    cols = make((2, 12, 12), torch.float32, gen)
+    assert_same(fold_f(_f(cols, device)).cpu(), fold_t(cols))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_half_instance_norm_is_one_rounding_off_float64(dtype, gen):
+    x = make((3, 4, 5, 6), dtype, gen)
+    w, b = make((4,), dtype, gen), make((4,), dtype, gen)
+    reference = TF.instance_norm(x.double(), weight=w.double(), bias=b.double()).to(dtype)
+    assert_same(F.instance_norm(to_flow(x), weight=to_flow(w), bias=to_flow(b)), reference)
+
+
+def test_instance_norm_updates_running_stats_in_training(gen):
+    t, f = torch.nn.InstanceNorm2d(4, track_running_stats=True, momentum=0.3), \
+        fnn.InstanceNorm2d(4, track_running_stats=True, momentum=0.3)
+    for _ in range(3):
+        x = make((3, 4, 5, 6), torch.float32, gen)
+        assert_same(f(to_flow(x)), t(x))
+    assert_same(f.running_mean, t.running_mean)
+    assert_same(f.running_var, t.running_var)
+    assert f.num_batches_tracked.item() == 3
+
+
+def test_in_place_forms_write_the_input(gen):
+    for name, args in [("relu6", ()), ("hardtanh", (-0.5, 0.5)), ("leaky_relu", (0.2,)), ("elu", (0.5,)),
+                       ("hardswish", ()), ("hardsigmoid", ()), ("mish", ()), ("selu", ()), ("celu", (0.8,)),
+                       ("threshold", (0.1, 2.0)), ("rrelu", (0.1, 0.2))]:
+        x = make((4, 5), torch.float32, gen)
+        fx = to_flow(x)
+        view = fx[1:]
+        out = getattr(F, name)(fx, *args, inplace=True)
+        expected = getattr(TF, name)(x.clone(), *args)
+        assert out is fx, name
+        assert_same(fx, expected, msg=name)
+        assert_same(view, expected[1:], msg=name + " view")
+    for name, args in [("relu_", ()), ("elu_", ()), ("leaky_relu_", (0.3,)), ("hardtanh_", ()), ("selu_", ()),
+                       ("celu_", ()), ("threshold_", (0.0, 1.0)), ("rrelu_", ())]:
+        x = make((6,), torch.float32, gen)
+        fx = to_flow(x)
+        assert getattr(F, name)(fx, *args) is fx
+        assert_same(fx, getattr(TF, name)(x.clone(), *args), msg=name)
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_random_functions(jit, gen):
+    x = flow.ones(2000, 8, 3)
+
+    def draw(x):
+        return (F.rrelu(-x, 0.1, 0.3, training=True), F.dropout2d(x, 0.25), F.dropout1d(x, 0.5),
+                F.alpha_dropout(x, 0.2, True), F.feature_alpha_dropout(x, 0.2, True),
+                F.gumbel_softmax(x[:, :, 0] * 0.0, tau=0.5), F.gumbel_softmax(x[:, :, 0] * 0.0, hard=True))
+
+    slopes, d2, d1, ad, fad, soft, hard = (flow.jit(draw) if jit else draw)(x)
+    s = -slopes.numpy()
+    assert s.min() >= 0.1 and s.max() <= 0.3 and abs(s.mean() - 0.2) < 6 * (0.2 / math.sqrt(12)) / math.sqrt(s.size)
+    for m, p in ((d2.numpy(), 0.25), (d1.numpy(), 0.5)):
+        # whole channels: every (sample, channel) is all zeros or all 1 / (1 - p)
+        per_channel = m.reshape(2000 * 8, 3)
+        assert ((per_channel == 0).all(1) | np.isclose(per_channel, 1 / (1 - p)).all(1)).all()
+        kept = (per_channel[:, 0] != 0).mean()
+        assert abs(kept - (1 - p)) < 6 * math.sqrt(p * (1 - p) / per_channel.shape[0])
+    a = ad.numpy()
+    assert len(np.unique(a.round(5))) == 2  # kept ones and dropped ones, each mapped affinely
+    assert abs(a.mean()) < 0.05 + 1.0 and np.isfinite(a).all()
+    fa = fad.numpy().reshape(2000 * 8, 3)
+    assert (fa == fa[:, :1]).all()  # feature alpha dropout acts on whole channels
+    sm = soft.numpy()
+    assert np.allclose(sm.sum(1), 1, atol=1e-5) and (sm > 0).all()
+    h = hard.numpy()
+    assert (h.sum(1) == 1).all() and set(np.unique(h)) == {0.0, 1.0}
+    picks = np.bincount(h.argmax(1), minlength=8)  # uniform logits: each class about equally often
+    assert (np.abs(picks - 250) < 6 * math.sqrt(2000 / 8 * 7 / 8)).all()
+
+
+def test_parameter_dict_and_module_surface():
+    pd = fnn.ParameterDict({"a": flow.ones(2), "b": fnn.Parameter(flow.zeros(3))})
+    pd["c"] = flow.full((1,), 2.0)
+    assert list(pd.keys()) == ["a", "b", "c"] and len(pd) == 3 and "b" in pd
+    assert isinstance(pd["a"], fnn.Parameter)
+    holder = fnn.Module()
+    holder.params = pd
+    assert list(holder.state_dict()) == ["params.a", "params.b", "params.c"]
+    del pd["a"]
+    assert list(pd) == ["b", "c"]
+    assert repr(fnn.PReLU(3)) == "PReLU(num_parameters=3)"
+
+
+def test_bad_arguments_raise_like_torch(gen):
+    x = make((2, 3, 5, 5), torch.float32, gen)
+    cases = [
+        lambda m: m.nn.functional.glu(m.ones(3, 5), 1),
+        lambda m: m.nn.functional.prelu(m.ones(2, 3), m.ones(2)),
+        lambda m: m.nn.functional.softshrink(m.ones(3), -1.0),
+        lambda m: m.nn.functional.channel_shuffle(m.ones(2, 5, 3), 2),
+        lambda m: m.nn.functional.unfold(m.ones(1, 2, 3, 4, 5), 2),
+        lambda m: m.nn.functional.unfold(m.ones(1, 1, 2, 2), 3),
+        lambda m: m.nn.functional.fold(m.ones(1, 5, 4), (3, 3), 2),
+        lambda m: m.nn.functional.fold(m.ones(1, 4, 5), (3, 3), 2),
+        lambda m: m.nn.functional.local_response_norm(m.ones(2, 3), 2),
+        lambda m: m.nn.functional.instance_norm(m.ones(2, 3)),
+        lambda m: m.nn.functional.dropout1d(m.ones(2, 3, 4, 5), 0.5),
+        lambda m: m.nn.functional.dropout1d(m.ones(2, 3), 1.5),
+        lambda m: m.nn.functional.grid_sample(m.ones(1, 1, 3, 3), m.zeros(1, 2, 2, 2), padding_mode="mirror"),
+        lambda m: m.nn.functional.affine_grid(m.ones(1, 3, 3), [1, 1, 2, 2], align_corners=False),
+        lambda m: m.nn.functional.embedding_bag(m.tensor([[0, 1]]), m.ones(3, 2), m.tensor([0])),
+        lambda m: m.nn.functional.embedding_bag(m.tensor([0, 1]), m.ones(3, 2), m.tensor([0]), mode="median"),
+        lambda m: m.nn.functional.adaptive_avg_pool1d(m.ones(2, 3, 4, 5), 2),
+    ]
+    for i, fn in enumerate(cases):
+        assert raises_like(lambda: fn(torch), lambda: fn(flow)), f"case {i}: torch accepts it"
+    assert x.shape == (2, 3, 5, 5)
