@@ -136,7 +136,15 @@ def _tensor_cpu(data, dtype=None, device=None, requires_grad=False, pin_memory=F
     if isinstance(data, str) or not isinstance(data, (numbers.Number, list, tuple, np.bool_)):
         raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
     arr = _infer_from_python(data)
+    if dtype is None and _first_leaf_is_numpy(data):  # numpy scalars keep their type, as in torch
+        return _from_array(arr, D.to_dtype(arr.dtype))
     return _from_array(arr, dtype or D.promote_numpy_default(arr.dtype))
+
+
+def _first_leaf_is_numpy(data):
+    while isinstance(data, (list, tuple)) and data:
+        data = data[0]
+    return isinstance(data, np.generic)
 
 
 def _as_tensor_cpu(data, dtype=None, device=None):

@@ -388,6 +388,23 @@ class Tensor:
     def detach(self):
         return self
 
+    def __deepcopy__(self, memo):
+        """copy.deepcopy: a tensor with its own storage and the same values (a Parameter stays one)."""
+        self._need_data("copy.deepcopy")
+        new = self.clone()
+        if type(self) is not Tensor:  # nn.Parameter
+            new = type(self)(new, requires_grad=self.requires_grad)
+        memo[id(self)] = new
+        return new
+
+    def __reduce_ex__(self, protocol):
+        """pickle: the values as little-endian bytes, rebuilt on the device they were on."""
+        self._need_data("pickle")
+        c = self._c if self._c.device == "cpu" else self._c.to_device("cpu")
+        raw = np.ascontiguousarray(c.numpy_view()).tobytes()
+        return (_unpickle_tensor, (self.dtype.name, tuple(self.shape), raw, str(self.device), type(self) is not Tensor,
+                                   builtins.bool(getattr(self, "requires_grad", False))))
+
     def cpu(self):
         self._need_data("Tensor.cpu()")
         return self if self._c.device == "cpu" else Tensor._wrap(self._c.to_device("cpu"))
@@ -1286,6 +1303,19 @@ from . import _ops as F  # noqa: E402  (the functions use Tensor; Tensor's metho
 
 
 # ---- methods mirroring the functions of flow._ops (one line each) ------------------------------
+
+
+def _unpickle_tensor(dtype_name, shape, raw, device, is_parameter, requires_grad):
+    dt = D.from_name(dtype_name)
+    arr = np.frombuffer(raw, dtype=dt.np_dtype).reshape(shape).copy()
+    t = Tensor._wrap(_C.Tensor.from_numpy(arr, dtype_name))
+    if device != "cpu":
+        t = t.to(device)
+    if is_parameter:
+        from .nn import Parameter
+
+        return Parameter(t, requires_grad=requires_grad)
+    return t
 
 
 def _method(name, fn=None):

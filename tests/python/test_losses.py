@@ -737,3 +737,22 @@ def test_binary_cross_entropy_is_refused_under_cuda_autocast():
     with pytest.raises(RuntimeError, match="unsafe to autocast"):
         _cuda_output_dtype(lambda a: flow.nn.BCELoss()(a, a), p)
     assert _cuda_output_dtype(lambda a: F.binary_cross_entropy(a, a), p, amp=None) == "float16"
+
+
+def test_legacy_size_average_and_reduce_of_the_core_losses(gen):
+    """mse_loss, l1_loss, nll_loss and cross_entropy honour the deprecated arguments as torch does
+    (reduce=False: per element; size_average=False: a sum), with torch's warning."""
+    x, y = make((4, 5), torch.float32, gen), make((4, 5), torch.float32, gen)
+    target = torch.randint(0, 5, (4,), generator=gen)
+    for size_average, reduce in ((None, False), (False, None), (True, True), (False, True)):
+        kw = {"size_average": size_average, "reduce": reduce}
+        for name, args in (("mse_loss", (x, y)), ("l1_loss", (x, y)), ("cross_entropy", (x, target)),
+                           ("nll_loss", (torch.log_softmax(x, 1), target))):
+            with pytest.warns(UserWarning, match="size_average and reduce args will be deprecated"):
+                got = getattr(F, name)(*(to_flow(a) for a in args), **kw)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                expected = getattr(TF, name)(*args, **kw)
+            assert_same(got, expected, msg=f"{name} {kw}")
+    with pytest.warns(UserWarning, match="different to the input size"):
+        F.mse_loss(to_flow(x), to_flow(y[:1]))

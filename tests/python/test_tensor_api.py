@@ -799,3 +799,33 @@ def test_untraceable_and_unsupported_are_named(gen):
     with pytest.raises(NotImplementedError, match="Python bool"):
         f[True]
     _ = to_torch
+
+
+def test_numpy_scalars_in_lists_keep_their_dtype():
+    for data in ([np.float64(1.5), np.float64(-2)], [np.float32(1)], [[np.int32(3)], [np.int32(-4)]], [np.float16(2)],
+                 [np.bool_(True)], [1.5, 2.5], [np.int64(7)]):
+        assert flow.as_tensor(data).dtype is FLOW_OF[torch.as_tensor(data).dtype], data
+        assert flow.tensor(data).dtype is FLOW_OF[torch.tensor(data).dtype], data
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_deepcopy_and_pickle_copy_values_and_storage(dtype, gen):
+    import copy
+    import pickle
+
+    x = to_flow(make((3, 4), dtype, gen))
+    for clone in (copy.deepcopy(x), pickle.loads(pickle.dumps(x))):
+        assert type(clone) is flow.Tensor and clone.dtype is x.dtype and clone.shape == x.shape
+        assert clone.data_ptr() != x.data_ptr()
+        assert torch.equal(to_torch(clone), to_torch(x))
+    view = x.t()[1:]
+    assert torch.equal(to_torch(pickle.loads(pickle.dumps(view))), to_torch(view))
+    m = flow.nn.Linear(4, 2)
+    m2 = copy.deepcopy(m)
+    assert type(m2.weight) is flow.nn.Parameter and torch.equal(to_torch(m2.weight), to_torch(m.weight))
+    m2.weight.add_(1.0)
+    assert not torch.equal(to_torch(m2.weight), to_torch(m.weight))  # its own storage
+    p = pickle.loads(pickle.dumps(m.weight))
+    assert type(p) is flow.nn.Parameter and torch.equal(to_torch(p), to_torch(m.weight))
+    with pytest.raises(flow.TraceError, match="deepcopy"):
+        flow.jit(lambda t: copy.deepcopy(t))(x)

@@ -36,7 +36,7 @@ from .. import amp as _amp
 from .._dispatch import current_trace, dispatch1
 from .._math import _in_opmath, broadcast_shapes, promote_types
 from .._tensor import Tensor, _can_cast
-from .functional import _const, _reduce_loss, _reshape, l1_loss
+from .functional import _const, _legacy_reduction, _reduce_loss, _reshape, l1_loss
 
 __all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "huber_loss", "smooth_l1_loss",
            "soft_margin_loss", "margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss",
@@ -59,18 +59,6 @@ def _bce_autocast_class(*args, **kwargs):
     if active is not None and active[0] == "cuda":
         raise RuntimeError(_BCE_BANNED)
     return "binary_cross_entropy"
-
-
-def _legacy_reduction(size_average, reduce, reduction):
-    """torch's _Reduction.legacy_get_string: the deprecated size_average/reduce, when given, decide."""
-    if size_average is None and reduce is None:
-        return reduction
-    size_average = True if size_average is None else size_average
-    reduce = True if reduce is None else reduce
-    ret = "mean" if size_average and reduce else "sum" if reduce else "none"
-    warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{ret}' instead.",
-                  stacklevel=3)
-    return ret
 
 
 def _check_reduction(reduction):

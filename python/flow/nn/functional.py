@@ -21,6 +21,7 @@ call draws a new one (the generator's counter is a mutation of the trace).
 import builtins
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -717,6 +718,25 @@ def one_hot(tensor, num_classes=-1):
     return _ops.eq(_unsqueeze(tensor, -1), classes).to(D.int64)
 
 
+def _legacy_reduction(size_average, reduce, reduction):
+    """torch's _Reduction.legacy_get_string: the deprecated size_average/reduce, when given, decide."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    ret = "mean" if size_average and reduce else "sum" if reduce else "none"
+    warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{ret}' instead.",
+                  stacklevel=3)
+    return ret
+
+
+def _warn_target_size(fn, input, target):
+    if tuple(target.shape) != tuple(input.shape):
+        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size ({input.shape}). "
+                      "This will likely lead to incorrect results due to broadcasting. Please ensure they have the "
+                      "same size.", stacklevel=3)
+
+
 def _reduce_loss(loss, reduction, fn):
     if reduction == "none":
         return loss
@@ -730,8 +750,7 @@ def _reduce_loss(loss, reduction, fn):
 @_amp.autocast_op("nll_loss")
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """-input[n, target[n], ...] (times weight[target]), mean over the weights of the non-ignored targets."""
-    if size_average is not None or reduce is not None:
-        raise NotImplementedError("flow: nll_loss's deprecated size_average/reduce are not supported")
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     if target.dtype is not D.int64:
         raise RuntimeError(f"expected scalar type Long but found {target.dtype}")
     unbatched = input.ndim == 1
@@ -759,6 +778,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   reduction="mean", label_smoothing=0.0):
     """log_softmax over dim 1 (0 for an unbatched input) + nll_loss; class-probability targets (float)
     and label smoothing as torch."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     cdim = 0 if input.ndim == 1 else 1
     logp = log_softmax(input, cdim)
     if target.dtype.is_floating_point:  # class probabilities
@@ -807,12 +827,16 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 
 @_amp.autocast_op("mse_loss")
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _warn_target_size("mse_loss", input, target)
     d = input - target
     return _reduce_loss(d * d, reduction, "mse_loss")
 
 
 @_amp.autocast_op("l1_loss")
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _warn_target_size("l1_loss", input, target)
     return _reduce_loss(_ops.abs(input - target), reduction, "l1_loss")
 
 
