@@ -223,7 +223,46 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     attrs = {"stride": _pair(stride, 2, "stride"), "padding": _pair(padding, 2, "padding"),
              "output_padding": _pair(output_padding, 2, "output_padding"), "dilation": _pair(dilation, 2, "dilation"),
              "groups": builtins.int(groups)}
+    if input.device.type == "cuda":
+        return _conv_transpose2d_as_conv2d(input, weight, bias, **attrs)
     return dispatch1("conv_transpose2d", [input, weight] + ([bias] if bias is not None else []), attrs)
+
+
+def _conv_transpose2d_as_conv2d(x, w, bias, stride, padding, output_padding, dilation, groups):
+    """conv_transpose2d on CUDA, which has no cuDNN backward-data path yet: the same sum as a
+    stride-1 convolution over x with stride - 1 zeros between its elements, padded by
+    dilation * (k - 1) - padding (plus output_padding after), with each group's filter transposed
+    (in and out channels swapped) and flipped. Exact, but stride^2 more multiply-adds than
+    cuDNN's backward data would do (the zeros); the filter's transform is weight-only work, done
+    once for a frozen weight (docs/decisions.md)."""
+    unbatched = x.ndim == 3
+    if unbatched:
+        x = _unsqueeze(x, 0)
+    if x.ndim != 4 or w.ndim != 4:
+        raise RuntimeError(f"conv_transpose2d: expected a 3-D or 4-D input and a 4-D weight, got input "
+                           f"{list(x.shape)} and weight {list(w.shape)}")
+    n, c, h, wd = x.shape
+    if w.shape[0] != c or c % groups:
+        raise RuntimeError(f"Given transposed=1, weight of size {list(w.shape)}, expected input{list(x.shape)} to "
+                           f"have {w.shape[0]} channels, but got {c} channels instead")
+    (sh, sw), (ph, pw), (oph, opw), (dh, dw) = stride, padding, output_padding, dilation
+    if oph >= builtins.max(sh, dh) or opw >= builtins.max(sw, dw):
+        raise RuntimeError("output padding must be smaller than either stride or dilation, but got output_padding: "
+                           f"{output_padding}, stride: {stride}, dilation: {dilation}")
+    kh, kw = w.shape[2], w.shape[3]
+    from ._functional_more import _dilate
+
+    xs = _dilate(_dilate(x, 2, sh), 3, sw)
+    pads = [dw * (kw - 1) - pw, dw * (kw - 1) - pw + opw, dh * (kh - 1) - ph, dh * (kh - 1) - ph + oph]
+    xs = pad(xs, [builtins.max(p_, 0) for p_ in pads])
+    if builtins.min(pads) < 0:  # padding larger than the kernel's reach: crop instead
+        left, right, top, bottom = (builtins.max(-p_, 0) for p_ in pads)
+        xs = xs[:, :, top: xs.shape[2] - bottom, left: xs.shape[3] - right]
+    cout_g = w.shape[1]
+    wt = _reshape(w, [groups, c // groups, cout_g, kh, kw]).transpose(1, 2)
+    wt = _reshape(wt, [groups * cout_g, c // groups, kh, kw]).flip([2, 3])
+    y = conv2d(xs, wt, bias, 1, 0, [dh, dw], groups)
+    return _reshape(y, list(y.shape)[1:]) if unbatched else y
 
 
 # ---- normalization ---------------------------------------------------------------------------------------
