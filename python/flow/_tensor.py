@@ -339,6 +339,44 @@ class Tensor:
     def element_size(self):
         return self.dtype.itemsize
 
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self):
+        return self.numel() * self.dtype.itemsize
+
+    def unfold(self, dimension, size, step):
+        """Tensor.unfold: the windows of `size` elements every `step` along `dimension`, as a new
+        last dim. Eagerly a view (as torch's); traced, a gather of the windows' positions."""
+        n = self.ndim
+        d = dimension + n if dimension < 0 else dimension
+        if not 0 <= d < builtins.max(n, 1):
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-builtins.max(n, 1)}, "
+                             f"{builtins.max(n, 1) - 1}], but got {dimension})")
+        length = self.shape[d] if n else 1
+        if size > length:
+            raise RuntimeError(f"maximum size for tensor at dimension {d} is {length} but size is {size}")
+        if step <= 0:
+            raise RuntimeError(f"step is {step} but must be > 0")
+        count = (length - size) // step + 1
+        if n == 0:
+            return self.reshape([1])
+        if self._c is not None:
+            st = list(self.stride())
+            shape = list(self.shape)
+            shape[d] = count
+            return self.as_strided(shape + [size], st[:d] + [st[d] * step] + st[d + 1:] + [st[d]],
+                                   self.storage_offset())
+        from . import _creation
+
+        pos = (_creation.arange(count).reshape([count, 1]) * step + _creation.arange(size).reshape([1, size]))
+        windows = self.index_select(d, pos.reshape([-1]).to(self.device))
+        shape = list(self.shape)
+        shape[d:d + 1] = [count, size]
+        return windows.reshape(shape).movedim(d + 1, -1)
+
     def is_floating_point(self):
         return self.dtype.is_floating_point
 
@@ -406,12 +444,16 @@ class Tensor:
                                    builtins.bool(getattr(self, "requires_grad", False))))
 
     def cpu(self):
+        if self.device.type == "cpu":  # (also a traced tensor already there: nothing to move)
+            return self
         self._need_data("Tensor.cpu()")
-        return self if self._c.device == "cpu" else Tensor._wrap(self._c.to_device("cpu"))
+        return Tensor._wrap(self._c.to_device("cpu"))
 
     def cuda(self, device=None, non_blocking=False):
+        if self.device.type == "cuda":
+            return self
         self._need_data("Tensor.cuda()")
-        return self if self._c.device == "cuda" else Tensor._wrap(self._c.to_device("cuda"))
+        return Tensor._wrap(self._c.to_device("cuda"))
 
     def pin_memory(self, device=None):
         """torch pins host memory for asynchronous uploads; flow's host-to-device copies are

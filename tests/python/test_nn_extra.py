@@ -351,3 +351,39 @@ def test_conv_transpose2d_as_a_convolution(dtype, device, gen):
     layer_f.load_state_dict(layer_t.state_dict())
     x = make((2, 4, 5, 5), torch.float32, gen)
     assert_same(flow.jit(layer_f.to(device))(_f(x, device)).cpu(), layer_t(x).detach(), atol=2e-6)
+
+
+def test_nn_utils(gen):
+    from flow.nn.utils.rnn import pad_sequence, unpad_sequence
+
+    seqs = [make((n, 3), torch.float32, gen) for n in (4, 1, 6)]
+    for batch_first in (False, True):
+        for side in ("right", "left"):
+            got = pad_sequence([to_flow(s) for s in seqs], batch_first, -1.5, side)
+            assert_same(got, torch.nn.utils.rnn.pad_sequence(seqs, batch_first, -1.5, side))
+    back = unpad_sequence(pad_sequence([to_flow(s) for s in seqs]), [4, 1, 6])
+    for b, s in zip(back, seqs):
+        assert_same(b, s)
+    conv, bn = torch.nn.Conv2d(3, 4, 3).eval(), torch.nn.BatchNorm2d(4).eval()
+    with torch.no_grad():
+        bn.running_mean.copy_(make((4,), torch.float32, gen))
+        bn.running_var.copy_(make((4,), torch.float32, gen, low=0.5, high=2.0))
+    fconv, fbn = fnn.Conv2d(3, 4, 3).eval(), fnn.BatchNorm2d(4).eval()
+    fconv.load_state_dict(conv.state_dict())
+    fbn.load_state_dict(bn.state_dict())
+    x = make((2, 3, 6, 6), torch.float32, gen)
+    fused = flow.nn.utils.fuse_conv_bn_eval(fconv, fbn)
+    assert_same(fused(to_flow(x)), bn(conv(x)).detach(), atol=1e-5)
+    assert_same(fconv(to_flow(x)), conv(x).detach())  # the original is untouched
+    lin, lbn = torch.nn.Linear(5, 4).eval(), torch.nn.BatchNorm1d(4).eval()
+    flin, flbn = fnn.Linear(5, 4).eval(), fnn.BatchNorm1d(4).eval()
+    flin.load_state_dict(lin.state_dict())
+    flbn.load_state_dict(lbn.state_dict())
+    v = make((3, 5), torch.float32, gen)
+    assert_same(flow.nn.utils.fuse_linear_bn_eval(flin, flbn)(to_flow(v)), lbn(lin(v)).detach(), atol=1e-5)
+    vec = flow.nn.utils.parameters_to_vector(fconv.parameters())
+    assert_same(vec, torch.nn.utils.parameters_to_vector(conv.parameters()).detach())
+    flow.nn.utils.vector_to_parameters(vec * 2.0, fconv.parameters())
+    assert_same(fconv.weight, conv.weight.detach() * 2)
+    with pytest.raises(RuntimeError, match="no autograd"):
+        flow.nn.utils.clip_grad_norm_(fconv.parameters(), 1.0)

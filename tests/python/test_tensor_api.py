@@ -829,3 +829,22 @@ def test_deepcopy_and_pickle_copy_values_and_storage(dtype, gen):
     assert type(p) is flow.nn.Parameter and torch.equal(to_torch(p), to_torch(m.weight))
     with pytest.raises(flow.TraceError, match="deepcopy"):
         flow.jit(lambda t: copy.deepcopy(t))(x)
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_unfold_windows_and_byte_sizes(jit, gen):
+    x = make((3, 8, 2), torch.float32, gen)
+    for args in [(1, 3, 2), (1, 8, 1), (-1, 1, 1), (0, 2, 1), (1, 1, 3)]:
+        fn = (lambda t: t.unfold(*args) * 1.0) if jit else (lambda t: t.unfold(*args))
+        got = (flow.jit(fn) if jit else fn)(to_flow(x))
+        assert_same(got, x.unfold(*args) * (1.0 if jit else 1), msg=str(args))
+    if not jit:  # eagerly a view of the same storage, as torch's
+        fx = to_flow(x)
+        w = fx.unfold(1, 4, 2)
+        fx[0, 2, 0] = 100.0
+        assert w[0, 1, 0, 0].item() == 100.0
+    for fn in (lambda m: m.ones(3, 4).unfold(1, 5, 1), lambda m: m.ones(3, 4).unfold(2, 1, 1),
+               lambda m: m.ones(3, 4).unfold(1, 2, 0)):
+        assert raises_like(lambda: fn(torch), lambda: fn(flow))
+    t = make((3, 5), torch.float16, gen)
+    assert to_flow(t).nbytes == t.nbytes and to_flow(t).itemsize == t.itemsize

@@ -1,6 +1,7 @@
 """flow.nn: Module, Parameter, containers, layers, functional and init, with torch.nn's names."""
 from . import functional  # noqa: F401
 from . import init  # noqa: F401
+from . import utils  # noqa: F401
 from .activation import *  # noqa: F401,F403
 from .layers import (AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, BatchNorm1d,  # noqa: F401
                      BatchNorm2d, Conv1d, Conv2d, ConvTranspose2d, Dropout, Embedding,
