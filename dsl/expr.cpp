@@ -97,12 +97,27 @@ const char* intrinsic_name(Intrinsic f) {
       return "atan2";
     case Intrinsic::Hypot:
       return "hypot";
+    case Intrinsic::BitAnd:
+      return "bit_and";
+    case Intrinsic::BitOr:
+      return "bit_or";
+    case Intrinsic::BitXor:
+      return "bit_xor";
+    case Intrinsic::Shl:
+      return "shl";
+    case Intrinsic::Shr:
+      return "shr";
   }
   return "<invalid intrinsic>";
 }
 
+bool is_bitwise_intrinsic(Intrinsic f) {
+  return f == Intrinsic::BitAnd || f == Intrinsic::BitOr || f == Intrinsic::BitXor || f == Intrinsic::Shl ||
+         f == Intrinsic::Shr;
+}
+
 int intrinsic_arity(Intrinsic f) {
-  return f == Intrinsic::Pow || f == Intrinsic::Atan2 || f == Intrinsic::Hypot ? 2 : 1;
+  return f == Intrinsic::Pow || f == Intrinsic::Atan2 || f == Intrinsic::Hypot || is_bitwise_intrinsic(f) ? 2 : 1;
 }
 
 namespace {
@@ -252,6 +267,10 @@ Expr call(Intrinsic f, std::vector<Expr> args) {
   for (const Expr& a : args) check_defined(intrinsic_name(f), a);
   if (arity == 2) unify(intrinsic_name(f), args[0], args[1]);
   const DType t = args[0].type();
+  if (is_bitwise_intrinsic(f)) {
+    if (t != DType::Int32 && t != DType::Int64) type_error1(intrinsic_name(f), t, "int32 or int64");
+    return Expr(std::make_shared<const Call>(t, f, std::move(args)));
+  }
   const bool int_ok = f == Intrinsic::Neg || f == Intrinsic::Abs || f == Intrinsic::Floor || f == Intrinsic::Ceil;
   const bool ok = t == DType::Float32 || t == DType::Float64 || (int_ok && is_integral(t));
   if (!ok) type_error1(intrinsic_name(f), t, int_ok ? "int32, int64, float32 or float64" : "float32 or float64");

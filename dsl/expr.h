@@ -149,11 +149,15 @@ struct Load : ExprNode {
 // Abs/Neg/Floor/Ceil which also take integers. Round rounds half to even (rint / nearbyint in the
 // default rounding mode); Trunc rounds toward zero. Pow, Atan2 and Hypot take two arguments; the
 // functions from Tan on are C's (tanf/tan, ..., atan2f/atan2) on every backend.
+// The bitwise functions take two integers of one type (Int32 or Int64): BitAnd, BitOr, BitXor, and
+// the shifts Shl (of the two's-complement bits, as unsigned) and Shr (arithmetic), defined only for
+// a shift count in [0, bits): the ops clamp it first (dsl/ops/elementwise_more.cpp).
 #define FLOW_FOR_EACH_INTRINSIC(X)                                                                                 \
   X(Neg)                                                                                                           \
-  X(Abs) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Tanh) X(Erf) X(Pow) X(Floor) X(Ceil) X(IsNan) X(Sin) X(Cos) X(Log1p)     \
-      X(Expm1) X(Trunc) X(Round) X(Tan) X(Atan) X(Asin) X(Acos) X(Sinh) X(Cosh) X(Asinh) X(Acosh) X(Atanh) X(Log2) \
-          X(Log10) X(Exp2) X(Erfc) X(Atan2) X(Hypot)
+  X(Abs)                                                                                                           \
+  X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Tanh) X(Erf) X(Pow) X(Floor) X(Ceil) X(IsNan) X(Sin) X(Cos) X(Log1p) X(Expm1)   \
+      X(Trunc) X(Round) X(Tan) X(Atan) X(Asin) X(Acos) X(Sinh) X(Cosh) X(Asinh) X(Acosh) X(Atanh) X(Log2) X(Log10) \
+          X(Exp2) X(Erfc) X(Atan2) X(Hypot) X(BitAnd) X(BitOr) X(BitXor) X(Shl) X(Shr)
 enum class Intrinsic : uint8_t {
 #define FLOW_X(name) name,
   FLOW_FOR_EACH_INTRINSIC(FLOW_X)
@@ -161,6 +165,7 @@ enum class Intrinsic : uint8_t {
 };
 const char* intrinsic_name(Intrinsic f);  // "exp", "is_nan", ...
 int intrinsic_arity(Intrinsic f);
+bool is_bitwise_intrinsic(Intrinsic f);  // BitAnd .. Shr: integer arguments only
 
 struct Call : ExprNode {  // IsNan returns Bool
   static constexpr ExprKind kKind = ExprKind::Call;

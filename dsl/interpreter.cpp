@@ -343,6 +343,16 @@ Scalar call_intrinsic(const Call* op, const std::vector<Scalar>& args, const Int
       case Intrinsic::Floor:
       case Intrinsic::Ceil:
         return int_scalar(t, a.i);
+      case Intrinsic::BitAnd:
+        return int_scalar(t, a.i & args.at(1).i);
+      case Intrinsic::BitOr:
+        return int_scalar(t, a.i | args.at(1).i);
+      case Intrinsic::BitXor:
+        return int_scalar(t, a.i ^ args.at(1).i);
+      case Intrinsic::Shl:  // the count is in [0, bits) (the ops clamp it); the bits shift as unsigned
+        return int_scalar(t, wrap_int(t, from_u64(static_cast<uint64_t>(a.i) << args.at(1).i)));
+      case Intrinsic::Shr:
+        return int_scalar(t, a.i >> args.at(1).i);  // arithmetic (the value is sign-extended in int64)
       default:
         fail(std::string(intrinsic_name(op->func)) + " of " + dtype_name(a.type));
     }
@@ -448,6 +458,12 @@ Scalar call_intrinsic(const Call* op, const std::vector<Scalar>& args, const Int
     case Intrinsic::Hypot:
       r = std::hypot(x, args.at(1).f);
       break;
+    case Intrinsic::BitAnd:
+    case Intrinsic::BitOr:
+    case Intrinsic::BitXor:
+    case Intrinsic::Shl:
+    case Intrinsic::Shr:
+      fail(std::string(intrinsic_name(op->func)) + " of a floating value");
   }
   return float_scalar(t, round_float(t, r, opt));
 }

@@ -11,7 +11,9 @@
 //     (fmod based, exact); for integers floor division and remainder with the divisor's sign.
 //     Integer division by zero raises ZeroDivisionError in torch; a kernel cannot raise, so here the
 //     divisor 0 is replaced by 1 (documented deviation). fmod is C fmod / C %.
-//   - logical_*: nonzero tests in each input's own dtype, result bool; bitwise_not: bool and ints.
+//   - logical_*: nonzero tests in each input's own dtype, result bool; bitwise_not: bool and ints;
+//     bitwise_and/or/xor: torch.result_type over ints and bool (logical on bool); bitwise shifts:
+//     ints, a count outside [0, bits) as torch (0 for <<, the sign for >>).
 //   - isnan/isinf/isfinite: bool; ints are never NaN/inf. nan_to_num(nan=0, posinf, neginf): the
 //     defaults are the output dtype's largest/lowest finite values.
 #include <cmath>
@@ -114,8 +116,10 @@ void add_unary(const std::string& name, DTypeRule rule, std::function<Expr(const
 // ---- binary ops ---------------------------------------------------------------------------------
 
 // Arith: torch.result_type; ToFloat: the same, ints and bool computing in float32 (atan2); FloatOnly:
-// floating inputs only (hypot: "hypot_cpu" not implemented for 'Long'); Logical: bool.
-enum class BinaryKind { Arith, ToFloat, FloatOnly, Logical };
+// floating inputs only (hypot: "hypot_cpu" not implemented for 'Long'); Logical: bool; Bitwise:
+// torch.result_type over ints and bool ("bitwise_and_cpu" not implemented for 'Float'); Shift: ints
+// only ("lshift_cpu" not implemented for 'Bool').
+enum class BinaryKind { Arith, ToFloat, FloatOnly, Logical, Bitwise, Shift };
 
 void add_binary(const std::string& name, BinaryKind kind, std::function<Expr(const Expr&, const Expr&)> f) {
   OpDef d;
@@ -129,7 +133,13 @@ void add_binary(const std::string& name, BinaryKind kind, std::function<Expr(con
   d.infer = [name, kind](const Graph& g, const std::vector<int>& in, const Attrs&) {
     const Shape shape = broadcast_shapes(g.value(in[0]).type.shape, g.value(in[1]).type.shape);
     DType t = DType::Bool;
-    if (kind != BinaryKind::Logical) {
+    if (kind == BinaryKind::Bitwise || kind == BinaryKind::Shift) {
+      t = result_type(g, in);
+      const std::string torch_name = name == "bitwise_left_shift"    ? "lshift_cpu"
+                                     : name == "bitwise_right_shift" ? "rshift_cpu"
+                                                                     : name + "_cpu";
+      if (is_floating(t) || (kind == BinaryKind::Shift && t == DType::Bool)) not_implemented_for(torch_name, t);
+    } else if (kind != BinaryKind::Logical) {
       t = result_type(g, in);
       if (kind == BinaryKind::ToFloat && !is_floating(t)) t = DType::Float32;
       if (kind == BinaryKind::FloatOnly && !is_floating(t)) not_implemented_for(name + "_cpu", t);
@@ -180,6 +190,22 @@ Expr remainder(const Expr& a, const Expr& b) {
   return select(mod != zero && ((d < zero) != (mod < zero)), mod + d, mod);
 }
 
+// torch's shifts: a count outside [0, bits) gives 0 for a left shift and the sign fill (a shift by
+// bits - 1) for a right shift.
+Expr shift_left(const Expr& a, const Expr& b) {
+  const DType t = a.type();
+  const int64_t bits = t == DType::Int32 ? 32 : 64;
+  const Expr out_of_range = b < lit(0, t) || b >= lit(static_cast<double>(bits), t);
+  return select(out_of_range, lit(0, t), call(Intrinsic::Shl, {a, select(out_of_range, lit(0, t), b)}));
+}
+
+Expr shift_right(const Expr& a, const Expr& b) {
+  const DType t = a.type();
+  const int64_t bits = t == DType::Int32 ? 32 : 64;
+  const Expr out_of_range = b < lit(0, t) || b >= lit(static_cast<double>(bits), t);
+  return call(Intrinsic::Shr, {a, select(out_of_range, lit(static_cast<double>(bits - 1), t), b)});
+}
+
 Expr fmod(const Expr& a, const Expr& b) {
   return is_floating(a.type()) ? a % b : a % safe_divisor(b);
 }
@@ -194,6 +220,18 @@ void register_binary() {
   add_binary("logical_and", K::Logical, [](const Expr& a, const Expr& b) { return a && b; });
   add_binary("logical_or", K::Logical, [](const Expr& a, const Expr& b) { return a || b; });
   add_binary("logical_xor", K::Logical, [](const Expr& a, const Expr& b) { return a != b; });
+  // On bool the bitwise ops are the logical ones; on ints the IR's bitwise intrinsics.
+  add_binary("bitwise_and", K::Bitwise, [](const Expr& a, const Expr& b) {
+    return a.type() == DType::Bool ? (a && b) : call(Intrinsic::BitAnd, {a, b});
+  });
+  add_binary("bitwise_or", K::Bitwise, [](const Expr& a, const Expr& b) {
+    return a.type() == DType::Bool ? (a || b) : call(Intrinsic::BitOr, {a, b});
+  });
+  add_binary("bitwise_xor", K::Bitwise, [](const Expr& a, const Expr& b) {
+    return a.type() == DType::Bool ? (a != b) : call(Intrinsic::BitXor, {a, b});
+  });
+  add_binary("bitwise_left_shift", K::Shift, shift_left);
+  add_binary("bitwise_right_shift", K::Shift, shift_right);
 }
 
 // ---- unary math -----------------------------------------------------------------------------------

@@ -5,8 +5,9 @@
 // that each draw increments, so a compiled function draws new numbers on every call).
 //
 // The hash uses only int64 add, multiply and remainder by the Mersenne prime P = 2^31 - 1 (the IR
-// has no bitwise ops), with every product below 2^62: two rounds of a multiplicative step and a
-// squaring, mixing in the index and the seed. It is not torch's Philox stream (flow.rand never
+// had no bitwise ops when it was written; changing it now would change every stream), with every
+// product below 2^62: two rounds of a multiplicative step and a squaring, mixing in the index and
+// the seed. It is not torch's Philox stream (flow.rand never
 // matched torch's numbers either); its output passes the uniformity and independence checks of the
 // tests, which is what dropout needs, not a cryptographic or statistical-grade generator.
 #include "dsl/ops/op_util.h"

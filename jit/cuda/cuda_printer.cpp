@@ -444,6 +444,23 @@ Printed Printer::call(const Call* op) {
       return fn("atan2f", "atan2");
     case Intrinsic::Hypot:
       return fn("hypotf", "hypot");
+    case Intrinsic::BitAnd:
+    case Intrinsic::BitOr:
+    case Intrinsic::BitXor:
+    case Intrinsic::Shr: {
+      const char* sym = op->func == Intrinsic::BitAnd   ? " & "
+                        : op->func == Intrinsic::BitOr  ? " | "
+                        : op->func == Intrinsic::BitXor ? " ^ "
+                                                        : " >> ";  // arithmetic on signed integers
+      // Each operand parenthesized: & | ^ >> bind more loosely than comparisons or ?: would need.
+      return {"((" + top(op->args[0]) + ")" + sym + "(" + top(op->args[1]) + "))", kPrecAtom};
+    }
+    case Intrinsic::Shl: {  // shift the bits as unsigned (a signed left shift of a negative is undefined)
+      const std::string ut = t == DType::Int32 ? "unsigned int" : "unsigned long long";
+      return {"static_cast<" + std::string(cuda_type_name(t)) + ">(static_cast<" + ut + ">(" + top(op->args[0]) +
+                  ") << (" + top(op->args[1]) + "))",
+              kPrecAtom};
+    }
   }
   fail("invalid intrinsic");
 }

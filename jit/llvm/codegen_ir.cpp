@@ -1143,6 +1143,27 @@ Value* Codegen::emit_call(const dsl::Call* op) {
       const std::string name = std::string(dsl::intrinsic_name(op->func)) + (f32 ? "f" : "");
       return libm_call(name.c_str(), x, y);
     }
+    case dsl::Intrinsic::BitAnd:
+    case dsl::Intrinsic::BitOr:
+    case dsl::Intrinsic::BitXor:
+    case dsl::Intrinsic::Shl:
+    case dsl::Intrinsic::Shr: {
+      if (fl) fail(std::string(dsl::intrinsic_name(op->func)) + " needs integer arguments");
+      Value* y = expr(op->args[1]);
+      unify(x, y);
+      switch (op->func) {
+        case dsl::Intrinsic::BitAnd:
+          return b_.CreateAnd(x, y);
+        case dsl::Intrinsic::BitOr:
+          return b_.CreateOr(x, y);
+        case dsl::Intrinsic::BitXor:
+          return b_.CreateXor(x, y);
+        case dsl::Intrinsic::Shl:  // the count is in [0, bits) (the ops clamp it)
+          return b_.CreateShl(x, y);
+        default:
+          return b_.CreateAShr(x, y);
+      }
+    }
   }
   fail("invalid intrinsic");
 }

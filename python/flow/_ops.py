@@ -64,7 +64,8 @@ def _binary_op(op, a, b, reflected=False):
     if sa is None or sb is None:
         bad = a if sa is None else b
         symbol = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "eq": "==", "ne": "!=", "lt": "<",
-                  "le": "<=", "gt": ">", "ge": ">=", "floor_divide": "//", "remainder": "%"}[op]
+                  "le": "<=", "gt": ">", "ge": ">=", "floor_divide": "//", "remainder": "%", "bitwise_and": "&",
+                  "bitwise_or": "|", "bitwise_xor": "^", "bitwise_left_shift": "<<", "bitwise_right_shift": ">>"}[op]
         if op in ("eq", "ne"):
             return NotImplemented
         left, right = (bad, b) if sa is None else (a, bad)
@@ -410,6 +411,12 @@ fmod = _binary_number_ok("fmod")
 logical_and = _binary_number_ok("logical_and")
 logical_or = _binary_number_ok("logical_or")
 logical_xor = _binary_number_ok("logical_xor")
+bitwise_and = _binary_number_ok("bitwise_and", "elementwise and of the bits (ints) or logical and (bool)")
+bitwise_or = _binary_number_ok("bitwise_or", "elementwise or of the bits (ints) or logical or (bool)")
+bitwise_xor = _binary_number_ok("bitwise_xor", "elementwise xor of the bits (ints) or logical xor (bool)")
+bitwise_left_shift = _binary_number_ok("bitwise_left_shift", "ints shifted left (a count outside [0, bits): 0)")
+bitwise_right_shift = _binary_number_ok("bitwise_right_shift",
+                                        "ints shifted right arithmetically (a count outside [0, bits): the sign)")
 
 
 def masked_fill(input, mask, value):
@@ -1140,7 +1147,8 @@ def _einsum_pair(equation, a, sa, b, sb, keep, sizes):
 
 __all__ += ["erf", "log1p", "expm1", "sin", "cos", "floor", "ceil", "trunc", "fix", "sign", "reciprocal", "square",
             "logical_not", "bitwise_not", "isnan", "isinf", "isfinite", "round", "nan_to_num", "floor_divide",
-            "remainder", "fmod", "logical_and", "logical_or", "logical_xor", "masked_fill", "return_types", "max",
+            "remainder", "fmod", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+            "bitwise_left_shift", "bitwise_right_shift", "masked_fill", "return_types", "max",
             "min", "argmax", "argmin", "prod", "any", "all", "var", "std", "var_mean", "std_mean", "norm",
             "logsumexp", "cumsum", "cumprod", "cat", "concat", "concatenate", "stack", "hstack", "vstack",
             "index_select", "gather", "take_along_dim", "reshape", "permute", "transpose", "swapaxes", "swapdims",

@@ -1409,29 +1409,21 @@ for _name in ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg", "
 del _name
 
 
-def _bitwise(op, logical):
-    def f(self, other):
-        if isinstance(other, Tensor) and other.dtype is not D.bool_ or self.dtype is not D.bool_ or \
-                isinstance(other, builtins.float):
-            raise NotImplementedError(f"flow: bitwise_{op} is only supported on bool tensors")
-        return logical(self, other)
-
-    return f
-
-
 Tensor.__matmul__ = lambda self, other: F.matmul(self, other) if isinstance(other, Tensor) else NotImplemented
 Tensor.__rmatmul__ = lambda self, other: F.matmul(other, self) if isinstance(other, Tensor) else NotImplemented
 Tensor.__floordiv__ = lambda self, other: F.floor_divide(self, other)
 Tensor.__rfloordiv__ = lambda self, other: F._binary_op("floor_divide", other, self, reflected=True)
 Tensor.__mod__ = lambda self, other: F.remainder(self, other)
 Tensor.__rmod__ = lambda self, other: F._binary_op("remainder", other, self, reflected=True)
-Tensor.__and__ = _bitwise("and", F.logical_and)
-Tensor.__or__ = _bitwise("or", F.logical_or)
-Tensor.__xor__ = _bitwise("xor", F.logical_xor)
-Tensor.__rand__ = Tensor.__and__
-Tensor.__ror__ = Tensor.__or__
-Tensor.__rxor__ = Tensor.__xor__
 Tensor.__invert__ = lambda self: F.bitwise_not(self)
+for _name, _op in (("and", "bitwise_and"), ("or", "bitwise_or"), ("xor", "bitwise_xor"), ("lshift", "bitwise_left_shift"),
+                   ("rshift", "bitwise_right_shift")):
+    setattr(Tensor, f"__{_name}__", lambda self, other, _op=_op: F._binary_op(_op, self, other))
+    setattr(Tensor, f"__r{_name}__", lambda self, other, _op=_op: F._binary_op(_op, other, self, reflected=True))
+    setattr(Tensor, f"__i{_name}__", lambda self, other, _op=_op: self._assign(_op + "_", F._binary_op(_op, self, other)))
+    setattr(Tensor, _op, _method(_op))
+    setattr(Tensor, _op + "_", _inplace_method(_op + "_", _op))
+del _name, _op
 Tensor.__imatmul__ = lambda self, other: self._assign("__imatmul__", F.matmul(self, other))
 Tensor.__ifloordiv__ = lambda self, other: self._assign("__ifloordiv__", F.floor_divide(self, other))
 Tensor.__imod__ = lambda self, other: self._assign("__imod__", F.remainder(self, other))

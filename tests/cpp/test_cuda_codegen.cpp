@@ -588,6 +588,35 @@ TEST(CudaCodegen, CMathFunctions) {
   }
 }
 
+// The bitwise functions (and, or, xor, and the shifts with counts masked into [0, bits) as the ops
+// bring them there): NVRTC for every arch, and the text on the SIMT emulator against the interpreter
+// (random bits, extremes included).
+TEST(CudaCodegen, BitwiseFunctions) {
+  auto rng = test::rng(74);
+  for (const DType t : {DType::Int32, DType::Int64}) {
+    const int64_t bits = t == DType::Int32 ? 32 : 64;
+    const LoweredFunc f = gpu_pointwise(
+        {std::string("pw_bits_") + dtype_name(t),
+         {{"x", t}, {"y", t}},
+         {{"o_and", t}, {"o_or", t}, {"o_xor", t}, {"o_shl", t}, {"o_shr", t}},
+         [t, bits](const std::vector<Expr>& in) {
+           // the count as the ops write it (a select): the printer must parenthesize operands
+           const Expr masked = call(Intrinsic::BitAnd, {in[1], make_int(bits - 1, t)});
+           const Expr count = select(in[1] < make_int(0, t) || in[1] >= make_int(bits, t), masked, in[1]);
+           return std::vector<Expr>{call(Intrinsic::BitAnd, {in[0], in[1]}), call(Intrinsic::BitOr, {in[0], in[1]}),
+                                    call(Intrinsic::BitXor, {in[0], in[1]}), call(Intrinsic::Shl, {in[0], count}),
+                                    call(Intrinsic::Shr, {in[0], count})};
+         }});
+    const CudaCompiled c = compile_all(f);
+    for (const char* op : {" & ", " | ", " ^ ", " >> ", "<< "}) EXPECT_TRUE(contains(c.kernel.source, op)) << op;
+    for (const int64_t n : {1, 13, 1000}) {
+      run_printed(
+          f, [n](const Param&) { return n; }, {{"n", i64_arg(n)}}, rng,
+          std::string(dtype_name(t)) + " n " + std::to_string(n));
+    }
+  }
+}
+
 // Block reductions through warp shuffles and shared memory: softmax rows shorter than, equal to and
 // longer than the block, with a block that is not a multiple of the warp size (96 threads); integer,
 // float64 and bool reductions; a shared tile behind a barrier; scalar loads beside a vector store.
