@@ -11,3 +11,4 @@ from .layers_extra import *  # noqa: F401,F403
 from .modules import Module, ModuleDict, ModuleList, Parameter, ParameterList, Sequential  # noqa: F401
 from .transformer import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
+from .rnn import *  # noqa: F401,F403
