@@ -2,13 +2,13 @@
 
 In one run: the 6-op pointwise chain at 2^28 float32 elements against the device copy bandwidth
 measured in the same run; softmax and layer norm (rows of 4096) against torch eager and
-torch.compile; topk(5) of 1000 scores and a sort of 2^16-element rows against the same; ResNet-50
-inference at batch 64 in float16 NHWC (flow.jit(amp="float16") with
-heuristic and exhaustive cuDNN search and with CUDA graphs, against torch eager with channels_last
-and autocast, and torch.compile); the floor of that row is the FLOP count at the H100/H200's dense
-float16 tensor-core peak (989 TFLOP/s), and the peak device memory of one ResNet-50 call is
-reported for flow and torch eager. Times use CUDA events (torch's) around many launches; results
-print as a table and go to JSON ($OUT/gpu_bench.json when OUT is set).
+torch.compile; topk(5) of 1000 scores and a sort of 2^16-element rows against the same; index_add
+and a scatter_add histogram against the same; ResNet-50 inference at batch 64 in float16 NHWC
+(flow.jit(amp="float16") with heuristic and exhaustive cuDNN search and with CUDA graphs, against
+torch eager with channels_last and autocast, and torch.compile); the floor of that row is the FLOP
+count at the H100/H200's dense float16 tensor-core peak (989 TFLOP/s), and the peak device memory
+of one ResNet-50 call is reported for flow and torch eager. Times use CUDA events (torch's) around
+many launches; results print as a table and go to JSON ($OUT/gpu_bench.json when OUT is set).
 
 `--smoke` runs every row at toy sizes without torch.compile, to check the script itself end to end
 (on the emulated device of tools/emulated_gpu_pytest.sh, where torch runs on the CPU); its timings
@@ -193,6 +193,38 @@ def sort_rows(results: dict, bw: float) -> None:
         save(results)
 
 
+def scatter_rows(results: dict, bw: float) -> None:
+    """The scatter op's two CUDA paths: index_add of 2^20 rows of 64 features into 2^16 rows (64
+    lines of 2^20 positions: a thread per position, atomicCAS adds) and a scatter_add histogram of
+    2^24 values into 1000 bins (one line: the same path, heavy contention), against torch eager and
+    torch.compile; the floor is reading index and source and writing the output once."""
+    e, h = (1 << 12, 1 << 14) if SMOKE else (1 << 20, 1 << 24)
+    cases = (("index_add 64", [torch.zeros(1 << 16, 64, device=TDEV), torch.randint(0, 1 << 16, (e,), device=TDEV),
+                               torch.randn(e, 64, device=TDEV)], lambda m, x, i, v: x.index_add(0, i, v)),
+             ("scatter_add hist", [torch.zeros(1000, device=TDEV), torch.randint(0, 1000, (h,), device=TDEV),
+                                   torch.randn(h, device=TDEV)], lambda m, x, i, v: x.scatter_add(0, i, v)))
+    for name, args, fn in cases:
+        fargs = [flow.tensor(a.cpu().numpy()).cuda() for a in args]
+        fj = flow.jit(lambda *a, fn=fn: fn(flow, *a))
+        got = fj(*fargs)
+        want = fn(torch, *args)
+        err = float((torch.as_tensor(got.cpu().numpy()) - want.cpu()).abs().max())  # float sums: order differs
+        tf = cuda_time(lambda: fj(*fargs))
+        tt = cuda_time(lambda: fn(torch, *args))
+        tc = None
+        if not SMOKE:
+            try:
+                c = torch.compile(lambda *a, fn=fn: fn(torch, *a))
+                c(*args)
+                tc = cuda_time(lambda: c(*args))
+            except Exception as ex:
+                print("torch.compile failed:", ex)
+        floor = (sum(a.numel() * a.element_size() for a in args[1:]) + 2 * args[0].numel() * 4) / bw
+        results["workloads"].append({"name": name, "flow_jit_s": tf, "torch_eager_s": tt, "torch_compile_s": tc,
+                                     "floor_s": floor, "max_err": err})
+        save(results)
+
+
 def main() -> None:
     if not flow.cuda.is_available():
         print("bench/gpu.py: no CUDA device; nothing to measure")
@@ -269,6 +301,7 @@ def main() -> None:
         save(results)
 
     sort_rows(results, bw)
+    scatter_rows(results, bw)
     resnet_rows(results)
 
     print(f"\n{'workload':18} {'flow jit ms':>12} {'torch ms':>10} {'compile ms':>11} {'floor ms':>9} "

@@ -113,24 +113,36 @@ T combine(T a, T b, rc::ScatterReduce r) {
   }
 }
 
-template <class T>
-void scatter_cpu(const rc::ScatterShape& s, T* out, const int64_t* index, const T* src) {
+// Every index in [0, size): one pass for the extremes (vectorizes), then torch's message naming
+// the first bad one.
+void check_index_range(const int64_t* index, int64_t count, int64_t size, int dim) {
+  int64_t lo = 0, hi = 0;
+  for (int64_t e = 0; e < count; ++e) {
+    lo = std::min(lo, index[e]);
+    hi = std::max(hi, index[e]);
+  }
+  if (lo >= 0 && hi < size) return;
+  for (int64_t e = 0; e < count; ++e) {
+    const int64_t v = index[e];
+    if (v < 0 || v >= size)
+      throw dsl::OpError(dsl::OpError::Kind::Value, "index " + std::to_string(v) + " is out of bounds for dimension " +
+                                                        std::to_string(dim) + " with size " + std::to_string(size));
+  }
+}
+
+// The general path: every line (positions differing only along dim) walked in order, the lines in
+// parallel (a 1-d scatter is one line: serial, as torch's CPU kernel is).
+template <class T, rc::ScatterReduce R>
+void scatter_lines(const rc::ScatterShape& s, T* out, const int64_t* index, const T* src) {
   int64_t count = 1, inner = 1;
   for (int d = 0; d < s.rank; ++d) {
     count *= s.sizes[d];
     if (d > s.dim) inner *= s.sizes[d];
   }
-  for (int64_t e = 0; e < count; ++e) {
-    const int64_t v = index[e];
-    if (v < 0 || v >= s.out_dim_size)
-      throw dsl::OpError(dsl::OpError::Kind::Value, "index " + std::to_string(v) + " is out of bounds for dimension " +
-                                                        std::to_string(s.dim) + " with size " +
-                                                        std::to_string(s.out_dim_size));
-  }
+  check_index_range(index, count, s.out_dim_size, s.dim);
   const int64_t n = s.sizes[s.dim];
   const int64_t lines = n == 0 ? 0 : count / n;
-  const rc::ScatterReduce r = s.reduce;
-  const bool reset = !s.include_self && r != rc::ScatterReduce::None;
+  const bool reset = !s.include_self && R != rc::ScatterReduce::None;
   runtime::parallel_for(lines, [&](int64_t begin, int64_t end) {
     for (int64_t line = begin; line < end; ++line) {
       // The line's offsets with coordinate `dim` at 0: decompose (o, i) over the other dims.
@@ -145,13 +157,136 @@ void scatter_cpu(const rc::ScatterShape& s, T* out, const int64_t* index, const 
       const int64_t first = (line / inner) * n * inner + line % inner;
       const int64_t out_step = s.out_strides[s.dim], src_step = s.src_strides[s.dim];
       if (reset)
-        for (int64_t j = 0; j < n; ++j) out[out_base + index[first + j * inner] * out_step] = identity_of<T>(r);
+        for (int64_t j = 0; j < n; ++j) out[out_base + index[first + j * inner] * out_step] = identity_of<T>(R);
       for (int64_t j = 0; j < n; ++j) {
         T& o = out[out_base + index[first + j * inner] * out_step];
-        o = combine(o, src[src_base + j * src_step], r);
+        o = combine(o, src[src_base + j * src_step], R);
       }
     }
   });
+}
+
+// Row mode: the index is the same across the dims after `dim` (index_add, index_put, embedding_bag
+// write whole rows), which span as many elements in out and src as in the index. Each position
+// (o, j) then combines a contiguous row of `inner` elements, in order of j (deterministic), and the
+// inner loop vectorizes. `index` is read through its own strides (its broadcast is never
+// materialized).
+struct RowShape {
+  std::vector<int64_t> outer_sizes, index_outer_strides, out_outer_strides, src_outer_strides;
+  int64_t n = 0, inner = 1, index_step = 0, out_step = 0, src_step = 0, out_dim_size = 0;
+  int dim = 0;
+  bool include_self = true;
+};
+
+template <class T, rc::ScatterReduce R>
+void scatter_rows(const RowShape& rs, T* out, const int64_t* index, const T* src) {
+  int64_t outer = 1;
+  for (int64_t v : rs.outer_sizes) outer *= v;
+  const auto offsets = [&](int64_t o, int64_t& io, int64_t& oo, int64_t& so) {
+    io = oo = so = 0;
+    for (size_t d = rs.outer_sizes.size(); d-- > 0;) {
+      const int64_t c = o % rs.outer_sizes[d];
+      o /= rs.outer_sizes[d];
+      io += c * rs.index_outer_strides[d];
+      oo += c * rs.out_outer_strides[d];
+      so += c * rs.src_outer_strides[d];
+    }
+  };
+  for (int64_t o = 0; o < outer; ++o) {  // the range check, before any thread writes
+    int64_t io, oo, so;
+    offsets(o, io, oo, so);
+    for (int64_t j = 0; j < rs.n; ++j) {
+      const int64_t v = index[io + j * rs.index_step];
+      if (v < 0 || v >= rs.out_dim_size)
+        throw dsl::OpError(dsl::OpError::Kind::Value, "index " + std::to_string(v) +
+                                                          " is out of bounds for dimension " + std::to_string(rs.dim) +
+                                                          " with size " + std::to_string(rs.out_dim_size));
+    }
+  }
+  // Owner computes: the destination rows are cut into parts, one task each; a task scans every
+  // position and combines the rows that land in its part (whole rows: one thread touches a row, so
+  // rows stay in its cache, and the inner loop vectorizes).
+  const bool reset = !rs.include_self && R != rc::ScatterReduce::None;
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(rs.out_dim_size, runtime::num_threads()));
+  runtime::parallel_for(parts, [&](int64_t begin, int64_t end) {
+    const int64_t lo = begin * rs.out_dim_size / parts, hi = end * rs.out_dim_size / parts;
+    for (int64_t o = 0; o < outer; ++o) {
+      int64_t io, oo, so;
+      offsets(o, io, oo, so);
+      if (reset) {
+        for (int64_t j = 0; j < rs.n; ++j) {
+          const int64_t v = index[io + j * rs.index_step];
+          if (v < lo || v >= hi) continue;
+          T* row = out + oo + v * rs.out_step;
+          for (int64_t c = 0; c < rs.inner; ++c) row[c] = identity_of<T>(R);
+        }
+      }
+      for (int64_t j = 0; j < rs.n; ++j) {
+        const int64_t v = index[io + j * rs.index_step];
+        if (v < lo || v >= hi) continue;
+        T* row = out + oo + v * rs.out_step;
+        const T* from = src + so + j * rs.src_step;
+        for (int64_t c = 0; c < rs.inner; ++c) row[c] = combine(row[c], from[c], R);
+      }
+    }
+  });
+}
+
+// Row mode applies when the index's strides are 0 after `dim`, and the index, out and src have the
+// same sizes there (so rows are contiguous in the contiguous out and src).
+bool row_shape(const rc::ScatterShape& s, const Tensor& index, const Tensor& out, const Tensor& src, RowShape& rs) {
+  const auto rank = static_cast<size_t>(s.rank);
+  if (index.sizes.size() != rank || out.sizes.size() != rank || src.sizes.size() != rank) return false;
+  const auto d0 = static_cast<size_t>(s.dim);
+  for (size_t d = d0 + 1; d < rank; ++d) {
+    if (index.strides[d] != 0 && index.sizes[d] != 1) return false;
+    if (index.sizes[d] != out.sizes[d] || index.sizes[d] != src.sizes[d]) return false;
+    rs.inner *= index.sizes[d];
+  }
+  if (rs.inner < 8) return false;  // narrow rows: the line path
+  for (size_t d = 0; d < d0; ++d) {
+    rs.outer_sizes.push_back(index.sizes[d]);
+    rs.index_outer_strides.push_back(index.strides[d]);
+    rs.out_outer_strides.push_back(s.out_strides[d]);
+    rs.src_outer_strides.push_back(s.src_strides[d]);
+  }
+  rs.n = index.sizes[d0];
+  rs.index_step = index.strides[d0];
+  rs.out_step = s.out_strides[d0];
+  rs.src_step = s.src_strides[d0];
+  rs.out_dim_size = s.out_dim_size;
+  rs.dim = s.dim;
+  rs.include_self = s.include_self;
+  return true;
+}
+
+template <class T, rc::ScatterReduce R>
+void scatter_cpu_as(const rc::ScatterShape& s, const Tensor& index_view, const Tensor& out, const Tensor& src,
+                    HeldTensors& held) {
+  RowShape rs;
+  auto* o = static_cast<T*>(out.data());
+  const auto* from = static_cast<const T*>(src.data());
+  if (row_shape(s, index_view, out, src, rs))
+    return scatter_rows<T, R>(rs, o, static_cast<const int64_t*>(index_view.data()), from);
+  const Tensor& index = held.contiguous(index_view);
+  scatter_lines<T, R>(s, o, static_cast<const int64_t*>(index.data()), from);
+}
+
+template <class T>
+void scatter_cpu(const rc::ScatterShape& s, const Tensor& index, const Tensor& out, const Tensor& src,
+                 HeldTensors& held) {
+  switch (s.reduce) {  // the reduction a compile-time constant of the loops
+    case rc::ScatterReduce::None:
+      return scatter_cpu_as<T, rc::ScatterReduce::None>(s, index, out, src, held);
+    case rc::ScatterReduce::Sum:
+      return scatter_cpu_as<T, rc::ScatterReduce::Sum>(s, index, out, src, held);
+    case rc::ScatterReduce::Prod:
+      return scatter_cpu_as<T, rc::ScatterReduce::Prod>(s, index, out, src, held);
+    case rc::ScatterReduce::Amax:
+      return scatter_cpu_as<T, rc::ScatterReduce::Amax>(s, index, out, src, held);
+    case rc::ScatterReduce::Amin:
+      return scatter_cpu_as<T, rc::ScatterReduce::Amin>(s, index, out, src, held);
+  }
 }
 
 rc::FixedKernelType kernel_type(dsl::DType t) {
@@ -179,28 +314,29 @@ void run_scatter_step(const LibraryStep& step, const std::vector<const Tensor*>&
   const Tensor& out = bound_value(values, step.output);
   HeldTensors held;
   const Tensor& self = held.contiguous(bound_value(values, step.operands.at(0)));
-  const Tensor& index = held.contiguous(bound_value(values, step.operands.at(1)));
+  const Tensor& index_view = bound_value(values, step.operands.at(1));
   const Tensor& src = held.contiguous(bound_value(values, step.operands.at(2)));
-  const rc::ScatterShape s = scatter_shape(step, out, index, src);
+  const rc::ScatterShape s = scatter_shape(step, out, index_view, src);
   const size_t bytes = static_cast<size_t>(out.numel()) * dsl::dtype_size(out.dtype);
-  const auto* idx = static_cast<const int64_t*>(index.data());
   if (out.device() == runtime::DeviceType::CUDA) {
+    const Tensor& index = held.contiguous(index_view);
     const rc::Stream stream = rc::current_stream();
     if (bytes > 0) rc::driver::memcpy_dtod(out.data(), self.data(), bytes, stream);  // stream-ordered: capturable
-    return rc::scatter(kernel_type(out.dtype), out.data(), idx, src.data(), s, stream);
+    return rc::scatter(kernel_type(out.dtype), out.data(), static_cast<const int64_t*>(index.data()), src.data(), s,
+                       stream);
   }
   std::memcpy(out.data(), self.data(), bytes);
   switch (out.dtype) {
     case dsl::DType::Float32:
-      return scatter_cpu(s, static_cast<float*>(out.data()), idx, static_cast<const float*>(src.data()));
+      return scatter_cpu<float>(s, index_view, out, src, held);
     case dsl::DType::Float64:
-      return scatter_cpu(s, static_cast<double*>(out.data()), idx, static_cast<const double*>(src.data()));
+      return scatter_cpu<double>(s, index_view, out, src, held);
     case dsl::DType::Int32:
-      return scatter_cpu(s, static_cast<int32_t*>(out.data()), idx, static_cast<const int32_t*>(src.data()));
+      return scatter_cpu<int32_t>(s, index_view, out, src, held);
     case dsl::DType::Int64:
-      return scatter_cpu(s, static_cast<int64_t*>(out.data()), idx, static_cast<const int64_t*>(src.data()));
+      return scatter_cpu<int64_t>(s, index_view, out, src, held);
     case dsl::DType::Bool:
-      return scatter_cpu(s, static_cast<bool*>(out.data()), idx, static_cast<const bool*>(src.data()));
+      return scatter_cpu<bool>(s, index_view, out, src, held);
     case dsl::DType::Float16:
     case dsl::DType::BFloat16:
       break;

@@ -288,3 +288,36 @@ def test_bad_arguments_raise_like_torch(gen):
     for i, fn in enumerate(cases):
         assert raises_like(lambda: fn(torch), lambda: fn(flow)), f"case {i}: torch accepts it"
     assert x.sum() == 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+def test_whole_row_scatters(dtype, device, gen):
+    """index_add/index_copy/index_reduce/index_put write whole rows (the index broadcast over the
+    dims after dim): wide rows (the CPU's row mode, never materializing the broadcast) with
+    duplicates, outer dims before dim, and every reduction."""
+    for shape, dim, n in [((40, 24), 0, 300), ((3, 50, 16), 1, 90), ((2, 3, 7, 9), 2, 20)]:
+        x = make(shape, dtype, gen)
+        sshape = list(shape)
+        sshape[dim] = n
+        source = make(sshape, dtype, gen)
+        index = torch.randint(0, shape[dim], (n,), generator=gen)
+        fx, fs, fi = _f(x, device), _f(source, device), _f(index, device)
+        assert_same(fx.index_add(dim, fi, fs).cpu(), x.index_add(dim, index, source), msg=f"add {shape}",
+                    **({"rtol": 1e-5, "atol": 1e-5} if device != "cpu" else {}))
+        for reduce in ("prod", "mean", "amax", "amin"):
+            for include_self in (True, False):
+                src = source if reduce != "prod" else source.clamp(-2, 2)
+                assert_same(fx.index_reduce(dim, fi, _f(src, device), reduce, include_self=include_self).cpu(),
+                            x.index_reduce(dim, index, src, reduce, include_self=include_self),
+                            msg=f"{reduce} {include_self} {shape}", **({"rtol": 1e-4} if reduce == "prod" else {}))
+        unique = torch.randperm(shape[dim], generator=gen)[:min(n, shape[dim])]
+        src_u = source.narrow(dim, 0, unique.numel())
+        assert_same(fx.index_copy(dim, _f(unique, device), _f(src_u, device)).cpu(), x.index_copy(dim, unique, src_u))
+    big = make((64, 32), dtype, gen)
+    rows = torch.randint(0, 64, (200,), generator=gen)
+    vals = make((200, 32), dtype, gen)
+    assert_same(_f(big, device).index_put((_f(rows, device),), _f(vals, device), accumulate=True).cpu(),
+                big.index_put((rows,), vals, accumulate=True), **({"rtol": 1e-5, "atol": 1e-5} if device != "cpu" else {}))
+    with pytest.raises(RuntimeError, match="index 64 is out of bounds for dimension 0 with size 64"):
+        to_flow(big).index_add(0, to_flow(torch.tensor([3, 64])), to_flow(vals[:2]))

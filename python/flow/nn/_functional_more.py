@@ -642,9 +642,15 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         flat, psw = ix, per_sample_weights
         starts = offsets[:-1] if include_last_offset else offsets
         bags = starts.shape[0]
-        # the bag of each position: the number of bag starts at or before it, minus one
-        positions = _creation.arange(ix.shape[0], device=ix.device)
-        seg = (positions.unsqueeze(1) >= starts.to(D.int64).unsqueeze(0)).to(D.int64).sum(1) - 1
+        # the bag of each position: the number of bag starts at or before it, minus one (a count of
+        # starts per position, scattered, then a running sum: O(positions + bags))
+        p = ix.shape[0]
+        st = starts.to(D.int64)
+        inside = st < p
+        marks = _creation.zeros(p, dtype=D.int64, device=ix.device).scatter_add(
+            0, _ops.where(inside, st, 0), inside.to(D.int64)) if p else _creation.zeros(0, dtype=D.int64,
+                                                                                        device=ix.device)
+        seg = marks.cumsum(0) - 1
     else:
         raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {ix.ndim}")
     dim = w.shape[1]

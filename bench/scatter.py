@@ -1,0 +1,102 @@
+"""Benchmark (not a test): the scatter family on the CPU (flow's scatter library op,
+dsl/ops/scatter.cpp, and the formulas over it in python/flow/_scatter.py).
+
+Four float32 workloads, each timed in one run for flow jit, flow eager, torch eager and
+torch.compile, next to the memory floor (reading index and source and writing the output once at
+the copy bandwidth measured in this run):
+  - scatter_add of 2^22 values into 1000 bins (a histogram: one line, so flow runs it serially, as
+    torch's CPU kernel does);
+  - index_add of 2^20 rows of 64 features into 2^16 rows (a graph network's message sum: 64 lines
+    of 2^20 positions, in parallel);
+  - scatter_reduce amax over dim 1 of a 4096 x 1024 tensor into 4096 x 64 (4096 lines);
+  - embedding_bag mean of 2^18 indices into 2^14 bags over a 50000 x 128 table.
+
+    PYTHONPATH=python .venv/bin/python bench/scatter.py [--quick] [--no-compile]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import copy_bandwidth, git_rev, machine, print_table, time_fn, write_json  # noqa: E402
+
+import flow  # noqa: E402
+import torch  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (smoke run)")
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    ap.add_argument("--json", default="bench/out/scatter.json")
+    args = ap.parse_args()
+    s = 8 if args.quick else 1
+    rng = np.random.default_rng(0)
+    bw = copy_bandwidth(1 << 24)
+    print(f"machine: {machine()}; threads: torch {torch.get_num_threads()}; copy bandwidth {bw / 1e9:.2f} GB/s")
+
+    n_hist, n_edges, n_rows, n_idx, n_bags = (1 << 22) // s, (1 << 20) // s, 4096 // s, (1 << 18) // s, (1 << 14) // s
+    workloads = [
+        ("scatter_add 2^22 -> 1000 bins",
+         lambda m, x, i, v: x.scatter_add(0, i, v),
+         [np.zeros(1000, np.float32), rng.integers(0, 1000, n_hist), rng.standard_normal(n_hist).astype(np.float32)],
+         lambda a: (a[1].nbytes + a[2].nbytes + a[0].nbytes)),
+        ("index_add 2^20 x 64 -> 2^16 rows",
+         lambda m, x, i, v: x.index_add(0, i, v),
+         [np.zeros((1 << 16, 64), np.float32), rng.integers(0, 1 << 16, n_edges),
+          rng.standard_normal((n_edges, 64)).astype(np.float32)],
+         lambda a: (a[1].nbytes + a[2].nbytes + 2 * a[0].nbytes)),
+        ("scatter_reduce amax 4096 x 1024 -> x 64",
+         lambda m, x, i, v: x.scatter_reduce(1, i, v, "amax", include_self=False),
+         [np.zeros((n_rows, 64), np.float32), rng.integers(0, 64, (n_rows, 1024)),
+          rng.standard_normal((n_rows, 1024)).astype(np.float32)],
+         lambda a: (a[1].nbytes + a[2].nbytes + 2 * a[0].nbytes)),
+        ("embedding_bag mean 2^18 -> 2^14 bags",
+         lambda m, w, i, o: m.nn.functional.embedding_bag(i, w, o, mode="mean"),
+         [rng.standard_normal((50000, 128)).astype(np.float32), rng.integers(0, 50000, n_idx),
+          np.sort(rng.integers(0, n_idx, n_bags)).astype(np.int64)],
+         lambda a: (a[1].nbytes + a[1].size * 128 * 4 + a[2].size * 128 * 4)),
+    ]
+    workloads[3][2][2][0] = 0
+    results = []
+    for name, fn, arrays, floor_bytes in workloads:
+        fa = [flow.tensor(a) for a in arrays]
+        ta = [torch.from_numpy(a) for a in arrays]
+        f_jit = flow.jit(lambda *xs, fn=fn: fn(flow, *xs))
+        got = f_jit(*fa)
+        want = fn(torch, *ta)
+        err = float(np.abs(got.numpy() - want.numpy()).max()) if want.numel() else 0.0
+        times = {
+            "flow jit": time_fn(lambda: f_jit(*fa), repeats=7),
+            "flow eager": time_fn(lambda: fn(flow, *fa), repeats=7),
+            "torch eager": time_fn(lambda: fn(torch, *ta), repeats=7),
+        }
+        if not args.no_compile:
+            try:
+                c = torch.compile(lambda *xs, fn=fn: fn(torch, *xs))
+                c(*ta)
+                times["torch.compile"] = time_fn(lambda: c(*ta), repeats=7)
+            except Exception as e:  # noqa: BLE001
+                print("torch.compile failed:", e)
+        floor = floor_bytes(arrays) / bw
+        row = {"workload": name, "max |flow - torch|": f"{err:.2e}", "floor ms": f"{floor * 1e3:.3f}"}
+        for label, t in times.items():
+            row[f"{label} ms"] = f"{t * 1e3:.3f}"
+        row["torch/flow jit"] = f"{times['torch eager'] / times['flow jit']:.2f}"
+        if "torch.compile" in times:
+            row["compile/flow jit"] = f"{times['torch.compile'] / times['flow jit']:.2f}"
+        results.append(row)
+    columns = ["workload", "flow jit ms", "flow eager ms", "torch eager ms", "torch.compile ms", "floor ms",
+               "torch/flow jit", "compile/flow jit", "max |flow - torch|"]
+    print_table("scatter family, float32, CPU (median of repeats)", results, columns)
+    write_json(args.json, {"date": datetime.date.today().isoformat(), "rev": git_rev(), "machine": machine(),
+                           "copy_bandwidth_gbs": bw / 1e9, "workloads": results})
+
+
+if __name__ == "__main__":
+    main()
