@@ -114,6 +114,25 @@ def assert_same(actual, expected, rtol=None, atol=None, msg=""):
         assert torch.equal(a, expected), f"{msg}: {a} != {expected}"
 
 
+# ---- statistical checks (random numbers: distributions, never exact streams) -------------------------
+
+
+def assert_mean_near(x, mean, sd, what):
+    """The sample mean of x is within six standard errors of `mean` (sd: the distribution's)."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    err = abs(x.mean() - mean) / (sd / np.sqrt(x.size))
+    assert err < 6, f"{what}: mean {x.mean():.5f}, expected {mean:.5f} ({err:.1f} standard errors off)"
+
+
+def assert_frequencies(counts, probs, what):
+    """Each category's count is within six standard errors of n * p (never seen where p is 0)."""
+    counts, probs = np.asarray(counts, dtype=np.float64), np.asarray(probs, dtype=np.float64)
+    n = counts.sum()
+    sd = np.sqrt(n * probs * (1 - probs)) + 1e-9
+    z = np.abs(counts - n * probs) / sd
+    assert (z < 6).all() and (counts[probs == 0] == 0).all(), f"{what}: counts {counts}, expected {n * probs}"
+
+
 def raises_like(torch_fn, flow_fn):
     """Runs both; if torch raises, flow must raise a compatible exception (returns True)."""
     try:

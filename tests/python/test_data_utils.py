@@ -15,7 +15,7 @@ import torch.utils.data as tdata
 
 import flow
 import flow.utils.data as fdata
-from conftest import assert_same, to_flow
+from conftest import assert_frequencies, assert_same, to_flow
 
 
 # ---- helpers ----------------------------------------------------------------------------------------
@@ -63,13 +63,6 @@ def _to_flow_tree(x):
     return x
 
 
-def _assert_frequencies(counts, probs, what):
-    """Each category's count is within six standard errors of n * p."""
-    counts, probs = np.asarray(counts, dtype=np.float64), np.asarray(probs, dtype=np.float64)
-    n = counts.sum()
-    sd = np.sqrt(n * probs * (1 - probs)) + 1e-9
-    z = np.abs(counts - n * probs) / sd
-    assert (z < 6).all() and (counts[probs == 0] == 0).all(), f"{what}: counts {counts}, expected {n * probs}"
 
 
 class _Samples(tdata.Dataset):
@@ -237,9 +230,9 @@ def test_random_sampler(gen):
 
     # uniformity: where element 0 lands in 3000 permutations; the values of 20000 draws with replacement
     pos = collections.Counter(list(fdata.RandomSampler(range(6))).index(0) for _ in range(3000))
-    _assert_frequencies([pos[i] for i in range(6)], [1 / 6] * 6, "RandomSampler position of 0")
+    assert_frequencies([pos[i] for i in range(6)], [1 / 6] * 6, "RandomSampler position of 0")
     draws = np.bincount(list(fdata.RandomSampler(range(7), replacement=True, num_samples=20000)), minlength=7)
-    _assert_frequencies(draws, [1 / 7] * 7, "RandomSampler with replacement")
+    assert_frequencies(draws, [1 / 7] * 7, "RandomSampler with replacement")
 
     for args, kw in [((), {"replacement": 1}), ((), {"num_samples": 0}), ((), {"num_samples": -3}),
                      ((), {"num_samples": 2.5})]:
@@ -256,7 +249,7 @@ def test_subset_random_sampler(gen):
     g.manual_seed(g.initial_seed())
     assert list(s) == first
     firsts = collections.Counter(next(iter(fdata.SubsetRandomSampler([10, 20, 30, 40]))) for _ in range(2000))
-    _assert_frequencies([firsts[v] for v in (10, 20, 30, 40)], [0.25] * 4, "SubsetRandomSampler first index")
+    assert_frequencies([firsts[v] for v in (10, 20, 30, 40)], [0.25] * 4, "SubsetRandomSampler first index")
 
 
 def test_weighted_random_sampler(gen):
@@ -267,7 +260,7 @@ def test_weighted_random_sampler(gen):
     s = fdata.WeightedRandomSampler(w, 20000)
     draws = list(s)
     assert len(s) == 20000 and len(draws) == 20000
-    _assert_frequencies(np.bincount(draws, minlength=k), p, "WeightedRandomSampler")
+    assert_frequencies(np.bincount(draws, minlength=k), p, "WeightedRandomSampler")
     assert fdata.WeightedRandomSampler(to_flow(torch.tensor(w)), 5).weights.dtype is flow.float64
 
     g = flow.Generator().manual_seed(_int(gen, 0, 2**31))
@@ -277,7 +270,7 @@ def test_weighted_random_sampler(gen):
     g.manual_seed(g.initial_seed())
     assert list(s) == first
     firsts = [next(iter(fdata.WeightedRandomSampler(w, 1, replacement=False))) for _ in range(3000)]
-    _assert_frequencies(np.bincount(firsts, minlength=k), p, "WeightedRandomSampler first draw without replacement")
+    assert_frequencies(np.bincount(firsts, minlength=k), p, "WeightedRandomSampler first draw without replacement")
 
     for args in [(w, 0), (w, -1), (w, 2.0), (w, True), (w, 3, 1), ([[1.0, 2.0]], 3)]:
         raises_same(lambda: tdata.WeightedRandomSampler(*args), lambda: fdata.WeightedRandomSampler(*args))

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import flow
-from conftest import raises_like
+from conftest import assert_frequencies, assert_mean_near, raises_like
 
 N = 200_000
 DEVICES = [
@@ -24,20 +24,8 @@ def _np(t):
     return t.cpu().float().numpy().astype(np.float64) if t.dtype is not flow.float64 else t.cpu().numpy()
 
 
-def _assert_mean(x, mean, sd, what):
-    """The sample mean of x is within six standard errors of `mean` (sd: the distribution's)."""
-    x = np.asarray(x, dtype=np.float64).ravel()
-    err = abs(x.mean() - mean) / (sd / math.sqrt(x.size))
-    assert err < 6, f"{what}: mean {x.mean():.5f}, expected {mean:.5f} ({err:.1f} standard errors off)"
 
 
-def _assert_frequencies(counts, probs, what):
-    """Each category's count is within six standard errors of n * p."""
-    counts, probs = np.asarray(counts, dtype=np.float64), np.asarray(probs, dtype=np.float64)
-    n = counts.sum()
-    sd = np.sqrt(n * probs * (1 - probs)) + 1e-9
-    z = np.abs(counts - n * probs) / sd
-    assert (z < 6).all() and (counts[probs == 0] == 0).all(), f"{what}: counts {counts}, expected {n * probs}"
 
 
 def test_generators_replay_and_are_independent():
@@ -80,12 +68,12 @@ def test_creation_distributions(device, jit):
     assert u.device.type == device and u.dtype is flow.float32 and k.dtype is flow.int64 and zh.dtype is flow.float16
     u_np, z_np, k_np = _np(u), _np(z), k.cpu().numpy()
     assert u_np.min() >= 0 and u_np.max() < 1
-    _assert_mean(u_np, 0.5, math.sqrt(1 / 12), "rand")
-    _assert_mean(u_np ** 2, 1 / 3, math.sqrt(4 / 45), "rand second moment")
-    _assert_mean(z_np, 0.0, 1.0, "randn")
-    _assert_mean(z_np ** 2, 1.0, math.sqrt(2.0), "randn variance")
-    _assert_mean(_np(zh) ** 2, 1.0, math.sqrt(2.0), "randn float16 variance")
-    _assert_frequencies(np.bincount(k_np + 3, minlength=7), [1 / 7] * 7, "randint")
+    assert_mean_near(u_np, 0.5, math.sqrt(1 / 12), "rand")
+    assert_mean_near(u_np ** 2, 1 / 3, math.sqrt(4 / 45), "rand second moment")
+    assert_mean_near(z_np, 0.0, 1.0, "randn")
+    assert_mean_near(z_np ** 2, 1.0, math.sqrt(2.0), "randn variance")
+    assert_mean_near(_np(zh) ** 2, 1.0, math.sqrt(2.0), "randn float16 variance")
+    assert_frequencies(np.bincount(k_np + 3, minlength=7), [1 / 7] * 7, "randint")
     assert sorted(perm.cpu().tolist()) == list(range(1000)) and perm.cpu().tolist() != list(range(1000))
     assert (_np(u64) < 1).all() and (_np(u64) >= 0).all()
     if jit:  # a compiled function draws new numbers on every call
@@ -109,16 +97,16 @@ def test_samplers(device, jit):
     args = (mean, probs)
     n2, n1, b, mr, mw = flow.jit(draw)(*args) if jit else draw(*args)
     n2_np = _np(n2)
-    _assert_mean(n2_np[0], -2.0, 0.5, "normal row 0")
-    _assert_mean(n2_np[1], 3.0, 0.5, "normal row 1")
-    _assert_mean((n2_np[1] - 3.0) ** 2, 0.25, 0.25 * math.sqrt(2), "normal variance")
-    _assert_mean(_np(n1), 1.0, 2.0, "normal(float, tensor)")
+    assert_mean_near(n2_np[0], -2.0, 0.5, "normal row 0")
+    assert_mean_near(n2_np[1], 3.0, 0.5, "normal row 1")
+    assert_mean_near((n2_np[1] - 3.0) ** 2, 0.25, 0.25 * math.sqrt(2), "normal variance")
+    assert_mean_near(_np(n1), 1.0, 2.0, "normal(float, tensor)")
     assert b.dtype is flow.float32 and set(np.unique(_np(b))) <= {0.0, 1.0}
-    _assert_mean(_np(b), 0.3, math.sqrt(0.21), "bernoulli")
+    assert_mean_near(_np(b), 0.3, math.sqrt(0.21), "bernoulli")
     mr_np = mr.cpu().numpy()
     assert mr.shape == (2, N // 4) and mr.dtype is flow.int64
-    _assert_frequencies(np.bincount(mr_np[0], minlength=4), [0.1, 0.0, 0.6, 0.3], "multinomial row 0")
-    _assert_frequencies(np.bincount(mr_np[1], minlength=4), [0.25] * 4, "multinomial row 1")
+    assert_frequencies(np.bincount(mr_np[0], minlength=4), [0.1, 0.0, 0.6, 0.3], "multinomial row 0")
+    assert_frequencies(np.bincount(mr_np[1], minlength=4), [0.25] * 4, "multinomial row 1")
     mw_np = mw.cpu().numpy()
     assert mw.shape == (2, 3) and all(len(set(r)) == 3 for r in mw_np.tolist()) and 1 not in mw_np[0]
     if not jit:  # with too few non-zero weights, torch draws the zero-weight categories last
@@ -133,12 +121,12 @@ def test_multinomial_without_replacement_follows_the_sequential_draw(jit):
     p = np.array([0.5, 0.3, 0.2])
     rows = flow.tensor(np.tile(p, (30_000, 1)).astype(np.float32))
     s = (flow.jit(lambda r: flow.multinomial(r, 2)) if jit else lambda r: flow.multinomial(r, 2))(rows).numpy()
-    _assert_frequencies(np.bincount(s[:, 0], minlength=3), p, "first draw")
+    assert_frequencies(np.bincount(s[:, 0], minlength=3), p, "first draw")
     pair = np.zeros((3, 3))
     for i, j in s:
         pair[i, j] += 1
     expected = np.array([[0 if i == j else p[i] * p[j] / (1 - p[i]) for j in range(3)] for i in range(3)])
-    _assert_frequencies(pair.ravel(), expected.ravel(), "pairs")
+    assert_frequencies(pair.ravel(), expected.ravel(), "pairs")
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -153,18 +141,18 @@ def test_inplace_fills(device, jit):
     u, n, b, e, ln, c, g, r5, r23 = flow.jit(fill)(x) if jit else fill(x)
     u, n, b, e, ln, c, g, r5, r23 = (_np(t) for t in (u, n, b, e, ln, c, g, r5, r23))
     assert u.min() >= -2 and u.max() < 4
-    _assert_mean(u, 1.0, 6 / math.sqrt(12), "uniform_")
-    _assert_mean(n, 1.0, 3.0, "normal_")
-    _assert_mean(b, 0.8, 0.4, "bernoulli_")
+    assert_mean_near(u, 1.0, 6 / math.sqrt(12), "uniform_")
+    assert_mean_near(n, 1.0, 3.0, "normal_")
+    assert_mean_near(b, 0.8, 0.4, "bernoulli_")
     assert e.min() >= 0
-    _assert_mean(e, 0.5, 0.5, "exponential_")
-    _assert_mean(np.log(ln), 0.0, 0.5, "log_normal_ (log)")
-    _assert_mean(c < 1.0, 0.5, 0.5, "cauchy_ median")
-    _assert_mean(np.abs(c - 1.0) < 2.0, 0.5, 0.5, "cauchy_ quartiles")
+    assert_mean_near(e, 0.5, 0.5, "exponential_")
+    assert_mean_near(np.log(ln), 0.0, 0.5, "log_normal_ (log)")
+    assert_mean_near(c < 1.0, 0.5, 0.5, "cauchy_ median")
+    assert_mean_near(np.abs(c - 1.0) < 2.0, 0.5, 0.5, "cauchy_ quartiles")
     assert g.min() >= 1 and (g == np.round(g)).all()
-    _assert_mean(g, 4.0, math.sqrt(0.75) / 0.25, "geometric_")
-    _assert_frequencies(np.bincount(r5.astype(np.int64), minlength=5), [0.2] * 5, "random_(5)")
-    _assert_frequencies(np.bincount(r23.astype(np.int64) + 2, minlength=5), [0.2] * 5, "random_(-2, 3)")
+    assert_mean_near(g, 4.0, math.sqrt(0.75) / 0.25, "geometric_")
+    assert_frequencies(np.bincount(r5.astype(np.int64), minlength=5), [0.2] * 5, "random_(5)")
+    assert_frequencies(np.bincount(r23.astype(np.int64) + 2, minlength=5), [0.2] * 5, "random_(-2, 3)")
     assert x.eq(0).all().item()  # the clones were written, not x
 
 
