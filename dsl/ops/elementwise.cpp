@@ -53,7 +53,6 @@ Shape broadcast_all(const Graph& g, const std::vector<int>& inputs) {
   return s;
 }
 
-
 // ---- binary ops ---------------------------------------------------------------------------------
 
 enum class BinaryClass { Arith, Div, Compare, MinMax };
@@ -145,10 +144,23 @@ void add_binary(const std::string& name, BinaryClass cls,
   d.infer = [name, cls](const Graph& g, const std::vector<int>& in, const Attrs&) {
     return binary_infer(name, cls, g, in);
   };
-  d.compute = [cls, f](const std::vector<Expr>& in, const OpContext& ctx) {
-    const DType ct = cls == BinaryClass::Compare ? compute_dtype(result_type(ctx.inputs, ctx.wrapped_number))
-                                                 : out_compute_type(ctx);
-    return f(cast(ct, in.at(0)), cast(ct, in.at(1)), ctx);
+  // torch's pow and comparisons cast a tensor operand of another dtype to the common half dtype
+  // before computing (bfloat16 x ** 0-dim float64 1.003 is x ** 1, finite for negative x); its mul,
+  // div and floor_divide keep a 0-dim operand's full value (measured on torch 2.15, CPU), as flow
+  // does for every other binary op. Python numbers (wrapped) always keep their value.
+  const bool round_operands = cls == BinaryClass::Compare || name == "pow";
+  d.compute = [cls, f, round_operands](const std::vector<Expr>& in, const OpContext& ctx) {
+    const DType common =
+        cls == BinaryClass::Compare ? result_type(ctx.inputs, ctx.wrapped_number) : ctx.outputs.at(0).dtype;
+    const DType ct = compute_dtype(common);
+    const auto operand = [&](size_t i) {
+      const Expr& x = in.at(i);
+      const bool wrapped = i < ctx.wrapped_number.size() && ctx.wrapped_number[i];
+      if (round_operands && is_half(common) && !wrapped && ctx.inputs.at(i).dtype != common)
+        return cast(ct, cast(common, x));
+      return cast(ct, x);
+    };
+    return f(operand(0), operand(1), ctx);
   };
   register_builtin(std::move(d));
 }

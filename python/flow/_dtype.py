@@ -161,12 +161,12 @@ class Size(tuple):
 def f32_to_bf16_bits(a):
     """Round-to-nearest-even float32 -> bfloat16 bit patterns; NaN stays a (quiet) NaN."""
     a = np.array(a, dtype=np.float32, order="C")  # (ascontiguousarray would make 0-dim 1-dim)
-    u = a.view(np.uint32).astype(np.uint64)
+    u = np.atleast_1d(a.view(np.uint32).astype(np.uint64))  # (a 0-dim result would be a numpy scalar)
     r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-    nan = np.isnan(a)
+    nan = np.isnan(np.atleast_1d(a))
     if nan.any():
         r[nan] = ((u[nan] >> 16) | 0x40).astype(np.uint16)
-    return np.asarray(r)  # (arithmetic on 0-dim arrays yields numpy scalars)
+    return r.reshape(a.shape)
 
 
 def bf16_bits_to_f32(bits):

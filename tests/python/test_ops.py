@@ -551,3 +551,24 @@ def test_large_reductions(gen):
         assert_same(flow.softmax(fm, dim), torch.softmax(m, dim), rtol=1e-5, atol=1e-6, msg=f"softmax dim {dim}")
     i = make((LARGE,), torch.int32, gen)
     assert_same(flow.sum(to_flow(i)), torch.sum(i))
+
+
+@pytest.mark.parametrize("device", [
+    "cpu",
+    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not flow.cuda.is_available(),
+                                                                    reason="no CUDA device")])])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_zero_dim_operands_of_another_dtype(dtype, device):
+    """torch's pow and comparisons round a 0-dim float64 operand to the half dtype first (bfloat16
+    1.003 is 1.0, so a negative base ** it is finite); its mul and div keep the full value. flow
+    follows both, bit for bit."""
+    x = torch.tensor([-1.5, 2.0, -0.75, 1.0, 1.0009765625, 1.0078125, 3.0], dtype=dtype)
+    e = torch.tensor(1.0009 if dtype == torch.float16 else 1.003, dtype=torch.float64)
+    fx, fe = flow.as_tensor(x).to(device), flow.as_tensor(e).to(device)
+    for name, fn in [("pow", lambda a, b: a ** b), ("rpow", lambda a, b: b ** a), ("mul", lambda a, b: a * b),
+                     ("div", lambda a, b: a / b), ("gt", lambda a, b: a > b), ("ge", lambda a, b: a >= b),
+                     ("eq", lambda a, b: a == b), ("lt", lambda a, b: a < b)]:
+        expected = fn(x, e)
+        got = to_torch(fn(fx, fe).cpu())
+        assert got.dtype == expected.dtype and torch.equal(got.nan_to_num(), expected.nan_to_num()) and \
+            torch.equal(got.isnan(), expected.isnan()), f"{name}: {got} != {expected}"

@@ -728,8 +728,8 @@ def test_elementwise_extras_and_operators(gen):
             if raises_like(lambda: fn(torch, t, u), lambda: fn(flow, f, g)):
                 continue
             assert_same(fn(flow, f, g), fn(torch, t, u), msg=f"{name} {dtype}")
-    with pytest.raises(NotImplementedError, match="bitwise_and"):
-        flow.ones(2, dtype=flow.int64) & flow.ones(2, dtype=flow.int64)
+    three = flow.full((2,), 3, dtype=flow.int64)  # integer & is bitwise (tests/python/test_bitwise.py)
+    assert (three & flow.full((2,), 6, dtype=flow.int64)).tolist() == [2, 2]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool], ids=str)
