@@ -87,11 +87,15 @@ def test_samplers(device, jit):
     mean = flow.tensor([[-2.0], [3.0]], device=device)
     probs = flow.tensor([[0.1, 0.0, 0.6, 0.3], [0.25, 0.25, 0.25, 0.25]], device=device)
 
+    # multinomial under jit is a Gumbel argmax over [samples, categories]: fewer samples on a device
+    # keep the emulated one (tools/emulated_gpu_pytest.sh) quick; the bounds scale with the count.
+    samples = N // 4 if device == "cpu" else N // 32
+
     def draw(m, p):
         return (flow.normal(m.expand(2, N // 2), 0.5),
                 flow.normal(1.0, flow.full((N,), 2.0, device=device)),
                 flow.bernoulli(flow.full((N,), 0.3, device=device)),
-                flow.multinomial(p, N // 4, replacement=True),
+                flow.multinomial(p, samples, replacement=True),
                 flow.multinomial(p, 3))
 
     args = (mean, probs)
@@ -104,7 +108,7 @@ def test_samplers(device, jit):
     assert b.dtype is flow.float32 and set(np.unique(_np(b))) <= {0.0, 1.0}
     assert_mean_near(_np(b), 0.3, math.sqrt(0.21), "bernoulli")
     mr_np = mr.cpu().numpy()
-    assert mr.shape == (2, N // 4) and mr.dtype is flow.int64
+    assert mr.shape == (2, samples) and mr.dtype is flow.int64
     assert_frequencies(np.bincount(mr_np[0], minlength=4), [0.1, 0.0, 0.6, 0.3], "multinomial row 0")
     assert_frequencies(np.bincount(mr_np[1], minlength=4), [0.25] * 4, "multinomial row 1")
     mw_np = mw.cpu().numpy()
