@@ -1,6 +1,7 @@
 #include "jit/scatter_op.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -113,21 +114,9 @@ T combine(T a, T b, rc::ScatterReduce r) {
   }
 }
 
-// Every index in [0, size): one pass for the extremes (vectorizes), then torch's message naming
-// the first bad one.
-void check_index_range(const int64_t* index, int64_t count, int64_t size, int dim) {
-  int64_t lo = 0, hi = 0;
-  for (int64_t e = 0; e < count; ++e) {
-    lo = std::min(lo, index[e]);
-    hi = std::max(hi, index[e]);
-  }
-  if (lo >= 0 && hi < size) return;
-  for (int64_t e = 0; e < count; ++e) {
-    const int64_t v = index[e];
-    if (v < 0 || v >= size)
-      throw dsl::OpError(dsl::OpError::Kind::Value, "index " + std::to_string(v) + " is out of bounds for dimension " +
-                                                        std::to_string(dim) + " with size " + std::to_string(size));
-  }
+[[noreturn]] void throw_out_of_range(int64_t v, int64_t size, int dim) {
+  throw dsl::OpError(dsl::OpError::Kind::Value, "index " + std::to_string(v) + " is out of bounds for dimension " +
+                                                    std::to_string(dim) + " with size " + std::to_string(size));
 }
 
 // The general path: every line (positions differing only along dim) walked in order, the lines in
@@ -139,10 +128,15 @@ void scatter_lines(const rc::ScatterShape& s, T* out, const int64_t* index, cons
     count *= s.sizes[d];
     if (d > s.dim) inner *= s.sizes[d];
   }
-  check_index_range(index, count, s.out_dim_size, s.dim);
   const int64_t n = s.sizes[s.dim];
   const int64_t lines = n == 0 ? 0 : count / n;
   const bool reset = !s.include_self && R != rc::ScatterReduce::None;
+  // An out-of-range index stops its line and is reported after the loop (a worker thread cannot
+  // throw); the output is then discarded, so what the other lines wrote does not matter. Checked
+  // in the loop (a never-taken branch), not in a separate pass over the index.
+  const auto size = static_cast<uint64_t>(s.out_dim_size);
+  std::atomic<bool> bad{false};
+  std::atomic<int64_t> bad_value{0};
   runtime::parallel_for(lines, [&](int64_t begin, int64_t end) {
     for (int64_t line = begin; line < end; ++line) {
       // The line's offsets with coordinate `dim` at 0: decompose (o, i) over the other dims.
@@ -156,14 +150,28 @@ void scatter_lines(const rc::ScatterShape& s, T* out, const int64_t* index, cons
       }
       const int64_t first = (line / inner) * n * inner + line % inner;
       const int64_t out_step = s.out_strides[s.dim], src_step = s.src_strides[s.dim];
-      if (reset)
-        for (int64_t j = 0; j < n; ++j) out[out_base + index[first + j * inner] * out_step] = identity_of<T>(R);
-      for (int64_t j = 0; j < n; ++j) {
-        T& o = out[out_base + index[first + j * inner] * out_step];
+      const auto valid = [&](int64_t v) {
+        if (static_cast<uint64_t>(v) < size) return true;
+        bad_value.store(v);
+        bad.store(true);
+        return false;
+      };
+      bool line_ok = true;
+      if (reset) {
+        for (int64_t j = 0; j < n && line_ok; ++j) {
+          const int64_t v = index[first + j * inner];
+          if ((line_ok = valid(v))) out[out_base + v * out_step] = identity_of<T>(R);
+        }
+      }
+      for (int64_t j = 0; j < n && line_ok; ++j) {
+        const int64_t v = index[first + j * inner];
+        if (!(line_ok = valid(v))) break;
+        T& o = out[out_base + v * out_step];
         o = combine(o, src[src_base + j * src_step], R);
       }
     }
   });
+  if (bad.load()) throw_out_of_range(bad_value.load(), s.out_dim_size, s.dim);
 }
 
 // Row mode: the index is the same across the dims after `dim` (index_add, index_put, embedding_bag
@@ -197,10 +205,7 @@ void scatter_rows(const RowShape& rs, T* out, const int64_t* index, const T* src
     offsets(o, io, oo, so);
     for (int64_t j = 0; j < rs.n; ++j) {
       const int64_t v = index[io + j * rs.index_step];
-      if (v < 0 || v >= rs.out_dim_size)
-        throw dsl::OpError(dsl::OpError::Kind::Value, "index " + std::to_string(v) +
-                                                          " is out of bounds for dimension " + std::to_string(rs.dim) +
-                                                          " with size " + std::to_string(rs.out_dim_size));
+      if (v < 0 || v >= rs.out_dim_size) throw_out_of_range(v, rs.out_dim_size, rs.dim);
     }
   }
   // Owner computes: the destination rows are cut into parts, one task each; a task scans every
