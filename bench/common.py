@@ -71,3 +71,32 @@ def git_rev() -> str:
         return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True).strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def contender_times(flow_jit: Callable[[], object], flow_eager: Callable[[], object],
+                    torch_eager: Callable[[], object], torch_fn: Callable[..., object], torch_args: tuple,
+                    compile_too: bool, repeats: int = 7) -> dict[str, float]:
+    """Seconds per call of flow jit, flow eager, torch eager and (compile_too) torch.compile of
+    torch_fn over torch_args, timed in one run; torch.compile failing is reported, not fatal."""
+    times = {"flow jit": time_fn(flow_jit, repeats=repeats), "flow eager": time_fn(flow_eager, repeats=repeats),
+             "torch eager": time_fn(torch_eager, repeats=repeats)}
+    if compile_too:
+        import torch
+
+        try:
+            compiled = torch.compile(torch_fn)
+            compiled(*torch_args)
+            times["torch.compile"] = time_fn(lambda: compiled(*torch_args), repeats=repeats)
+        except Exception as e:  # noqa: BLE001
+            print("torch.compile failed:", e)
+    return times
+
+
+def add_time_columns(row: dict, times: dict[str, float]) -> dict:
+    """row with "<contender> ms" columns and the ratios torch eager / flow jit, torch.compile / flow jit."""
+    for label, t in times.items():
+        row[f"{label} ms"] = f"{t * 1e3:.3f}"
+    row["torch/flow jit"] = f"{times['torch eager'] / times['flow jit']:.2f}"
+    if "torch.compile" in times:
+        row["compile/flow jit"] = f"{times['torch.compile'] / times['flow jit']:.2f}"
+    return row

@@ -23,7 +23,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import copy_bandwidth, git_rev, machine, print_table, time_fn, write_json  # noqa: E402
+from common import (add_time_columns, contender_times, copy_bandwidth, git_rev, machine, print_table,  # noqa: E402
+                    write_json)
 
 import flow  # noqa: E402
 import torch  # noqa: E402
@@ -71,25 +72,11 @@ def main() -> None:
         got = f_jit(*fa)
         want = fn(torch, *ta)
         err = float(np.abs(got.numpy() - want.numpy()).max()) if want.numel() else 0.0
-        times = {
-            "flow jit": time_fn(lambda: f_jit(*fa), repeats=7),
-            "flow eager": time_fn(lambda: fn(flow, *fa), repeats=7),
-            "torch eager": time_fn(lambda: fn(torch, *ta), repeats=7),
-        }
-        if not args.no_compile:
-            try:
-                c = torch.compile(lambda *xs, fn=fn: fn(torch, *xs))
-                c(*ta)
-                times["torch.compile"] = time_fn(lambda: c(*ta), repeats=7)
-            except Exception as e:  # noqa: BLE001
-                print("torch.compile failed:", e)
+        times = contender_times(lambda: f_jit(*fa), lambda: fn(flow, *fa), lambda: fn(torch, *ta),
+                                lambda *xs, fn=fn: fn(torch, *xs), ta, not args.no_compile)
         floor = floor_bytes(arrays) / bw
-        row = {"workload": name, "max |flow - torch|": f"{err:.2e}", "floor ms": f"{floor * 1e3:.3f}"}
-        for label, t in times.items():
-            row[f"{label} ms"] = f"{t * 1e3:.3f}"
-        row["torch/flow jit"] = f"{times['torch eager'] / times['flow jit']:.2f}"
-        if "torch.compile" in times:
-            row["compile/flow jit"] = f"{times['torch.compile'] / times['flow jit']:.2f}"
+        row = add_time_columns({"workload": name, "max |flow - torch|": f"{err:.2e}", "floor ms": f"{floor * 1e3:.3f}"},
+                               times)
         results.append(row)
     columns = ["workload", "flow jit ms", "flow eager ms", "torch eager ms", "torch.compile ms", "floor ms",
                "torch/flow jit", "compile/flow jit", "max |flow - torch|"]

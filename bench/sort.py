@@ -19,7 +19,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import copy_bandwidth, git_rev, machine, print_table, time_fn, write_json  # noqa: E402
+from common import (add_time_columns, contender_times, copy_bandwidth, git_rev, machine, print_table,  # noqa: E402
+                    time_fn, write_json)
 
 import flow  # noqa: E402
 import torch  # noqa: E402
@@ -58,27 +59,13 @@ def main() -> None:
         if k is not None:
             want_i = want_i[:, :k]
         same = bool(np.array_equal(got_i.numpy(), want_i.numpy()))
-        times = {
-            "flow jit": time_fn(lambda: f_jit(fx), repeats=7),
-            "flow eager": time_fn(f_eager, repeats=7),
-            "torch eager": time_fn(lambda: fn(torch, tx), repeats=7),
-            "numpy": time_fn(lambda: np_fn(a), repeats=3),
-        }
-        if not args.no_compile:
-            try:
-                c = torch.compile(lambda x, fn=fn: fn(torch, x))
-                c(tx)
-                times["torch.compile"] = time_fn(lambda: c(tx), repeats=7)
-            except Exception as e:  # noqa: BLE001
-                print("torch.compile failed:", e)
+        times = contender_times(lambda: f_jit(fx), f_eager, lambda: fn(torch, tx), lambda x, fn=fn: fn(torch, x),
+                                (tx,), not args.no_compile)
+        times["numpy"] = time_fn(lambda: np_fn(a), repeats=3)
         out_elems = a.size if k is None else a.shape[0] * k
         floor = (a.nbytes + out_elems * 12) / bw
-        row = {"workload": name, "indices equal torch": same, "floor ms": f"{floor * 1e3:.3f}"}
-        for label, t in times.items():
-            row[f"{label} ms"] = f"{t * 1e3:.3f}"
-        row["torch/flow jit"] = f"{times['torch eager'] / times['flow jit']:.2f}"
-        if "torch.compile" in times:
-            row["compile/flow jit"] = f"{times['torch.compile'] / times['flow jit']:.2f}"
+        row = add_time_columns({"workload": name, "indices equal torch": same, "floor ms": f"{floor * 1e3:.3f}"},
+                               times)
         results.append(row)
     columns = ["workload", "flow jit ms", "flow eager ms", "torch eager ms", "torch.compile ms", "numpy ms",
                "floor ms", "torch/flow jit", "compile/flow jit", "indices equal torch"]

@@ -68,10 +68,10 @@ def _in_opmath(dtype, fn, *args):
 
 
 def _float_only(fn, x):
-    """torch's refusal of an integer or bool input, worded as the core's (dsl/ops/op_util.h
-    not_implemented_for): '"frac_cpu" not implemented for 'Long''."""
+    """torch's refusal of an integer or bool input, as the core's (dsl/ops/op_util.h
+    not_implemented_for): NotImplementedError '"frac_cpu" not implemented for 'Long''."""
     if not x.dtype.is_floating_point:
-        raise RuntimeError(f'"{fn}" not implemented for \'{x.dtype._torch_short}\'')
+        raise NotImplementedError(f'"{fn}" not implemented for \'{x.dtype._torch_short}\'')
 
 
 def logaddexp(input, other, *, out=None):

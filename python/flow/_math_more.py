@@ -403,13 +403,13 @@ def _gather_sorted(x, d, pos, keepdim):
     return (v, i) if keepdim else (v.squeeze(d), i.squeeze(d))
 
 
-def _median(fn, x, dim, keepdim, ignore_nan):
+def _median(fn, x, dim, keepdim, ignore_nan, kernel="median_out"):
     d = _normalize_dim(_one_dim(fn, dim), builtins.max(x.ndim, 1))
     n = x.shape[d] if x.ndim else 1
     if n == 0:
         raise IndexError(f"{fn}(): Expected reduction dim {d} to have non-zero size.")
     if x.dtype is D.bool_:
-        raise NotImplementedError(f"\"{fn}_cpu\" not implemented for 'Bool'")
+        raise NotImplementedError(f"\"{kernel}\" not implemented for 'Bool'")  # torch's kernel names
     if x.ndim == 0:
         return x.clone(), _zero_index(x)
     shape = list(x.shape)
@@ -433,7 +433,7 @@ def _median_all(fn, x, ignore_nan):
             return C.full([], v, dtype=x.dtype, device=x.device)
         # (made in float32 and cast: flow.full(nan, dtype=bfloat16) fails, see the report)
         return F._cast(C.full([], math.nan, device=x.device), x.dtype)
-    return _median(fn, x.reshape(-1), 0, False, ignore_nan)[0]
+    return _median(fn, x.reshape(-1), 0, False, ignore_nan, "median_cpu")[0]
 
 
 def median(input, dim=None, keepdim=False, *, out=None):

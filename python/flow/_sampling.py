@@ -126,11 +126,10 @@ def _multinomial_gumbel(input, num_samples, replacement, generator):
 
 # ---- in-place fills --------------------------------------------------------------------------------
 
-def _float_fill(name):
-    def check(self):
-        if not self.dtype.is_floating_point:
-            raise RuntimeError(f'"{name}" not implemented for \'{self.dtype._torch_short}\'')
-    return check
+def _float_fill(name, self):
+    """torch's refusal of an in-place float fill of an integer tensor."""
+    if not self.dtype.is_floating_point:
+        raise NotImplementedError(f'"{name}" not implemented for \'{self.dtype._torch_short}\'')
 
 
 def _u(self, generator, fn):
@@ -140,14 +139,14 @@ def _u(self, generator, fn):
 
 def _uniform(self, from_=0.0, to=1.0, *, generator=None, **kw):
     from_ = kw.pop("from", from_)
-    _float_fill("check_uniform_bounds")(self)
+    _float_fill("check_uniform_bounds", self)
     if from_ > to:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_} > to={to}")
     return (_u(self, generator, "uniform_") * (to - from_) + from_).to(self.dtype)
 
 
 def _normal(self, mean=0.0, std=1.0, *, generator=None):
-    _float_fill("normal_kernel_cpu")(self)
+    _float_fill("normal_kernel_cpu", self)
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
     return normal_draw(list(self.shape), self.dtype, self.device, generator, "normal_") * std + mean
@@ -162,14 +161,14 @@ def _bernoulli(self, p=0.5, *, generator=None):
 
 
 def _exponential(self, lambd=1.0, *, generator=None):
-    _float_fill("exponential_cpu")(self)
+    _float_fill("exponential_cpu", self)
     if lambd <= 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
     return ((1.0 - _u(self, generator, "exponential_")).log() * (-1.0 / lambd)).to(self.dtype)
 
 
 def _log_normal(self, mean=1.0, std=2.0, *, generator=None):
-    _float_fill("log_normal_cpu")(self)
+    _float_fill("log_normal_cpu", self)
     if std <= 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
     return (normal_draw(list(self.shape), D.float64 if self.dtype is D.float64 else D.float32, self.device,
@@ -177,7 +176,7 @@ def _log_normal(self, mean=1.0, std=2.0, *, generator=None):
 
 
 def _cauchy(self, median=0.0, sigma=1.0, *, generator=None):
-    _float_fill("cauchy_cpu")(self)
+    _float_fill("cauchy_cpu", self)
     return (((_u(self, generator, "cauchy_") - 0.5) * math.pi).tan() * sigma + median).to(self.dtype)
 
 

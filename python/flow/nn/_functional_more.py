@@ -202,7 +202,7 @@ def _check_p(p):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
 
 
-def _channel_dropout(fn, input, p, training, inplace, lead):
+def _channel_dropout(input, p, training, inplace, lead):
     """Zeroes whole channels: one keep/drop draw per position of the first `lead` dims (batch and
     channel, or channel alone for an unbatched input), the other dims sharing it."""
     x = input
@@ -224,7 +224,7 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
         raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {x.ndim}D input. Note that dropout1d "
                            "exists to provide channel-wise dropout on inputs with 1 spatial dimension, a channel "
                            "dimension, and an optional batch dimension (i.e. 2D or 3D inputs).")
-    return _channel_dropout("dropout1d", x, p, training, inplace, 2 if x.ndim == 3 else 1)
+    return _channel_dropout(x, p, training, inplace, 2 if x.ndim == 3 else 1)
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):
@@ -244,7 +244,7 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
                       "will change in a future release to interpret the input as one without a batch dimension, i.e. "
                       "shape (C, H, W). To maintain the 1D channel-wise dropout behavior, please switch to using "
                       "dropout1d instead.")
-    return _channel_dropout("dropout2d", x, p, training, inplace, builtins.min(2, x.ndim))
+    return _channel_dropout(x, p, training, inplace, builtins.min(2, x.ndim))
 
 
 def dropout3d(input, p=0.5, training=True, inplace=False):
@@ -256,7 +256,7 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
                       "dropout instead. Note that dropout3d exists to provide channel-wise dropout on inputs with 3 "
                       "spatial dimensions, a channel dimension, and an optional batch dimension (i.e. 4D or 5D "
                       "inputs).")
-    return _channel_dropout("dropout3d", x, p, training, inplace, 2 if x.ndim == 5 else 1)
+    return _channel_dropout(x, p, training, inplace, 2 if x.ndim == 5 else 1)
 
 
 def _alpha_dropout(fn, input, p, training, inplace, feature):
@@ -403,16 +403,6 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     return cols if batched else cols.squeeze(0)
 
 
-def _dilate(v, dim, step):
-    """Inserts step - 1 zeros between the elements of v along dim (the inverse of a strided slice)."""
-    if step == 1:
-        return v
-    z = _ops.stack([v] + [_creation.zeros_like(v)] * (step - 1), dim + 1)
-    shape = list(v.shape)
-    shape[dim] *= step
-    return z.reshape(shape).narrow(dim, 0, (v.shape[dim] - 1) * step + 1)
-
-
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     """col2im: [N, C * kh * kw, L] -> [N, C, H, W], overlapping blocks summed."""
     x = F._check_tensor("fold", input)
@@ -440,7 +430,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     out = None
     for i in range(kh):
         for j in range(kw):
-            v = _dilate(_dilate(blocks[:, :, i, j], 2, sh), 3, sw)
+            v = F._dilate(F._dilate(blocks[:, :, i, j], 2, sh), 3, sw)
             top, left = i * dh, j * dw
             v = F.pad(v, [left, wp - left - v.shape[3], top, hp - top - v.shape[2]])
             out = v if out is None else out + v

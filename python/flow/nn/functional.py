@@ -228,6 +228,18 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     return dispatch1("conv_transpose2d", [input, weight] + ([bias] if bias is not None else []), attrs)
 
 
+def _dilate(v, dim, step):
+    """Inserts step - 1 zeros between the elements of v along dim (the inverse of a strided slice)."""
+    if step == 1:
+        return v
+    from .. import _creation
+
+    z = _ops.stack([v] + [_creation.zeros_like(v)] * (step - 1), dim + 1)
+    shape = list(v.shape)
+    shape[dim] *= step
+    return z.reshape(shape).narrow(dim, 0, (v.shape[dim] - 1) * step + 1)
+
+
 def _conv_transpose2d_as_conv2d(x, w, bias, stride, padding, output_padding, dilation, groups):
     """conv_transpose2d on CUDA, which has no cuDNN backward-data path yet: the same sum as a
     stride-1 convolution over x with stride - 1 zeros between its elements, padded by
@@ -250,8 +262,6 @@ def _conv_transpose2d_as_conv2d(x, w, bias, stride, padding, output_padding, dil
         raise RuntimeError("output padding must be smaller than either stride or dilation, but got output_padding: "
                            f"{output_padding}, stride: {stride}, dilation: {dilation}")
     kh, kw = w.shape[2], w.shape[3]
-    from ._functional_more import _dilate
-
     xs = _dilate(_dilate(x, 2, sh), 3, sw)
     pads = [dw * (kw - 1) - pw, dw * (kw - 1) - pw + opw, dh * (kh - 1) - ph, dh * (kh - 1) - ph + oph]
     xs = pad(xs, [builtins.max(p_, 0) for p_ in pads])

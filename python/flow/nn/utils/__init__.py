@@ -16,13 +16,9 @@ def parameters_to_vector(parameters):
     from ... import _ops
 
     params = list(parameters)
-    if not params:
-        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
-    device = params[0].device
-    for p in params:
-        if p.device != device:
-            raise TypeError("Found two parameters on different devices, this is currently not supported.")
-    return _ops.cat([p.reshape(-1) for p in params])
+    if any(p.device != params[0].device for p in params):
+        raise TypeError("Found two parameters on different devices, this is currently not supported.")
+    return _ops.cat([p.reshape(-1) for p in params])  # (an empty list: cat's ValueError, as torch)
 
 
 def vector_to_parameters(vec, parameters):
