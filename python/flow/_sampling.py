@@ -127,9 +127,9 @@ def _multinomial_gumbel(input, num_samples, replacement, generator):
 # ---- in-place fills --------------------------------------------------------------------------------
 
 def _float_fill(name, self):
-    """torch's refusal of an in-place float fill of an integer tensor."""
+    """torch's refusal of an in-place float fill of an integer tensor (RuntimeError, as the core's)."""
     if not self.dtype.is_floating_point:
-        raise NotImplementedError(f'"{name}" not implemented for \'{self.dtype._torch_short}\'')
+        raise RuntimeError(f'"{name}" not implemented for \'{self.dtype._torch_short}\'')
 
 
 def _u(self, generator, fn):
