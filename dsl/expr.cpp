@@ -176,7 +176,8 @@ Expr make_arith(const char* what, Expr a, Expr b, bool allow_bool = false) {
 template <class Node>
 Expr make_cmp(const char* what, Expr a, Expr b) {
   unify(what, a, b);
-  if (is_half(a.type())) type_error1(what, a.type(), "a non-half type (cast to float32 first)");
+  if (is_storage_only(a.type()))
+    type_error1(what, a.type(), "a compute type (cast half types to float32 and small ints to int32 first)");
   return Expr(std::make_shared<const Node>(DType::Bool, std::move(a), std::move(b)));
 }
 
@@ -224,12 +225,12 @@ Expr make_bool(bool v) {
 }
 
 Expr make_zero(DType t) {
-  if (is_half(t)) return cast(t, make_float(0.0, DType::Float32));
+  if (is_storage_only(t)) return cast(t, make_zero(compute_dtype(t)));
   return is_floating(t) ? make_float(0.0, t) : make_int(0, t);
 }
 
 Expr make_one(DType t) {
-  if (is_half(t)) return cast(t, make_float(1.0, DType::Float32));
+  if (is_storage_only(t)) return cast(t, make_one(compute_dtype(t)));
   return is_floating(t) ? make_float(1.0, t) : make_int(1, t);
 }
 

@@ -97,7 +97,7 @@ std::string attr_str_value(const AttrValue& v) {
 
 std::string constant_str(const Value& v) {
   if (v.type.dtype == DType::Bool) return v.scalar != 0 ? "true" : "false";
-  if (is_integral(v.type.dtype)) return std::to_string(static_cast<int64_t>(v.scalar));
+  if (is_integer(v.type.dtype)) return std::to_string(static_cast<int64_t>(v.scalar));
   return format_double(v.scalar, v.type.dtype != DType::Float64);
 }
 
@@ -117,6 +117,16 @@ double round_constant(double value, DType dtype) {
       return static_cast<double>(static_cast<float>(value));
     case DType::Float64:
       return value;
+    case DType::UInt8:
+    case DType::Int8:
+    case DType::Int16: {  // wrapped, as torch converts a Python scalar to a uint8 operand's type
+      if (!std::isfinite(value)) throw std::invalid_argument("add_constant: non-finite value for an integer dtype");
+      const double m = dtype == DType::Int16 ? 65536.0 : 256.0;
+      double w = std::fmod(std::trunc(value), m);
+      if (w < 0) w += m;
+      if (dtype != DType::UInt8 && w >= m / 2) w -= m;
+      return w;
+    }
   }
   return value;
 }

@@ -155,6 +155,15 @@ double round_to_dtype(DType t, double v, bool float64_math) {
   switch (t) {
     case DType::Bool:
       return v != 0 ? 1.0 : 0.0;  // NaN != 0: true
+    case DType::UInt8:
+    case DType::Int8:
+    case DType::Int16: {  // through int32, then wrapped (the interpreter's cast)
+      const double m = t == DType::Int16 ? 65536.0 : 256.0;
+      double w = std::fmod(round_to_dtype(DType::Int32, v, float64_math), m);
+      if (w < 0) w += m;
+      if (t != DType::UInt8 && w >= m / 2) w -= m;
+      return w;
+    }
     case DType::Int32:
     case DType::Int64: {
       if (std::isnan(v)) return t == DType::Int32 ? std::numeric_limits<int32_t>::min() : -0x1p63;
@@ -208,7 +217,8 @@ static HostTensor run_injective(const Graph& g, const Node& n, const OpDef& def,
     const auto loadfn = [&](const std::string& buf, int64_t index, DType t) -> Scalar {
       const HostTensor* src = in.at(std::stoul(buf.substr(2)));
       if (index < 0 || index >= static_cast<int64_t>(src->data.size()))
-        throw std::runtime_error("interpret_graph: " + n.op + " reads index " + std::to_string(index) + " out of range");
+        throw std::runtime_error("interpret_graph: " + n.op + " reads index " + std::to_string(index) +
+                                 " out of range");
       return to_scalar(t, src->data[static_cast<size_t>(index)]);
     };
     out.data.push_back(round_to_dtype(out_t.dtype, from_scalar(eval_expr(e, lookup, loadfn, opt)), opt.float64_math));

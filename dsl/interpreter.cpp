@@ -136,6 +136,16 @@ int64_t wrap_int(DType t, int64_t v) {
     }
     case DType::Int64:
       return v;
+    case DType::UInt8:
+      return static_cast<int64_t>(static_cast<uint8_t>(static_cast<uint64_t>(v)));
+    case DType::Int8: {
+      const auto u = static_cast<int64_t>(static_cast<uint8_t>(static_cast<uint64_t>(v)));
+      return u >= 0x80 ? u - 0x100 : u;
+    }
+    case DType::Int16: {
+      const auto u = static_cast<int64_t>(static_cast<uint16_t>(static_cast<uint64_t>(v)));
+      return u >= 0x8000 ? u - 0x10000 : u;
+    }
     default:
       fail(std::string("integer operation on ") + dtype_name(t));
   }
@@ -204,6 +214,8 @@ Scalar cast_scalar(DType to, const Scalar& v, const InterpOptions& opt) {
   const bool from_float = is_floating(v.type);
   if (to == DType::Bool) return int_scalar(to, from_float ? (v.f != 0) : (v.i != 0));
   if (is_integral(to)) return int_scalar(to, from_float ? float_to_int(v.f, to) : wrap_int(to, v.i));
+  // float -> small int: through int32, then wrapped (what torch's CPU casts give out of range).
+  if (is_small_int(to)) return int_scalar(to, wrap_int(to, from_float ? float_to_int(v.f, DType::Int32) : v.i));
   if (!is_floating(to)) fail(std::string("cast to ") + dtype_name(to));
   if (from_float) return float_scalar(to, round_float(to, v.f, opt));
   // Integer -> floating: round the integer once to the target precision (no double rounding).
@@ -616,6 +628,21 @@ void write_caller(DType t, void* base, int64_t index, const Scalar& v) {
     case DType::Float64:
       std::memcpy(p, &v.f, sizeof v.f);
       return;
+    case DType::UInt8: {
+      const auto x = static_cast<uint8_t>(wrap_int(t, v.i));
+      std::memcpy(p, &x, sizeof x);
+      return;
+    }
+    case DType::Int8: {
+      const auto x = static_cast<int8_t>(wrap_int(t, v.i));
+      std::memcpy(p, &x, sizeof x);
+      return;
+    }
+    case DType::Int16: {
+      const auto x = static_cast<int16_t>(wrap_int(t, v.i));
+      std::memcpy(p, &x, sizeof x);
+      return;
+    }
   }
   fail("write of an invalid dtype");
 }
@@ -632,6 +659,11 @@ Scalar poison(DType t) {
       break;
     case DType::Int64:
       s.i = from_u64(0xCDCDCDCDCDCDCDCDULL);
+      break;
+    case DType::UInt8:
+    case DType::Int8:
+    case DType::Int16:
+      s.i = wrap_int(t, 0xCDCDLL);
       break;
     default:
       break;
@@ -997,6 +1029,21 @@ Scalar read_element(DType t, const void* base, int64_t index) {
       double v = 0;
       std::memcpy(&v, p, sizeof v);
       return float_scalar(t, v);
+    }
+    case DType::UInt8: {
+      uint8_t v = 0;
+      std::memcpy(&v, p, sizeof v);
+      return int_scalar(t, v);
+    }
+    case DType::Int8: {
+      int8_t v = 0;
+      std::memcpy(&v, p, sizeof v);
+      return int_scalar(t, v);
+    }
+    case DType::Int16: {
+      int16_t v = 0;
+      std::memcpy(&v, p, sizeof v);
+      return int_scalar(t, v);
     }
   }
   fail("read of an invalid dtype");

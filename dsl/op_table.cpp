@@ -168,6 +168,12 @@ DType result_type(const std::vector<TensorType>& types, const std::vector<bool>&
   return *r;
 }
 
+Expr operand_as(const Expr& x, DType own, DType common) {
+  const DType ct = compute_dtype(common);
+  if (is_small_int(common) && own != common) return cast(ct, cast(common, x));
+  return cast(ct, x);
+}
+
 DType result_type(const Graph& g, const std::vector<int>& values) {
   return result_type(value_types(g, values), wrapped_flags(g, values));
 }
@@ -188,6 +194,12 @@ const char* torch_dtype_name(DType t) {
       return "Float";
     case DType::Float64:
       return "Double";
+    case DType::UInt8:
+      return "Byte";
+    case DType::Int8:
+      return "Char";
+    case DType::Int16:
+      return "Short";
   }
   return "<invalid dtype>";
 }

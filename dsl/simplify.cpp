@@ -125,6 +125,9 @@ class Simplifier : public IRMutator {
       case ExprKind::Cast: {
         const Expr& v = e.as<Cast>()->value;
         if (v.type() == DType::Bool) return Interval::range(0, 1);
+        if (v.type() == DType::UInt8) return Interval::range(0, 255);
+        if (v.type() == DType::Int8) return Interval::range(-128, 127);
+        if (v.type() == DType::Int16) return Interval::range(-32768, 32767);
         if (!is_integral(v.type())) return {};
         Interval r = bounds(v);
         if (t == DType::Int32) {  // a narrowing cast keeps only bounds that fit
@@ -586,7 +589,7 @@ class Simplifier : public IRMutator {
   }
 
   static Expr fold_cast(DType to, const Expr& v) {
-    if (is_half(to)) return Expr();
+    if (is_storage_only(to)) return Expr();
     if (const int64_t* c = const_of(v)) {
       if (to == DType::Bool || is_integral(to)) return make_int(wrap(*c, to), to);
       if (to == DType::Float32) return make_float(static_cast<float>(*c), to);  // one rounding

@@ -153,6 +153,12 @@ Stmt make_block(std::vector<Stmt> stmts) {
 
 Expr reduce_identity(ReduceOp op, DType t) {
   if (is_half(t)) return cast(t, reduce_identity(op, DType::Float32));
+  if (is_small_int(t) && (op == ReduceOp::Max || op == ReduceOp::Min)) {
+    const bool lowest = op == ReduceOp::Max;
+    const int64_t lo = t == DType::UInt8 ? 0 : t == DType::Int8 ? -128 : -32768;
+    const int64_t hi = t == DType::UInt8 ? 255 : t == DType::Int8 ? 127 : 32767;
+    return cast(t, make_int(lowest ? lo : hi, DType::Int32));
+  }
   switch (op) {
     case ReduceOp::Sum:
       return make_zero(t);
@@ -180,7 +186,8 @@ Expr reduce_identity(ReduceOp op, DType t) {
 
 Expr reduce_combine(ReduceOp op, Expr a, Expr b) {
   need(a.defined() && b.defined(), "reduce_combine: undefined operand");
-  need(!is_half(a.type()) && !is_half(b.type()), "reduce_combine: half types accumulate in float32; cast first");
+  need(!is_storage_only(a.type()) && !is_storage_only(b.type()),
+       "reduce_combine: half types accumulate in float32 and small ints in int32; cast first");
   switch (op) {
     case ReduceOp::Sum:
       if (a.type() == DType::Bool && b.type() == DType::Bool) return a || b;

@@ -1,6 +1,7 @@
 // Note: dtype tables. promote_types follows torch.promote_types for the dtypes flow has: the
-// enum order Bool < Int32 < Int64 < Float16/BFloat16 < Float32 < Float64 is the promotion
-// lattice, except that the two half types are incomparable and meet at Float32.
+// lattice is Bool < {UInt8, Int8} < Int16 < Int32 < Int64 < {Float16, BFloat16} < Float32 < Float64,
+// where the two pairs in braces are incomparable: uint8 and int8 meet at int16, the half types at
+// float32.
 #include "dsl/types.h"
 
 #include <stdexcept>
@@ -23,6 +24,12 @@ const char* dtype_name(DType t) {
       return "float32";
     case DType::Float64:
       return "float64";
+    case DType::UInt8:
+      return "uint8";
+    case DType::Int8:
+      return "int8";
+    case DType::Int16:
+      return "int16";
   }
   return "<invalid dtype>";
 }
@@ -37,6 +44,7 @@ DType dtype_from_name(const std::string& name) {
   if (name == "half") return DType::Float16;
   if (name == "int") return DType::Int32;
   if (name == "long") return DType::Int64;
+  if (name == "short") return DType::Int16;
   throw std::invalid_argument("unknown dtype name '" + name + "'");
 }
 
@@ -56,6 +64,11 @@ int dtype_size(DType t) {
       return 4;
     case DType::Float64:
       return 8;
+    case DType::UInt8:
+    case DType::Int8:
+      return 1;
+    case DType::Int16:
+      return 2;
   }
   throw std::invalid_argument("dtype_size: invalid dtype");
 }
@@ -66,17 +79,58 @@ bool is_floating(DType t) {
 bool is_integral(DType t) {
   return t == DType::Int32 || t == DType::Int64;
 }
+bool is_small_int(DType t) {
+  return t == DType::UInt8 || t == DType::Int8 || t == DType::Int16;
+}
+bool is_integer(DType t) {
+  return is_integral(t) || is_small_int(t);
+}
 bool is_half(DType t) {
   return t == DType::Float16 || t == DType::BFloat16;
 }
-DType compute_dtype(DType t) {
-  return is_half(t) ? DType::Float32 : t;
+bool is_storage_only(DType t) {
+  return is_half(t) || is_small_int(t);
 }
+DType compute_dtype(DType t) {
+  if (is_half(t)) return DType::Float32;
+  return is_small_int(t) ? DType::Int32 : t;
+}
+
+namespace {
+
+// Height in the promotion lattice; equal heights are incomparable and meet one level up.
+int promotion_rank(DType t) {
+  switch (t) {
+    case DType::Bool:
+      return 0;
+    case DType::UInt8:
+    case DType::Int8:
+      return 1;
+    case DType::Int16:
+      return 2;
+    case DType::Int32:
+      return 3;
+    case DType::Int64:
+      return 4;
+    case DType::Float16:
+    case DType::BFloat16:
+      return 5;
+    case DType::Float32:
+      return 6;
+    case DType::Float64:
+      return 7;
+  }
+  throw std::invalid_argument("promote_types: invalid dtype");
+}
+
+}  // namespace
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
-  if (is_half(a) && is_half(b)) return DType::Float32;
-  return static_cast<uint8_t>(a) > static_cast<uint8_t>(b) ? a : b;
+  const int ra = promotion_rank(a);
+  const int rb = promotion_rank(b);
+  if (ra == rb) return ra == 1 ? DType::Int16 : DType::Float32;  // uint8/int8, float16/bfloat16
+  return ra > rb ? a : b;
 }
 
 int64_t numel(const Shape& s) {

@@ -308,9 +308,12 @@ rc::FixedKernelType kernel_type(dsl::DType t) {
       return rc::FixedKernelType::Bool;
     case dsl::DType::Float16:
     case dsl::DType::BFloat16:
+    case dsl::DType::UInt8:
+    case dsl::DType::Int8:
+    case dsl::DType::Int16:
       break;
   }
-  throw std::logic_error("scatter: half-precision operands reach the library call");
+  throw std::logic_error("scatter: half-precision or small integer operands reach the library call");
 }
 
 }  // namespace
@@ -344,9 +347,12 @@ void run_scatter_step(const LibraryStep& step, const std::vector<const Tensor*>&
       return scatter_cpu<bool>(s, index_view, out, src, held);
     case dsl::DType::Float16:
     case dsl::DType::BFloat16:
+    case dsl::DType::UInt8:
+    case dsl::DType::Int8:
+    case dsl::DType::Int16:
       break;
   }
-  throw std::logic_error("scatter: half-precision operands reach the library call");
+  throw std::logic_error("scatter: half-precision or small integer operands reach the library call");
 }
 
 }  // namespace flow::jit

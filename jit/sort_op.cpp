@@ -180,6 +180,10 @@ void run_cpu(const rc::SortShape& s, const Tensor& x, int64_t* out) {
       return sort_lines_cpu<int32_t>(
           s, [p](int64_t e) { return static_cast<int32_t>(p[e] != 0); }, out);
     }
+    case dsl::DType::UInt8:
+    case dsl::DType::Int8:
+    case dsl::DType::Int16:
+      break;  // widened to int32 by the caller (dsl/ops/sort.cpp)
   }
   throw std::logic_error("argsort: unknown dtype");
 }
@@ -200,6 +204,10 @@ rc::SortKeyType sort_key_type(dsl::DType t) {
       return rc::SortKeyType::Int64;
     case dsl::DType::Bool:
       return rc::SortKeyType::Bool;
+    case dsl::DType::UInt8:
+    case dsl::DType::Int8:
+    case dsl::DType::Int16:
+      break;  // widened to int32 by the caller (dsl/ops/sort.cpp)
   }
   throw std::logic_error("argsort: unknown dtype");
 }

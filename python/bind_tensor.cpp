@@ -40,6 +40,12 @@ py::dtype numpy_dtype_of(DType t) {
       return py::dtype("float32");
     case DType::Float64:
       return py::dtype("float64");
+    case DType::UInt8:
+      return py::dtype("uint8");
+    case DType::Int8:
+      return py::dtype("int8");
+    case DType::Int16:
+      return py::dtype("int16");
   }
   throw std::logic_error("numpy_dtype_of: bad dtype");
 }
@@ -58,13 +64,16 @@ DType dtype_of_array(const py::array& a, const std::optional<std::string>& reque
   if (kind == 'b' && size == 1) natural = DType::Bool;
   if (kind == 'i' && size == 4) natural = DType::Int32;
   if (kind == 'i' && size == 8) natural = DType::Int64;
+  if (kind == 'u' && size == 1) natural = DType::UInt8;
+  if (kind == 'i' && size == 1) natural = DType::Int8;
+  if (kind == 'i' && size == 2) natural = DType::Int16;
   if (kind == 'f' && size == 2) natural = DType::Float16;
   if (kind == 'f' && size == 4) natural = DType::Float32;
   if (kind == 'f' && size == 8) natural = DType::Float64;
   if (!natural) {
     throw py::type_error("can't convert np.ndarray of type numpy." + std::string(py::str(dt)) +
-                         ". The only supported types are: float64, float32, float16, int64, int32, and bool "
-                         "(and bfloat16 given as uint16 bit patterns).");
+                         ". The only supported types are: float64, float32, float16, int64, int32, int16, int8, "
+                         "uint8, and bool (and bfloat16 given as uint16 bit patterns).");
   }
   if (requested && parse_dtype(*requested) != *natural) {
     throw py::type_error("flow.from_numpy: array of numpy dtype " + std::string(py::str(dt)) + " does not hold dtype " +

@@ -157,13 +157,19 @@ Expr GroupValues::index(const KernelBuffer& b) const {
 
 namespace {
 
-// Whether `e` (float32) always holds a value that `half` represents exactly, so rounding it to
-// `half` changes nothing: a value read from (or already rounded to) `half`, a constant it holds,
-// and selections, min/max, negation, absolute value and integer rounding of such values. NaN
-// counts as exact (rounding keeps it NaN). This lets chains of half-precision injective and
-// selection ops (padding, max pooling's maxima, relu) skip a rounding per op.
+// Whether `e` (in compute_dtype(half)) always holds a value that the storage type `half`
+// represents exactly, so rounding it to `half` changes nothing: a value read from (or already
+// rounded to) `half`, a constant it holds, and selections and min/max of such values; for the half
+// types also negation, absolute value and integer rounding (not for small ints: -(-128) leaves
+// int8). NaN counts as exact (rounding keeps it NaN). This lets chains of injective and selection
+// ops (padding, max pooling's maxima, relu) skip a rounding per op.
 bool exact_in(const Expr& e, DType half, const std::map<std::string, DType>& exact_vars) {
   if (const Cast* c = e.as<Cast>()) return c->value.type() == half;
+  if (const IntImm* i = e.as<IntImm>()) {
+    const int64_t m = half == DType::Int16 ? 32768 : 128;
+    return half == DType::UInt8 ? i->value >= 0 && i->value < 256 : i->value >= -m && i->value < m;
+  }
+  if (is_small_int(half) && e.as<Call>()) return false;
   if (const Var* v = e.as<Var>()) {
     const auto it = exact_vars.find(v->name);
     return it != exact_vars.end() && it->second == half;
@@ -198,13 +204,13 @@ bool exact_in(const Expr& e, DType half, const std::map<std::string, DType>& exa
 }  // namespace
 
 Expr GroupValues::round_to_storage(Expr e, DType storage) {
-  if (!is_half(storage) || exact_in(e, storage, {})) return e;
-  return cast(DType::Float32, cast(storage, std::move(e)));
+  if (!is_storage_only(storage) || exact_in(e, storage, {})) return e;
+  return cast(compute_dtype(storage), cast(storage, std::move(e)));
 }
 
 Expr GroupValues::round_in_body(Expr e, DType storage) const {
-  if (!is_half(storage) || exact_in(e, storage, exact_vars_)) return e;
-  return cast(DType::Float32, cast(storage, std::move(e)));
+  if (!is_storage_only(storage) || exact_in(e, storage, exact_vars_)) return e;
+  return cast(compute_dtype(storage), cast(storage, std::move(e)));
 }
 
 Expr GroupValues::compute_node(int node) {
@@ -273,7 +279,7 @@ Expr GroupValues::value(int v) {
   const std::string name = "v" + std::to_string(v);
   body_->let(name, e);
   // compute_node rounded it to its storage type (or it was exact there already).
-  if (is_half(val.type.dtype)) exact_vars_[name] = val.type.dtype;
+  if (is_storage_only(val.type.dtype)) exact_vars_[name] = val.type.dtype;
   Expr bound = var(name, e.type());
   body_values_[v] = bound;
   return bound;

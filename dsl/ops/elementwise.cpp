@@ -8,8 +8,10 @@
 // at -inf; silu = x / (1 + exp(-x)) (NaN at -inf, as torch); gelu and its tanh approximation use
 // torch's constants and order; minimum/maximum/clamp propagate NaN (the Min/Max nodes are
 // fmin/fmax, so NaN is selected explicitly). Dtype errors use torch's wording.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <sstream>
 
 #include "dsl/ops/op_util.h"
 
@@ -148,6 +150,8 @@ void add_binary(const std::string& name, BinaryClass cls,
   // before computing (bfloat16 x ** 0-dim float64 1.003 is x ** 1, finite for negative x); its mul,
   // div and floor_divide keep a 0-dim operand's full value (measured on torch 2.15, CPU), as flow
   // does for every other binary op. Python numbers (wrapped) always keep their value.
+  // A small integer common dtype wraps every operand of another dtype, Python numbers included, as
+  // torch converts them to it (uint8 x < 300 compares with 44).
   const bool round_operands = cls == BinaryClass::Compare || name == "pow";
   d.compute = [cls, f, round_operands](const std::vector<Expr>& in, const OpContext& ctx) {
     const DType common =
@@ -158,7 +162,7 @@ void add_binary(const std::string& name, BinaryClass cls,
       const bool wrapped = i < ctx.wrapped_number.size() && ctx.wrapped_number[i];
       if (round_operands && is_half(common) && !wrapped && ctx.inputs.at(i).dtype != common)
         return cast(ct, cast(common, x));
-      return cast(ct, x);
+      return operand_as(x, ctx.inputs.at(i).dtype, common);
     };
     return f(operand(0), operand(1), ctx);
   };
@@ -304,6 +308,38 @@ double bound_value(const AttrValue& v) {
   return std::get<double>(v);
 }
 
+// The range of an integer dtype, as doubles (exact for all but int64's ends, which only saturate).
+std::pair<double, double> integer_range(DType t) {
+  switch (t) {
+    case DType::UInt8:
+      return {0, 255};
+    case DType::Int8:
+      return {-128, 127};
+    case DType::Int16:
+      return {-32768, 32767};
+    case DType::Int32:
+      return {-2147483648.0, 2147483647.0};
+    default:
+      return {-0x1p63, 0x1p63};
+  }
+}
+
+// torch's clamp of an integer tensor by numbers: a bound the dtype cannot hold saturates to its
+// range, unless nothing would be left (max below the lowest value, min above the highest), which
+// is torch's error.
+double clamp_bound(const AttrValue& v, DType t, const char* which) {
+  const double b = bound_value(v);
+  if (!is_integer(t)) return b;
+  const auto [lo, hi] = integer_range(t);
+  const bool is_max = std::string(which) == "max";
+  if ((is_max && b < lo) || (!is_max && b > hi)) {
+    std::ostringstream msg;
+    msg << "Clamp " << which << " value " << b << " is outside the representable range of " << torch_dtype_name(t);
+    throw OpError(OpError::Kind::Value, msg.str());  // a RuntimeError in Python, as torch
+  }
+  return std::clamp(b, lo, hi);
+}
+
 void register_clamp_where_cast() {
   OpDef clamp;
   clamp.name = "clamp";
@@ -328,6 +364,8 @@ void register_clamp_where_cast() {
     const std::vector<TensorType> types = clamp_operand_types(g, in[0], a, wrapped);
     const DType t = result_type(types, wrapped);
     if (t == DType::Bool) not_implemented_for(attr_find(a, "min") ? "clamp_min_scalar_cpu" : "clamp_max_scalar_cpu", t);
+    if (const AttrValue* hi = attr_find(a, "max")) clamp_bound(*hi, t, "max");
+    if (const AttrValue* lo = attr_find(a, "min")) clamp_bound(*lo, t, "min");
     return std::vector<TensorType>{TensorType{g.value(in[0]).type.shape, t}};
   };
   clamp.compute = [](const std::vector<Expr>& in, const OpContext& ctx) {
@@ -336,8 +374,9 @@ void register_clamp_where_cast() {
     Expr r = x;
     const Attrs none;
     const Attrs& attrs = ctx.attrs ? *ctx.attrs : none;
-    if (const AttrValue* lo = attr_find(attrs, "min")) r = max(r, lit(bound_value(*lo), ct));
-    if (const AttrValue* hi = attr_find(attrs, "max")) r = min(r, lit(bound_value(*hi), ct));
+    const DType out = ctx.outputs.at(0).dtype;
+    if (const AttrValue* lo = attr_find(attrs, "min")) r = max(r, lit(clamp_bound(*lo, out, "min"), ct));
+    if (const AttrValue* hi = attr_find(attrs, "max")) r = min(r, lit(clamp_bound(*hi, out, "max"), ct));
     return is_floating(ct) ? select(is_nan(x), x, r) : r;
   };
   register_builtin(std::move(clamp));

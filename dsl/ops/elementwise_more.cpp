@@ -151,8 +151,9 @@ void add_binary(const std::string& name, BinaryKind kind, std::function<Expr(con
     if (kind == BinaryKind::Logical) {
       return f(in.at(0) != lit(0, in.at(0).type()), in.at(1) != lit(0, in.at(1).type()));
     }
-    const DType ct = compute_dtype(ctx.outputs.at(0).dtype);
-    return f(cast(ct, in.at(0)), cast(ct, in.at(1)));
+    const DType common = ctx.outputs.at(0).dtype;
+    return f(operand_as(in.at(0), ctx.inputs.at(0).dtype, common),
+             operand_as(in.at(1), ctx.inputs.at(1).dtype, common));
   };
   register_builtin(std::move(d));
 }

@@ -39,6 +39,12 @@ const char* c10_name(DType t) {
       return "float";
     case DType::Float64:
       return "double";
+    case DType::UInt8:
+      return "unsigned char";
+    case DType::Int8:
+      return "signed char";
+    case DType::Int16:
+      return "short int";
   }
   return "?";
 }

@@ -52,6 +52,11 @@ void check_attrs(const std::string& op, const Attrs& attrs, std::initializer_lis
 // A dtype attr (a name such as "float32" or an alias "float"); OpError(Type) when invalid.
 DType attr_dtype(const Attrs& attrs, const std::string& key, const std::string& op);
 
+// An operand of dtype `own` (given in compute_dtype(own)) as the computation type of `common`. A
+// small integer common dtype wraps it first, as torch converts every operand, Python numbers
+// included, to the common dtype (uint8 x // 300 divides by 44).
+Expr operand_as(const Expr& x, DType own, DType common);
+
 // Types and wrapped flags of graph values.
 std::vector<TensorType> value_types(const Graph& g, const std::vector<int>& ids);
 std::vector<bool> wrapped_flags(const Graph& g, const std::vector<int>& ids);

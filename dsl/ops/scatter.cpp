@@ -49,8 +49,9 @@ Attrs scatter_canonicalize(const Graph& g, const std::vector<int>& in, const Att
   if (index.dtype != DType::Int64) throw OpError(OpError::Kind::Type, "scatter(): Expected dtype int64 for index");
   if (src.dtype != self.dtype)
     throw OpError(OpError::Kind::Type, "scatter(): Expected self.dtype to be equal to src.dtype");
-  if (is_half(self.dtype))
-    throw OpError(OpError::Kind::Type, "scatter(): half-precision tensors are widened to float32 by the caller");
+  if (is_storage_only(self.dtype))
+    throw OpError(OpError::Kind::Type,
+                  "scatter(): half-precision and small integer tensors are widened (to float32, int32) by the caller");
   const std::string reduce = attr_find(a, "reduce") ? attr_str(a, "reduce", "scatter") : "none";
   if (!is_scatter_reduce(reduce))
     throw OpError(OpError::Kind::Value,

@@ -32,6 +32,8 @@ Attrs argsort_canonicalize(const Graph& g, const std::vector<int>& in, const Att
   check_attrs("argsort", a, {"dim", "descending", "k"});
   if (in.size() != 1) throw OpError(OpError::Kind::Value, "argsort(): expected one input");
   const TensorType& x = g.value(in[0]).type;
+  if (is_small_int(x.dtype))
+    throw OpError(OpError::Kind::Type, "argsort(): small integer tensors are widened to int32 by the caller");
   const int64_t ndim = static_cast<int64_t>(x.shape.size());
   const int64_t dim = normalize_dim(attr_find(a, "dim") ? attr_int(a, "dim", "argsort") : -1, ndim);
   const int64_t n = line_length(x, ndim == 0 ? 0 : dim);

@@ -49,6 +49,12 @@ const char* cuda_type_name(DType t) {
       return "float";
     case DType::Float64:
       return "double";
+    case DType::UInt8:
+      return "uint8_t";
+    case DType::Int8:
+      return "int8_t";
+    case DType::Int16:
+      return "int16_t";
   }
   throw std::invalid_argument("cuda_type_name: invalid dtype");
 }
@@ -359,6 +365,9 @@ Printed Printer::cast(const Cast* op) {
     return {std::string("flow::double_to_") + fn + "(" + d + ")", kPrecAtom};
   }
   if (is_floating(src_type) && is_integral(to)) return {"flow::float_to_int<" + to_name + ">(" + v + ")", kPrecAtom};
+  // float -> small int: through int32, then wrapped (the interpreter's rule).
+  if (is_floating(src_type) && is_small_int(to))
+    return {"static_cast<" + to_name + ">(flow::float_to_int<int32_t>(" + v + "))", kPrecAtom};
   if (src_type == to) return src;
   return {"static_cast<" + to_name + ">(" + v + ")", kPrecAtom};
 }

@@ -24,6 +24,8 @@ typedef unsigned long long uint64_t;
 typedef unsigned int uint32_t;
 typedef unsigned short uint16_t;
 typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef signed char int8_t;
 
 namespace flow {
 

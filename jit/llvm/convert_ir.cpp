@@ -122,6 +122,11 @@ Type* register_type(llvm::LLVMContext& ctx, DType t) {
       return Type::getFloatTy(ctx);
     case DType::Float64:
       return Type::getDoubleTy(ctx);
+    case DType::UInt8:
+    case DType::Int8:
+      return Type::getInt8Ty(ctx);
+    case DType::Int16:
+      return Type::getInt16Ty(ctx);
   }
   throw std::invalid_argument("llvm backend: invalid dtype " + std::to_string(static_cast<int>(t)));
 }
@@ -144,6 +149,12 @@ Value* cast_value(IRBuilderBase& b, Value* v, DType from, DType to) {
   Type* dst = shaped(register_type(ctx, to), v->getType());
   Type* f32 = shaped(Type::getFloatTy(ctx), v->getType());
   Type* f64 = shaped(Type::getDoubleTy(ctx), v->getType());
+  // Small int sources widen to int32 first (zero-extended for uint8), exactly.
+  if (dsl::is_small_int(from)) {
+    Type* i32 = shaped(Type::getInt32Ty(ctx), v->getType());
+    Value* wide = from == DType::UInt8 ? b.CreateZExt(v, i32) : b.CreateSExt(v, i32);
+    return cast_value(b, wide, DType::Int32, to);
+  }
   // Half sources: to bool by bits, else through float32 (exact).
   if (dsl::is_half(from)) {
     if (to == DType::Bool) {
@@ -173,6 +184,10 @@ Value* cast_value(IRBuilderBase& b, Value* v, DType from, DType to) {
   }
   if (from == DType::Bool) return to_f ? b.CreateUIToFP(v, dst) : b.CreateZExt(v, dst);
   if (from_f && to_f) return to == DType::Float64 ? b.CreateFPExt(v, dst) : b.CreateFPTrunc(v, dst);
+  if (from_f && dsl::is_small_int(to)) {  // through int32, then wrapped (torch's CPU casts)
+    Value* i32 = float_to_int(b, v, shaped(Type::getInt32Ty(ctx), v->getType()), 32);
+    return b.CreateTrunc(i32, dst);
+  }
   if (from_f) return float_to_int(b, v, dst, to == DType::Int32 ? 32 : 64);
   if (to_f) return b.CreateSIToFP(v, dst);
   return b.CreateSExtOrTrunc(v, dst);

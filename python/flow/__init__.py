@@ -12,7 +12,7 @@ from ._creation import (arange, as_tensor, empty, empty_like, from_numpy, full, 
 from ._creation import eye, linspace, rand_like, randint_like, randn_like, scalar_tensor  # noqa: F401
 from ._dtype import Size, device  # noqa: F401
 from ._dtype import channels_last, contiguous_format, memory_format, preserve_format  # noqa: F401
-from ._dtype import bfloat16, bool_ as bool, float16, float32, float64, int32, int64  # noqa: F401
+from ._dtype import bfloat16, bool_ as bool, float16, float32, float64, int8, int16, int32, int64, uint8  # noqa: F401
 from ._dtype import dtype  # noqa: F401
 from ._errors import TraceError  # noqa: F401
 from ._jit import compile, jit  # noqa: F401  (compile shadows the builtin on purpose, as torch's does)
@@ -42,6 +42,7 @@ half = float16
 double = float64
 long = int64
 int = int32  # noqa: A001
+short = int16
 silu = nn.functional.silu
 gelu = nn.functional.gelu
 

@@ -84,6 +84,22 @@ def _from_array(arr, dtype):
     return Tensor._wrap(_C.Tensor.from_numpy(np.asarray(arr)))
 
 
+def _check_fits(arr, dtype):
+    """torch's checked conversion of Python numbers to an integer dtype: "value cannot be converted
+    to type uint8 without overflow". Integers must lie in the type's range (an unsigned type also
+    takes negatives down to -max, which wrap); floats in [min, max + 1), truncating into range."""
+    if dtype.is_floating_point or dtype is D.bool_ or arr.size == 0 or arr.dtype.kind not in "iuf":
+        return
+    info = np.iinfo(dtype.np_dtype)
+    lo, hi = arr.min(), arr.max()
+    if arr.dtype.kind == "f":
+        bad = not (np.isfinite(lo) and np.isfinite(hi)) or lo < info.min or hi >= float(info.max) + 1
+    else:
+        bad = int(lo) < (-info.max if info.min == 0 else info.min) or int(hi) > info.max
+    if bad:
+        raise RuntimeError(f"value cannot be converted to type {dtype.name} without overflow")
+
+
 def _torch_to_flow(t, dtype):
     t = t.detach().cpu()
     if str(t.dtype) == "torch.bfloat16":
@@ -136,6 +152,8 @@ def _tensor_cpu(data, dtype=None, device=None, requires_grad=False, pin_memory=F
     if isinstance(data, str) or not isinstance(data, (numbers.Number, list, tuple, np.bool_)):
         raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
     arr = _infer_from_python(data)
+    if dtype is not None:
+        _check_fits(arr, dtype)
     if dtype is None and _first_leaf_is_numpy(data):  # numpy scalars keep their type, as in torch
         return _from_array(arr, D.to_dtype(arr.dtype))
     return _from_array(arr, dtype or D.promote_numpy_default(arr.dtype))
@@ -186,6 +204,8 @@ def _full_cpu(size, fill_value, *, dtype=None, device=None, requires_grad=False,
         dtype = (D.bool_ if isinstance(fill_value, (builtins.bool, np.bool_))
                  else D.int64 if isinstance(fill_value, numbers.Integral) else D.float32)
     t = empty(_shape((size,), "full"), dtype=dtype)
+    if isinstance(fill_value, numbers.Number):
+        _check_fits(np.asarray(fill_value), D.to_dtype(dtype))
     t._fill_from(fill_value)
     return t
 

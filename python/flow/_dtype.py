@@ -6,7 +6,8 @@ flow dtype, a name, a numpy dtype or a torch dtype, so ported code can pass any 
 """
 import numpy as np
 
-__all__ = ["dtype", "device", "Size", "float32", "float16", "bfloat16", "float64", "int32", "int64", "bool_"]
+__all__ = ["dtype", "device", "Size", "float32", "float16", "bfloat16", "float64", "int32", "int64", "int16", "int8",
+           "uint8", "bool_"]
 
 
 class dtype:
@@ -16,7 +17,7 @@ class dtype:
         self.name = name  # the core's name, as torch's str(dtype) without the prefix
         self.itemsize = itemsize
         self.is_floating_point = is_floating_point
-        self.is_signed = name != "bool"
+        self.is_signed = name not in ("bool", "uint8")
         self.np_dtype = np.dtype(np_dtype)  # the numpy dtype the data travels as
         self._torch_short = torch_short  # "Float", "Half", ... (torch's ScalarType names)
 
@@ -38,12 +39,15 @@ bfloat16 = dtype("bfloat16", 2, True, np.uint16, "BFloat16")
 float64 = dtype("float64", 8, True, np.float64, "Double")
 int32 = dtype("int32", 4, False, np.int32, "Int")
 int64 = dtype("int64", 8, False, np.int64, "Long")
+int16 = dtype("int16", 2, False, np.int16, "Short")
+int8 = dtype("int8", 1, False, np.int8, "Char")
+uint8 = dtype("uint8", 1, False, np.uint8, "Byte")
 bool_ = dtype("bool", 1, False, np.bool_, "Bool")
 
-ALL = (bool_, int32, int64, float16, bfloat16, float32, float64)
+ALL = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({"float": float32, "half": float16, "double": float64, "int": int32, "long": int64,
-                 "bool_": bool_})
+                 "short": int16, "bool_": bool_})
 
 
 def from_name(name):
@@ -72,7 +76,7 @@ def to_dtype(x, what="dtype"):
         nd = np.dtype(x)
     except TypeError:
         raise TypeError(f"flow: {what} must be a flow dtype, not {type(x).__name__}") from None
-    for d in (bool_, int32, int64, float16, float32, float64):
+    for d in (bool_, uint8, int8, int16, int32, int64, float16, float32, float64):
         if d.np_dtype == nd:
             return d
     raise TypeError(f"flow: numpy dtype {nd} has no flow dtype (supported: {', '.join(d.name for d in ALL)})")

@@ -427,11 +427,8 @@ def _median(fn, x, dim, keepdim, ignore_nan, kernel="median_out"):
 
 
 def _median_all(fn, x, ignore_nan):
-    if x.numel() == 0:  # NaN, cast to the dtype as torch's is on x86 (integers: their minimum, bool: True)
-        if not x.dtype.is_floating_point:
-            v = True if x.dtype is D.bool_ else iinfo(x.dtype).min
-            return C.full([], v, dtype=x.dtype, device=x.device)
-        # (made in float32 and cast: flow.full(nan, dtype=bfloat16) fails, see the report)
+    if x.numel() == 0:  # NaN, cast to the dtype as torch's is on x86 (int32/int64: their minimum; the small
+        # ints wrap that to 0; bool: True). Made in float32 and cast (flow.full(nan, dtype=bfloat16) fails).
         return F._cast(C.full([], math.nan, device=x.device), x.dtype)
     return _median(fn, x.reshape(-1), 0, False, ignore_nan, "median_cpu")[0]
 
@@ -1084,7 +1081,7 @@ def trapezoid(y, x=None, *, dx=None, dim=-1):
     m = yt.shape[d]
     if x is not None:
         step = _trapezoid_x(yt, _tensor_arg("trapezoid", x, "x", 2), d)
-        return F.sum(step * (yt.narrow(d, 1, m - 1) + yt.narrow(d, 0, m - 1)) / 2.0, d)
+        return F.sum(step * (yt.narrow(d, 0, m - 1) + yt.narrow(d, 1, m - 1)), d) / 2.0  # torch's order
     if yt.dtype is D.bool_:
         raise RuntimeError("trapezoid: received a bool input for `y`, but bool is not supported")
     h = _check_dx(1 if dx is None else dx)
@@ -1111,7 +1108,7 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
     pair_sum = yt.narrow(d, 0, m - 1) + yt.narrow(d, 1, m - 1)
     if x is not None:
         step = _trapezoid_x(yt, _tensor_arg("cumulative_trapezoid", x, "x", 2), d)
-        return F.cumsum(step / 2.0 * pair_sum, d)
+        return F.cumsum(step * pair_sum / 2.0, d)  # torch's order (an integer product wraps first)
     return F.cumsum(_check_dx(1 if dx is None else dx) / 2.0 * pair_sum, d)
 
 

@@ -444,7 +444,8 @@ def masked_fill(input, mask, value):
 
 
 def _c10_name(dt):
-    return {"bool": "bool", "int32": "int", "int64": "long int", "float16": "c10::Half",
+    return {"bool": "bool", "uint8": "unsigned char", "int8": "signed char", "int16": "short int", "int32": "int",
+            "int64": "long int", "float16": "c10::Half",
             "bfloat16": "c10::BFloat16", "float32": "float", "float64": "double"}[dt.name]
 
 
@@ -517,12 +518,18 @@ def prod(input, dim=None, keepdim=False, *, dtype=None, out=None):
     return _out("prod", out, _reduce("prod", input, dim, keepdim, dtype))
 
 
+def _truth_reduce(name, input, dim, keepdim):
+    r = _reduce(name, input, dim, keepdim)
+    # torch's legacy rule: any/all of a uint8 tensor is a uint8 tensor of 0s and 1s
+    return r.to(D.uint8) if isinstance(input, Tensor) and input.dtype is D.uint8 else r
+
+
 def any(input, dim=None, keepdim=False, *, out=None):
-    return _out("any", out, _reduce("any", input, dim, keepdim))
+    return _out("any", out, _truth_reduce("any", input, dim, keepdim))
 
 
 def all(input, dim=None, keepdim=False, *, out=None):
-    return _out("all", out, _reduce("all", input, dim, keepdim))
+    return _out("all", out, _truth_reduce("all", input, dim, keepdim))
 
 
 def _var_attrs(fn, input, dim, unbiased, keepdim, correction):
@@ -622,6 +629,8 @@ def _argsort(fn, x, dim, descending, k=None):
     attrs = {"dim": _one_dim(fn, dim), "descending": descending}
     if k is not None:
         attrs["k"] = k
+    if x.dtype in (D.uint8, D.int8, D.int16):  # the op sorts int32 keys; the values are exact there
+        x = x.to(D.int32)
     return dispatch1("argsort", [x], attrs)
 
 

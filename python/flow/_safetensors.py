@@ -18,7 +18,7 @@ from . import _C
 _DTYPES = {
     "float32": ("F32", np.float32), "float64": ("F64", np.float64), "float16": ("F16", np.float16),
     "bfloat16": ("BF16", np.uint16), "int64": ("I64", np.int64), "int32": ("I32", np.int32),
-    "bool": ("BOOL", np.bool_),
+    "bool": ("BOOL", np.bool_), "uint8": ("U8", np.uint8), "int8": ("I8", np.int8), "int16": ("I16", np.int16),
 }
 _FROM_ST = {st: (name, npd) for name, (st, npd) in _DTYPES.items()}
 

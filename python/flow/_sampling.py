@@ -189,7 +189,8 @@ def _geometric(self, p, *, generator=None):
 
 
 _RANDOM_TOP = {D.float16: 2 ** 11, D.bfloat16: 2 ** 8, D.float32: 2 ** 24, D.float64: 2 ** 53,
-               D.int32: 2 ** 31 - 1, D.int64: 2 ** 63 - 1, D.bool_: 1}
+               D.int32: 2 ** 31 - 1, D.int64: 2 ** 63 - 1, D.bool_: 1, D.uint8: 2 ** 8 - 1, D.int8: 2 ** 7 - 1,
+               D.int16: 2 ** 15 - 1}
 
 
 def _random(self, from_=None, to=None, *, generator=None):

@@ -33,6 +33,8 @@ __all__ = ["scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy"
            "index_put", "put", "masked_scatter", "bincount", "histc"]
 
 _HALF = (D.float16, D.bfloat16)
+# The dtype the op scatters each storage-only dtype in (small ints wrap when rounded back, as torch's).
+_WIDE = {D.float16: D.float32, D.bfloat16: D.float32, D.uint8: D.int32, D.int8: D.int32, D.int16: D.int32}
 
 
 def _index_arg(fn, index, pos=3, vector=False):
@@ -51,11 +53,13 @@ def _full(shape, value, like):
 
 
 def _scatter_op(x, d, ix, src, reduce="none", include_self=True):
-    """The op itself: tensors of equal rank, x.dtype == src.dtype; half precision in float32."""
+    """The op itself: tensors of equal rank, x.dtype == src.dtype; half precision in float32, small
+    ints in int32."""
     if src.dtype is not x.dtype:
         raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
-    if x.dtype in _HALF:
-        out = _scatter_op(x.float(), d, ix, src.float(), reduce, include_self)
+    if x.dtype in _WIDE:
+        w = _WIDE[x.dtype]
+        out = _scatter_op(x.to(w), d, ix, src.to(w), reduce, include_self)
         return out.to(x.dtype)
     return dispatch1("scatter", [x, ix, src], {"dim": d, "reduce": reduce, "include_self": builtins.bool(include_self)})
 

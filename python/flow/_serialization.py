@@ -28,17 +28,17 @@ from . import _C
 from . import _dtype as D
 from ._tensor import Tensor
 
-# torch storage class name -> flow dtype (flow has no uint8/int8/int16/complex tensors)
+# torch storage class name -> flow dtype (flow has no complex or quantized tensors)
 _STORAGE_DTYPES = {"FloatStorage": D.float32, "DoubleStorage": D.float64, "HalfStorage": D.float16,
                    "BFloat16Storage": D.bfloat16, "LongStorage": D.int64, "IntStorage": D.int32,
-                   "BoolStorage": D.bool_}
+                   "ShortStorage": D.int16, "CharStorage": D.int8, "ByteStorage": D.uint8, "BoolStorage": D.bool_}
 _STORAGE_OF = {d.name: s for s, d in _STORAGE_DTYPES.items()}
-_UNSUPPORTED_STORAGES = {"ByteStorage": "uint8", "CharStorage": "int8", "ShortStorage": "int16",
-                         "ComplexFloatStorage": "complex64", "ComplexDoubleStorage": "complex128",
+_UNSUPPORTED_STORAGES = {"ComplexFloatStorage": "complex64", "ComplexDoubleStorage": "complex128",
                          "QUInt8Storage": "quint8", "QInt8Storage": "qint8", "QInt32Storage": "qint32"}
 # torch dtype global name ("float32", "half", ...) -> flow dtype
 _TORCH_DTYPES = {d.name: d for d in D.ALL}
-_TORCH_DTYPES.update({"float": D.float32, "double": D.float64, "half": D.float16, "long": D.int64, "int": D.int32})
+_TORCH_DTYPES.update({"float": D.float32, "double": D.float64, "half": D.float16, "long": D.int64, "int": D.int32,
+                      "short": D.int16})
 
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 

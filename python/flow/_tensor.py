@@ -22,6 +22,7 @@ import builtins
 import math
 import numbers
 import operator
+import warnings
 
 import numpy as np
 
@@ -80,7 +81,8 @@ def _infer_sizes(sizes, numel, what="view"):
 
 
 # torch.can_cast for the in-place/out= contract: no float -> int/bool, no int -> bool.
-_KIND = {"bool": 0, "int32": 1, "int64": 1, "float16": 2, "bfloat16": 2, "float32": 2, "float64": 2}
+_KIND = {"bool": 0, "uint8": 1, "int8": 1, "int16": 1, "int32": 1, "int64": 1, "float16": 2, "bfloat16": 2,
+         "float32": 2, "float64": 2}
 
 
 def _can_cast(src, dst):
@@ -112,6 +114,10 @@ def _index_tuple(index):
             except TypeError:
                 raise TypeError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables "
                                 "are valid indices (got " + type(i).__name__ + ")") from None
+        if isinstance(i, Tensor) and i.dtype is D.uint8:  # torch's legacy rule: a byte index is a mask
+            warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool "
+                          "instead.", UserWarning, stacklevel=3)
+            i = i.to(D.bool_)
         out.append(i)
     return out
 
@@ -1148,6 +1154,15 @@ class Tensor:
 
     def long(self):
         return self.to(D.int64)
+
+    def short(self):
+        return self.to(D.int16)
+
+    def char(self):
+        return self.to(D.int8)
+
+    def byte(self):
+        return self.to(D.uint8)
 
     def bool(self):
         return self.to(D.bool_)

@@ -71,7 +71,7 @@ LoweredFunc gpu_pointwise(const PointwiseSpec& spec) {
     std::vector<Expr> loads;
     for (const auto& [name, t] : spec.inputs) {
       const Expr l = load(t, name, index);
-      loads.push_back(is_half(t) ? cast(DType::Float32, l) : l);
+      loads.push_back(is_storage_only(t) ? cast(compute_dtype(t), l) : l);
     }
     const std::vector<Expr> values = spec.body(loads);
     std::vector<Stmt> stores;
@@ -187,6 +187,39 @@ LoweredFunc pointwise_casts() {
                                           cast(DType::Float32, cast(DType::BFloat16, f));
                           const Expr d = cast(DType::Float64, f) * make_float(2.0, DType::Float64);
                           return std::vector<Expr>{i64, i32, b, fl, fl, l, d};
+                        }});
+}
+
+// A uint8 image chain as the compiler lowers it: loads widen to int32, each op's result wraps back
+// to uint8 (x * 3 + 7, then // 5), and a float32 output scaled by 1/255.
+LoweredFunc pointwise_uint8() {
+  return gpu_pointwise({"pw_u8", {{"x", DType::UInt8}}, {{"o_u8", DType::UInt8}}, [](const std::vector<Expr>& in) {
+                          const Expr wrapped = cast(DType::Int32, cast(DType::UInt8, in[0] * 3 + 7));
+                          return std::vector<Expr>{wrapped / 5};
+                        }});
+}
+
+// Every conversion into and out of the small integer types: sign and zero extension, wrapping
+// narrowings, float -> small int through int32 (out of range included), small int -> half.
+LoweredFunc pointwise_small_int_casts() {
+  return gpu_pointwise({"pw_small_casts",
+                        {{"u", DType::UInt8}, {"s", DType::Int8}, {"w", DType::Int16}, {"f", DType::Float32}},
+                        {{"o_u8", DType::UInt8},
+                         {"o_i8", DType::Int8},
+                         {"o_i16", DType::Int16},
+                         {"o_f32", DType::Float32},
+                         {"o_h", DType::Float16},
+                         {"o_l", DType::Int64}},
+                        [](const std::vector<Expr>& in) {
+                          const Expr u = in[0], s = in[1], w = in[2], f = in[3];
+                          const Expr fu = cast(DType::Int32, cast(DType::UInt8, f * f32(100.0)));
+                          const Expr sum = u * s + w - fu;
+                          return std::vector<Expr>{sum,
+                                                   cast(DType::Int32, cast(DType::Int8, f * f32(50.0))) - u,
+                                                   cast(DType::Int32, cast(DType::Int16, sum * 300)),
+                                                   cast(DType::Float32, u) / f32(255.0) + cast(DType::Float32, s),
+                                                   cast(DType::Float32, w),
+                                                   cast(DType::Int64, sum) * 100000};
                         }});
 }
 
@@ -363,6 +396,21 @@ TEST(CudaCodegen, PointwiseHalfTypes) {
     EXPECT_TRUE(contains_re(c.ptx, R"(st\.global\.v4\.(u32|b32))")) << dtype_name(t);
     EXPECT_TRUE(contains(c.ptx, t == DType::Float16 ? "cvt.rn.f16.f32" : "cvt.rn.bf16.f32")) << dtype_name(t);
   }
+}
+
+TEST(CudaCodegen, PointwiseUInt8VectorizesTo16ByteAccesses) {
+  const CudaCompiled c = compile_all(pointwise_uint8());
+  EXPECT_TRUE(contains(c.kernel.source, "const flow::Vec<uint8_t, 16> x_vec = flow::load_vec<16>(x + base);"))
+      << c.kernel.source;
+  EXPECT_TRUE(contains_re(c.ptx, R"(ld\.global(\.nc)?\.v4\.(u32|b32))")) << c.ptx;
+  EXPECT_TRUE(contains_re(c.ptx, R"(st\.global\.v4\.(u32|b32))")) << c.ptx;
+}
+
+TEST(CudaCodegen, SmallIntegerCasts) {
+  const CudaCompiled c = compile_all(pointwise_small_int_casts());
+  EXPECT_TRUE(contains(c.kernel.source, "static_cast<uint8_t>(flow::float_to_int<int32_t>(")) << c.kernel.source;
+  EXPECT_TRUE(contains(c.kernel.source, "static_cast<int8_t>(flow::float_to_int<int32_t>("));
+  EXPECT_TRUE(contains(c.kernel.source, "static_cast<int16_t>("));
 }
 
 TEST(CudaCodegen, AllFloatOps) {
@@ -549,7 +597,9 @@ TEST(CudaCodegen, PrintedPointwiseKernelsRunOnTheSimtEmulator) {
                                             pointwise_half(DType::BFloat16),
                                             pointwise_all_float_ops(DType::Float32),
                                             pointwise_all_float_ops(DType::Float64),
-                                            pointwise_casts()};
+                                            pointwise_casts(),
+                                            pointwise_uint8(),
+                                            pointwise_small_int_casts()};
   for (const LoweredFunc& f : kernels) {
     for (const int64_t n : {1, 3, 8, 255, 2048, 4096 + 13}) {
       run_printed(

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "dsl/canonical_names.h"
@@ -15,9 +16,11 @@ namespace flow::dsl {
 namespace {
 
 TEST(Types, NamesSizesAndPredicates) {
-  const char* names[] = {"bool", "int32", "int64", "float16", "bfloat16", "float32", "float64"};
-  const int sizes[] = {1, 4, 8, 2, 2, 4, 8};
-  for (int i = 0; i < 7; ++i) {
+  const char* names[] = {"bool",    "int32",   "int64", "float16", "bfloat16",
+                         "float32", "float64", "uint8", "int8",    "int16"};
+  const int sizes[] = {1, 4, 8, 2, 2, 4, 8, 1, 1, 2};
+  static_assert(std::size(names) == std::size(kAllDTypes));
+  for (size_t i = 0; i < std::size(names); ++i) {
     EXPECT_STREQ(dtype_name(kAllDTypes[i]), names[i]);
     EXPECT_EQ(dtype_from_name(names[i]), kAllDTypes[i]);
     EXPECT_EQ(dtype_size(kAllDTypes[i]), sizes[i]);
@@ -28,6 +31,11 @@ TEST(Types, NamesSizesAndPredicates) {
   EXPECT_TRUE(is_half(DType::Float16));
   EXPECT_EQ(compute_dtype(DType::BFloat16), DType::Float32);
   EXPECT_EQ(compute_dtype(DType::Int32), DType::Int32);
+  for (const DType t : {DType::UInt8, DType::Int8, DType::Int16}) {
+    EXPECT_TRUE(is_small_int(t) && is_integer(t) && is_storage_only(t) && !is_integral(t)) << dtype_name(t);
+    EXPECT_EQ(compute_dtype(t), DType::Int32);
+  }
+  EXPECT_EQ(dtype_from_name("short"), DType::Int16);
   EXPECT_EQ(numel({2, 3, 4}), 24);
   EXPECT_EQ(numel({}), 1);
   EXPECT_EQ(shape_str({2, 3}), "[2, 3]");
@@ -44,6 +52,9 @@ TEST(Types, PromoteTypesMatchesTorch) {
       {D::Float16, D::Float32, D::Float32}, {D::BFloat16, D::Float64, D::Float64},
       {D::Float32, D::Float64, D::Float64}, {D::Int32, D::Float32, D::Float32},
       {D::Bool, D::Bool, D::Bool},          {D::Float16, D::Float16, D::Float16},
+      {D::UInt8, D::Int8, D::Int16},        {D::UInt8, D::Bool, D::UInt8},
+      {D::Int8, D::Int16, D::Int16},        {D::UInt8, D::Int32, D::Int32},
+      {D::Int16, D::Float16, D::Float16},   {D::UInt8, D::UInt8, D::UInt8},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(promote_types(c.a, c.b), c.r) << dtype_name(c.a) << " " << dtype_name(c.b);

@@ -153,6 +153,12 @@ double value_at(const Arg& a, size_t i) {
       return a.at<float>(i);
     case F64:
       return a.at<double>(i);
+    case DType::UInt8:
+      return a.at<uint8_t>(i);
+    case DType::Int8:
+      return a.at<int8_t>(i);
+    case DType::Int16:
+      return a.at<int16_t>(i);
   }
   return 0;
 }
@@ -437,12 +443,28 @@ std::vector<uint8_t> cast_inputs(DType t, std::mt19937_64& g) {
                                 3.3895e38,
                                 3.3896e38,
                                 1.0000001,
-                                0.33333334};
+                                0.33333334,
+                                255.9,  // small int boundaries: float -> uint8/int8/int16 wraps through int32
+                                256.0,
+                                300.0,
+                                -129.0,
+                                32768.5,
+                                -40000.0};
   std::uniform_int_distribution<uint64_t> bits;
   std::uniform_real_distribution<double> uni(-70000, 70000);
   switch (t) {
     case kBool:
       for (int i = 0; i < 64; ++i) out.push_back(static_cast<uint8_t>(i & 1));
+      break;
+    case DType::UInt8:
+    case DType::Int8:  // every bit pattern
+      for (int i = 0; i < 256; ++i) out.push_back(static_cast<uint8_t>(i));
+      break;
+    case DType::Int16:
+      for (int i = 0; i < 65536; ++i) {
+        const auto x = static_cast<uint16_t>(i);
+        push(&x, 2);
+      }
       break;
     case I32:
       for (int64_t v : {int64_t{0}, int64_t{1}, int64_t{-1}, int64_t{65504}, int64_t{65520}, int64_t{16777217},

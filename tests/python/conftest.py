@@ -47,9 +47,12 @@ def gen(request):
 # ---- dtype maps and conversions ---------------------------------------------------------------
 
 FLOW_OF = {torch.float32: flow.float32, torch.float16: flow.float16, torch.bfloat16: flow.bfloat16,
-           torch.float64: flow.float64, torch.int32: flow.int32, torch.int64: flow.int64, torch.bool: flow.bool}
+           torch.float64: flow.float64, torch.int32: flow.int32, torch.int64: flow.int64, torch.bool: flow.bool,
+           torch.uint8: flow.uint8, torch.int8: flow.int8, torch.int16: flow.int16}
 TORCH_OF = {v: k for k, v in FLOW_OF.items()}
-ALL_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64, torch.bool]
+SMALL_INT_DTYPES = [torch.uint8, torch.int8, torch.int16]
+ALL_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64, torch.bool,
+              *SMALL_INT_DTYPES]
 FLOAT_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
 
 

@@ -204,6 +204,15 @@ std::vector<unsigned char> random_bytes(DType t, int64_t numel, std::mt19937_64&
       case DType::Float64:
         std::memcpy(p, &v, 8);
         break;
+      case DType::UInt8:
+      case DType::Int8:
+        *p = static_cast<unsigned char>(static_cast<uint64_t>(iv));  // wraps
+        break;
+      case DType::Int16: {
+        const auto x = static_cast<uint16_t>(static_cast<uint64_t>(iv));
+        std::memcpy(p, &x, 2);
+        break;
+      }
     }
   }
   return bytes;
