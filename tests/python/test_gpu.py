@@ -192,6 +192,9 @@ def test_cuda_graph_holds_its_working_set_not_every_intermediate():
 def test_mixed_devices_raise():
     with pytest.raises(RuntimeError, match="same device"):
         flow.add(flow.ones(3).cuda(), flow.ones(3))
+    # except a 0-dim CPU tensor, which torch lets meet CUDA tensors (a "CPU scalar")
+    out = flow.add(flow.ones(3).cuda(), flow.tensor(2.0))
+    assert out.device.type == "cuda" and out.cpu().tolist() == [3.0, 3.0, 3.0]
 
 
 # ---- library calls: cuDNN convolutions, cuBLASLt matrix products -----------------------------------
