@@ -3,7 +3,8 @@
 In one run: the 6-op pointwise chain at 2^28 float32 elements against the device copy bandwidth
 measured in the same run; softmax and layer norm (rows of 4096) against torch eager and
 torch.compile; topk(5) of 1000 scores and a sort of 2^16-element rows against the same; index_add
-and a scatter_add histogram against the same; ResNet-50 inference at batch 64 in float16 NHWC
+and a scatter_add histogram against the same; uint8 image preprocessing (NHWC bytes to normalized
+float32 NCHW) against the same; ResNet-50 inference at batch 64 in float16 NHWC
 (flow.jit(amp="float16") with heuristic and exhaustive cuDNN search and with CUDA graphs, against
 torch eager with channels_last and autocast, and torch.compile); the floor of that row is the FLOP
 count at the H100/H200's dense float16 tensor-core peak (989 TFLOP/s), and the peak device memory
@@ -225,6 +226,38 @@ def scatter_rows(results: dict, bw: float) -> None:
         save(results)
 
 
+def preprocess_rows(results: dict, bw: float) -> None:
+    """A classifier's input preprocessing on the device: a uint8 NHWC batch of 224 x 224 images to
+    normalized float32 NCHW, (x.permute(0, 3, 1, 2).float() / 255 - mean) / std, against torch eager
+    and torch.compile; the floor is reading each byte once and writing each float once."""
+    batch = 2 if SMOKE else 256
+    img = torch.randint(0, 256, (batch, 224, 224, 3), dtype=torch.uint8, device=TDEV)
+    mean = torch.tensor([0.485, 0.456, 0.406], device=TDEV).view(1, 3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225], device=TDEV).view(1, 3, 1, 1)
+    fimg, fmean, fstd = (flow.from_numpy(t.cpu().numpy()).cuda() for t in (img, mean, std))
+
+    def pre(x, m, s):
+        return (x.permute(0, 3, 1, 2).float() / 255 - m) / s
+
+    fj = flow.jit(pre)
+    got = fj(fimg, fmean, fstd)
+    want = pre(img, mean, std)
+    err = float((torch.as_tensor(got.cpu().numpy()) - want.cpu()).abs().max())
+    tf = cuda_time(lambda: fj(fimg, fmean, fstd))
+    tt = cuda_time(lambda: pre(img, mean, std))
+    tc = None
+    if not SMOKE:
+        try:
+            c = torch.compile(pre)
+            c(img, mean, std)
+            tc = cuda_time(lambda: c(img, mean, std))
+        except Exception as ex:
+            print("torch.compile failed:", ex)
+    results["workloads"].append({"name": f"uint8 normalize b{batch}", "flow_jit_s": tf, "torch_eager_s": tt,
+                                 "torch_compile_s": tc, "floor_s": img.numel() * 5 / bw, "max_err": err})
+    save(results)
+
+
 def main() -> None:
     if not flow.cuda.is_available():
         print("bench/gpu.py: no CUDA device; nothing to measure")
@@ -302,6 +335,7 @@ def main() -> None:
 
     sort_rows(results, bw)
     scatter_rows(results, bw)
+    preprocess_rows(results, bw)
     resnet_rows(results)
 
     print(f"\n{'workload':18} {'flow jit ms':>12} {'torch ms':>10} {'compile ms':>11} {'floor ms':>9} "

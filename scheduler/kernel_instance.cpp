@@ -150,10 +150,15 @@ KernelInstance specialize(const dsl::Graph& g, const FusionGroup& grp, const Gro
     kb.dtype = g.value(kb.value).type.dtype;
     kb.name = (kb.is_output ? "out" : "in") + std::to_string(b);
     kb.own_strides = raws[b].own;
-    for (const auto& d : dims) {
+    for (size_t k = 0; k < dims.size(); ++k) {
+      const Dim& d = dims[k];
       const int64_t s = d.size == 1 && !grp.has_injective ? 0 : d.st[b];
       kb.strides.push_back(s);
-      kb.classes.push_back(s == 0 ? StrideClass::Zero : s == 1 ? StrideClass::One : StrideClass::Dynamic);
+      const bool innermost = k + 1 == dims.size() && grp.kind == GroupKind::Pointwise;
+      kb.classes.push_back(s == 0                                                         ? StrideClass::Zero
+                           : s == 1                                                       ? StrideClass::One
+                           : innermost && !kb.is_output && s >= 2 && s <= kMaxSmallStride ? StrideClass::Small
+                                                                                          : StrideClass::Dynamic);
     }
     ki.buffers.push_back(std::move(kb));
   }

@@ -3,7 +3,11 @@
 // buffer is contiguous across them, so most kernels become rank 1 or 2. What remains is classified
 // per buffer and dim as stride 0 (broadcast), 1 (contiguous) or dynamic; sizes and dynamic
 // strides become scalar kernel parameters, so one compiled kernel serves every shape with the
-// same classification (that is what eager mode caches on).
+// same classification (that is what eager mode caches on). One exception: a stride of 2 to 4
+// elements along the innermost dim of a pointwise group (interleaved data: RGB pixels, complex
+// pairs, the channels of a channels-last view read in NCHW order) is kept as a constant
+// (StrideClass::Small), so a CPU vector loop reads it with one contiguous load and a shuffle
+// instead of a gather.
 #pragma once
 #include <map>
 #include <string>
@@ -14,7 +18,9 @@
 
 namespace flow::sched {
 
-enum class StrideClass : uint8_t { Zero, One, Dynamic };
+enum class StrideClass : uint8_t { Zero, One, Dynamic, Small };
+
+inline constexpr int64_t kMaxSmallStride = 4;
 
 struct KernelBuffer {
   int value = -1;

@@ -110,6 +110,8 @@ Expr KernelSignature::stride(const KernelBuffer& b, size_t d) const {
       return make_int(1);
     case StrideClass::Dynamic:
       return vars_.at("s_" + b.name + "_" + std::to_string(d));
+    case StrideClass::Small:
+      return make_int(b.strides[d]);
   }
   return make_int(0);
 }

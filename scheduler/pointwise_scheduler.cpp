@@ -115,7 +115,7 @@ class PointwiseScheduler final : public Scheduler {
   static bool rank1_vectorizable(const KernelInstance& ki) {
     if (ki.kept.size() != 1) return false;
     for (const auto& b : ki.buffers)
-      if (b.classes[0] == StrideClass::Dynamic) return false;
+      if (b.classes[0] == StrideClass::Dynamic || b.classes[0] == StrideClass::Small) return false;
     return true;
   }
 

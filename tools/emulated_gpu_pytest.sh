@@ -38,7 +38,8 @@ if [ "${1:-}" = "--bench-smoke" ]; then
 import json, sys
 r = json.load(open(sys.argv[1]))
 names = [w["name"] for w in r["workloads"]]
-want = ["chain", "softmax", "layer norm", "topk", "sort", "index_add", "scatter_add", "flow jit (heuristic)", "flow jit (exhaustive)",
+want = ["chain", "softmax", "layer norm", "topk", "sort", "index_add", "scatter_add", "uint8 normalize",
+        "flow jit (heuristic)", "flow jit (exhaustive)",
         "flow jit + CUDA graph"]
 missing = [w for w in want if not any(w in n for n in names)]
 assert not missing, f"bench/gpu.py --smoke produced no row for {missing}: {names}"

@@ -6,7 +6,9 @@
 //  - Vectorized loops with a constant extent W (<= 64) whose lanes are independent (see
 //    vectorizable_loop) are emitted as explicit W-lane vector code: the loop variable is <min, min+1, ...>, every value
 //    that depends on it is a <W x T> vector, a load/store whose index is `uniform + lane` is one
-//    vector access, any other lane-varying index a per-lane gather/scatter. Otherwise (or for a
+//    vector access, a load whose lanes are 2 to 4 elements apart one load of the span they cover and
+//    a shuffle (interleaved data such as RGB bytes), any other lane-varying index a per-lane
+//    gather/scatter. Otherwise (or for a
 //    body with control flow) they are fully unrolled, as Unrolled loops are.
 //  - And/Or and Select evaluate only the chosen side (branches) when that side loads from a caller
 //    buffer at an index the statement does not load anyway (as the interpreter does, so
@@ -51,6 +53,9 @@ using llvm::Value;
 }
 
 constexpr int64_t kNotAffine = std::numeric_limits<int64_t>::min();
+// Vector loads whose lanes are 2 to 4 elements apart load the whole span and shuffle; wider
+// strides gather lane by lane (the span would waste most of what it reads).
+constexpr int64_t kMaxShuffleStride = 4;
 constexpr int64_t kMaxVectorWidth = 64;
 constexpr int64_t kMaxUnroll = 1024;
 
@@ -968,10 +973,22 @@ Value* Codegen::emit_load(const dsl::Load* op) {
     return from_storage(b_, b_.CreateAlignedLoad(st, element_ptr(buf, idx), align), buf.dtype);
   }
   auto* vty = llvm::FixedVectorType::get(st, static_cast<unsigned>(lane_width_));
-  if (lane_stride(op->index) == 1) {
+  const int64_t stride = lane_stride(op->index);
+  if (stride == 1) {
     Value* base = b_.CreateExtractElement(idx, uint64_t{0});
     Value* p = b_.CreateBitCast(element_ptr(buf, base), vty->getPointerTo());
     return from_storage(b_, b_.CreateAlignedLoad(vty, p, align), buf.dtype);
+  }
+  if (stride >= 2 && stride <= kMaxShuffleStride) {
+    // Interleaved data: one contiguous load of the span the lanes touch (no element past the last
+    // lane's), then every stride-th element: a shuffle instead of a gather.
+    const int64_t span = stride * (lane_width_ - 1) + 1;
+    auto* wide = llvm::FixedVectorType::get(st, static_cast<unsigned>(span));
+    Value* base = b_.CreateExtractElement(idx, uint64_t{0});
+    Value* all = b_.CreateAlignedLoad(wide, b_.CreateBitCast(element_ptr(buf, base), wide->getPointerTo()), align);
+    std::vector<int> mask;
+    for (int64_t k = 0; k < lane_width_; ++k) mask.push_back(static_cast<int>(k * stride));
+    return from_storage(b_, b_.CreateShuffleVector(all, mask), buf.dtype);
   }
   Value* v = llvm::PoisonValue::get(vty);  // gather, lane by lane
   for (int64_t k = 0; k < lane_width_; ++k) {

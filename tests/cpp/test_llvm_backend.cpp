@@ -1024,6 +1024,41 @@ TEST(LlvmBackend, VectorizedUnrolledIfAndGuardedLoads) {
   }
 }
 
+// Interleaved reads (RGB bytes read one channel at a time): lanes 2 to 4 elements apart load their
+// span once and shuffle; the span ends at the last lane's element, so a read at the very end of a
+// buffer stays inside it. Wider strides gather.
+TEST(LlvmBackend, StridedVectorLoadsShuffleOneContiguousLoad) {
+  for (const int64_t stride : {2, 3, 4, 5}) {
+    for (const DType t : {DType::UInt8, F32}) {
+      // for o in [0, n): for c in [0, stride): for l in [0, 16) vectorized:
+      //   out[(o * stride + c) * 16 + l] = float32(x[o * 16 * stride + l * stride + c]) * 2
+      LoweredFunc f;
+      f.name = "interleaved";
+      f.params = {buf("out", F32, true), buf("x", t), scalar("n")};
+      const Expr o = v64("o"), c = v64("c"), l = v64("l");
+      const Expr src = ld(t, "x", o * (16 * stride) + l * stride + c);
+      const Expr val = dsl::cast(F32, t == F32 ? src : dsl::cast(I32, src)) * f32c(2.0);
+      f.body = dsl::make_for("o", 0, v64("n"), ForKind::Serial,
+                             dsl::make_for("c", 0, stride, ForKind::Serial,
+                                           dsl::make_for("l", 0, 16, ForKind::Vectorized,
+                                                         dsl::make_store("out", (o * stride + c) * 16 + l, val))));
+      const std::string ir = emit_llvm_ir(f);
+      const std::string span = "<" + std::to_string(stride * 15 + 1) + " x " + (t == F32 ? "float" : "i8") + ">";
+      EXPECT_EQ(ir.find("load " + span) != std::string::npos, stride <= 4) << stride << "\n" << ir;
+      auto g = test::rng(12);
+      for (int64_t n_val : {int64_t{1}, int64_t{3}}) {
+        const size_t total = static_cast<size_t>(n_val * 16 * stride);
+        Arg in = t == F32 ? buffer_of(F32, random_floats(g, total, -5, 5)) : zeros(t, total);
+        if (t != F32)
+          for (size_t i = 0; i < total; ++i) in.bytes[i] = static_cast<uint8_t>(g());
+        std::vector<Arg> args = {zeros(F32, total), in, int_arg(n_val)};
+        auto [got, want] = run_both(f, args);
+        expect_same(got[0], want[0], "stride " + std::to_string(stride));
+      }
+    }
+  }
+}
+
 TEST(LlvmBackend, VectorizedLoopsWithCrossLaneDependencesKeepSerialMeaning) {
   // for o in [0, n): for l in [0, 4) vectorized: acc[0] = acc[0] + x[o*4 + l]          (uniform store)
   //                  for l in [0, 4) vectorized: out[o*4 + l + 1] = out[o*4 + l] + x[o*4 + l]  (reads lane l-1)
