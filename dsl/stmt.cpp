@@ -154,10 +154,7 @@ Stmt make_block(std::vector<Stmt> stmts) {
 Expr reduce_identity(ReduceOp op, DType t) {
   if (is_half(t)) return cast(t, reduce_identity(op, DType::Float32));
   if (is_small_int(t) && (op == ReduceOp::Max || op == ReduceOp::Min)) {
-    const bool lowest = op == ReduceOp::Max;
-    const int64_t lo = t == DType::UInt8 ? 0 : t == DType::Int8 ? -128 : -32768;
-    const int64_t hi = t == DType::UInt8 ? 255 : t == DType::Int8 ? 127 : 32767;
-    return cast(t, make_int(lowest ? lo : hi, DType::Int32));
+    return cast(t, make_int(op == ReduceOp::Max ? integer_min(t) : integer_max(t), DType::Int32));
   }
   switch (op) {
     case ReduceOp::Sum:

@@ -91,6 +91,43 @@ bool is_half(DType t) {
 bool is_storage_only(DType t) {
   return is_half(t) || is_small_int(t);
 }
+int64_t integer_min(DType t) {
+  switch (t) {
+    case DType::Bool:
+    case DType::UInt8:
+      return 0;
+    case DType::Int8:
+      return -128;
+    case DType::Int16:
+      return -32768;
+    case DType::Int32:
+      return -2147483648LL;
+    case DType::Int64:
+      return INT64_MIN;
+    default:
+      throw std::invalid_argument(std::string("integer_min: ") + dtype_name(t) + " is not an integer dtype");
+  }
+}
+
+int64_t integer_max(DType t) {
+  switch (t) {
+    case DType::Bool:
+      return 1;
+    case DType::UInt8:
+      return 255;
+    case DType::Int8:
+      return 127;
+    case DType::Int16:
+      return 32767;
+    case DType::Int32:
+      return 2147483647;
+    case DType::Int64:
+      return INT64_MAX;
+    default:
+      throw std::invalid_argument(std::string("integer_max: ") + dtype_name(t) + " is not an integer dtype");
+  }
+}
+
 DType compute_dtype(DType t) {
   if (is_half(t)) return DType::Float32;
   return is_small_int(t) ? DType::Int32 : t;

@@ -24,6 +24,9 @@ bool is_small_int(DType t);     // uint8, int8, int16: storage types that comput
 bool is_integer(DType t);       // torch's integer types: the small ones and the integral ones
 bool is_half(DType t);          // float16, bfloat16
 bool is_storage_only(DType t);  // half or small int: loaded into compute_dtype, rounded back per op
+// The least and greatest values of an integer dtype (bool: 0 and 1); throws for floating dtypes.
+int64_t integer_min(DType t);
+int64_t integer_max(DType t);
 // The type arithmetic is done in: half types compute in float32, small ints in int32 (their sums
 // and products wrap when rounded back to storage, as torch's do), everything else in itself.
 DType compute_dtype(DType t);

@@ -151,6 +151,12 @@ Expr GroupValues::index(const KernelBuffer& b) const {
     const Expr t = b.classes[d] == StrideClass::One ? i : i * sig_.stride(b, d);
     idx = idx.defined() ? idx + t : t;
   };
+  const size_t K = ki_.kept.size();
+  if (flat_inner.defined() && K >= 2 && b.classes[K - 1] == StrideClass::One && b.strides[K - 2] == ki_.kept[K - 1]) {
+    for (size_t d = 0; d + 2 < K; ++d) term(kept_idx.at(d), d);
+    term(flat_inner, K - 1);
+    return idx;
+  }
   for (size_t d = 0; d < ki_.kept.size(); ++d) term(kept_idx.at(d), d);
   for (size_t d = 0; d < ki_.reduced.size(); ++d)
     if (b.classes[ki_.kept.size() + d] != StrideClass::Zero) term(red_idx.at(d), ki_.kept.size() + d);
@@ -167,10 +173,8 @@ namespace {
 // ops (padding, max pooling's maxima, relu) skip a rounding per op.
 bool exact_in(const Expr& e, DType half, const std::map<std::string, DType>& exact_vars) {
   if (const Cast* c = e.as<Cast>()) return c->value.type() == half;
-  if (const IntImm* i = e.as<IntImm>()) {
-    const int64_t m = half == DType::Int16 ? 32768 : 128;
-    return half == DType::UInt8 ? i->value >= 0 && i->value < 256 : i->value >= -m && i->value < m;
-  }
+  if (const IntImm* i = e.as<IntImm>())
+    return is_small_int(half) && i->value >= integer_min(half) && i->value <= integer_max(half);
   if (is_small_int(half) && e.as<Call>()) return false;
   if (const Var* v = e.as<Var>()) {
     const auto it = exact_vars.find(v->name);

@@ -75,6 +75,10 @@ class GroupValues {
  public:
   GroupValues(const KernelInstance& ki, const KernelSignature& sig);
   std::vector<dsl::Expr> kept_idx, red_idx;
+  // Set when the last two kept indices come from one flat index over both dims (the pointwise
+  // scheduler's short innermost dims): a buffer laid out contiguously across the two is then read
+  // and written at the flat index, a vector access, instead of at their two strided terms.
+  dsl::Expr flat_inner;
 
   // Starts a new loop body: full-domain values are recomputed there; row values stay bound.
   void begin_body(StmtList* body);

@@ -5,6 +5,7 @@
 // 16-byte vector accesses (coalesced across the warp); anything else indexes element by element
 // from a linear thread index.
 #include <algorithm>
+#include <numeric>
 #include <stdexcept>
 
 #include "dsl/canonical_names.h"
@@ -64,34 +65,67 @@ class PointwiseScheduler final : public Scheduler {
  private:
   static Stmt lower_cpu(const KernelInstance& ki, const KernelSignature& sig, const PointwiseParams& p) {
     const size_t K = ki.kept.size();
-    const int64_t W = std::max(1, p.cpu_vector_width);
+    int64_t W = std::max(1, p.cpu_vector_width);
     const int64_t U = std::max(1, p.cpu_unroll);
+    // An innermost dim shorter than a SIMD step (NHWC with 3 channels next to a per-channel operand
+    // or an index_select along W: dims that do not coalesce) would never vectorize and would pay
+    // the per-row index arithmetic every few elements. Then the last two dims run as one flat loop,
+    // the short size c compiled in as a constant so the split f / c, f % c is a multiply and shift.
+    // Its SIMD steps are widened to a multiple of c (at most 64 lanes), and tiles are whole steps,
+    // so every step starts at channel 0: lane l is channel l % c in every step, and a per-channel
+    // operand's lanes are the same constant gather each step (hoisted out of the loop). Only for
+    // compiled graphs, which are specialized to their shapes anyway: an eager kernel (constants
+    // as parameters) stays one kernel for every size of its signature.
+    const bool flat = ki.inline_constants && K >= 2 && ki.kept[K - 1] > 1 && ki.kept[K - 1] < W;
+    const int64_t c_size = flat ? ki.kept[K - 1] : 1;
+    if (flat) {
+      const int64_t period = std::lcm(c_size, register_lanes(ki));
+      if (period <= 64) W = period * std::max<int64_t>(1, W / period);
+    }
+    const bool aligned_steps = flat && W % c_size == 0;
     const int64_t step = W * U;
     const int64_t tile = std::max<int64_t>(step, p.cpu_tile / step * step);
-    const Expr inner = sig.kept_size(K - 1);
+    const size_t outer_dims = flat ? K - 2 : K - 1;
+    const Expr short_size = make_int(c_size);
+    const Expr inner = flat ? sig.kept_size(K - 2) * short_size : sig.kept_size(K - 1);
     const Expr ntile = (inner + make_int(tile - 1)) / make_int(tile);
     Expr outer = make_int(1);
-    for (size_t d = 0; d + 1 < K; ++d) outer = d == 0 ? sig.kept_size(d) : outer * sig.kept_size(d);
+    for (size_t d = 0; d < outer_dims; ++d) outer = d == 0 ? sig.kept_size(d) : outer * sig.kept_size(d);
 
     GroupValues gv(ki, sig);
     StmtList task;
     task.let("ti", var("t") % var("ntile"));
     std::vector<Expr> outer_idx;
-    if (K > 1) outer_idx = unravel(task, var("t") / var("ntile"), kept_sizes(sig, K - 1), "i");
+    if (outer_dims > 0) outer_idx = unravel(task, var("t") / var("ntile"), kept_sizes(sig, outer_dims), "i");
     task.let("j0", var("ti") * make_int(tile));
     task.let("jn", min(inner - var("j0"), make_int(tile)));
 
-    auto body_at = [&](Expr j) {
+    // step_start, lane: a SIMD step that starts at a multiple of c (j = step_start + lane).
+    auto body_at = [&](Expr j, Expr step_start = Expr(), Expr lane = Expr()) {
       StmtList body;
       gv.kept_idx = outer_idx;
-      gv.kept_idx.push_back(var("j0") + j);
+      if (flat) {
+        body.let("f", var("j0") + j);
+        gv.flat_inner = var("f");
+        if (lane.defined()) {
+          body.let("f0", var("j0") + step_start);
+          gv.kept_idx.push_back(var("f0") / short_size + lane / short_size);
+          gv.kept_idx.push_back(lane % short_size);
+        } else {
+          gv.kept_idx.push_back(var("f") / short_size);
+          gv.kept_idx.push_back(var("f") % short_size);
+        }
+      } else {
+        gv.kept_idx.push_back(var("j0") + j);
+      }
       gv.begin_body(&body);
       emit_outputs(ki, gv, body);
       return body.build();
     };
     // SIMD steps: for c: for u unrolled: for l vectorized.
     const Expr offset = var("c") * make_int(step) + var("u") * make_int(W);
-    Stmt simd = make_for("l", make_int(0), make_int(W), ForKind::Vectorized, body_at(offset + var("l")));
+    Stmt simd = make_for("l", make_int(0), make_int(W), ForKind::Vectorized,
+                         aligned_steps ? body_at(offset + var("l"), offset, var("l")) : body_at(offset + var("l")));
     Stmt unrolled =
         U > 1 ? make_for("u", make_int(0), make_int(U), ForKind::Unrolled, simd) : make_let("u", make_int(0), simd);
     task.add(make_for("c", make_int(0), var("jn") / make_int(step), ForKind::Serial, unrolled));

@@ -308,29 +308,15 @@ double bound_value(const AttrValue& v) {
   return std::get<double>(v);
 }
 
-// The range of an integer dtype, as doubles (exact for all but int64's ends, which only saturate).
-std::pair<double, double> integer_range(DType t) {
-  switch (t) {
-    case DType::UInt8:
-      return {0, 255};
-    case DType::Int8:
-      return {-128, 127};
-    case DType::Int16:
-      return {-32768, 32767};
-    case DType::Int32:
-      return {-2147483648.0, 2147483647.0};
-    default:
-      return {-0x1p63, 0x1p63};
-  }
-}
-
 // torch's clamp of an integer tensor by numbers: a bound the dtype cannot hold saturates to its
 // range, unless nothing would be left (max below the lowest value, min above the highest), which
 // is torch's error.
 double clamp_bound(const AttrValue& v, DType t, const char* which) {
   const double b = bound_value(v);
   if (!is_integer(t)) return b;
-  const auto [lo, hi] = integer_range(t);
+  // (as doubles: exact for all but int64's ends, which only saturate)
+  const auto lo = static_cast<double>(integer_min(t));
+  const auto hi = static_cast<double>(integer_max(t));
   const bool is_max = std::string(which) == "max";
   if ((is_max && b < lo) || (!is_max && b > hi)) {
     std::ostringstream msg;

@@ -36,6 +36,13 @@ TEST(Types, NamesSizesAndPredicates) {
     EXPECT_EQ(compute_dtype(t), DType::Int32);
   }
   EXPECT_EQ(dtype_from_name("short"), DType::Int16);
+  EXPECT_EQ(integer_min(DType::UInt8), 0);
+  EXPECT_EQ(integer_max(DType::UInt8), 255);
+  EXPECT_EQ(integer_min(DType::Int8), -128);
+  EXPECT_EQ(integer_max(DType::Int16), 32767);
+  EXPECT_EQ(integer_min(DType::Int32), std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(integer_max(DType::Int64), std::numeric_limits<int64_t>::max());
+  EXPECT_THROW(integer_min(DType::Float16), std::invalid_argument);
   EXPECT_EQ(numel({2, 3, 4}), 24);
   EXPECT_EQ(numel({}), 1);
   EXPECT_EQ(shape_str({2, 3}), "[2, 3]");

@@ -352,3 +352,49 @@ TEST(Pipeline, InjectiveReadsAlongUnitStridesAreContiguous) {
     for (const auto& n : own) EXPECT_NE(n.back(), '3') << n;
   }
 }
+
+#ifdef FLOW_HAS_LLVM
+// Short innermost dims (an NHWC image with 3 channels next to per-channel constants, or an
+// index_select along W, so W and C do not coalesce) run as one flat loop over the last two dims;
+// the uint8 image is then read at the flat index (a vector load, no gather), and the results equal
+// the interpreter's, for sizes whose flat loop ends mid-vector and mid-tile.
+TEST(Pipeline, ShortInnermostDimsRunAsOneFlatLoop) {
+  for (const bool flip : {false, true}) {
+    for (const int64_t w : {int64_t{1}, int64_t{5}, int64_t{37}, int64_t{11000}}) {
+      const dsl::Shape shape = {2, 3, w, 3};
+      dsl::Graph g;
+      const int x = g.add_input({shape, DType::UInt8}, "x");
+      const int mean = g.add_input({{3}, DType::Float32}, "mean");
+      const int rev = g.add_input({{w}, DType::Int64}, "rev");
+      int src = x;
+      if (flip) src = g.add("index_select", {x, rev}, {{"dim", int64_t{2}}});
+      const int f = g.add("cast", {src}, {{"dtype", std::string("float32")}});
+      g.mark_output(g.add("mul", {g.add("sub", {f, mean}), mean}));
+      auto rng = test::rng(91 + static_cast<uint64_t>(w));
+      jit::Tensor xt = jit::Tensor::empty(shape, DType::UInt8);
+      jit::Tensor mt = random_tensor({3}, rng);
+      jit::Tensor rt = jit::Tensor::empty({w}, DType::Int64);
+      dsl::HostTensor xh{{shape, DType::UInt8}, {}}, mh{{{3}, DType::Float32}, {}}, rh{{{w}, DType::Int64}, {}};
+      for (int64_t i = 0; i < xt.numel(); ++i) {
+        static_cast<uint8_t*>(xt.data())[i] = static_cast<uint8_t>(rng());
+        xh.data.push_back(static_cast<uint8_t*>(xt.data())[i]);
+      }
+      for (int64_t i = 0; i < 3; ++i) mh.data.push_back(f32(mt)[i]);
+      for (int64_t i = 0; i < w; ++i) {
+        static_cast<int64_t*>(rt.data())[i] = w - 1 - i;
+        rh.data.push_back(static_cast<double>(w - 1 - i));
+      }
+      auto exe = jit::compile(g, {}, {});
+      const auto out = exe->run({xt, mt, rt}).at(0);
+      const auto ref = dsl::interpret_graph(g, {xh, mh, rh});
+      for (int64_t i = 0; i < out.numel(); ++i)
+        ASSERT_EQ(f32(out)[i], static_cast<float>(ref[0].data[static_cast<size_t>(i)]))
+            << "flip " << flip << " w " << w << " at " << i;
+      if (w > 1) {  // one flat loop over W and C: the channel is the flat index modulo 3
+        const std::string nest = dsl::to_string(exe->kernels().at(0)->scheduled.func);
+        EXPECT_NE(nest.find(" % 3]"), std::string::npos) << nest;
+      }
+    }
+  }
+}
+#endif
