@@ -3,14 +3,15 @@
 Note: a Generator wraps a numpy ``Generator`` (PCG64) seeded like torch's: ``manual_seed(s)`` makes
 its draws repeatable, ``seed()`` reseeds it from the OS and returns the seed. flow's numbers follow
 torch's distributions, never torch's exact stream (torch's CPU stream is a Mersenne Twister with
-its own transformations, its CUDA one Philox). ``get_state()`` returns an opaque copy of the state
-(torch returns a uint8 tensor; flow has no uint8 dtype) that ``set_state()`` restores.
+its own transformations, its CUDA one Philox). ``get_state()`` returns the state as a uint8 tensor,
+as torch's does (its bytes are flow's own encoding, the PCG64 state as JSON, so a torch state
+cannot be loaded into flow or the reverse); ``set_state()`` restores it.
 
 Inside ``@flow.jit`` draws come from the in-graph counter-based generator instead (see
 ``_creation.counter_rand``), so that a compiled function draws new numbers on every call; a
 Generator cannot be used there (its draws happen on the host, at trace time only).
 """
-import copy
+import json
 import secrets
 
 import numpy as np
@@ -45,12 +46,25 @@ class Generator:
         return self._initial_seed
 
     def get_state(self):
-        return copy.deepcopy(self._np.bit_generator.state)
+        from ._creation import tensor
+
+        raw = json.dumps(self._np.bit_generator.state).encode()
+        return tensor(np.frombuffer(raw, dtype=np.uint8).copy())
 
     def set_state(self, new_state):
-        if not isinstance(new_state, dict) or "bit_generator" not in new_state:
-            raise TypeError("Generator.set_state: expected a state returned by flow's Generator.get_state()")
-        self._np.bit_generator.state = copy.deepcopy(new_state)
+        from ._tensor import Tensor
+
+        if not isinstance(new_state, Tensor) or new_state.dtype is not D.uint8 or new_state.ndim != 1:
+            raise TypeError("Generator.set_state: expected the uint8 tensor returned by flow's Generator.get_state()")
+        try:
+            state = json.loads(new_state.cpu().numpy().tobytes().decode())
+            assert isinstance(state, dict) and "bit_generator" in state
+            bit_generator = np.random.PCG64()
+            bit_generator.state = state
+        except Exception:  # noqa: BLE001
+            raise RuntimeError("Generator.set_state: the tensor is not a state written by flow's "
+                               "Generator.get_state() (torch's RNG states do not load into flow)") from None
+        self._np.bit_generator.state = state
         return self
 
     def __repr__(self):

@@ -39,10 +39,19 @@ def test_generators_replay_and_are_independent():
     for x, y in zip(a, b):
         assert flow.equal(x, y)
     state = g.get_state()
+    assert state.dtype is flow.uint8 and state.ndim == 1  # as torch's
     c = flow.rand(6, generator=g)
     flow.rand(100)  # the default generator is another stream
     g.set_state(state)
     assert flow.equal(flow.rand(6, generator=g), c)
+    saved = flow.get_rng_state()
+    e = flow.randn(4)
+    flow.set_rng_state(saved)
+    assert flow.equal(flow.randn(4), e)
+    with pytest.raises(RuntimeError, match="not a state written by flow"):
+        g.set_state(flow.tensor(torch.get_rng_state()))  # torch's bytes are another encoding
+    with pytest.raises(TypeError, match="uint8 tensor"):
+        g.set_state({"bit_generator": "PCG64"})
     assert flow.manual_seed(99) is flow.default_generator and flow.initial_seed() == 99
     d = flow.rand(8)
     flow.manual_seed(99)
