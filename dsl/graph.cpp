@@ -121,11 +121,8 @@ double round_constant(double value, DType dtype) {
     case DType::Int8:
     case DType::Int16: {  // wrapped, as torch converts a Python scalar to a uint8 operand's type
       if (!std::isfinite(value)) throw std::invalid_argument("add_constant: non-finite value for an integer dtype");
-      const double m = dtype == DType::Int16 ? 65536.0 : 256.0;
-      double w = std::fmod(std::trunc(value), m);
-      if (w < 0) w += m;
-      if (dtype != DType::UInt8 && w >= m / 2) w -= m;
-      return w;
+      // (reduced modulo 2^32 first, which keeps its residue modulo 2^16, so that it fits int64)
+      return static_cast<double>(wrap_integer(dtype, static_cast<int64_t>(std::fmod(std::trunc(value), 0x1p32))));
     }
   }
   return value;

@@ -157,13 +157,8 @@ double round_to_dtype(DType t, double v, bool float64_math) {
       return v != 0 ? 1.0 : 0.0;  // NaN != 0: true
     case DType::UInt8:
     case DType::Int8:
-    case DType::Int16: {  // through int32, then wrapped (the interpreter's cast)
-      const double m = t == DType::Int16 ? 65536.0 : 256.0;
-      double w = std::fmod(round_to_dtype(DType::Int32, v, float64_math), m);
-      if (w < 0) w += m;
-      if (t != DType::UInt8 && w >= m / 2) w -= m;
-      return w;
-    }
+    case DType::Int16:  // through int32, then wrapped (the interpreter's cast)
+      return static_cast<double>(wrap_integer(t, static_cast<int64_t>(round_to_dtype(DType::Int32, v, float64_math))));
     case DType::Int32:
     case DType::Int64: {
       if (std::isnan(v)) return t == DType::Int32 ? std::numeric_limits<int32_t>::min() : -0x1p63;

@@ -127,28 +127,8 @@ int64_t from_u64(uint64_t u) {
 
 // Wraps an integer computed modulo 2^64 into the dtype's range.
 int64_t wrap_int(DType t, int64_t v) {
-  switch (t) {
-    case DType::Bool:
-      return v != 0 ? 1 : 0;
-    case DType::Int32: {
-      const uint32_t u = static_cast<uint32_t>(static_cast<uint64_t>(v));
-      return u >= 0x80000000u ? static_cast<int64_t>(u) - (int64_t{1} << 32) : static_cast<int64_t>(u);
-    }
-    case DType::Int64:
-      return v;
-    case DType::UInt8:
-      return static_cast<int64_t>(static_cast<uint8_t>(static_cast<uint64_t>(v)));
-    case DType::Int8: {
-      const auto u = static_cast<int64_t>(static_cast<uint8_t>(static_cast<uint64_t>(v)));
-      return u >= 0x80 ? u - 0x100 : u;
-    }
-    case DType::Int16: {
-      const auto u = static_cast<int64_t>(static_cast<uint16_t>(static_cast<uint64_t>(v)));
-      return u >= 0x8000 ? u - 0x10000 : u;
-    }
-    default:
-      fail(std::string("integer operation on ") + dtype_name(t));
-  }
+  if (t != DType::Bool && !is_integer(t)) fail(std::string("integer operation on ") + dtype_name(t));
+  return wrap_integer(t, v);
 }
 
 int precision_bits(DType t) {

@@ -21,9 +21,7 @@ namespace {
 // ---- integer constants with dtype wrap-around ----------------------------------------------------
 
 int64_t wrap(int64_t v, DType t) {
-  if (t == DType::Int32) return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v)));
-  if (t == DType::Bool) return v != 0;
-  return v;
+  return is_floating(t) ? v : wrap_integer(t, v);
 }
 int64_t wadd(int64_t a, int64_t b) {
   return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));

@@ -128,6 +128,30 @@ int64_t integer_max(DType t) {
   }
 }
 
+int64_t wrap_integer(DType t, int64_t v) {
+  const auto u = static_cast<uint64_t>(v);  // the two's complement bits, without implementation-defined casts
+  auto sign_extend = [](uint64_t low, int bits) {
+    const uint64_t half = uint64_t{1} << (bits - 1);
+    return low >= half ? static_cast<int64_t>(low) - static_cast<int64_t>(half << 1) : static_cast<int64_t>(low);
+  };
+  switch (t) {
+    case DType::Bool:
+      return v != 0 ? 1 : 0;
+    case DType::UInt8:
+      return static_cast<int64_t>(u & 0xFFu);
+    case DType::Int8:
+      return sign_extend(u & 0xFFu, 8);
+    case DType::Int16:
+      return sign_extend(u & 0xFFFFu, 16);
+    case DType::Int32:
+      return sign_extend(u & 0xFFFFFFFFu, 32);
+    case DType::Int64:
+      return v;
+    default:
+      throw std::invalid_argument(std::string("wrap_integer: ") + dtype_name(t) + " is not an integer dtype");
+  }
+}
+
 DType compute_dtype(DType t) {
   if (is_half(t)) return DType::Float32;
   return is_small_int(t) ? DType::Int32 : t;

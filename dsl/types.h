@@ -27,6 +27,9 @@ bool is_storage_only(DType t);  // half or small int: loaded into compute_dtype,
 // The least and greatest values of an integer dtype (bool: 0 and 1); throws for floating dtypes.
 int64_t integer_min(DType t);
 int64_t integer_max(DType t);
+// An integer computed modulo 2^64 wrapped into integer dtype t's range, as a cast to t does (bool:
+// nonzero is 1); throws for floating dtypes.
+int64_t wrap_integer(DType t, int64_t v);
 // The type arithmetic is done in: half types compute in float32, small ints in int32 (their sums
 // and products wrap when rounded back to storage, as torch's do), everything else in itself.
 DType compute_dtype(DType t);

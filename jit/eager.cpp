@@ -86,9 +86,31 @@ std::string signature(const std::string& op, const std::vector<EagerArg>& args, 
   return key;
 }
 
+// torch's CPU scalars: a 0-dim CPU tensor may meet CUDA tensors (cuda_x * torch.tensor(2.0)); it is
+// copied to the device. Any other mix of devices stays an error (eager_op). Returns whether
+// `args` had such a tensor and `moved` holds the arguments to use instead.
+bool move_cpu_scalars(const std::vector<EagerArg>& args, std::vector<EagerArg>& moved) {
+  const auto is_cpu_scalar = [](const Tensor& t) { return t.device() == runtime::DeviceType::CPU && t.sizes.empty(); };
+  bool cuda = false, cpu_scalar = false;
+  for (const auto& a : args) {
+    if (const auto* t = std::get_if<Tensor>(&a)) {
+      cuda = cuda || t->device() == runtime::DeviceType::CUDA;
+      cpu_scalar = cpu_scalar || is_cpu_scalar(*t);
+    }
+  }
+  if (!cuda || !cpu_scalar) return false;
+  moved = args;
+  for (auto& a : moved) {
+    if (const auto* t = std::get_if<Tensor>(&a); t && is_cpu_scalar(*t)) a = to_device(*t, runtime::DeviceType::CUDA);
+  }
+  return true;
+}
+
 }  // namespace
 
-std::vector<Tensor> eager_op(const std::string& op, const std::vector<EagerArg>& args, const dsl::Attrs& attrs) {
+std::vector<Tensor> eager_op(const std::string& op, const std::vector<EagerArg>& given, const dsl::Attrs& attrs) {
+  std::vector<EagerArg> moved;
+  const std::vector<EagerArg>& args = move_cpu_scalars(given, moved) ? moved : given;
   const std::string key = signature(op, args, attrs);
   if (auto plan = plan_cache().find(key)) {
     std::vector<Tensor> tensors;
@@ -120,7 +142,7 @@ std::vector<Tensor> eager_op(const std::string& op, const std::vector<EagerArg>&
   for (int v : g.add_op(op, ids, attrs)) g.mark_output(v);
   CompileOptions opt;
   opt.inline_constants = false;  // scalars are kernel parameters: one kernel for every value
-  // The op runs where its tensors are; mixing devices is an error, as in torch.
+  // The op runs where its tensors are; mixing devices is an error, as in torch (CPU scalars aside).
   for (const auto& t : tensors) {
     if (t.device() != tensors.front().device())
       throw dsl::OpError(

@@ -16,7 +16,6 @@ they are graph nodes, and the trace remembers which values were viewed or are vi
 in-place op on a tracer (functionalized as a rebinding of the tracer to the new value) is refused
 where another tensor would have to see the write.
 """
-import builtins
 import threading
 
 from . import _C
@@ -134,11 +133,6 @@ def dispatch(op, args, attrs=None):
             cargs.append(a)
     if op in VIEW_OPS and len(cargs) == 1 and not isinstance(cargs[0], (bool, int, float)):
         return [Tensor._wrap(_C.view(op, cargs[0], attrs))]
-    # torch's CPU scalars: a 0-dim CPU tensor may meet CUDA tensors (cuda_x * torch.tensor(2.0)); it
-    # is copied over. Any other mix of devices is the core's error.
-    if builtins.any(getattr(c, "device", "cpu") == "cuda" for c in cargs):
-        cargs = [c.to_device("cuda") if getattr(c, "device", None) == "cpu" and len(c.shape) == 0 else c
-                 for c in cargs]
 
     return [Tensor._wrap(c) for c in _C.eager(op, cargs, attrs)]
 

@@ -43,6 +43,14 @@ TEST(Types, NamesSizesAndPredicates) {
   EXPECT_EQ(integer_min(DType::Int32), std::numeric_limits<int32_t>::min());
   EXPECT_EQ(integer_max(DType::Int64), std::numeric_limits<int64_t>::max());
   EXPECT_THROW(integer_min(DType::Float16), std::invalid_argument);
+  EXPECT_EQ(wrap_integer(DType::UInt8, -1), 255);
+  EXPECT_EQ(wrap_integer(DType::UInt8, 300), 44);
+  EXPECT_EQ(wrap_integer(DType::Int8, 200), -56);
+  EXPECT_EQ(wrap_integer(DType::Int16, 100000), -31072);
+  EXPECT_EQ(wrap_integer(DType::Int32, int64_t{1} << 31), std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(wrap_integer(DType::Int64, -5), -5);
+  EXPECT_EQ(wrap_integer(DType::Bool, -7), 1);
+  EXPECT_THROW(wrap_integer(DType::Float32, 1), std::invalid_argument);
   EXPECT_EQ(numel({2, 3, 4}), 24);
   EXPECT_EQ(numel({}), 1);
   EXPECT_EQ(shape_str({2, 3}), "[2, 3]");

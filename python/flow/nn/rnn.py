@@ -95,6 +95,13 @@ def _rnn_step(mode, gi, h, c, w_hh, b_hh, w_hr=None):
     return (F.tanh(pre) if mode == "RNN_TANH" else F.relu(pre)), None
 
 
+def _uniform_init(module):
+    """torch's RNN and cell initialization: every parameter uniform in +-1/sqrt(hidden_size)."""
+    stdv = 1.0 / math.sqrt(module.hidden_size) if module.hidden_size > 0 else 0
+    for weight in module.parameters():
+        init.uniform_(weight, -stdv, stdv)
+
+
 # ---- multi-layer modules --------------------------------------------------------------------------------
 
 
@@ -153,9 +160,7 @@ class RNNBase(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
-        for weight in self.parameters():
-            init.uniform_(weight, -stdv, stdv)
+        _uniform_init(self)
 
     def flatten_parameters(self):
         """A no-op (torch packs weights for cuDNN here)."""
@@ -385,9 +390,7 @@ class RNNCellBase(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
-        for weight in self.parameters():
-            init.uniform_(weight, -stdv, stdv)
+        _uniform_init(self)
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
