@@ -871,7 +871,7 @@ def flip(input, dims):
         if nd in seen:
             raise RuntimeError(f"dim {nd} appears multiple times in the list of dims")
         seen.append(nd)
-    flipped = [d for d in seen if x.shape[d] > 1]
+    flipped = [d for d in seen if x.ndim and x.shape[d] > 1]  # (a 0-dim tensor takes dim 0 or -1)
     if not flipped:
         return x.clone()
     return dispatch1("flip", [x], {"dims": flipped})
@@ -934,13 +934,14 @@ def _integer_matmul(x, y):
     if x._c is not None and y._c is not None:  # eager: the product is stored, so bound it
         rows = int(np.prod(np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))) * a.shape[-2]
         step = builtins.max(1, (1 << 24) // builtins.max(1, rows * b.shape[-1]))  # 2^24 products at a time
-    r = None
-    for k0 in range(0, k, step):
-        n = builtins.min(step, k - k0)
-        part = sum(a.narrow(-1, k0, n).unsqueeze(-1) * b.narrow(-2, k0, n).unsqueeze(-3), -2)
-        r = part if r is None else r + part
-    if r is None:  # k == 0
+    if step >= k:
         r = sum(a.unsqueeze(-1) * b.unsqueeze(-3), -2)
+    else:
+        r = None
+        for k0 in range(0, k, step):
+            n = builtins.min(step, k - k0)
+            part = sum(a.narrow(-1, k0, n).unsqueeze(-1) * b.narrow(-2, k0, n).unsqueeze(-3), -2)
+            r = part if r is None else r + part
     r = _cast(r, x.dtype)
     if x.ndim == 1:
         r = r.squeeze(-2)

@@ -79,6 +79,12 @@ def test_flip_helpers(gen):
         assert_same(flow.jit(lambda x, fn=fn: fn(flow, x))(f), fn(torch, t), msg=name + " jit")
 
 
+def test_flip_of_a_scalar_tensor():
+    for dims in [(0,), (-1,), ()]:
+        assert_same(flow.tensor(5.0).flip(dims), torch.tensor(5.0).flip(dims), msg=str(dims))
+        assert_same(flow.jit(lambda x, dims=dims: x.flip(dims))(flow.tensor(5.0)), torch.tensor(5.0), msg=str(dims))
+
+
 def test_flip_errors(gen):
     t, f = make_pair((2, 3), torch.float32, gen)
     for dims in [(0, 0), (2,), (-3,), (1, -1)]:

@@ -451,6 +451,17 @@ def test_interpolate(gen, kw, shape):
     close(flow.jit(lambda t: F.interpolate(t, **kw))(to_flow(x)), expected, 1e-5, 1e-5, "jit")
 
 
+@pytest.mark.parametrize("sizes", [((256, 256), (224, 224)), ((224, 300), (256, 199))], ids=str)
+def test_bilinear_resize_of_images_follows_torchs_float32_coordinates(gen, sizes):
+    """An image resize (256 -> 224): source coordinates as far as 255 in float32, computed as
+    torch's kernels do (a float64 ratio moved them by ~1e-5, 100x the tolerance below)."""
+    (hi, wi), size = sizes
+    x = torch.rand((2, 3, hi, wi), generator=gen) * 255
+    for ac in (False, True):
+        expected = TF.interpolate(x, size=size, mode="bilinear", align_corners=ac)
+        close(F.interpolate(to_flow(x), size=size, mode="bilinear", align_corners=ac), expected, 1e-6, 1e-4)
+
+
 def test_interpolate_unsupported_mode():
     with pytest.raises(NotImplementedError, match="bicubic"):
         F.interpolate(flow.randn(1, 1, 4, 4), scale_factor=2, mode="bicubic")

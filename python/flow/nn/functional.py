@@ -656,17 +656,19 @@ def _source_index_nearest(out, inp, scale, exact):
 
 def _linear_weights(out, inp, scale, align_corners):
     """torch's (area_pixel_compute_source_index) low/high indices and the high weight, one axis."""
-    o = np.arange(out, dtype=np.float64)
+    # In float32 operation by operation, as torch's kernels (opmath float): a float64 ratio moves the
+    # source coordinate of pixel 255 by ~1e-5, which the weights then show.
+    f32 = np.float32
+    o = np.arange(out).astype(f32)
     if align_corners:
-        s = (inp - 1) / (out - 1) if out > 1 else 0.0
+        s = f32(inp - 1) / f32(out - 1) if out > 1 else f32(0)
         src = o * s
     else:
-        s = (inp / out) if scale is None else 1.0 / scale
-        src = np.maximum((o + 0.5) * s - 0.5, 0.0)
-    src = src.astype(np.float32)  # torch's float32 source coordinate
+        s = f32(inp) / f32(out) if scale is None else f32(1.0 / scale)
+        src = np.maximum((o + f32(0.5)) * s - f32(0.5), f32(0))
     lo = np.minimum(np.floor(src).astype(np.int64), inp - 1)
     hi = np.minimum(lo + 1, inp - 1)
-    w = (src - lo).astype(np.float32)
+    w = np.clip(src - lo.astype(f32), f32(0), f32(1)).astype(f32)
     return lo, hi, w
 
 
