@@ -482,6 +482,23 @@ def test_bicubic_and_antialiased_resize(gen, kw):
         close(flow.jit(lambda t: F.interpolate(t, **size, **kw))(to_flow(x)), to_torch(got), 0, 0, "jit")
 
 
+def test_eager_resize_runs_as_one_compiled_function(gen):
+    """Eagerly, a resize (a gather, multiply and add per tap) runs as one cached compiled function:
+    repeated calls reuse it, new sizes add one each, and the cache keeps the 32 used last."""
+    cache = F._EAGER_COMPOSITES
+    cache.clear()
+    x = to_flow(torch.rand((1, 2, 12, 10), generator=gen))
+    for _ in range(3):
+        F.interpolate(x, size=(5, 4), mode="bicubic", antialias=True)
+    assert len(cache) == 1
+    (fn,) = cache.values()
+    assert fn.num_kernels == 2  # one per axis
+    for k in range(40):
+        close(F.interpolate(x, size=(3 + k, 4), mode="bilinear"),
+              TF.interpolate(to_torch(x), size=(3 + k, 4), mode="bilinear"), 1e-5, 1e-5)
+    assert len(cache) == 32
+
+
 def test_antialiased_resize_keeps_infinities_where_torch_does(gen):
     """A window shorter than the filter's widest (at the borders) adds nothing for its missing taps,
     so an inf pixel gives inf or NaN exactly where torch's does, not NaN across the image."""

@@ -19,6 +19,7 @@ dsl/ops/random.cpp): the mask is computed inside the kernel that uses it, and un
 call draws a new one (the generator's counter is a mutation of the trace).
 """
 import builtins
+import collections
 import math
 import numbers
 import warnings
@@ -754,9 +755,34 @@ def _resample_axis(x, dim, indices, weights, valid=None):
     return out
 
 
+_EAGER_COMPOSITES: "collections.OrderedDict" = collections.OrderedDict()
+
+
+def _run_compiled(key, fn, *tensors):
+    """An eager call of a composite of many kernels (a resize: a gather, a multiply and an add per
+    tap and axis) runs as one compiled function, as if under @flow.jit, so it reads and writes each
+    image once per axis instead of once per op. The functions are cached by `key` (the 32 used
+    last; flow.jit keys their variants on the tensors' shapes, dtypes and layouts)."""
+    from .._jit import jit
+
+    f = _EAGER_COMPOSITES.get(key)
+    if f is None:
+        f = _EAGER_COMPOSITES[key] = jit(fn)
+        if len(_EAGER_COMPOSITES) > 32:
+            _EAGER_COMPOSITES.popitem(last=False)
+    else:
+        _EAGER_COMPOSITES.move_to_end(key)
+    return f(*tensors)
+
+
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     _check_tensor("interpolate", input)
+    if (mode in ("linear", "bilinear", "bicubic", "trilinear") and current_trace() is None and
+            input._c is not None and input.numel() > 0):
+        args = (size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
+        key = ("interpolate",) + tuple(tuple(a) if isinstance(a, list) else a for a in args)
+        return _run_compiled(key, lambda x: interpolate(x, *args), input)
     if antialias and (mode not in ("bilinear", "bicubic") or input.ndim != 4):
         raise ValueError("Anti-alias option is restricted to bilinear and bicubic modes and requires a 4-D tensor "
                          "as input")
