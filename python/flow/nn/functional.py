@@ -22,6 +22,7 @@ import builtins
 import collections
 import math
 import numbers
+import threading
 import warnings
 
 import numpy as np
@@ -756,6 +757,7 @@ def _resample_axis(x, dim, indices, weights, valid=None):
 
 
 _EAGER_COMPOSITES: "collections.OrderedDict" = collections.OrderedDict()
+_EAGER_COMPOSITES_LOCK = threading.Lock()
 
 
 def _run_compiled(key, fn, *tensors):
@@ -765,13 +767,14 @@ def _run_compiled(key, fn, *tensors):
     last; flow.jit keys their variants on the tensors' shapes, dtypes and layouts)."""
     from .._jit import jit
 
-    f = _EAGER_COMPOSITES.get(key)
-    if f is None:
-        f = _EAGER_COMPOSITES[key] = jit(fn)
-        if len(_EAGER_COMPOSITES) > 32:
-            _EAGER_COMPOSITES.popitem(last=False)
-    else:
-        _EAGER_COMPOSITES.move_to_end(key)
+    with _EAGER_COMPOSITES_LOCK:  # (data-loading threads may resize at once)
+        f = _EAGER_COMPOSITES.get(key)
+        if f is None:
+            f = _EAGER_COMPOSITES[key] = jit(fn)
+            if len(_EAGER_COMPOSITES) > 32:
+                _EAGER_COMPOSITES.popitem(last=False)
+        else:
+            _EAGER_COMPOSITES.move_to_end(key)
     return f(*tensors)
 
 
