@@ -682,6 +682,18 @@ def _ratio(out, inp, scale, align_corners):
     return f32(inp) / f32(out) if scale is None else f32(1.0 / scale)
 
 
+def _cubic_near(x, a):
+    """Keys' cubic convolution kernel for 0 <= x <= 1 (torch's cubic_convolution1), in float32."""
+    f32 = np.float32
+    return ((a + f32(2)) * x - (a + f32(3))) * x * x + f32(1)
+
+
+def _cubic_far(x, a):
+    """Keys' cubic convolution kernel for 1 < x < 2 (torch's cubic_convolution2), in float32."""
+    f32 = np.float32
+    return ((a * x - f32(5) * a) * x + f32(8) * a) * x - f32(4) * a
+
+
 def _cubic_taps(out, inp, scale, align_corners):
     """Bicubic (Keys, A = -0.75) source indices and weights of one axis, 4 taps, as torch's
     compute_indices_weights_cubic in float32: indices clamped to the image (edge replication)."""
@@ -694,14 +706,8 @@ def _cubic_taps(out, inp, scale, align_corners):
     idx = np.minimum(np.floor(src).astype(np.int64), inp - 1)
     t = np.clip(src - idx.astype(f32), f32(0), f32(1))
     a = f32(-0.75)
-
-    def near(x):  # |x| <= 1
-        return ((a + f32(2)) * x - (a + f32(3))) * x * x + f32(1)
-
-    def far(x):  # 1 < |x| < 2
-        return ((a * x - f32(5) * a) * x + f32(8) * a) * x - f32(4) * a
-
-    weights = [far(t + f32(1)), near(t), near(f32(1) - t), far(f32(1) - t + f32(1))]
+    weights = [_cubic_far(t + f32(1), a), _cubic_near(t, a), _cubic_near(f32(1) - t, a),
+               _cubic_far(f32(1) - t + f32(1), a)]
     return [np.clip(idx - 1 + j, 0, inp - 1) for j in range(4)], weights
 
 
@@ -725,10 +731,8 @@ def _antialias_taps(out, inp, scale, align_corners, cubic):
         x = np.abs(x)
         if not cubic:
             return np.where(x < f32(1), f32(1) - x, f32(0)).astype(f32)
-        a = f32(-0.5)
-        near = ((a + f32(2)) * x - (a + f32(3))) * x * x + f32(1)
-        far = ((a * x - f32(5) * a) * x + f32(8) * a) * x - f32(4) * a
-        return np.where(x < f32(1), near, np.where(x < f32(2), far, f32(0))).astype(f32)
+        a = f32(-0.5)  # (PIL's, as torch's antialiased bicubic)
+        return np.where(x < f32(1), _cubic_near(x, a), np.where(x < f32(2), _cubic_far(x, a), f32(0))).astype(f32)
 
     valid = [j < xsize for j in range(taps)]
     raw = []
