@@ -24,6 +24,7 @@
 //    index by the same statement), which is all torch allows; partial overlap is undefined. Only
 //    natural element alignment is assumed.
 #pragma once
+#include <cstddef>
 #include <string>
 
 #include "dsl/stmt.h"
@@ -66,6 +67,11 @@ class CpuKernelLoader {
   // process) and returns the address of `symbol` (normally the LoweredFunc's name). Throws
   // std::runtime_error with LLVM's message when the object is malformed or the symbol is missing.
   CpuKernelFn load(const std::string& object_bytes, const std::string& symbol);
+
+  // Whether `p` lies in the memory loaded objects live in (jit/llvm/code_region.h), and how many
+  // reserved regions that memory spans (for tests and diagnostics).
+  static bool holds(const void* p);
+  static size_t code_regions();
 };
 
 }  // namespace flow::jit::llvm_backend

@@ -3,10 +3,13 @@
 // JITDylib "flow_kernel_<n>" so identical kernel names from different objects (or the same object
 // loaded twice) never clash. A JITDylib resolves, in order: its own object, the absolute symbol
 // flow_parallel_for (registered by address, so it works from a static library without -rdynamic),
-// then everything else (libm, memset, ...) from the current process.
+// then everything else (libm, memset, ...) from the current process. Every object's sections are
+// placed in one CodeRegion (jit/llvm/code_region.h), so its 32-bit displacements always reach.
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h>
+#include <llvm/ExecutionEngine/SectionMemoryManager.h>
 #include <llvm/Support/Error.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
@@ -16,6 +19,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "jit/llvm/code_region.h"
 #include "jit/llvm/llvm_codegen.h"
 #include "runtime/parallel_abi.h"
 
@@ -32,6 +36,7 @@ std::string message(llvm::Error e) {
 
 struct JitState {
   std::mutex mu;
+  CodeRegions regions;  // before jit: its memory managers use the regions until they go
   std::unique_ptr<llvm::orc::LLJIT> jit;
   uint64_t dylibs = 0;
 };
@@ -47,7 +52,17 @@ llvm::orc::LLJIT& jit_locked(JitState& s) {
   llvm::InitializeNativeTargetAsmPrinter();
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb) fail("cannot detect the host for the JIT: " + message(jtmb.takeError()));
-  auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
+  // RuntimeDyld with one SectionMemoryManager per object, as LLJIT's default, but drawing its
+  // memory from a CodeRegion (the default maps every memory group wherever the kernel likes).
+  auto layer = [&s](llvm::orc::ExecutionSession& es,
+                    const llvm::Triple&) -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
+    return std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
+        es, [&s] { return std::make_unique<llvm::SectionMemoryManager>(&s.regions.for_next_object()); });
+  };
+  auto jit = llvm::orc::LLJITBuilder()
+                 .setJITTargetMachineBuilder(std::move(*jtmb))
+                 .setObjectLinkingLayerCreator(std::move(layer))
+                 .create();
   if (!jit) fail("cannot create the LLJIT: " + message(jit.takeError()));
   s.jit = std::move(*jit);
   return *s.jit;
@@ -80,6 +95,14 @@ CpuKernelFn CpuKernelLoader::load(const std::string& object_bytes, const std::st
   auto sym = jit.lookup(*jd, symbol);
   if (!sym) fail("cannot resolve kernel '" + symbol + "': " + message(sym.takeError()));
   return reinterpret_cast<CpuKernelFn>(static_cast<uintptr_t>(sym->getAddress()));
+}
+
+bool CpuKernelLoader::holds(const void* p) {
+  return state().regions.contains(p);
+}
+
+size_t CpuKernelLoader::code_regions() {
+  return state().regions.count();
 }
 
 }  // namespace flow::jit::llvm_backend

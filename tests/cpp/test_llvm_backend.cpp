@@ -5,6 +5,8 @@
 // tanh/erf are inline polynomials). Without LLVM (FLOW_HAS_LLVM undefined) the backend is not built
 // and this file holds one test that the header still compiles standalone.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "jit/llvm/llvm_codegen.h"
 
@@ -21,6 +23,7 @@ TEST(LlvmBackend, NotBuiltWithoutLlvm) {
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <random>
@@ -871,6 +874,94 @@ TEST(LlvmBackend, CMathIntrinsicsCallLibm) {
       }
     }
   }
+}
+
+// The address space as the emulated device's 16 GiB reservation left it when loaded kernels broke
+// (jit/llvm/code_region.h), made on purpose: every hole among the mappings near the top is filled
+// (PROT_NONE) but one, the top of a 4 GiB reservation below them. A memory manager that maps
+// an object's code, constants and GOT one by one wherever the kernel puts them then gets the
+// hole for the code (when the hole's size is the code's) and the rest below the reservation, out of
+// reach of 32-bit displacements.
+// (mmap places a mapping without a hint in the highest hole that fits, below the stack's gap.)
+class FragmentedAddressSpace {
+ public:
+  explicit FragmentedAddressSpace(size_t hole_pages) {
+    const size_t reserved = size_t{4} << 30, hole = hole_pages * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    char* low = map_at(0, reserved);
+    struct Range {
+      uintptr_t lo, hi;
+      bool stack;
+    };
+    std::vector<Range> ranges;
+    std::ifstream maps("/proc/self/maps");
+    for (std::string line; std::getline(maps, line);) {
+      Range r{};
+      r.lo = std::stoull(line.substr(0, line.find('-')), nullptr, 16);
+      r.hi = std::stoull(line.substr(line.find('-') + 1, line.find(' ')), nullptr, 16);
+      r.stack = line.find("[stack]") != std::string::npos;
+      ranges.push_back(r);
+      if (r.stack) break;  // (above it: vsyscall)
+    }
+    // The holes above the largest one (the space between the heap and the mapping area, now below
+    // the reservation), except the one below the stack (the stack grows into it; mmap does not
+    // place mappings there).
+    size_t big = 0;
+    for (size_t i = 1; i < ranges.size(); ++i)
+      if (ranges[i].lo - ranges[i - 1].hi > ranges[big + 1].lo - ranges[big].hi) big = i - 1;
+    for (size_t i = big + 2; i < ranges.size(); ++i)
+      if (!ranges[i].stack && ranges[i].lo > ranges[i - 1].hi) map_at(ranges[i - 1].hi, ranges[i].lo - ranges[i - 1].hi);
+    // The one hole: the reservation's top pages.
+    if (low != nullptr) {
+      ::munmap(low + reserved - hole, hole);
+      maps_.front().second = reserved - hole;
+    }
+  }
+  ~FragmentedAddressSpace() {
+    for (const auto& [p, bytes] : maps_) ::munmap(p, bytes);
+  }
+  FragmentedAddressSpace(const FragmentedAddressSpace&) = delete;
+  FragmentedAddressSpace& operator=(const FragmentedAddressSpace&) = delete;
+
+ private:
+  char* map_at(uintptr_t where, size_t bytes) {
+    void* p = ::mmap(reinterpret_cast<void*>(where), bytes, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (where ? MAP_FIXED_NOREPLACE : 0), -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    maps_.emplace_back(p, bytes);
+    return static_cast<char*>(p);
+  }
+  std::vector<std::pair<void*, size_t>> maps_;
+};
+
+// An object's sections reach one another through 32-bit displacements (constants, GOT entries,
+// call stubs), so the loader keeps them together however fragmented the address space is. Each
+// load (of a kernel that calls libm through a stub and reads vector constants) is run and checked.
+TEST(LlvmBackend, ObjectsStayWholeInAFragmentedAddressSpace) {
+  const DType t = F32;
+  const LoweredFunc f = binary_kernel("frag_tan_atan2", t, t, [](Expr x, Expr y) {
+    return call1(Intrinsic::Tan, x) * f32c(1.2345) + dsl::call(Intrinsic::Atan2, {x, y * f32c(0.75)});
+  });
+  const std::string object = compile_to_object(f);
+  auto g = test::rng(17);
+  const size_t n = 1003;
+  const std::vector<float> xs = random_floats(g, n, -1.5, 1.5), ys = random_floats(g, n, -2, 2);
+  for (int k = 1; k <= 8; ++k) {  // holes of 1 to 8 pages: one of them fits the code exactly
+    CpuKernelFn fn = nullptr;
+    {
+      const FragmentedAddressSpace fragmented(static_cast<size_t>(k));
+      fn = CpuKernelLoader().load(object, f.name);
+    }
+    EXPECT_TRUE(CpuKernelLoader::holds(reinterpret_cast<const void*>(fn))) << "load " << k;
+    std::vector<Arg> args = {zeros(t, n), buffer_of(t, xs), buffer_of(t, ys), int_arg(static_cast<int64_t>(n))};
+    std::vector<ArgValue> v = abi(args);
+    fn(v.data());
+    for (size_t i = 0; i < n; ++i) {
+      const double want = std::tan(static_cast<double>(xs[i])) * static_cast<double>(1.2345f) +
+                          std::atan2(static_cast<double>(xs[i]), static_cast<double>(ys[i] * 0.75f));
+      ASSERT_NEAR(args[0].at<float>(i), want, 1e-5 * (1 + std::fabs(want))) << "load " << k << ", element " << i;
+    }
+  }
+  EXPECT_LE(CpuKernelLoader::code_regions(), size_t{2});  // a few KiB per object, 1 GiB per region
 }
 
 TEST(LlvmBackend, IntegerIntrinsicsWrap) {
