@@ -7,7 +7,8 @@ std; and the same in the images' own NHWC layout against 3-element mean and std 
 compiles each chain into one kernel that reads each byte once and writes each float once; the
 floor is that traffic (1 + 4 bytes per element) at the copy bandwidth measured in this run.
 Timed side by side for flow jit, flow eager, torch eager and torch.compile, plus two uint8 chains
-that stay uint8 (a brightness shift that wraps, and a horizontal flip with a threshold mask).
+that stay uint8 (a brightness shift that wraps, and a horizontal flip with a threshold mask), and
+torchvision-style antialiased resizes (224 -> 192, bilinear and bicubic) of the images as float NCHW.
 
     PYTHONPATH=python .venv/bin/python bench/preprocess.py [--quick] [--no-compile]
 """
@@ -43,6 +44,16 @@ def brighten(m, img, mean, std):
     return img + 40  # uint8: wraps past 255, as torch's
 
 
+def resize_bilinear(m, img, mean, std):  # torchvision's Resize on tensors: antialiased
+    x = img.permute(0, 3, 1, 2).float() / 255
+    return m.nn.functional.interpolate(x, size=(192, 192), mode="bilinear", antialias=True)
+
+
+def resize_bicubic(m, img, mean, std):
+    x = img.permute(0, 3, 1, 2).float() / 255
+    return m.nn.functional.interpolate(x, size=(192, 192), mode="bicubic", antialias=True)
+
+
 def flip_threshold(m, img, mean, std):
     return (img.flip(2) > 128).to(m.uint8) * img
 
@@ -63,7 +74,11 @@ def main() -> None:
     workloads = [(f"normalize uint8 NHWC -> float32 NCHW, batch {batch}", normalize, n * (1 + 4)),
                  (f"normalize uint8 NHWC -> float32 NHWC, batch {batch}", normalize_hwc, n * (1 + 4)),
                  (f"brighten uint8 (+40, wraps), batch {batch}", brighten, n * 2),
-                 (f"flip + threshold mask uint8, batch {batch}", flip_threshold, n * 2)]
+                 (f"flip + threshold mask uint8, batch {batch}", flip_threshold, n * 2),
+                 (f"uint8 -> float NCHW, antialiased bilinear resize to 192, batch {batch}", resize_bilinear,
+                  n + batch * 3 * 192 * 192 * 4),
+                 (f"uint8 -> float NCHW, antialiased bicubic resize to 192, batch {batch}", resize_bicubic,
+                  n + batch * 3 * 192 * 192 * 4)]
     fmean, fstd = flow.tensor(MEAN).view(1, 3, 1, 1), flow.tensor(STD).view(1, 3, 1, 1)
     tmean, tstd = torch.tensor(MEAN).view(1, 3, 1, 1), torch.tensor(STD).view(1, 3, 1, 1)
     fimg, timg = flow.from_numpy(img), torch.from_numpy(img)

@@ -1,5 +1,6 @@
 #include "jit/tensor.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -41,6 +42,8 @@ Tensor Tensor::empty(const dsl::Shape& sizes, dsl::DType dtype, runtime::DeviceT
 }
 
 bool Tensor::is_contiguous() const {
+  // As torch's: an empty tensor is contiguous whatever its strides.
+  if (std::find(sizes.begin(), sizes.end(), int64_t{0}) != sizes.end()) return true;
   int64_t expected = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     if (sizes[i] == 1) continue;

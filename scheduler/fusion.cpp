@@ -352,13 +352,12 @@ class Fuser {
         const Work& b = groups_[pg];
         const bool same_domain =
             a.domain == b.domain && (b.kind == GroupKind::Pointwise || a.reduce_dims == b.reduce_dims);
-        // Two pointwise kernels over one domain merge even when one holds injective ops (a dropout
-        // mask and the activation it masks): the injective op still reads its inputs from memory at
-        // its remapped indices; the other kernel's ops run at the same output indices. Two
-        // injective kernels stay apart (each keeps every dim uncoalesced for its own index math).
-        if (a.has_injective && b.has_injective) {
-          reject(pg, n.id, "kernels with injective ops are not merged");
-        } else if ((a.has_injective || b.has_injective) && (a.kind != GroupKind::Pointwise || !same_domain)) {
+        // Two pointwise kernels over one domain merge even when they hold injective ops (a dropout
+        // mask and the activation it masks; the taps of a resize, each a gather along one axis,
+        // summed): an injective op still reads its inputs from memory at its remapped indices,
+        // and every op runs at the same output indices. (A kernel with an injective op keeps every
+        // dim of its domain uncoalesced, so their index math stays valid together.)
+        if ((a.has_injective || b.has_injective) && (a.kind != GroupKind::Pointwise || !same_domain)) {
           reject(pg, n.id, "an injective kernel merges only with a pointwise kernel of its domain");
         } else if (same_domain && !depends_on(pg, target) && !depends_on(target, pg)) {
           groups_[target].has_injective = a.has_injective || b.has_injective;

@@ -87,9 +87,13 @@ KernelInstance specialize(const dsl::Graph& g, const FusionGroup& grp, const Gro
     std::vector<int64_t> own;  // actual strides, for inputs of injective ops
   };
   std::set<int> indexed;  // values read by injective ops
+  bool injective = false;
   for (int n : grp.nodes)
-    if (dsl::lookup_op(g.node(n).op).pattern == dsl::OpPattern::Injective)
+    if (dsl::lookup_op(g.node(n).op).pattern == dsl::OpPattern::Injective) {
+      injective = true;
       for (int in : g.node(n).inputs) indexed.insert(in);
+    }
+  ki.shape_specialized = inline_constants || injective;
   std::vector<Raw> raws;
   auto add = [&](int v, bool out) {
     const auto& val = g.value(v);

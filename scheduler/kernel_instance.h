@@ -7,7 +7,8 @@
 // elements along the innermost dim of a pointwise group (interleaved data: RGB pixels, complex
 // pairs, the channels of a channels-last view read in NCHW order) is kept as a constant
 // (StrideClass::Small), so a CPU vector loop reads it with one contiguous load and a shuffle
-// instead of a gather.
+// instead of a gather. And a shape-specialized kernel (a compiled graph's, or a group with an
+// injective op, whose index arithmetic holds its sizes) compiles in what it may.
 #pragma once
 #include <map>
 #include <string>
@@ -30,7 +31,7 @@ struct KernelBuffer {
   std::vector<int64_t> strides;  // per coalesced dim: kept dims, then reduced dims
   std::vector<StrideClass> classes;
   // Inputs of injective ops are read at computed indices of their own dims: their actual strides
-  // (kernel parameters). Empty for other buffers.
+  // (constants in shape-specialized kernels, else parameters). Empty for other buffers.
   std::vector<int64_t> own_strides;
 };
 
@@ -45,6 +46,11 @@ struct KernelInstance {
   std::vector<KernelBuffer> buffers;  // group inputs (non-constant) then outputs
   std::vector<int> scalar_constants;  // constant values passed as scalar params (not inlined)
   bool inline_constants = true;
+  // Whether this kernel serves only these sizes and layouts, so they may be compiled in: a compiled
+  // graph's (its guards fix both) or a group with an injective op (its index arithmetic holds the
+  // sizes as constants; eager plans key on sizes and strides). Otherwise one kernel serves every
+  // shape with the same stride classes.
+  bool shape_specialized = true;
 
   int64_t rows() const;      // product of kept sizes
   int64_t row_size() const;  // product of reduced sizes

@@ -57,12 +57,11 @@ KernelSignature::KernelSignature(const KernelInstance& ki) : ki_(ki) {
   for (const auto& b : ki.buffers)
     for (size_t d = 0; d < b.classes.size(); ++d)
       if (b.classes[d] == StrideClass::Dynamic) add_int("s_" + b.name + "_" + std::to_string(d), b.strides[d]);
-  // Own strides (injective inputs, read at computed indices) are parameters, except a unit stride,
-  // which is a constant: the read along that dim is then contiguous, so it vectorizes instead of
-  // gathering (half types have no gather instruction at all on x86).
-  for (const auto& b : ki.buffers)
-    for (size_t d = 0; d < b.own_strides.size(); ++d)
-      if (b.own_strides[d] != 1) add_int("o_" + b.name + "_" + std::to_string(d), b.own_strides[d]);
+  // Own strides (injective inputs, read at computed indices) are constants, not parameters: a group
+  // with an injective op is shape-specialized anyway (KernelInstance::shape_specialized). The
+  // vector loop then knows where each lane reads: a unit stride is a contiguous read, and a flipped
+  // row of RGB pixels one load and a shuffle (jit/llvm/lane_form.h), where a stride passed at run
+  // time made every read a gather (and half types have no x86 gather instruction).
   for (int v : ki.scalar_constants) {
     const auto& val = ki.graph->value(v);
     const std::string name = "c" + std::to_string(v);
@@ -117,8 +116,7 @@ Expr KernelSignature::stride(const KernelBuffer& b, size_t d) const {
 }
 
 Expr KernelSignature::own_stride(const KernelBuffer& b, size_t d) const {
-  if (b.own_strides[d] == 1) return make_int(1);
-  return vars_.at("o_" + b.name + "_" + std::to_string(d));
+  return make_int(b.own_strides[d]);
 }
 
 Expr KernelSignature::constant(int value) const {

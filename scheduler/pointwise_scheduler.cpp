@@ -74,9 +74,9 @@ class PointwiseScheduler final : public Scheduler {
     // Its SIMD steps are widened to a multiple of c (at most 64 lanes), and tiles are whole steps,
     // so every step starts at channel 0: lane l is channel l % c in every step, and a per-channel
     // operand's lanes are the same constant gather each step (hoisted out of the loop). Only for
-    // compiled graphs, which are specialized to their shapes anyway: an eager kernel (constants
-    // as parameters) stays one kernel for every size of its signature.
-    const bool flat = ki.inline_constants && K >= 2 && ki.kept[K - 1] > 1 && ki.kept[K - 1] < W;
+    // shape-specialized kernels (compiled graphs, groups with an injective op): any other eager
+    // kernel stays one kernel for every size of its signature.
+    const bool flat = ki.shape_specialized && K >= 2 && ki.kept[K - 1] > 1 && ki.kept[K - 1] < W;
     const int64_t c_size = flat ? ki.kept[K - 1] : 1;
     if (flat) {
       const int64_t period = std::lcm(c_size, register_lanes(ki));

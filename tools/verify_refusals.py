@@ -1,5 +1,5 @@
 """Each of flow's dtype refusals against torch on the CPU, for every dtype both have: prints any op
-where one raises and the other computes (a review aid, not a test: matmul on integers is a known gap).
+where one raises and the other computes (a review aid, not a test).
 
     PYTHONPATH=python:tests/python .venv/bin/python tools/verify_refusals.py
 """

@@ -124,6 +124,28 @@ void register_injective_ops() {
         return select(inside, cast(ct, load(0, safe)), fill);
       });
 
+  // flip(x, dims): torch.flip, a copy with the index along each of dims reversed (n - 1 - i). Plain
+  // index arithmetic, so a vector loop reads a flipped innermost dim with one load and a reversing
+  // shuffle (an index_select with a reversed arange would gather through the index tensor).
+  add_injective(
+      "flip", 1,
+      [](const Graph& g, const std::vector<int>& in, const Attrs& a) {
+        check_attrs("flip", a, {"dims"});
+        const TensorType& t = g.value(in.at(0)).type;
+        const auto dims = attr_ints(a, "dims", "flip");
+        if (!dims.empty()) normalize_dims(dims, static_cast<int64_t>(t.shape.size()));  // range, duplicates
+        return std::vector<TensorType>{t};
+      },
+      [](const std::vector<Expr>& oi, const InputLoader& load, const OpContext& ctx) {
+        const auto dims = attr_ints(*ctx.attrs, "dims", "flip");
+        const Shape& in = ctx.inputs[0].shape;
+        std::vector<Expr> idx = oi;
+        if (!dims.empty() && !in.empty())
+          for (const int64_t d : normalize_dims(dims, static_cast<int64_t>(in.size())))
+            if (in[d] > 1) idx[d] = make_int(in[d] - 1) - oi[d];
+        return cast(compute_dtype(ctx.outputs[0].dtype), load(0, idx));
+      });
+
   // index_select(x, index, dim): index is a 1-D int32/int64 tensor.
   add_injective(
       "index_select", 2,

@@ -6,8 +6,8 @@
 //  - Vectorized loops with a constant extent W (<= 64) whose lanes are independent (see
 //    vectorizable_loop) are emitted as explicit W-lane vector code: the loop variable is <min, min+1, ...>, every value
 //    that depends on it is a <W x T> vector, a load/store whose index is `uniform + lane` is one
-//    vector access, a load whose lanes are 2 to 4 elements apart one load of the span they cover and
-//    a shuffle (interleaved data such as RGB bytes), any other lane-varying index a per-lane
+//    vector access, a load whose lanes lie at compile-time-known distances (jit/llvm/lane_form.h: interleaved
+//    RGB bytes, a reversed dim) one load of the span they cover and a shuffle, any other lane-varying index a per-lane
 //    gather/scatter. Otherwise (or for a
 //    body with control flow) they are fully unrolled, as Unrolled loops are.
 //  - And/Or and Select evaluate only the chosen side (branches) when that side loads from a caller
@@ -37,6 +37,7 @@
 
 #include "dsl/ir_visitor.h"
 #include "jit/llvm/convert_ir.h"
+#include "jit/llvm/lane_form.h"
 #include "jit/llvm/math_ir.h"
 
 namespace flow::jit::llvm_backend::ir {
@@ -53,8 +54,9 @@ using llvm::Value;
 }
 
 constexpr int64_t kNotAffine = std::numeric_limits<int64_t>::min();
-// Vector loads whose lanes are 2 to 4 elements apart load the whole span and shuffle; wider
-// strides gather lane by lane (the span would waste most of what it reads).
+// Vector loads whose lanes lie at known distances within a span of at most 4 elements per lane
+// load the whole span and shuffle; wider spans gather lane by lane (the span would waste most of
+// what it reads).
 constexpr int64_t kMaxShuffleStride = 4;
 constexpr int64_t kMaxVectorWidth = 64;
 constexpr int64_t kMaxUnroll = 1024;
@@ -319,6 +321,7 @@ class Codegen {
   std::string lane_var_;
   int64_t lane_width_ = 0;
   std::map<std::string, int64_t> lane_strides_;
+  LaneScope lanes_;  // the same loop, for lane_form (each lane's known offset)
   std::vector<dsl::Expr> safe_loads_;
 };
 
@@ -535,7 +538,11 @@ void Codegen::emit(const dsl::Stmt& s) {
       Value* v = expr(op->value);
       v->setName(op->name);
       std::optional<ScopedBinding<std::map<std::string, int64_t>>> stride;
-      if (lane_width_ > 0) stride.emplace(lane_strides_, op->name, lane_stride(op->value));
+      std::optional<ScopedBinding<std::map<std::string, std::optional<LaneForm>>>> form;
+      if (lane_width_ > 0) {
+        stride.emplace(lane_strides_, op->name, lane_stride(op->value));
+        form.emplace(lanes_.lets, op->name, lane_form(op->value, lanes_));
+      }
       ScopedBinding<VarMap> bind(vars_, op->name, v);
       emit(op->body);
       return;
@@ -637,6 +644,7 @@ void Codegen::emit_vector(const dsl::For* op, int64_t width) {
   for (int64_t k = 0; k < width; ++k) steps.push_back(b_.getInt64(static_cast<uint64_t>(k)));
   lane_width_ = width;
   lane_var_ = op->var;
+  lanes_ = LaneScope{op->var, const_int(op->min), width, {}};
   Value* lanes = b_.CreateAdd(splat(lo), llvm::ConstantVector::get(steps), op->var);
   {
     ScopedBinding<VarMap> bind(vars_, op->var, lanes);
@@ -645,6 +653,7 @@ void Codegen::emit_vector(const dsl::For* op, int64_t width) {
   lane_width_ = 0;
   lane_var_.clear();
   lane_strides_.clear();
+  lanes_ = LaneScope{};
 }
 
 void Codegen::emit_parallel(const dsl::For* op) {
@@ -979,16 +988,22 @@ Value* Codegen::emit_load(const dsl::Load* op) {
     Value* p = b_.CreateBitCast(element_ptr(buf, base), vty->getPointerTo());
     return from_storage(b_, b_.CreateAlignedLoad(vty, p, align), buf.dtype);
   }
-  if (stride >= 2 && stride <= kMaxShuffleStride) {
-    // Interleaved data: one contiguous load of the span the lanes touch (no element past the last
-    // lane's), then every stride-th element: a shuffle instead of a gather.
-    const int64_t span = stride * (lane_width_ - 1) + 1;
-    auto* wide = llvm::FixedVectorType::get(st, static_cast<unsigned>(span));
-    Value* base = b_.CreateExtractElement(idx, uint64_t{0});
-    Value* all = b_.CreateAlignedLoad(wide, b_.CreateBitCast(element_ptr(buf, base), wide->getPointerTo()), align);
-    std::vector<int> mask;
-    for (int64_t k = 0; k < lane_width_; ++k) mask.push_back(static_cast<int>(k * stride));
-    return from_storage(b_, b_.CreateShuffleVector(all, mask), buf.dtype);
+  if (const std::optional<LaneForm> form = lane_form(op->index, lanes_)) {
+    // Lanes at distances from lane 0 known here (interleaved RGB bytes, a reversed dim, pixels of a
+    // flipped row): one contiguous load of the span the lanes touch (from the lowest lane's element
+    // to the highest's, so nothing outside the data), then a shuffle instead of a gather.
+    const std::vector<int64_t> offsets = form->relative().v;
+    const auto [lo, hi] = std::minmax_element(offsets.begin(), offsets.end());
+    const int64_t span = *hi - *lo + 1;
+    if (span <= kMaxShuffleStride * lane_width_) {
+      auto* wide = llvm::FixedVectorType::get(st, static_cast<unsigned>(span));
+      Value* base = b_.CreateExtractElement(idx, uint64_t{0});
+      base = b_.CreateAdd(base, llvm::ConstantInt::get(base->getType(), static_cast<uint64_t>(*lo), true));
+      Value* all = b_.CreateAlignedLoad(wide, b_.CreateBitCast(element_ptr(buf, base), wide->getPointerTo()), align);
+      std::vector<int> mask;
+      for (const int64_t o : offsets) mask.push_back(static_cast<int>(o - *lo));
+      return from_storage(b_, b_.CreateShuffleVector(all, mask), buf.dtype);
+    }
   }
   Value* v = llvm::PoisonValue::get(vty);  // gather, lane by lane
   for (int64_t k = 0; k < lane_width_; ++k) {

@@ -721,13 +721,11 @@ def cross(input, other, dim=None, *, out=None):
 
 
 def _matmul2d(a, b):
-    """[m, k] @ [k, n]: flow.matmul for floats, an exact broadcast product and sum for integers
-    (flow's matmul takes floating-point tensors only)."""
-    if a.dtype.is_floating_point:
-        return F.matmul(a, b)
+    """[..., m, k] @ [..., k, n] for the linalg products: flow.matmul (exact for integers), with
+    torch's addmm message for bool."""
     if a.dtype is D.bool_:
         raise NotImplementedError("\"addmm_impl_cpu_\" not implemented for 'Bool'")
-    return F._cast(F.sum(a.unsqueeze(-1) * b.unsqueeze(-3), -2), a.dtype)  # (the sum is int64)
+    return F.matmul(a, b)
 
 
 def tensordot(a, b, dims=2, out=None):

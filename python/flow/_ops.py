@@ -13,6 +13,7 @@ import operator
 
 import numpy as np
 
+from . import _C
 from . import _dtype as D
 from . import amp as _amp
 from ._dispatch import dispatch, dispatch1
@@ -861,20 +862,19 @@ def clone(input, *, memory_format=None):
 
 
 def flip(input, dims):
-    """torch.flip (a copy, as in torch): an index_select with a reversed arange per dim."""
+    """torch.flip (a copy, as in torch): one injective op reversing the index along each of dims."""
     x = _tensor_arg("flip", input, "input", 1)
-    from . import _creation
-
     ds = _dims("flip", dims) or []
-    seen = set()
+    seen = []
     for d in ds:
         nd = _normalize_dim(d, x.ndim)
         if nd in seen:
             raise RuntimeError(f"dim {nd} appears multiple times in the list of dims")
-        seen.add(nd)
-        if x.shape[nd] > 1:
-            x = dispatch1("index_select", [x, _creation.arange(x.shape[nd] - 1, -1, -1, device=x.device)], {"dim": nd})
-    return x if seen and x is not input else x.clone() if x._c is not None else x
+        seen.append(nd)
+    flipped = [d for d in seen if x.ndim and x.shape[d] > 1]  # (a 0-dim tensor takes dim 0 or -1)
+    if not flipped:
+        return x.clone()
+    return dispatch1("flip", [x], {"dims": flipped})
 
 
 def _tri(fn, input, diagonal, upper, out):
@@ -912,9 +912,40 @@ def matmul(input, other, *, out=None):
     y = _tensor_arg("matmul", other, "other", 2)
     if x.dtype is y.dtype and x.dtype.name in _HALF:
         r = _cast(_matmul(_cast(x, D.float32), _cast(y, D.float32)), x.dtype)
+    elif x.dtype is y.dtype and not x.dtype.is_floating_point and x.dtype is not D.bool_:
+        r = _integer_matmul(x, y)
     else:
         r = _matmul(x, y)
     return _out("matmul", out, r)
+
+
+def _integer_matmul(x, y):
+    """An integer product, exact as torch's CPU kernels (wrapping in the operands' dtype): the
+    library op takes floating-point tensors, so this is a broadcast product summed over k (in
+    int64, whose wrap agrees with the dtype's), which @flow.jit fuses into one reduction kernel.
+    Shapes are checked by the matmul op itself on float32 stand-ins, so errors are its own. (torch
+    refuses integer products on CUDA; flow computes them there too.)"""
+    probe = _C.Graph()
+    probe.add_op("matmul", [probe.add_input(list(x.shape), "float32"), probe.add_input(list(y.shape), "float32")])
+    a = x.unsqueeze(0) if x.ndim == 1 else x  # [..., m, k]
+    b = y.unsqueeze(-1) if y.ndim == 1 else y  # [..., k, n]
+    k = a.shape[-1]
+    step = builtins.max(k, 1)
+    if x._c is not None and y._c is not None:  # eager: the product is stored, so bound it
+        rows = int(np.prod(np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))) * a.shape[-2]
+        step = builtins.max(1, (1 << 24) // builtins.max(1, rows * b.shape[-1]))  # 2^24 products at a time
+    if step >= k:
+        r = sum(a.unsqueeze(-1) * b.unsqueeze(-3), -2)
+    else:
+        r = None
+        for k0 in range(0, k, step):
+            n = builtins.min(step, k - k0)
+            part = sum(a.narrow(-1, k0, n).unsqueeze(-1) * b.narrow(-2, k0, n).unsqueeze(-3), -2)
+            r = part if r is None else r + part
+    r = _cast(r, x.dtype)
+    if x.ndim == 1:
+        r = r.squeeze(-2)
+    return r.squeeze(-1) if y.ndim == 1 else r
 
 
 def _maybe_zero_stride(t):

@@ -1,4 +1,4 @@
-// Injective ops (cat, pad, index_select, gather, embedding) through the whole pipeline, against
+// Injective ops (cat, pad, flip, index_select, gather, embedding) through the whole pipeline, against
 // direct C++ computation and the graph interpreter; max pooling as pad + as_strided + amax.
 #include <gtest/gtest.h>
 
@@ -193,6 +193,38 @@ TEST(Injective, IndexSelectGatherEmbedding) {
     const int w = g.add_input({{11, 8}, DType::Float32});
     g.mark_output(g.add("embedding", {ids, w}));
     check_graph(g, {random_index({2, 6}, 11, rng), random_f32({11, 8}, rng)}, {}, 1);
+  }
+}
+
+// Injective kernels over one domain merge: the taps of a resize along W (gathers through index
+// tensors, weighted and summed), with a flip and a pad of the same input added in, run as one
+// kernel, from a contiguous and from a transposed input, on the CPU and in the GPU schedules.
+TEST(Injective, InjectiveKernelsOfOneDomainMerge) {
+  auto rng = test::rng(25);
+  for (const bool transposed : {false, true}) {
+    dsl::Graph g;
+    const int x = g.add_input({{2, 3, 6, 9}, DType::Float32});
+    const int i0 = g.add_input({{9}, DType::Int64});
+    const int i1 = g.add_input({{9}, DType::Int64});
+    const int w = g.add_input({{9}, DType::Float32});
+    const int tap0 = g.add("mul", {g.add("index_select", {x, i0}, {{"dim", int64_t{3}}}), w});
+    const int tap1 = g.add("mul", {g.add("index_select", {x, i1}, {{"dim", int64_t{3}}}), w});
+    const int flipped = g.add("flip", {x}, {{"dims", std::vector<int64_t>{2, 3}}});
+    const int padded = g.add(
+        "pad",
+        {g.add("slice", {x}, {{"dim", int64_t{3}}, {"start", int64_t{1}}, {"end", int64_t{8}}, {"step", int64_t{1}}})},
+        {{"pads", std::vector<int64_t>{1, 1}}, {"value", 0.5}});
+    g.mark_output(g.add("add", {g.add("add", {tap0, tap1}), g.add("sub", {flipped, padded})}));
+    jit::Tensor xt = random_f32({2, 3, 6, 9}, rng);
+    std::vector<std::vector<int64_t>> strides;
+    if (transposed) {  // the same logical tensor stored as [2, 3, 9, 6]
+      jit::Tensor base = random_f32({2, 3, 9, 6}, rng);
+      xt = base;
+      xt.sizes = {2, 3, 6, 9};
+      xt.strides = {162, 54, 1, 6};
+      strides = {xt.strides, {1}, {1}, {1}};
+    }
+    check_graph(g, {xt, random_index({9}, 9, rng), random_index({9}, 9, rng), random_f32({9}, rng)}, strides, 1);
   }
 }
 

@@ -34,6 +34,7 @@ TEST(LlvmBackend, NotBuiltWithoutLlvm) {
 #include <vector>
 
 #include "dsl/interpreter.h"
+#include "jit/llvm/lane_form.h"
 #include "test_util.h"
 
 namespace flow::jit::llvm_backend {
@@ -1148,6 +1149,90 @@ TEST(LlvmBackend, StridedVectorLoadsShuffleOneContiguousLoad) {
       }
     }
   }
+}
+
+// Loads whose lanes lie at distances from lane 0 known at compile time, but not one stride apart:
+// a reversed row (a flip), reversed groups of 3 (a flipped row of RGB pixels in the pointwise
+// scheduler's flat loop: pixel start / 3 + l / 3, channel l % 3), and a stride of -3. Each reads the
+// span its lanes cover with one vector load and a shuffle; a span wider than 4 elements per lane
+// (l * l) or lanes apart by a run-time amount gather instead. Values equal the interpreter's, with
+// buffers of exactly the size read, so the span never reaches past the data.
+TEST(LlvmBackend, LanesAtKnownDistancesLoadTheirSpanAndShuffle) {
+  struct Case {
+    std::string name;
+    int64_t width, row;  // lanes per step, elements of x per step
+    std::function<Expr(Expr, Expr)> index;
+    int64_t span;  // 0: gathers
+  };
+  const std::vector<Case> cases = {
+      {"reversed", 16, 16, [](Expr o, Expr l) { return o * 16 + (Expr(int64_t{15}) - l); }, 16},
+      {"flipped pixels", 24, 24, [](Expr o, Expr l) { return o * 24 + (Expr(int64_t{7}) - l / 3) * 3 + l % 3; }, 24},
+      {"stride -3", 16, 46, [](Expr o, Expr l) { return o * 46 + (Expr(int64_t{15}) - l) * 3; }, 46},
+      {"squares", 16, 226, [](Expr o, Expr l) { return o * 226 + l * l; }, 0},
+      {"run-time stride", 16, 16, [](Expr o, Expr l) { return o * 16 + (l / v64("n")) * 3 % 16; }, 0},
+  };
+  for (const Case& c : cases) {
+    for (const DType t : {DType::UInt8, F32}) {
+      // for o in [0, n): for l in [0, width) vectorized: out[o * width + l] = float32(x[index]) * 2
+      LoweredFunc f;
+      f.name = "lane_offsets";
+      f.params = {buf("out", F32, true), buf("x", t), scalar("n")};
+      const Expr o = v64("o"), l = v64("l");
+      const Expr src = ld(t, "x", c.index(o, l));
+      const Expr val = dsl::cast(F32, t == F32 ? src : dsl::cast(I32, src)) * f32c(2.0);
+      f.body = dsl::make_for(
+          "o", 0, v64("n"), ForKind::Serial,
+          dsl::make_for("l", 0, c.width, ForKind::Vectorized, dsl::make_store("out", o * c.width + l, val)));
+      const std::string ir = emit_llvm_ir(f);
+      const std::string elem = t == F32 ? "float" : "i8";
+      if (c.span > 0) {
+        EXPECT_NE(ir.find("load <" + std::to_string(c.span) + " x " + elem + ">"), std::string::npos) << c.name << "\n"
+                                                                                                      << ir;
+        EXPECT_NE(ir.find("shufflevector"), std::string::npos) << c.name;
+      } else {  // a gather: only scalar loads of x
+        EXPECT_EQ(ir.find("load <"), std::string::npos) << c.name << "\n" << ir;
+      }
+      auto g = test::rng(31);
+      for (const int64_t n_val : {int64_t{1}, int64_t{3}}) {
+        const auto total = static_cast<size_t>(n_val * c.row);
+        Arg in = t == F32 ? buffer_of(F32, random_floats(g, total, -5, 5)) : zeros(t, total);
+        if (t != F32)
+          for (size_t i = 0; i < total; ++i) in.bytes[i] = static_cast<uint8_t>(g());
+        std::vector<Arg> args = {zeros(F32, static_cast<size_t>(n_val * c.width)), in, int_arg(n_val)};
+        auto [got, want] = run_both(f, args);
+        expect_same(got[0], want[0], c.name);
+      }
+    }
+  }
+}
+
+// The analysis itself: values where the lane variable's start is a constant, differences from
+// lane 0 otherwise, through Let-bound variables; nothing where lanes differ by a run-time amount.
+TEST(LlvmBackend, LaneFormsFollowIndexArithmetic) {
+  using flow::jit::llvm_backend::ir::lane_form;
+  using flow::jit::llvm_backend::ir::LaneForm;
+  using flow::jit::llvm_backend::ir::LaneScope;
+  LaneScope scope{"l", int64_t{0}, 6, {}};
+  const Expr l = v64("l"), u = v64("u");
+  auto form = [&](const Expr& e) { return lane_form(e, scope); };
+  ASSERT_TRUE(form(l / 3 * 10 + l % 3));
+  EXPECT_TRUE(form(l / 3 * 10 + l % 3)->absolute);
+  EXPECT_EQ(form(l / 3 * 10 + l % 3)->v, (std::vector<int64_t>{0, 1, 2, 10, 11, 12}));
+  EXPECT_EQ(form(u * 7 + (Expr(int64_t{5}) - l) * 2)->v, (std::vector<int64_t>{0, -2, -4, -6, -8, -10}));
+  EXPECT_FALSE(form(u * 7 + l)->absolute);
+  EXPECT_EQ(form(u * u + u / 3)->v, (std::vector<int64_t>(6, 0)));  // uniform
+  EXPECT_FALSE(form(l * u));                                        // a run-time stride
+  EXPECT_FALSE(form((u + l) / 3));                                  // lane/3 groups depend on u
+  EXPECT_FALSE(form(dsl::min(l, u)));
+  scope.lets["p"] = form(u + l / 2);
+  scope.lets["q"] = std::nullopt;
+  EXPECT_EQ(form(v64("p") * 3)->v, (std::vector<int64_t>{0, 0, 3, 3, 6, 6}));
+  EXPECT_FALSE(form(v64("q") + l));
+  LaneScope shifted{"l", std::nullopt, 3, {}};  // a loop starting at a run-time value
+  ASSERT_TRUE(lane_form(l * 4, shifted));
+  EXPECT_FALSE(lane_form(l * 4, shifted)->absolute);
+  EXPECT_EQ(lane_form(l * 4, shifted)->v, (std::vector<int64_t>{0, 4, 8}));
+  EXPECT_FALSE(lane_form(l % 2, shifted));
 }
 
 TEST(LlvmBackend, VectorizedLoopsWithCrossLaneDependencesKeepSerialMeaning) {

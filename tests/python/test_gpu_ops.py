@@ -185,6 +185,9 @@ STRUCTURAL = {  # name: (fn(m, F, a, dev), exact)
     "adaptive_avg_pool2d": (lambda m, F, a, dev: F.adaptive_avg_pool2d(a, 1), False),
     "interpolate_bilinear": (lambda m, F, a, dev: F.interpolate(a, size=(5, 13), mode="bilinear",
                                                                 align_corners=False), False),
+    # (in float32: torch's CPU reference, used on the emulated device, has no half antialiasing)
+    "interpolate_bicubic_antialias": (lambda m, F, a, dev: F.interpolate(a.float(), size=(3, 5), mode="bicubic",
+                                                                         antialias=True).to(a.dtype), False),
     "softplus": (lambda m, F, a, dev: F.softplus(a), False),
     "log_softmax": (lambda m, F, a, dev: F.log_softmax(a, dim=1), False),
 }

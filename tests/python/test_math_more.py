@@ -666,6 +666,8 @@ def test_distances_match_torch(p, device, gen):
             if len(sa) == 2:
                 check(lambda L, a, b: L.pdist(a, p), [ta, tb], [fa, fb], f"pdist p={p} {dtype} {sa} {device}", rtol,
                       atol, jit=sa == (5, 3) and dtype == torch.float32)
+                check(lambda L, a, b: L.nn.functional.pdist(a, p), [ta, tb], [fa, fb], f"F.pdist p={p} {device}",
+                      rtol, atol)
         # many rows: torch's default compute_mode would use the matmul form here; the exact one is the reference
         ta, fa = pair((30, 8), dtype, gen, device)
         tb, fb = pair((27, 8), dtype, gen, device)
@@ -732,10 +734,6 @@ def test_linalg_matches_torch(name, device, gen):
         kw = {"low": -3, "high": 4} if not dtype.is_floating_point else {}
         t, f = pair((5, 6), dtype, gen, device, "transposed", **kw)
         u, g = pair((5, 6), dtype, gen, device, **kw)
-        if name == "matmul" and not dtype.is_floating_point and dtype != torch.bool:
-            with pytest.raises(NotImplementedError):  # flow.matmul takes floating-point tensors only
-                fn(flow, f, g)
-            continue
         rtol, atol = (2e-5, 2e-5) if dtype == torch.float32 else (None, None)
         check(fn, [t, u], [f, g], f"{name} {dtype} {device}", rtol, atol, jit=dtype == torch.float32)
     t, f = pair((5, 6), torch.float32, gen, device, special=True)

@@ -451,9 +451,74 @@ def test_interpolate(gen, kw, shape):
     close(flow.jit(lambda t: F.interpolate(t, **kw))(to_flow(x)), expected, 1e-5, 1e-5, "jit")
 
 
-def test_interpolate_unsupported_mode():
-    with pytest.raises(NotImplementedError, match="bicubic"):
-        F.interpolate(flow.randn(1, 1, 4, 4), scale_factor=2, mode="bicubic")
+@pytest.mark.parametrize("sizes", [((256, 256), (224, 224)), ((224, 300), (256, 199))], ids=str)
+def test_bilinear_resize_of_images_follows_torchs_float32_coordinates(gen, sizes):
+    """An image resize (256 -> 224): source coordinates as far as 255 in float32, computed as
+    torch's kernels do (a float64 ratio moved them by ~1e-5, 100x the tolerance below)."""
+    (hi, wi), size = sizes
+    x = torch.rand((2, 3, hi, wi), generator=gen) * 255
+    for ac in (False, True):
+        expected = TF.interpolate(x, size=size, mode="bilinear", align_corners=ac)
+        close(F.interpolate(to_flow(x), size=size, mode="bilinear", align_corners=ac), expected, 1e-6, 1e-4)
+
+
+@pytest.mark.parametrize("kw", [
+    {"mode": "bicubic"}, {"mode": "bicubic", "align_corners": True}, {"mode": "bilinear", "antialias": True},
+    {"mode": "bicubic", "antialias": True}, {"mode": "bilinear", "antialias": True, "align_corners": True},
+    {"mode": "bicubic", "antialias": True, "align_corners": True},
+], ids=str)
+def test_bicubic_and_antialiased_resize(gen, kw):
+    """torchvision's Resize (antialiased on tensors) and timm's bicubic: downscales (windows of up
+    to 9 taps, shorter at the borders), upscales, one axis unchanged, odd and tiny sizes, by size
+    and by scale factor; eagerly and under @flow.jit."""
+    cases = [((2, 3, 256, 256), {"size": (224, 224)}), ((1, 2, 300, 200), {"size": (224, 224)}),
+             ((1, 2, 17, 19), {"size": (5, 60)}), ((1, 1, 8, 8), {"size": (8, 3)}), ((1, 1, 5, 7), {"size": (1, 1)}),
+             ((1, 2, 9, 11), {"scale_factor": 0.4}), ((1, 2, 6, 5), {"scale_factor": (2.5, 1.5)})]
+    for shape, size in cases:
+        x = torch.rand(shape, generator=gen)
+        expected = TF.interpolate(x, **size, **kw)
+        got = F.interpolate(to_flow(x), **size, **kw)
+        close(got, expected, 1e-5, 1e-5, f"{shape} {size}")
+        close(flow.jit(lambda t: F.interpolate(t, **size, **kw))(to_flow(x)), to_torch(got), 0, 0, "jit")
+
+
+def test_eager_resize_runs_as_one_compiled_function(gen):
+    """Eagerly, a resize (a gather, multiply and add per tap) runs as one cached compiled function:
+    repeated calls reuse it, new sizes add one each, and the cache keeps the 32 used last."""
+    cache = F._EAGER_COMPOSITES
+    cache.clear()
+    x = to_flow(torch.rand((1, 2, 12, 10), generator=gen))
+    for _ in range(3):
+        F.interpolate(x, size=(5, 4), mode="bicubic", antialias=True)
+    assert len(cache) == 1
+    (fn,) = cache.values()
+    assert fn.num_kernels == 2  # one per axis
+    for k in range(40):
+        close(F.interpolate(x, size=(3 + k, 4), mode="bilinear"),
+              TF.interpolate(to_torch(x), size=(3 + k, 4), mode="bilinear"), 1e-5, 1e-5)
+    assert len(cache) == 32
+
+
+def test_antialiased_resize_keeps_infinities_where_torch_does(gen):
+    """A window shorter than the filter's widest (at the borders) adds nothing for its missing taps,
+    so an inf pixel gives inf or NaN exactly where torch's does, not NaN across the image."""
+    x = torch.rand((1, 1, 40, 40), generator=gen)
+    x[0, 0, 3, 0] = float("inf")
+    x[0, 0, 20, 39] = float("nan")
+    for mode in ("bilinear", "bicubic"):
+        expected = TF.interpolate(x, size=(13, 11), mode=mode, antialias=True)
+        close(F.interpolate(to_flow(x), size=(13, 11), mode=mode, antialias=True), expected, 1e-5, 1e-5, mode)
+
+
+def test_interpolate_refusals():
+    with pytest.raises(ValueError, match="Anti-alias option is restricted"):
+        F.interpolate(flow.randn(1, 1, 4), scale_factor=2, mode="linear", antialias=True)
+    with pytest.raises(ValueError, match="Anti-alias option is restricted"):
+        F.interpolate(flow.randn(1, 1, 4, 4), scale_factor=2, mode="nearest", antialias=True)
+    with pytest.raises(NotImplementedError, match="bicubic mode needs 4D input"):
+        F.interpolate(flow.randn(1, 1, 4), scale_factor=2, mode="bicubic")
+    with pytest.raises(NotImplementedError, match="'area' is not supported"):
+        F.interpolate(flow.randn(1, 1, 4, 4), scale_factor=2, mode="area")
 
 
 @pytest.mark.parametrize("kw", [

@@ -15,6 +15,7 @@ import warnings
 
 from .. import _creation
 from .. import _dtype as D
+from .. import _math_more
 from .. import _ops
 from .._tensor import Tensor
 from . import functional as F
@@ -23,7 +24,7 @@ __all__ = ["selu", "celu", "glu", "hardshrink", "softshrink", "tanhshrink", "sof
            "threshold", "softmin", "gumbel_softmax", "relu_", "elu_", "leaky_relu_", "hardtanh_", "threshold_",
            "rrelu_", "selu_", "celu_", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
            "channel_shuffle", "native_channel_shuffle", "local_response_norm", "instance_norm", "unfold", "fold",
-           "adaptive_avg_pool1d", "adaptive_max_pool1d", "lp_pool1d", "lp_pool2d", "pairwise_distance", "bilinear",
+           "adaptive_avg_pool1d", "adaptive_max_pool1d", "lp_pool1d", "lp_pool2d", "pairwise_distance", "pdist", "bilinear",
            "affine_grid", "grid_sample", "embedding_bag", "conv_transpose1d"]
 
 _HALF = (D.float16, D.bfloat16)
@@ -469,6 +470,9 @@ def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     k = F._pair(kernel_size, 1, "kernel_size")[0]
     out = F.avg_pool1d(x ** norm_type, k, stride, 0, ceil_mode)
     return ((out.sign() * out.abs().relu()) * k) ** (1.0 / norm_type)
+
+
+pdist = _math_more.pdist  # torch.nn.functional.pdist is torch.pdist
 
 
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):

@@ -19,8 +19,10 @@ dsl/ops/random.cpp): the mask is computed inside the kernel that uses it, and un
 call draws a new one (the generator's counter is a mutation of the trace).
 """
 import builtins
+import collections
 import math
 import numbers
+import threading
 import warnings
 
 import numpy as np
@@ -656,25 +658,143 @@ def _source_index_nearest(out, inp, scale, exact):
 
 def _linear_weights(out, inp, scale, align_corners):
     """torch's (area_pixel_compute_source_index) low/high indices and the high weight, one axis."""
-    o = np.arange(out, dtype=np.float64)
+    # In float32 operation by operation, as torch's kernels (opmath float): a float64 ratio moves the
+    # source coordinate of pixel 255 by ~1e-5, which the weights then show.
+    f32 = np.float32
+    o = np.arange(out).astype(f32)
     if align_corners:
-        s = (inp - 1) / (out - 1) if out > 1 else 0.0
+        s = f32(inp - 1) / f32(out - 1) if out > 1 else f32(0)
         src = o * s
     else:
-        s = (inp / out) if scale is None else 1.0 / scale
-        src = np.maximum((o + 0.5) * s - 0.5, 0.0)
-    src = src.astype(np.float32)  # torch's float32 source coordinate
+        s = f32(inp) / f32(out) if scale is None else f32(1.0 / scale)
+        src = np.maximum((o + f32(0.5)) * s - f32(0.5), f32(0))
     lo = np.minimum(np.floor(src).astype(np.int64), inp - 1)
     hi = np.minimum(lo + 1, inp - 1)
-    w = (src - lo).astype(np.float32)
+    w = np.clip(src - lo.astype(f32), f32(0), f32(1)).astype(f32)
     return lo, hi, w
+
+
+def _ratio(out, inp, scale, align_corners):
+    """torch's area_pixel_compute_scale in float32: input pixels per output pixel."""
+    f32 = np.float32
+    if align_corners:
+        return f32(inp - 1) / f32(out - 1) if out > 1 else f32(0)
+    return f32(inp) / f32(out) if scale is None else f32(1.0 / scale)
+
+
+def _cubic_near(x, a):
+    """Keys' cubic convolution kernel for 0 <= x <= 1 (torch's cubic_convolution1), in float32."""
+    f32 = np.float32
+    return ((a + f32(2)) * x - (a + f32(3))) * x * x + f32(1)
+
+
+def _cubic_far(x, a):
+    """Keys' cubic convolution kernel for 1 < x < 2 (torch's cubic_convolution2), in float32."""
+    f32 = np.float32
+    return ((a * x - f32(5) * a) * x + f32(8) * a) * x - f32(4) * a
+
+
+def _cubic_taps(out, inp, scale, align_corners):
+    """Bicubic (Keys, A = -0.75) source indices and weights of one axis, 4 taps, as torch's
+    compute_indices_weights_cubic in float32: indices clamped to the image (edge replication)."""
+    f32 = np.float32
+    o = np.arange(out)
+    s = _ratio(out, inp, scale, align_corners)
+    # Not clamped at 0 for cubic. torch's kernel rounds (o + 0.5) * s - 0.5 once (a fused
+    # multiply-add, measured against its weights: rounding twice moved the weights by up to 1e-5).
+    src = o.astype(f32) * s if align_corners else ((o + 0.5) * np.float64(s) - 0.5).astype(f32)
+    idx = np.minimum(np.floor(src).astype(np.int64), inp - 1)
+    t = np.clip(src - idx.astype(f32), f32(0), f32(1))
+    a = f32(-0.75)
+    weights = [_cubic_far(t + f32(1), a), _cubic_near(t, a), _cubic_near(f32(1) - t, a),
+               _cubic_far(f32(1) - t + f32(1), a)]
+    return [np.clip(idx - 1 + j, 0, inp - 1) for j in range(4)], weights
+
+
+def _antialias_taps(out, inp, scale, align_corners, cubic):
+    """torch's antialiased resampling (_compute_indices_min_size_weights_aa) for one axis: a
+    triangle (bilinear) or Keys A = -0.5 (bicubic) filter stretched by the downscale factor, each
+    output pixel's window of taps normalized to sum 1. Returns per tap the indices, weights and
+    which output pixels the tap belongs to (windows near the borders are shorter). The float32 and
+    float64 steps are torch's."""
+    f32, f64 = np.float32, np.float64
+    size = 4 if cubic else 2
+    s = _ratio(out, inp, scale, align_corners)
+    support = f32(size * 0.5) * s if s >= 1 else f32(size * 0.5)
+    taps = int(math.ceil(support)) * 2 + 1
+    invscale = f32(1.0 / f64(s)) if s >= 1 else f32(1)
+    center = (f64(s) * (np.arange(out, dtype=f64) + 0.5)).astype(f32)
+    xmin = np.maximum(((center - support).astype(f64) + 0.5).astype(np.int64), 0)
+    xsize = np.clip(np.minimum(((center + support).astype(f64) + 0.5).astype(np.int64), inp) - xmin, 0, taps)
+
+    def filt(x):
+        x = np.abs(x)
+        if not cubic:
+            return np.where(x < f32(1), f32(1) - x, f32(0)).astype(f32)
+        a = f32(-0.5)  # (PIL's, as torch's antialiased bicubic)
+        return np.where(x < f32(1), _cubic_near(x, a), np.where(x < f32(2), _cubic_far(x, a), f32(0))).astype(f32)
+
+    valid = [j < xsize for j in range(taps)]
+    raw = []
+    for j in range(taps):
+        d = ((xmin + j).astype(f32) - center).astype(f64) + 0.5
+        raw.append(np.where(valid[j], filt((d * f64(invscale)).astype(f32)), f32(0)).astype(f32))
+    total = np.zeros(out, dtype=f32)
+    for w in raw:
+        total = (total + w).astype(f32)
+    weights = [np.where(total != 0, w / np.where(total != 0, total, f32(1)), w).astype(f32) for w in raw]
+    return [np.clip(xmin + j, 0, inp - 1) for j in range(taps)], weights, valid
+
+
+def _resample_axis(x, dim, indices, weights, valid=None):
+    """sum_j x[indices[j]] * weights[j] along dim, left to right as torch's kernels add; a tap past
+    a pixel's (shorter) window adds nothing, even where the value it reads is inf or NaN."""
+    shape = [1] * x.ndim
+    shape[dim] = len(indices[0])
+    out = None
+    for j, (ix, w) in enumerate(zip(indices, weights)):
+        term = _index_select(x, dim, ix) * _const(w.reshape(shape), x)
+        if valid is not None and not valid[j].all():
+            term = _ops.where(_const(valid[j].reshape(shape), x, D.bool_), term, 0.0)
+        out = term if out is None else out + term
+    return out
+
+
+_EAGER_COMPOSITES: "collections.OrderedDict" = collections.OrderedDict()
+_EAGER_COMPOSITES_LOCK = threading.Lock()
+
+
+def _run_compiled(key, fn, *tensors):
+    """An eager call of a composite of many kernels (a resize: a gather, a multiply and an add per
+    tap and axis) runs as one compiled function, as if under @flow.jit, so it reads and writes each
+    image once per axis instead of once per op. The functions are cached by `key` (the 32 used
+    last; flow.jit keys their variants on the tensors' shapes, dtypes and layouts)."""
+    from .._jit import jit
+
+    with _EAGER_COMPOSITES_LOCK:  # (data-loading threads may resize at once)
+        f = _EAGER_COMPOSITES.get(key)
+        if f is None:
+            f = _EAGER_COMPOSITES[key] = jit(fn)
+            if len(_EAGER_COMPOSITES) > 32:
+                _EAGER_COMPOSITES.popitem(last=False)
+        else:
+            _EAGER_COMPOSITES.move_to_end(key)
+    return f(*tensors)
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     _check_tensor("interpolate", input)
-    if antialias:
-        raise NotImplementedError("flow: interpolate(antialias=True) is not supported")
+    if (mode in ("linear", "bilinear", "bicubic", "trilinear") and current_trace() is None and
+            input._c is not None and input.numel() > 0):
+        args = (size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
+        key = ("interpolate",) + tuple(tuple(a) if isinstance(a, list) else a for a in args)
+        return _run_compiled(key, lambda x: interpolate(x, *args), input)
+    if antialias and (mode not in ("bilinear", "bicubic") or input.ndim != 4):
+        raise ValueError("Anti-alias option is restricted to bilinear and bicubic modes and requires a 4-D tensor "
+                         "as input")
+    if mode == "bicubic" and input.ndim != 4:
+        raise NotImplementedError(f"Got {input.ndim}D input, but bicubic mode needs 4D input")
     nsp = input.ndim - 2
     if nsp < 1:
         raise ValueError(f"interpolate: expected a batched input with spatial dims, got {input.ndim}D")
@@ -698,6 +818,22 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             idx = _source_index_nearest(out_sizes[i], in_sizes[i], scales[i], mode == "nearest-exact")
             x = _index_select(x, 2 + i, idx)
         return x
+    if mode == "bicubic" or antialias:
+        if not input.dtype.is_floating_point:
+            raise NotImplementedError(f"flow: interpolate mode '{mode}' takes floating-point input")
+        half = input.dtype in (D.float16, D.bfloat16)
+        x = input.float() if half else input
+        for i in reversed(range(nsp)):  # the innermost axis first, as torch's kernels
+            if antialias and out_sizes[i] == in_sizes[i]:
+                continue  # (torch skips an axis it does not resize)
+            if antialias:
+                ix, w, valid = _antialias_taps(out_sizes[i], in_sizes[i], scales[i], bool(align_corners),
+                                               mode == "bicubic")
+                x = _resample_axis(x, 2 + i, ix, w, valid)
+            else:
+                ix, w = _cubic_taps(out_sizes[i], in_sizes[i], scales[i], bool(align_corners))
+                x = _resample_axis(x, 2 + i, ix, w)
+        return x.to(input.dtype) if half else x
     if mode in linear_modes:
         if linear_modes[mode] != nsp:
             raise NotImplementedError(f"flow: interpolate mode '{mode}' needs a {linear_modes[mode] + 2}-D input, "
@@ -716,7 +852,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             x = _index_select(x, dim, lo) * w0 + _index_select(x, dim, hi) * w1
         return x.to(input.dtype) if half else x
     raise NotImplementedError(f"flow: interpolate mode '{mode}' is not supported (nearest, nearest-exact, "
-                              "linear, bilinear, trilinear are)")
+                              "linear, bilinear, bicubic, trilinear are)")
 
 
 upsample = interpolate
