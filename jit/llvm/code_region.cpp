@@ -93,9 +93,14 @@ size_t CodeRegion::left() const {
   return size_ - used_;
 }
 
-CodeRegion& CodeRegions::for_next_object() {
+void CodeRegions::make_room_for_object() {
   std::lock_guard<std::mutex> lock(mu_);
   if (regions_.empty() || regions_.back().left() < kObjectBytes) regions_.emplace_back(kRegionBytes);
+}
+
+CodeRegion& CodeRegions::current() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (regions_.empty()) throw std::logic_error("CodeRegions::current() before make_room_for_object()");
   return regions_.back();
 }
 

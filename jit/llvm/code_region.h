@@ -10,7 +10,7 @@
 //
 // So all loaded code and data come from CodeRegions: ranges of address space reserved up front
 // (PROT_NONE, no memory committed) and handed out page by page. Each object draws every block from
-// one region (CodeRegions::for_next_object picks a region with room for a whole object first), and a
+// one region (the loader makes sure the region has room for a whole object before each load), and a
 // region is smaller than 2 GiB, so any displacement inside an object fits. Loaded code stays mapped
 // until the process exits, as before; released blocks return their pages to the system but not
 // their addresses.
@@ -58,10 +58,13 @@ class CodeRegions {
   static constexpr size_t kRegionBytes = size_t{1} << 30;
   static constexpr size_t kObjectBytes = size_t{64} << 20;
 
-  // The region the next object's memory manager draws from: the newest one while it has
-  // kObjectBytes left, else a new one. Callers load one object at a time per region choice (the
-  // loader's lock), so an object never finds its region short.
-  CodeRegion& for_next_object();
+  // Makes sure the newest region has kObjectBytes left, reserving a new one if not (throws
+  // std::runtime_error when the address space cannot be had). Called before each object is handed
+  // to LLVM, so that no failure has to cross LLVM's frames.
+  void make_room_for_object();
+  // The region the next object's memory manager draws from (the newest; make_room_for_object first).
+  // Objects load one at a time (the loader's lock), so an object never finds its region short.
+  CodeRegion& current();
   // Whether [p, p + bytes) lies in one region.
   bool contains(const void* p, size_t bytes = 1) const;
   size_t count() const;

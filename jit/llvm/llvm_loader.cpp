@@ -57,7 +57,7 @@ llvm::orc::LLJIT& jit_locked(JitState& s) {
   auto layer = [&s](llvm::orc::ExecutionSession& es,
                     const llvm::Triple&) -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
     return std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
-        es, [&s] { return std::make_unique<llvm::SectionMemoryManager>(&s.regions.for_next_object()); });
+        es, [&s] { return std::make_unique<llvm::SectionMemoryManager>(&s.regions.current()); });
   };
   auto jit = llvm::orc::LLJITBuilder()
                  .setJITTargetMachineBuilder(std::move(*jtmb))
@@ -74,6 +74,7 @@ CpuKernelFn CpuKernelLoader::load(const std::string& object_bytes, const std::st
   JitState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   llvm::orc::LLJIT& jit = jit_locked(s);
+  s.regions.make_room_for_object();
   const std::string dylib_name = "flow_kernel_" + std::to_string(++s.dylibs);
   auto jd = jit.createJITDylib(dylib_name);
   if (!jd) fail("cannot create JITDylib " + dylib_name + ": " + message(jd.takeError()));
