@@ -910,7 +910,8 @@ class FragmentedAddressSpace {
     for (size_t i = 1; i < ranges.size(); ++i)
       if (ranges[i].lo - ranges[i - 1].hi > ranges[big + 1].lo - ranges[big].hi) big = i - 1;
     for (size_t i = big + 2; i < ranges.size(); ++i)
-      if (!ranges[i].stack && ranges[i].lo > ranges[i - 1].hi) map_at(ranges[i - 1].hi, ranges[i].lo - ranges[i - 1].hi);
+      if (!ranges[i].stack && ranges[i].lo > ranges[i - 1].hi)
+        map_at(ranges[i - 1].hi, ranges[i].lo - ranges[i - 1].hi);
     // The one hole: the reservation's top pages.
     if (low != nullptr) {
       ::munmap(low + reserved - hole, hole);
@@ -931,7 +932,7 @@ class FragmentedAddressSpace {
     maps_.emplace_back(p, bytes);
     return static_cast<char*>(p);
   }
-  std::vector<std::pair<void*, size_t>> maps_;
+  std::vector<std::pair<void*, size_t> > maps_;
 };
 
 // An object's sections reach one another through 32-bit displacements (constants, GOT entries,
@@ -963,6 +964,18 @@ TEST(LlvmBackend, ObjectsStayWholeInAFragmentedAddressSpace) {
     }
   }
   EXPECT_LE(CpuKernelLoader::code_regions(), size_t{2});  // a few KiB per object, 1 GiB per region
+}
+
+TEST(LlvmBackend, AnObjectTooLargeForACodeRegionIsRefusedClearly) {
+  const std::string huge(size_t{40} << 20, '\0');
+  try {
+    CpuKernelLoader().load(huge, "huge");
+    FAIL() << "a 40 MiB object loaded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("'huge' is 40 MiB; CPU kernel objects are limited to 32 MiB"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(LlvmBackend, IntegerIntrinsicsWrap) {
