@@ -18,6 +18,10 @@ size_t page_size() {
   return p;
 }
 
+uintptr_t round_up_to_page(uintptr_t n) {
+  return (n + page_size() - 1) / page_size() * page_size();
+}
+
 int protection(unsigned flags) {
   int prot = PROT_NONE;
   if (flags & llvm::sys::Memory::MF_READ) prot |= PROT_READ;
@@ -28,14 +32,13 @@ int protection(unsigned flags) {
 
 // [start, end) widened to whole pages, as sys::Memory::protectMappedMemory does.
 std::pair<uintptr_t, uintptr_t> page_span(const llvm::sys::MemoryBlock& block) {
-  const uintptr_t page = page_size();
   const auto start = reinterpret_cast<uintptr_t>(block.base());
-  return {start / page * page, (start + block.allocatedSize() + page - 1) / page * page};
+  return {start / page_size() * page_size(), round_up_to_page(start + block.allocatedSize())};
 }
 
 }  // namespace
 
-CodeRegion::CodeRegion(size_t bytes) : size_((bytes + page_size() - 1) / page_size() * page_size()) {
+CodeRegion::CodeRegion(size_t bytes) : size_(round_up_to_page(bytes)) {
   void* p = ::mmap(nullptr, size_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED)
     throw std::runtime_error("llvm backend: cannot reserve " + std::to_string(size_ >> 20) +
@@ -51,7 +54,7 @@ llvm::sys::MemoryBlock CodeRegion::allocateMappedMemory(llvm::SectionMemoryManag
                                                         const llvm::sys::MemoryBlock*, unsigned flags,
                                                         std::error_code& ec) {
   ec = {};
-  const size_t rounded = (bytes + page_size() - 1) / page_size() * page_size();
+  const size_t rounded = round_up_to_page(bytes);
   std::lock_guard<std::mutex> lock(mu_);
   if (rounded == 0 || rounded > size_ - used_) {
     // SectionMemoryManager turns this into a failed allocation (RuntimeDyld then stops); the

@@ -57,6 +57,9 @@ class CodeRegions {
   // 64 MiB (a kernel object is a few KiB).
   static constexpr size_t kRegionBytes = size_t{1} << 30;
   static constexpr size_t kObjectBytes = size_t{64} << 20;
+  // The largest object file the loader takes: its sections (code, constants, GOT, stubs) must fit
+  // the kObjectBytes a region keeps for it; a larger object is refused before LLVM sees it.
+  static constexpr size_t kMaxObjectFileBytes = kObjectBytes / 2;
 
   // Makes sure the newest region has kObjectBytes left, reserving a new one if not (throws
   // std::runtime_error when the address space cannot be had). Called before each object is handed

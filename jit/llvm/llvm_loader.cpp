@@ -73,11 +73,9 @@ llvm::orc::LLJIT& jit_locked(JitState& s) {
 CpuKernelFn CpuKernelLoader::load(const std::string& object_bytes, const std::string& symbol) {
   JitState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  // An object's sections must fit the room a region keeps for one object (a kernel's take a few
-  // KiB); a larger one would end in RuntimeDyld's fatal error rather than an exception.
-  if (object_bytes.size() > CodeRegions::kObjectBytes / 2)
+  if (object_bytes.size() > CodeRegions::kMaxObjectFileBytes)  // (RuntimeDyld would end in a fatal error)
     fail("the object for '" + symbol + "' is " + std::to_string(object_bytes.size() >> 20) +
-         " MiB; CPU kernel objects are limited to " + std::to_string(CodeRegions::kObjectBytes >> 21) + " MiB");
+         " MiB; CPU kernel objects are limited to " + std::to_string(CodeRegions::kMaxObjectFileBytes >> 20) + " MiB");
   llvm::orc::LLJIT& jit = jit_locked(s);
   s.regions.make_room_for_object();
   const std::string dylib_name = "flow_kernel_" + std::to_string(++s.dylibs);
