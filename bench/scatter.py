@@ -1,7 +1,7 @@
 """Benchmark (not a test): the scatter family on the CPU (flow's scatter library op,
 dsl/ops/scatter.cpp, and the formulas over it in python/flow/_scatter.py).
 
-Four float32 workloads, each timed in one run for flow jit, flow eager, torch eager and
+Six float32 workloads, each timed in one run for flow jit, flow eager, torch eager and
 torch.compile, next to the memory floor (reading index and source and writing the output once at
 the copy bandwidth measured in this run):
   - scatter_add of 2^22 values into 1000 bins (a histogram: one line, so flow runs it serially, as
@@ -9,7 +9,9 @@ the copy bandwidth measured in this run):
   - index_add of 2^20 rows of 64 features into 2^16 rows (a graph network's message sum: 64 lines
     of 2^20 positions, in parallel);
   - scatter_reduce amax over dim 1 of a 4096 x 1024 tensor into 4096 x 64 (4096 lines);
-  - embedding_bag mean of 2^18 indices into 2^14 bags over a 50000 x 128 table.
+  - embedding_bag of 2^18 indices into 2^14 bags over a 50000 x 128 table, mean and max (one op,
+    dsl/ops/embedding_bag.cpp), and sum over 2^14 fixed bags of 16 (a 2-d input: a recommender's
+    pooled features).
 
     PYTHONPATH=python .venv/bin/python bench/scatter.py [--quick] [--no-compile]
 """
@@ -62,8 +64,16 @@ def main() -> None:
          [rng.standard_normal((50000, 128)).astype(np.float32), rng.integers(0, 50000, n_idx),
           np.sort(rng.integers(0, n_idx, n_bags)).astype(np.int64)],
          lambda a: (a[1].nbytes + a[1].size * 128 * 4 + a[2].size * 128 * 4)),
+        ("embedding_bag max 2^18 -> 2^14 bags",
+         lambda m, w, i, o: m.nn.functional.embedding_bag(i, w, o, mode="max"),
+         None, None),
+        ("embedding_bag sum 2^14 bags x 16 (2-d)",
+         lambda m, w, i: m.nn.functional.embedding_bag(i, w, mode="sum"),
+         [rng.standard_normal((50000, 128)).astype(np.float32), rng.integers(0, 50000, (n_bags, 16))],
+         lambda a: (a[1].nbytes + a[1].size * 128 * 4 + a[1].shape[0] * 128 * 4)),
     ]
     workloads[3][2][2][0] = 0
+    workloads[4] = workloads[4][:2] + workloads[3][2:]  # the mean row's table and bags
     results = []
     for name, fn, arrays, floor_bytes in workloads:
         fa = [flow.tensor(a) for a in arrays]

@@ -219,11 +219,64 @@ std::vector<double> scatter_ref(const Node& n, const HostTensor& self, const Hos
   return out;
 }
 
+// embedding_bag (dsl/ops/embedding_bag.cpp): each bag's positions in order; max as torch's kernels
+// (the first counted row taken, a later value kept only when greater). Raises the CPU executor's
+// messages for bad offsets and indices.
+std::vector<double> embedding_bag_ref(const Node& n, const HostTensor& indices, const HostTensor& weight,
+                                      const HostTensor& offsets, const HostTensor* per_sample_weights) {
+  const std::string mode = attr_str(n.attrs, "mode", "embedding_bag");
+  const int64_t padding_idx =
+      attr_find(n.attrs, "padding_idx") ? attr_int(n.attrs, "padding_idx", "embedding_bag") : -1;
+  const int64_t rows = weight.type.shape.at(0), dim = weight.type.shape.at(1);
+  const auto positions = static_cast<int64_t>(indices.data.size());
+  const int64_t bags = static_cast<int64_t>(offsets.data.size()) - 1;
+  const auto offset = [&](int64_t b) { return static_cast<int64_t>(offsets.data[static_cast<size_t>(b)]); };
+  if (offset(0) != 0)
+    throw OpError(OpError::Kind::Value,
+                  "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from position 0. "
+                  "However, got " +
+                      std::to_string(offset(0)));
+  for (int64_t b = 1; b <= bags; ++b) {
+    if (offset(b) > positions)
+      throw OpError(OpError::Kind::Value, "offsets[" + std::to_string(b) + "] can not be greater than input's length " +
+                                              std::to_string(positions) + " but got offsets[" + std::to_string(b) +
+                                              "] of " + std::to_string(offset(b)));
+    if (offset(b) < offset(b - 1))
+      throw OpError(OpError::Kind::Value, "offsets must be non-decreasing, but got offsets[" + std::to_string(b) +
+                                              "] of " + std::to_string(offset(b)) + " after offsets[" +
+                                              std::to_string(b - 1) + "] of " + std::to_string(offset(b - 1)));
+  }
+  std::vector<double> out(static_cast<size_t>(bags * dim), 0.0);
+  for (int64_t b = 0; b < bags; ++b) {
+    double* o = out.data() + b * dim;
+    int64_t counted = 0;
+    for (int64_t p = offset(b); p < offset(b + 1); ++p) {
+      const auto ix = static_cast<int64_t>(indices.data[static_cast<size_t>(p)]);
+      if (ix < 0 || ix >= rows)
+        throw OpError(OpError::Kind::Value, "Index " + std::to_string(p) + " of input takes value " +
+                                                std::to_string(ix) + " which is not in the valid range [0, " +
+                                                std::to_string(rows) + ")");
+      if (ix == padding_idx) continue;
+      const double* w = weight.data.data() + ix * dim;
+      const double scale = per_sample_weights ? per_sample_weights->data[static_cast<size_t>(p)] : 1.0;
+      for (int64_t c = 0; c < dim; ++c) {
+        if (mode != "max")
+          o[c] += scale * w[c];
+        else if (counted == 0 || w[c] > o[c])
+          o[c] = w[c];
+      }
+      ++counted;
+    }
+    if (mode == "mean" && counted > 0)
+      for (int64_t c = 0; c < dim; ++c) o[c] /= static_cast<double>(counted);
+  }
+  return out;
+}
 }  // namespace
 
 bool has_library_reference(const std::string& op) {
   return op == "matmul" || op == "linear" || op == "conv2d" || op == "conv_transpose2d" || op == "argsort" ||
-         op == "scatter";
+         op == "scatter" || op == "embedding_bag";
 }
 
 HostTensor run_library_reference(const Graph& g, const Node& n, const std::vector<const HostTensor*>& in,
@@ -235,6 +288,8 @@ HostTensor run_library_reference(const Graph& g, const Node& n, const std::vecto
     out.data = argsort_ref(n, *in.at(0), out_t.shape);
   } else if (n.op == "scatter") {
     out.data = scatter_ref(n, *in.at(0), *in.at(1), *in.at(2));
+  } else if (n.op == "embedding_bag") {
+    out.data = embedding_bag_ref(n, *in.at(0), *in.at(1), *in.at(2), in.size() > 3 ? in[3] : nullptr);
   } else if (n.op == "matmul") {
     out.data = matmul_ref(*in.at(0), *in.at(1));
   } else if (n.op == "linear") {

@@ -44,6 +44,7 @@ void register_builtin_ops() {
     register_random_ops();
     register_sort_ops();
     register_scatter_ops();
+    register_embedding_bag_ops();
   });
 }
 

@@ -19,6 +19,7 @@
 #include "dsl/op_table.h"
 #include "jit/cuda_library_ops.h"
 #include "jit/eager.h"
+#include "jit/embedding_bag_op.h"
 #include "jit/log.h"
 #include "jit/scatter_op.h"
 #include "jit/sort_op.h"
@@ -136,6 +137,32 @@ runtime::DataType library_data_type(dsl::DType t) {
   }
   throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
                      std::string("library calls take float32, float16 and bfloat16, not ") + dsl::dtype_name(t));
+}
+
+runtime::cuda::FixedKernelType fixed_kernel_type(dsl::DType t) {
+  using runtime::cuda::FixedKernelType;
+  switch (t) {
+    case dsl::DType::Float32:
+      return FixedKernelType::Float32;
+    case dsl::DType::Float64:
+      return FixedKernelType::Float64;
+    case dsl::DType::Float16:
+      return FixedKernelType::Float16;
+    case dsl::DType::BFloat16:
+      return FixedKernelType::BFloat16;
+    case dsl::DType::Int32:
+      return FixedKernelType::Int32;
+    case dsl::DType::Int64:
+      return FixedKernelType::Int64;
+    case dsl::DType::Bool:
+      return FixedKernelType::Bool;
+    case dsl::DType::UInt8:
+    case dsl::DType::Int8:
+    case dsl::DType::Int16:
+      break;
+  }
+  throw std::logic_error(std::string("no fixed CUDA kernel takes ") + dsl::dtype_name(t) +
+                         " (the caller widens small integers)");
 }
 
 const Tensor& HeldTensors::keep(Tensor t) {
@@ -761,6 +788,7 @@ void run_library_group(const dsl::Graph& g, const LibraryStep& step, const std::
   if (!out->is_contiguous()) throw std::logic_error("library call: output tensor is not contiguous");
   if (step.op == "argsort") return run_sort_step(step, values);
   if (step.op == "scatter") return run_scatter_step(step, values);
+  if (step.op == "embedding_bag") return run_embedding_bag_step(step, values);
   if (out->device() == runtime::DeviceType::CUDA) return run_cuda_library_group(g, step, values, info);
   if (step.library == "reference") return run_reference(g, step, values, *out);
   for (int v : step.operands)

@@ -21,6 +21,7 @@
 #include "dsl/stmt.h"
 #include "jit/tensor.h"
 #include "runtime/data_type.h"
+#include "runtime/fixed_kernel.h"
 #include "runtime/onednn.h"
 #include "scheduler/fusion.h"
 
@@ -90,6 +91,10 @@ class HeldTensors {
 // The library element type of dtype `t` (runtime/data_type.h): float32, float16, bfloat16; other
 // dtypes throw dsl::OpError(NotImplemented).
 runtime::DataType library_data_type(dsl::DType t);
+// The element type of the runtime's fixed CUDA kernels (runtime/fixed_kernel.h) for dtype `t`;
+// throws std::logic_error for the small integer types (which no fixed kernel takes). Each kernel's
+// plan refuses the types it does not take.
+runtime::cuda::FixedKernelType fixed_kernel_type(dsl::DType t);
 // values[v], which must be bound (a library call's operand or output); throws std::logic_error.
 const Tensor& bound_value(const std::vector<const Tensor*>& values, int v);
 

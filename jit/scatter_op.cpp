@@ -294,28 +294,6 @@ void scatter_cpu(const rc::ScatterShape& s, const Tensor& index, const Tensor& o
   }
 }
 
-rc::FixedKernelType kernel_type(dsl::DType t) {
-  switch (t) {
-    case dsl::DType::Float32:
-      return rc::FixedKernelType::Float32;
-    case dsl::DType::Float64:
-      return rc::FixedKernelType::Float64;
-    case dsl::DType::Int32:
-      return rc::FixedKernelType::Int32;
-    case dsl::DType::Int64:
-      return rc::FixedKernelType::Int64;
-    case dsl::DType::Bool:
-      return rc::FixedKernelType::Bool;
-    case dsl::DType::Float16:
-    case dsl::DType::BFloat16:
-    case dsl::DType::UInt8:
-    case dsl::DType::Int8:
-    case dsl::DType::Int16:
-      break;
-  }
-  throw std::logic_error("scatter: half-precision or small integer operands reach the library call");
-}
-
 }  // namespace
 
 void run_scatter_step(const LibraryStep& step, const std::vector<const Tensor*>& values) {
@@ -330,8 +308,8 @@ void run_scatter_step(const LibraryStep& step, const std::vector<const Tensor*>&
     const Tensor& index = held.contiguous(index_view);
     const rc::Stream stream = rc::current_stream();
     if (bytes > 0) rc::driver::memcpy_dtod(out.data(), self.data(), bytes, stream);  // stream-ordered: capturable
-    return rc::scatter(kernel_type(out.dtype), out.data(), static_cast<const int64_t*>(index.data()), src.data(), s,
-                       stream);
+    return rc::scatter(fixed_kernel_type(out.dtype), out.data(), static_cast<const int64_t*>(index.data()), src.data(),
+                       s, stream);
   }
   std::memcpy(out.data(), self.data(), bytes);
   switch (out.dtype) {

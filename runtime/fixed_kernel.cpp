@@ -8,6 +8,26 @@
 
 namespace flow::runtime::cuda {
 
+const char* fixed_kernel_suffix(FixedKernelType t) {
+  switch (t) {
+    case FixedKernelType::Float32:
+      return "f32";
+    case FixedKernelType::Float16:
+      return "f16";
+    case FixedKernelType::BFloat16:
+      return "bf16";
+    case FixedKernelType::Float64:
+      return "f64";
+    case FixedKernelType::Int32:
+      return "i32";
+    case FixedKernelType::Int64:
+      return "i64";
+    case FixedKernelType::Bool:
+      return "b8";
+  }
+  return "?";
+}
+
 const std::string& fixed_kernel_prelude() {
   static const std::string prelude = R"(// flow: the fixed kernels' prelude (runtime/fixed_kernel.h)
 struct flow_f16 { unsigned short bits; };

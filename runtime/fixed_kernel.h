@@ -12,6 +12,9 @@ namespace flow::runtime::cuda {
 // The element types the fixed kernels read and write (runtime/ knows no dsl types; jit maps them).
 enum class FixedKernelType { Float32, Float16, BFloat16, Float64, Int32, Int64, Bool };
 
+// The entry-name suffix of `t`: "f32", "f16", "bf16", "f64", "i32", "i64", "b8".
+const char* fixed_kernel_suffix(FixedKernelType t);
+
 // flow_f16 / flow_bf16 (16-bit storage structs), flow_to_float(float | flow_f16 | flow_bf16) and
 // flow_store(float* | flow_f16* | flow_bf16*, float) (round to nearest even; NaN stays NaN).
 const std::string& fixed_kernel_prelude();

@@ -209,22 +209,9 @@ FLOW_SCATTER_ENTRIES(b8, unsigned char)
 namespace {
 
 const char* type_suffix(FixedKernelType t) {
-  switch (t) {
-    case FixedKernelType::Float32:
-      return "f32";
-    case FixedKernelType::Float64:
-      return "f64";
-    case FixedKernelType::Int32:
-      return "i32";
-    case FixedKernelType::Int64:
-      return "i64";
-    case FixedKernelType::Bool:
-      return "b8";
-    case FixedKernelType::Float16:
-    case FixedKernelType::BFloat16:
-      break;
-  }
-  throw std::invalid_argument("flow: scatter: half-precision types are widened to float32 before the scatter");
+  if (t == FixedKernelType::Float16 || t == FixedKernelType::BFloat16)
+    throw std::invalid_argument("flow: scatter: half-precision types are widened to float32 before the scatter");
+  return fixed_kernel_suffix(t);
 }
 
 constexpr unsigned kThreads = 256;

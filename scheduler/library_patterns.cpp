@@ -261,6 +261,8 @@ const std::vector<LibraryPattern>& library_patterns() {
       {"argsort", dsl::Target::CUDA, "flow sort", {}, /*flow_own=*/true},
       {"scatter", dsl::Target::CPU, "flow scatter", {}, /*flow_own=*/true},
       {"scatter", dsl::Target::CUDA, "flow scatter", {}, /*flow_own=*/true},
+      {"embedding_bag", dsl::Target::CPU, "flow embedding_bag", {}, /*flow_own=*/true},
+      {"embedding_bag", dsl::Target::CUDA, "flow embedding_bag", {}, /*flow_own=*/true},
   };
   return table;
 }

@@ -26,6 +26,7 @@
 //
 // argsort (CPU and CUDA): "flow sort", flow's own sort (jit/sort_op.h), no epilogues.
 // scatter (CPU and CUDA): "flow scatter", flow's own (jit/scatter_op.h), no epilogues.
+// embedding_bag (CPU and CUDA): "flow embedding_bag", flow's own (jit/embedding_bag_op.h), no epilogues.
 // On CUDA the oneDNN-specific gates (FLOW_LIBRARY_EPILOGUES's exact/binary modes) do not apply.
 #pragma once
 #include <string>
@@ -64,7 +65,7 @@ struct LibraryPattern {
   dsl::Target target;
   std::string library;                    // "oneDNN"
   std::vector<std::string> epilogue_ops;  // elementwise ops absorbed as post-ops
-  // flow's own implementation (argsort, scatter): it takes every dtype on its target and offers no
+  // flow's own implementation (argsort, scatter, embedding_bag): it takes every dtype on its target and offers no
   // implementations to choose between (nothing to tune).
   bool flow_own = false;
 };

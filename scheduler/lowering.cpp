@@ -273,6 +273,16 @@ Expr GroupValues::value(int v) {
   }
   if (const KernelBuffer* b = ki_.buffer_for(v); b && !b->is_output) {
     e = cast(ct, load(b->dtype, b->name, index(*b)));
+    if (body_) {
+      // Bound where it is first needed, so the read happens whatever later selects: an input read
+      // at the domain's indices is always in range, and a load left inside a select arm
+      // (where(m, x, y)) is one the code generators may evaluate only on the chosen side, which
+      // costs the CPU its SIMD and the GPU its vector loads.
+      const std::string name = "v" + std::to_string(v);
+      body_->let(name, e);
+      if (is_storage_only(val.type.dtype)) exact_vars_[name] = val.type.dtype;
+      e = var(name, e.type());
+    }
     body_values_[v] = e;
     return e;
   }

@@ -8,7 +8,10 @@
 //  - Vectorized loops: see print_vectorized. An access is vectorized when its index, with the
 //    loop body's Let bindings substituted, is linear in the lane variable with coefficient 1 and a
 //    base free of loads; a buffer both read and written in the loop, written more than once, or
-//    accessed under an if inside the loop stays scalar (hoisting would reorder those accesses).
+//    accessed under an if inside the loop stays scalar (hoisting would reorder those accesses), and
+//    so does one read under a Select arm or the right side of And/Or unless the body also reads
+//    the same vector unconditionally (a vector load reads every lane, and the unchosen lanes'
+//    indices may be out of range: cat's `j < n ? a[j] : b[j - n]`).
 //    The vector form runs only when every vector access is aligned at run time
 //    (flow::vec_aligned), else the same lanes run as scalars: a buffer's base may be a view at any
 //    element offset, which no kernel key records.
@@ -761,6 +764,11 @@ class VectorAccesses : public IRVisitor {
     std::string buffer;
     DType dtype;
     std::optional<Expr> base;  // set when the index is base + lane with base free of the lane and loads
+    // Under a Select arm or the right side of And/Or: the printed lanes evaluate it only where the
+    // condition picks it (C's ?:, && and ||), so its index may be out of range elsewhere (cat's
+    // `j < n ? a[j] : b[j - n]`). Loaded as a vector only where the loop body also loads the same
+    // vector unconditionally.
+    bool guarded = false;
   };
 
   VectorAccesses(const std::string& lane, std::function<bool(const std::string&)> is_global)
@@ -770,13 +778,23 @@ class VectorAccesses : public IRVisitor {
 
  protected:
   void visit_Load(const Load* op) override {
-    if (is_global_(op->buffer)) accesses.push_back({op, false, op->buffer, op->type, analyze(op->index)});
+    if (is_global_(op->buffer)) accesses.push_back({op, false, op->buffer, op->type, analyze(op->index), guarded_ > 0});
     IRVisitor::visit_Load(op);
   }
   void visit_Store(const Store* op) override {
-    if (is_global_(op->buffer)) accesses.push_back({op, true, op->buffer, op->value.type(), analyze(op->index)});
+    if (is_global_(op->buffer))
+      accesses.push_back({op, true, op->buffer, op->value.type(), analyze(op->index), guarded_ > 0});
     IRVisitor::visit_Store(op);
   }
+  void visit_Select(const Select* op) override {
+    visit(op->cond);
+    ++guarded_;
+    visit(op->true_value);
+    visit(op->false_value);
+    --guarded_;
+  }
+  void visit_And(const And* op) override { visit_short_circuit(op->a, op->b); }
+  void visit_Or(const Or* op) override { visit_short_circuit(op->a, op->b); }
   void visit_LetStmt(const LetStmt* op) override {
     visit(op->value);
     lets_.emplace_back(op->name, op->value);
@@ -803,10 +821,18 @@ class VectorAccesses : public IRVisitor {
     return base;
   }
 
+  void visit_short_circuit(const Expr& a, const Expr& b) {
+    visit(a);
+    ++guarded_;
+    visit(b);
+    --guarded_;
+  }
+
   const std::string& lane_;
   std::function<bool(const std::string&)> is_global_;
   std::vector<std::pair<std::string, Expr>> lets_;
-  int conditional_ = 0;
+  int conditional_ = 0;  // under an IfThenElse: no vector access at all
+  int guarded_ = 0;      // under a Select arm or And/Or's right side
 };
 
 // for v in [0, W) vectorized:  one flow::Vec<T, W> access per buffer, lanes in a #pragma unroll loop.
@@ -834,6 +860,15 @@ void Printer::print_vectorized(const For* op) {
   }
   for (const auto& b : loaded) {
     if (stored.count(b)) scalar.insert(b);
+  }
+  // A guarded access is hoisted only where an unguarded one of the same vector makes the load
+  // happen anyway (a vector load performs every lane's read, chosen or not).
+  for (const auto& a : finder.accesses) {
+    if (!a.guarded || !a.base) continue;
+    const bool also_unguarded = std::any_of(finder.accesses.begin(), finder.accesses.end(), [&](const auto& u) {
+      return !u.guarded && u.is_store == a.is_store && u.buffer == a.buffer && u.base && equal(*u.base, *a.base);
+    });
+    if (!also_unguarded) scalar.insert(a.buffer);
   }
   for (const auto& [b, n] : stores_per_buffer) {
     if (n > 1) scalar.insert(b);

@@ -36,18 +36,7 @@ const std::vector<FixedKernelType> kTypes = {FixedKernelType::Float32, FixedKern
 const std::vector<ScatterReduce> kReduces = {ScatterReduce::None, ScatterReduce::Sum, ScatterReduce::Prod,
                                              ScatterReduce::Amax, ScatterReduce::Amin};
 const char* suffix(FixedKernelType t) {
-  switch (t) {
-    case FixedKernelType::Float32:
-      return "f32";
-    case FixedKernelType::Float64:
-      return "f64";
-    case FixedKernelType::Int32:
-      return "i32";
-    case FixedKernelType::Int64:
-      return "i64";
-    default:
-      return "b8";
-  }
+  return rc::fixed_kernel_suffix(t);
 }
 size_t element_size(FixedKernelType t) {
   return t == FixedKernelType::Bool ? 1 : (t == FixedKernelType::Float32 || t == FixedKernelType::Int32) ? 4 : 8;

@@ -165,6 +165,117 @@ def test_embedding_bag(mode, device, gen):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_dtypes_and_sizes(mode, dtype, device, gen):
+    """The one-op embedding_bag (dsl/ops/embedding_bag.cpp) over dtypes, odd and wide rows, random
+    bag lengths (empty ones included), int32 indices and offsets, non-contiguous operands, negative
+    padding_idx, per-sample weights, and 2-d inputs (with per-sample weights), eager and under jit."""
+    for rows, dim, bags in ((50, 1, 7), (97, 37, 33), (300, 300, 5)):
+        weight = make((rows, dim), dtype, gen)
+        lengths = torch.randint(0, 9, (bags,), generator=gen)
+        lengths[bags // 2] = 0
+        offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)[:-1]])
+        flat = torch.randint(0, rows, (int(lengths.sum()),), generator=gen)
+        for padding_idx in (None, -3):
+            if padding_idx is not None and flat.numel():
+                flat[::3] = rows - 3  # some positions are padding
+            want = TF.embedding_bag(flat, weight, offsets, mode=mode, padding_idx=padding_idx)
+            got = F.embedding_bag(_f(flat.int(), device), _f(weight, device), _f(offsets.int(), device), mode=mode,
+                                  padding_idx=padding_idx)
+            assert_same(got.cpu(), want, msg=f"{rows}x{dim} padding {padding_idx}")
+        # a non-contiguous weight (a transposed view) and indices (every other element)
+        wt = make((dim, rows), dtype, gen)
+        spread = torch.stack([flat, torch.zeros_like(flat)], 1).reshape(-1)[::2]
+        assert_same(F.embedding_bag(_f(spread, device) if device == "cpu" else _f(spread, device),
+                                    _f(wt, device).t(), _f(offsets, device), mode=mode).cpu(),
+                    TF.embedding_bag(spread, wt.t(), offsets, mode=mode), msg="strided")
+        if mode == "sum":
+            psw = make(tuple(flat.shape), dtype, gen)
+            assert_same(F.embedding_bag(_f(flat, device), _f(weight, device), _f(offsets, device), mode="sum",
+                                        per_sample_weights=_f(psw, device)).cpu(),
+                        TF.embedding_bag(flat, weight, offsets, mode="sum", per_sample_weights=psw), msg="psw")
+        rows2d = torch.randint(0, rows, (bags, 5), generator=gen)
+        psw2d = make((bags, 5), dtype, gen) if mode == "sum" else None
+        fn = flow.jit(lambda i, w, p: F.embedding_bag(i, w, mode=mode, per_sample_weights=p))
+        got = fn(_f(rows2d, device), _f(weight, device), _f(psw2d, device) if psw2d is not None else None)
+        assert_same(got.cpu(), TF.embedding_bag(rows2d, weight, mode=mode, per_sample_weights=psw2d), msg="2-d jit")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_embedding_bag_max_follows_torch_order(device):
+    """max takes a bag's first row as it is and keeps a later value only when greater: a NaN first
+    stays, a NaN later never wins, and a bag of -inf rows is -inf, not the empty bag's 0."""
+    w = torch.tensor([[0.0, 1.0], [float("nan"), 3.0], [4.0, 5.0], [float("-inf"), float("-inf")]])
+    for order in ([0, 1, 2], [1, 0, 2], [3], [3, 3]):
+        idx = torch.tensor(order)
+        assert_same(F.embedding_bag(_f(idx, device), _f(w, device), _f(torch.tensor([0]), device), mode="max").cpu(),
+                    TF.embedding_bag(idx, w, torch.tensor([0]), mode="max"), msg=str(order))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_embedding_bag_edge_sizes(device):
+    w = torch.randn(6, 3)
+    cases = [
+        (torch.tensor([], dtype=torch.long), torch.tensor([0, 0]), {}),  # no positions, two bags
+        (torch.tensor([1, 2]), torch.tensor([], dtype=torch.long), {}),  # no bags
+        (torch.tensor([1, 2, 3]), torch.tensor([0]), {"include_last_offset": True}),  # one boundary: no bags
+        (torch.tensor([1, 2, 3, 4]), torch.tensor([0, 2, 2, 4]), {"include_last_offset": True}),  # an empty bag
+    ]
+    # (A last offset short of the input's length is not compared: torch's modes disagree there: sum
+    # ends the last bag at it, mean sums to it but divides by the positions up to the input's end,
+    # max reads to the input's end. flow's bags always end at the next boundary, as torch's sum.)
+    for idx, off, kw in cases:
+        no_bags = off.numel() - kw.get("include_last_offset", False) == 0
+        for mode in ("sum", "mean", "max"):
+            # (torch's CPU max segfaults on zero bags: its result there is the empty [0, dim])
+            want = w[:0] if mode == "max" and no_bags else TF.embedding_bag(idx, w, off, mode=mode, **kw)
+            assert_same(F.embedding_bag(_f(idx, device), _f(w, device), _f(off, device), mode=mode, **kw).cpu(),
+                        want, msg=f"{idx} {off} {kw} {mode}")
+
+
+def test_embedding_bag_bad_offsets_and_indices_raise_like_torch():
+    w = torch.randn(6, 2)
+    cases = [
+        lambda m: m.nn.functional.embedding_bag(m.tensor([0, 1, 2]), m.tensor(w.numpy()), m.tensor([1, 2])),
+        lambda m: m.nn.functional.embedding_bag(m.tensor([0, 1, 2]), m.tensor(w.numpy()), m.tensor([0, 9]),
+                                                include_last_offset=True),
+        lambda m: m.nn.functional.embedding_bag(m.tensor([0, 7]), m.tensor(w.numpy()), m.tensor([0])),
+        lambda m: m.nn.functional.embedding_bag(m.tensor([0, -1]), m.tensor(w.numpy()), m.tensor([0])),
+        lambda m: m.nn.functional.embedding_bag(m.tensor([0, 1]), m.tensor(w.numpy()), m.tensor([0]), padding_idx=6),
+        lambda m: m.nn.functional.embedding_bag(m.tensor([0, 1]), m.tensor(w.numpy()).long(), m.tensor([0])),
+        lambda m: m.nn.functional.embedding_bag(m.tensor([0, 1]), m.tensor(w.numpy()), m.tensor([0.0])),
+        lambda m: m.nn.functional.embedding_bag(m.tensor([0, 1]), m.tensor(w.numpy()), m.tensor([0]), mode="sum",
+                                                per_sample_weights=m.ones(2, dtype=m.float64)),
+        lambda m: m.nn.functional.embedding_bag(m.tensor([0, 1]), m.tensor(w.numpy()), m.tensor([], dtype=m.int64),
+                                                include_last_offset=True),
+    ]
+    for i, fn in enumerate(cases):
+        assert raises_like(lambda: fn(torch), lambda: fn(flow)), f"case {i}: torch accepts it"
+    with pytest.raises(RuntimeError, match="Index 1 of input takes value 7 which is not in the valid range"):
+        cases[2](flow)
+    with pytest.raises(RuntimeError, match="offsets\\[0\\] has to be 0"):
+        cases[0](flow)
+    # under jit too: the executor checks the data on every call
+    fn = flow.jit(lambda i, w, o: F.embedding_bag(i, w, o, mode="sum"))
+    wf = to_flow(w)
+    assert fn(flow.tensor([0, 5]), wf, flow.tensor([0])).shape == (1, 2)
+    with pytest.raises(RuntimeError, match="takes value 6"):
+        fn(flow.tensor([0, 6]), wf, flow.tensor([0]))
+    with pytest.raises(RuntimeError, match="non-decreasing"):
+        fn(flow.tensor([0, 1, 2]), wf, flow.tensor([0, 2, 1]))
+
+
+def test_embedding_bag_is_one_library_call():
+    """The bag op is one call of flow's own kernel, not a gather and a scatter."""
+    fn = flow.jit(lambda i, w: F.embedding_bag(i, w, mode="mean"))
+    fn(flow.tensor([[0, 1], [2, 3]]), flow.ones(5, 4))
+    text = fn.explain()
+    assert "library call: embedding_bag (flow embedding_bag)" in text
+    assert "scatter" not in text and "embedding(" not in text
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_layers_load_torch_state_and_match(device, gen):
     x4 = make((2, 6, 7, 5), torch.float32, gen)
     x3 = make((3, 6, 9), torch.float32, gen)

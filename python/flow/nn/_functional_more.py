@@ -605,7 +605,9 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
                   sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
     """Sums, means or maxima of bags of embeddings: a 2-d input is one bag per row; a 1-d input is
     cut into bags at `offsets`. padding_idx entries are left out (and not counted by the mean);
-    an empty bag gives zeros."""
+    an empty bag gives zeros. One op (dsl/ops/embedding_bag.cpp): each named row is read once, each
+    bag written once. A 2-d input with bags of length 0 gives zeros (torch raises "step must be
+    nonzero" there)."""
     ix = F._check_tensor("embedding_bag", input)
     w = F._check_tensor("embedding_bag", weight, "weight")
     if max_norm is not None:
@@ -620,54 +622,55 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     if ix.dtype not in (D.int32, D.int64):
         raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, "
                            f"Int; but got {ix.dtype._torch_short} instead")
+    if not w.dtype.is_floating_point:
+        raise RuntimeError(f"Expected tensor for argument #1 'weight' to have one of the following scalar types: Half, "
+                           f"BFloat16, Float, Double; but got {w.dtype._torch_short} instead (while checking "
+                           f"arguments for embedding_bag)")
+    if w.ndim != 2:
+        raise RuntimeError(f"embedding_bag: weight has to be a 2D Tensor, but got Tensor of dimension {w.ndim}")
+    psw = per_sample_weights
+    if psw is not None:
+        psw = F._check_tensor("embedding_bag", psw, "per_sample_weights")
+        if psw.dtype != w.dtype:
+            raise RuntimeError(f"Expected tensor for argument #1 'weight' to have the same type as tensor for "
+                               f"argument #1 'per_sample_weights'; but type {w.dtype._torch_short} does not equal "
+                               f"{psw.dtype._torch_short} (while checking arguments for embedding_bag)")
+        if list(psw.shape) != list(ix.shape):
+            raise ValueError(f"embedding_bag: per_sample_weights {list(psw.shape)} must have the shape of the "
+                             f"input {list(ix.shape)}")
     if ix.ndim == 2:
         if offsets is not None:
             raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
                              "fixed length sequences.")
         bags, length = ix.shape
         flat = ix.reshape([-1])
-        seg = _creation.arange(bags, device=ix.device).reshape([bags, 1]).expand([bags, length]).reshape([-1])
-        psw = per_sample_weights.reshape([-1]) if per_sample_weights is not None else None
+        # bags + 1 boundaries 0, length, 2 * length, ... (all 0 when length is 0)
+        bounds = _creation.arange(bags + 1, dtype=D.int64, device=ix.device) * length
+        psw = psw.reshape([-1]) if psw is not None else None
     elif ix.ndim == 1:
         if offsets is None:
             raise ValueError("offsets has to be a 1D Tensor but got None")
-        if offsets.ndim != 1:
+        off = F._check_tensor("embedding_bag", offsets, "offsets")
+        if off.ndim != 1:
             raise ValueError("offsets has to be a 1D Tensor")
-        flat, psw = ix, per_sample_weights
-        starts = offsets[:-1] if include_last_offset else offsets
-        bags = starts.shape[0]
-        # the bag of each position: the number of bag starts at or before it, minus one (a count of
-        # starts per position, scattered, then a running sum: O(positions + bags))
-        p = ix.shape[0]
-        st = starts.to(D.int64)
-        inside = st < p
-        marks = _creation.zeros(p, dtype=D.int64, device=ix.device).scatter_add(
-            0, _ops.where(inside, st, 0), inside.to(D.int64)) if p else _creation.zeros(0, dtype=D.int64,
-                                                                                        device=ix.device)
-        seg = marks.cumsum(0) - 1
+        if off.dtype not in (D.int32, D.int64):
+            raise RuntimeError(f"Expected tensor for argument #1 'offsets' to have one of the following scalar types: "
+                               f"Long, Int; but got {off.dtype._torch_short} instead")
+        flat = ix
+        off = off.to(D.int64)
+        if include_last_offset:
+            if off.shape[0] == 0:
+                raise RuntimeError("include_last_offset: number of offset should be at least 1")
+            bounds = off
+        else:  # the last bag ends at the input's end
+            bounds = _ops.cat([off, _creation.full([1], ix.shape[0], dtype=D.int64, device=ix.device)])
     else:
         raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {ix.ndim}")
-    dim = w.shape[1]
-    valid = seg >= 0
+    attrs = {"mode": mode}
     if padding_idx is not None:
-        pidx = padding_idx if padding_idx >= 0 else padding_idx + w.shape[0]
-        valid = valid & (flat != pidx)
-    rows = F.embedding(flat.to(D.int64), w)  # [P, dim]
-    seg_safe = _ops.where(valid, seg, 0)
-    target = seg_safe.reshape([-1, 1]).expand([flat.shape[0], dim])
-    zeros = _creation.zeros([bags, dim], dtype=w.dtype, device=w.device)
-    if mode == "max":
-        fill = _creation.full([flat.shape[0], dim], float("-inf"), dtype=w.dtype, device=w.device)
-        vals = _ops.where(valid.unsqueeze(1), rows, fill)
-        out = zeros.scatter_reduce(0, target, vals, "amax", include_self=False)
-        return _ops.where(out == float("-inf"), 0.0, out).to(w.dtype)
-    if psw is not None:
-        rows = rows * psw.reshape([-1, 1]).to(rows.dtype)
-    summed = zeros.scatter_add(0, target, _ops.where(valid.unsqueeze(1), rows, 0.0).to(w.dtype))
-    if mode == "sum":
-        return summed
-    counts = _creation.zeros([bags], dtype=w.dtype, device=w.device).scatter_add(0, seg_safe, valid.to(w.dtype))
-    return (summed / counts.clamp(min=1).reshape([bags, 1])).to(w.dtype)
+        attrs["padding_idx"] = builtins.int(padding_idx)
+    args = [flat.to(D.int64), w, bounds] + ([psw] if psw is not None else [])
+    return F.dispatch1("embedding_bag", args, attrs)
 
 
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):

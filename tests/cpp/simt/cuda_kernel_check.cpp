@@ -1,16 +1,22 @@
 #include "simt/cuda_kernel_check.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
 #include <random>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "dsl/interpreter.h"
 #include "jit/cuda/cuda_printer.h"
@@ -61,6 +67,79 @@ struct Copy {
         return false;
     return true;
   }
+};
+
+// While alive, a SIGSEGV or SIGBUS first writes `message` to stderr (then the process dies as it
+// would have): the fenced runs below turn an out-of-range access into a fault, and this names the
+// kernel. One at a time (the checks run on one thread).
+class FaultNote {
+ public:
+  explicit FaultNote(std::string message) : message_(std::move(message)) {
+    current_ = message_.c_str();
+    struct sigaction sa {};
+    sa.sa_handler = &FaultNote::on_fault;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;  // the default action after this one: the signal kills as before
+    sigaction(SIGSEGV, &sa, &old_segv_);
+    sigaction(SIGBUS, &sa, &old_bus_);
+  }
+  ~FaultNote() {
+    sigaction(SIGSEGV, &old_segv_, nullptr);
+    sigaction(SIGBUS, &old_bus_, nullptr);
+    current_ = nullptr;
+  }
+  FaultNote(const FaultNote&) = delete;
+  FaultNote& operator=(const FaultNote&) = delete;
+
+ private:
+  static void on_fault(int sig) {
+    if (const char* m = current_) {
+      const ssize_t ignored = write(2, m, std::strlen(m));
+      (void)ignored;
+    }
+    raise(sig);  // SA_RESETHAND: the default action now
+  }
+  static inline const char* volatile current_ = nullptr;
+  std::string message_;
+  struct sigaction old_segv_ {
+  }, old_bus_{};
+};
+
+// One allocation placed against inaccessible pages (PROT_NONE before and after its pages), at the
+// start of its pages or at their end (keeping the original's alignment modulo 256): a read or
+// write outside it by more than that alignment's slack faults. The guard bytes above catch stray
+// writes but not reads whose value goes unused (a vector load of both sides of a select, say);
+// a run on these fenced copies does.
+class FencedCopy {
+ public:
+  FencedCopy(const unsigned char* base, size_t n, bool poison, unsigned char poison_byte, bool at_end) {
+    const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    inner_ = (n + 256 + page - 1) / page * page;
+    total_ = inner_ + 2 * page;
+    void* m = mmap(nullptr, total_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) throw std::runtime_error("cuda_kernel_check: mmap failed");
+    mem_ = static_cast<unsigned char*>(m);
+    if (mprotect(mem_ + page, inner_, PROT_READ | PROT_WRITE) != 0) {
+      munmap(mem_, total_);
+      throw std::runtime_error("cuda_kernel_check: mprotect failed");
+    }
+    const uintptr_t want = reinterpret_cast<uintptr_t>(base) % 256;
+    const auto lo = reinterpret_cast<uintptr_t>(mem_ + page), hi = lo + inner_;
+    data_ = reinterpret_cast<unsigned char*>(at_end ? ((hi - n - want) & ~uintptr_t{255}) + want : lo + want);
+    if (poison)
+      std::memset(data_, poison_byte, n);
+    else if (n)
+      std::memcpy(data_, base, n);
+  }
+  ~FencedCopy() { munmap(mem_, total_); }
+  FencedCopy(const FencedCopy&) = delete;
+  FencedCopy& operator=(const FencedCopy&) = delete;
+  unsigned char* data() const { return data_; }
+
+ private:
+  unsigned char* mem_ = nullptr;
+  unsigned char* data_ = nullptr;
+  size_t inner_ = 0, total_ = 0;
 };
 
 struct Storage {
@@ -256,19 +335,19 @@ void expect_cuda_text_matches_interpreter(const dsl::LoweredFunc& f, const std::
     }
     return copies;
   };
-  auto args_into = [&](std::vector<Copy>& copies) {
+  // The arguments with each buffer pointing into `data_of(storage)` at its offset in the original.
+  auto args_at = [&](const std::function<unsigned char*(size_t)>& data_of) {
     std::vector<dsl::ArgValue> a = args;
     for (size_t i = 0; i < f.params.size(); ++i) {
       if (storage_of[i] < 0) continue;
-      const Storage& st = storages[static_cast<size_t>(storage_of[i])];
-      a[i].ptr =
-          copies[static_cast<size_t>(storage_of[i])].data + (static_cast<const unsigned char*>(args[i].ptr) - st.base);
+      const auto s = static_cast<size_t>(storage_of[i]);
+      a[i].ptr = data_of(s) + (static_cast<const unsigned char*>(args[i].ptr) - storages[s].base);
     }
     return a;
   };
   std::vector<Copy> interp = make_copies(kGuardInterp);
   std::vector<Copy> emu = make_copies(kGuardEmu);
-  dsl::interpret(f, args_into(interp));
+  dsl::interpret(f, args_at([&](size_t s) { return interp[s].data; }));
 
   const jit::cuda::CudaSource src = jit::cuda::print_cuda_source(f);
   std::shared_ptr<const simt::Module> module;
@@ -278,16 +357,35 @@ void expect_cuda_text_matches_interpreter(const dsl::LoweredFunc& f, const std::
     ADD_FAILURE() << what << ": the printed CUDA C++ does not build for the host: " << e.what();
     return;
   }
-  std::vector<dsl::ArgValue> emu_args = args_into(emu);
-  std::vector<void*> params(emu_args.size());
-  for (size_t i = 0; i < emu_args.size(); ++i) params[i] = &emu_args[i];  // the 8-byte ABI slots
-  try {
-    const jit::CudaLaunchShape shape = launch_shape(f, args);
-    module->launch(src.name, {shape.grid[0], shape.grid[1], shape.grid[2]},
-                   {shape.block[0], shape.block[1], shape.block[2]}, params.data());
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": " << e.what() << "\n  source: " << module->source_path();
-    return;
+  // Launches the printed kernel on `a`; false (after a test failure) when the emulator refuses.
+  auto launch = [&](std::vector<dsl::ArgValue> a, const std::string& run) {
+    std::vector<void*> params(a.size());
+    for (size_t i = 0; i < a.size(); ++i) params[i] = &a[i];  // the 8-byte ABI slots
+    try {
+      const jit::CudaLaunchShape shape = launch_shape(f, args);
+      module->launch(src.name, {shape.grid[0], shape.grid[1], shape.grid[2]},
+                     {shape.block[0], shape.block[1], shape.block[2]}, params.data());
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << what << run << ": " << e.what() << "\n  source: " << module->source_path();
+      return false;
+    }
+    return true;
+  };
+  if (!launch(args_at([&](size_t s) { return emu[s].data; }), "")) return;
+
+  // The same launch on fenced copies, placed at the start and then at the end of their pages: an
+  // access outside an allocation faults (FaultNote names the kernel first).
+  for (const bool at_end : {false, true}) {
+    std::vector<std::unique_ptr<FencedCopy>> fenced;
+    for (const Storage& st : storages) {
+      const unsigned char poison = dsl::is_floating(st.dtype) ? kPoisonFloat : kPoisonInt;
+      fenced.push_back(std::make_unique<FencedCopy>(st.base, st.bytes, st.written && !st.read, poison, at_end));
+    }
+    const std::string where = at_end ? "end" : "start";
+    const FaultNote note("[cuda_kernel_check] " + what + ": fault in the fenced run (copies at the " + where +
+                         " of their pages): an access outside an allocation\n  source: " + module->source_path() +
+                         "\n");
+    if (!launch(args_at([&](size_t s) { return fenced[s]->data(); }), " (fenced run, " + where + ")")) return;
   }
 
   for (size_t s = 0; s < storages.size(); ++s) {

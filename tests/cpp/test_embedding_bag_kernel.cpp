@@ -1,0 +1,262 @@
+// The GPU embedding_bag (runtime/embedding_bag_kernel.h): its source compiles with NVRTC for every
+// architecture CUDA 13 targets, without local memory; its launch plan; and its text, run on the
+// host SIMT emulator exactly as embedding_bag() launches it (and on a device where there is one),
+// gives the serial result, bit for bit, for every weight type (float32, float64, float16,
+// bfloat16), mode, padding_idx, per-sample weights, empty bags, NaN rows in max bags, indices out
+// of range (skipped) and boundaries out of order (clamped).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "dsl/interpreter.h"
+#include "runtime/buffer.h"
+#include "runtime/cuda_copy.h"
+#include "runtime/cuda_stream.h"
+#include "runtime/embedding_bag_kernel.h"
+#include "runtime/nvrtc.h"
+#include "simt/simt_emulator.h"
+
+namespace flow {
+namespace {
+
+namespace rc = runtime::cuda;
+using rc::EmbeddingBagMode;
+using rc::FixedKernelType;
+using test::contains;
+
+const std::vector<FixedKernelType> kTypes = {FixedKernelType::Float32, FixedKernelType::Float64,
+                                             FixedKernelType::Float16, FixedKernelType::BFloat16};
+const char* suffix(FixedKernelType t) {
+  return rc::fixed_kernel_suffix(t);
+}
+size_t element_size(FixedKernelType t) {
+  return t == FixedKernelType::Float64 ? 8 : t == FixedKernelType::Float32 ? 4 : 2;
+}
+
+// Element bytes <-> values, rounded to the type.
+void put(FixedKernelType t, std::vector<uint8_t>& bytes, size_t i, double v) {
+  uint8_t* p = bytes.data() + i * element_size(t);
+  switch (t) {
+    case FixedKernelType::Float32: {
+      const auto f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      break;
+    }
+    case FixedKernelType::Float64:
+      std::memcpy(p, &v, 8);
+      break;
+    default: {
+      const uint16_t h = t == FixedKernelType::Float16 ? dsl::float_to_half_bits(static_cast<float>(v))
+                                                       : dsl::float_to_bf16_bits(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+    }
+  }
+}
+double get(FixedKernelType t, const std::vector<uint8_t>& bytes, size_t i) {
+  const uint8_t* p = bytes.data() + i * element_size(t);
+  switch (t) {
+    case FixedKernelType::Float32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    case FixedKernelType::Float64: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return d;
+    }
+    default: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return t == FixedKernelType::Float16 ? dsl::half_bits_to_float(h) : dsl::bf16_bits_to_float(h);
+    }
+  }
+}
+
+struct Problem {
+  FixedKernelType type = FixedKernelType::Float32;
+  rc::EmbeddingBagShape shape;
+  std::vector<int64_t> indices, offsets;
+  std::vector<uint8_t> weight, psw;
+};
+
+// Weights are multiples of 1/4 in [-8, 8] (exact in every type; sums and products exact in the
+// float32 accumulator), with a NaN row or two for max bags.
+Problem make_problem(FixedKernelType t, EmbeddingBagMode mode, bool padding, bool psw, int64_t dim, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Problem p;
+  p.type = t;
+  p.shape.mode = mode;
+  p.shape.dim = dim;
+  p.shape.rows = 9;
+  p.shape.padding_idx = padding ? 4 : -1;
+  p.shape.per_sample_weights = psw;
+  // Bags: lengths 0 to 6, one long bag, then boundaries out of order and past the end at the tail
+  // (a kernel clamps them; the CPU raises).
+  p.offsets = {0};
+  for (int b = 0; b < 11; ++b) p.offsets.push_back(p.offsets.back() + static_cast<int64_t>(rng() % 7));
+  p.offsets.push_back(p.offsets.back() + 40);
+  p.shape.positions = p.offsets.back();
+  p.offsets.push_back(p.offsets.back() - 5);   // a bag that ends before it starts: empty
+  p.offsets.push_back(p.shape.positions + 3);  // past the end: clamped to the last positions
+  p.shape.bags = static_cast<int64_t>(p.offsets.size()) - 1;
+  for (int64_t i = 0; i < p.shape.positions; ++i) {
+    int64_t ix = static_cast<int64_t>(rng() % 9);
+    if (rng() % 17 == 0) ix = rng() % 2 ? -1 : 9;  // out of range: skipped
+    p.indices.push_back(ix);
+  }
+  p.weight.resize(static_cast<size_t>(p.shape.rows * dim) * element_size(t));
+  for (int64_t e = 0; e < p.shape.rows * dim; ++e)
+    put(t, p.weight, static_cast<size_t>(e), (static_cast<int>(rng() % 65) - 32) / 4.0);
+  if (mode == EmbeddingBagMode::Max) put(t, p.weight, static_cast<size_t>(2 * dim + 1), std::nan(""));
+  if (psw) {
+    p.psw.resize(static_cast<size_t>(p.shape.positions) * element_size(t));
+    for (int64_t i = 0; i < p.shape.positions; ++i)
+      put(t, p.psw, static_cast<size_t>(i), (static_cast<int>(rng() % 9) - 4) / 4.0);
+  }
+  return p;
+}
+
+// The serial embedding_bag in the kernel's accumulator type (float; double for float64): each
+// bag's positions in order, boundaries clamped, bad indices and padding skipped.
+std::vector<double> expected(const Problem& p) {
+  const rc::EmbeddingBagShape& s = p.shape;
+  const bool f64 = p.type == FixedKernelType::Float64;
+  std::vector<double> out;
+  for (int64_t b = 0; b < s.bags; ++b) {
+    const int64_t begin = std::clamp<int64_t>(p.offsets[b], 0, s.positions);
+    const int64_t end = std::clamp<int64_t>(p.offsets[b + 1], begin, s.positions);
+    for (int64_t c = 0; c < s.dim; ++c) {
+      double acc = 0;
+      int64_t counted = 0;
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t ix = p.indices[static_cast<size_t>(i)];
+        if (ix < 0 || ix >= s.rows || ix == s.padding_idx) continue;
+        const double v = get(p.type, p.weight, static_cast<size_t>(ix * s.dim + c));
+        if (s.mode == EmbeddingBagMode::Max) {
+          if (counted == 0 || v > acc) acc = v;
+        } else {
+          acc += s.per_sample_weights ? get(p.type, p.psw, static_cast<size_t>(i)) * v : v;
+        }
+        ++counted;
+      }
+      if (s.mode == EmbeddingBagMode::Mean && counted > 0)
+        acc = f64 ? acc / static_cast<double>(counted) : static_cast<float>(acc) / static_cast<float>(counted);
+      out.push_back(acc);
+    }
+  }
+  return out;
+}
+
+void check_embedding_bag(const std::function<void(const Problem&, std::vector<uint8_t>&)>& run) {
+  uint32_t seed = 11;
+  for (const FixedKernelType t : kTypes)
+    for (const EmbeddingBagMode mode : {EmbeddingBagMode::Sum, EmbeddingBagMode::Mean, EmbeddingBagMode::Max})
+      for (const bool padding : {false, true})
+        for (const bool psw : {false, true})
+          for (const int64_t dim : {int64_t{1}, int64_t{37}, int64_t{300}}) {  // one thread, a warp and a bit, > 256
+            if (psw && mode != EmbeddingBagMode::Sum) continue;
+            SCOPED_TRACE(std::string(suffix(t)) + " mode " + std::to_string(static_cast<int>(mode)) +
+                         (padding ? " padding" : "") + (psw ? " per-sample weights" : "") + " dim " +
+                         std::to_string(dim));
+            const Problem p = make_problem(t, mode, padding, psw, dim, ++seed);
+            std::vector<uint8_t> out(static_cast<size_t>(p.shape.bags * dim) * element_size(t), 0xFF);  // NaN
+            run(p, out);
+            std::vector<uint8_t> want_bytes(out.size());
+            const std::vector<double> want = expected(p);
+            for (size_t i = 0; i < want.size(); ++i) put(t, want_bytes, i, want[i]);  // rounded as stored
+            for (size_t i = 0; i < want.size(); ++i) {
+              const double w = get(t, want_bytes, i), got = get(t, out, i);
+              if (std::isnan(w)) {
+                EXPECT_TRUE(std::isnan(got)) << "element " << i;
+              } else {
+                EXPECT_EQ(got, w) << "element " << i;
+              }
+            }
+          }
+}
+
+TEST(EmbeddingBagKernel, CompilesForEveryArchWithoutLocalMemory) {
+  FLOW_REQUIRE_NVRTC();
+  for (const char* arch : {"sm_75", "sm_80", "sm_90"}) {
+    SCOPED_TRACE(arch);
+    const runtime::NvrtcResult r =
+        runtime::nvrtc_compile(rc::embedding_bag_kernel_source(), "flow_embedding_bag_test", arch, {}, {});
+    EXPECT_FALSE(r.cubin.empty());
+    for (const FixedKernelType t : kTypes)
+      EXPECT_TRUE(contains(r.ptx, std::string(".entry flow_embedding_bag_") + suffix(t) + "("));
+    EXPECT_FALSE(contains(r.ptx, ".local")) << "local memory in the embedding_bag kernel";
+    EXPECT_FALSE(contains(r.ptx, "atom.")) << "no atomics: one thread owns each output element";
+  }
+}
+
+TEST(EmbeddingBagKernel, PlanCoversTheRowWithUpTo256Threads) {
+  rc::EmbeddingBagShape s;
+  s.bags = 70000;
+  s.dim = 37;
+  auto plan = rc::plan_embedding_bag(FixedKernelType::BFloat16, s);
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].entry, "flow_embedding_bag_bf16");
+  EXPECT_EQ(plan[0].threads, 64u);    // a whole number of warps covering 37 columns
+  EXPECT_EQ(plan[0].blocks, 65535u);  // the kernel loops over the remaining bags
+  s.dim = 1000;
+  s.bags = 3;
+  plan = rc::plan_embedding_bag(FixedKernelType::Float32, s);
+  EXPECT_EQ(plan[0].threads, 256u);
+  EXPECT_EQ(plan[0].blocks, 3u);
+  s.bags = 0;
+  EXPECT_TRUE(rc::plan_embedding_bag(FixedKernelType::Float32, s).empty());
+  EXPECT_THROW(rc::plan_embedding_bag(FixedKernelType::Int64, s), std::invalid_argument);
+}
+
+// The kernel's text on the SIMT emulator (threads in a shuffled order), launched as embedding_bag()
+// launches it.
+TEST(EmbeddingBagKernel, RunsOnTheSimtEmulator) {
+  std::vector<std::string> entries;
+  for (const FixedKernelType t : kTypes) entries.push_back(std::string("flow_embedding_bag_") + suffix(t));
+  const auto module = test::simt::module_for(rc::embedding_bag_kernel_source(), entries);
+  check_embedding_bag([&](const Problem& p, std::vector<uint8_t>& out) {
+    rc::EmbeddingBagParams params = rc::embedding_bag_params(p.shape);
+    void* out_ptr = out.data();
+    const void* indices_ptr = p.indices.data();
+    const void* weight_ptr = p.weight.data();
+    const void* offsets_ptr = p.offsets.data();
+    const void* psw_ptr = p.psw.empty() ? nullptr : p.psw.data();
+    void* args[6] = {&out_ptr, &indices_ptr, &weight_ptr, &offsets_ptr, &psw_ptr, &params};
+    uint64_t seed = 3;
+    for (const rc::EmbeddingBagLaunch& l : rc::plan_embedding_bag(p.type, p.shape))
+      ASSERT_NO_THROW(module->launch(l.entry, {l.blocks}, {l.threads}, args, ++seed)) << module->source_path();
+  });
+}
+
+TEST(EmbeddingBagKernelGpu, MatchesTheSerialEmbeddingBag) {
+  FLOW_REQUIRE_GPU();
+  FLOW_REQUIRE_NVRTC();
+  check_embedding_bag([](const Problem& p, std::vector<uint8_t>& out) {
+    auto dev = [](size_t bytes) {
+      return runtime::Buffer::allocate(std::max<size_t>(bytes, 1), runtime::DeviceType::CUDA);
+    };
+    auto o = dev(out.size()), ix = dev(p.indices.size() * 8), w = dev(p.weight.size()), off = dev(p.offsets.size() * 8),
+         ps = dev(p.psw.size());
+    rc::copy_host_to_device(o->data(), out.data(), out.size());
+    rc::copy_host_to_device(ix->data(), p.indices.data(), p.indices.size() * 8);
+    rc::copy_host_to_device(w->data(), p.weight.data(), p.weight.size());
+    rc::copy_host_to_device(off->data(), p.offsets.data(), p.offsets.size() * 8);
+    if (!p.psw.empty()) rc::copy_host_to_device(ps->data(), p.psw.data(), p.psw.size());
+    rc::embedding_bag(p.type, o->data(), static_cast<const int64_t*>(ix->data()), w->data(),
+                      static_cast<const int64_t*>(off->data()), p.psw.empty() ? nullptr : ps->data(), p.shape,
+                      rc::current_stream());
+    rc::copy_device_to_host(out.data(), o->data(), out.size());
+  });
+}
+
+}  // namespace
+}  // namespace flow
