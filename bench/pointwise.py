@@ -1,7 +1,8 @@
 """Benchmark (not a test): fused pointwise and row-normalization kernels on the CPU.
 
-Three float32 workloads at 2^24 elements -- the 6-op chain relu(x*a+b)*sigmoid(x)+1, softmax over
-rows of 4096, and a layer-norm-like row normalization -- each timed in one run for flow jit, flow
+Four workloads at 2^24 elements -- the 6-op chain relu(x*a+b)*sigmoid(x)+1, softmax over rows of
+4096, a layer-norm-like row normalization (float32), and where(m, x, y) (a bool mask picking between
+two float32 tensors) -- each timed in one run for flow jit, flow
 eager, torch eager, torch.compile and numpy, next to the memory floor (bytes that must move divided
 by the copy bandwidth measured in this run). Then the chain's cold compile time and warm
 (disk-cache) start time, each in a fresh process.
@@ -47,6 +48,16 @@ def rownorm(m):
         var = (d * d).mean(-1, keepdim=True)
         return d * m.rsqrt(var + 1e-5) * w + b
     return f
+
+
+def select(m):
+    def f(c, x, y):
+        return m.where(c, x, y)
+    return f
+
+
+def np_select(c, x, y):
+    return np.where(c, x, y)
 
 
 def np_chain(x, a, b):
@@ -120,6 +131,7 @@ def main() -> None:
         ("chain (6 ops)", chain, np_chain, (x1, a1, b1), 4 * n * 4),
         ("softmax rows 4096", softmax, np_softmax, (x2,), 2 * n * 4),
         ("row norm 4096", rownorm, np_rownorm, (x2, w2, c2), 2 * n * 4),
+        ("where(m, x, y)", select, np_select, (x1 > 0, a1, b1), n * (1 + 3 * 4)),
     ]
     results = []
     for name, make, np_fn, arrays, nbytes in workloads:
