@@ -231,31 +231,15 @@ std::vector<double> embedding_bag_ref(const Node& n, const HostTensor& indices, 
   const auto positions = static_cast<int64_t>(indices.data.size());
   const int64_t bags = static_cast<int64_t>(offsets.data.size()) - 1;
   const auto offset = [&](int64_t b) { return static_cast<int64_t>(offsets.data[static_cast<size_t>(b)]); };
-  if (offset(0) != 0)
-    throw OpError(OpError::Kind::Value,
-                  "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from position 0. "
-                  "However, got " +
-                      std::to_string(offset(0)));
-  for (int64_t b = 1; b <= bags; ++b) {
-    if (offset(b) > positions)
-      throw OpError(OpError::Kind::Value, "offsets[" + std::to_string(b) + "] can not be greater than input's length " +
-                                              std::to_string(positions) + " but got offsets[" + std::to_string(b) +
-                                              "] of " + std::to_string(offset(b)));
-    if (offset(b) < offset(b - 1))
-      throw OpError(OpError::Kind::Value, "offsets must be non-decreasing, but got offsets[" + std::to_string(b) +
-                                              "] of " + std::to_string(offset(b)) + " after offsets[" +
-                                              std::to_string(b - 1) + "] of " + std::to_string(offset(b - 1)));
-  }
   std::vector<double> out(static_cast<size_t>(bags * dim), 0.0);
+  if (out.empty()) return out;  // as the executor: an empty result reads no data
+  check_embedding_bag_offsets(offset, bags, positions);
   for (int64_t b = 0; b < bags; ++b) {
     double* o = out.data() + b * dim;
     int64_t counted = 0;
     for (int64_t p = offset(b); p < offset(b + 1); ++p) {
       const auto ix = static_cast<int64_t>(indices.data[static_cast<size_t>(p)]);
-      if (ix < 0 || ix >= rows)
-        throw OpError(OpError::Kind::Value, "Index " + std::to_string(p) + " of input takes value " +
-                                                std::to_string(ix) + " which is not in the valid range [0, " +
-                                                std::to_string(rows) + ")");
+      if (ix < 0 || ix >= rows) throw_embedding_bag_index(p, ix, rows);
       if (ix == padding_idx) continue;
       const double* w = weight.data.data() + ix * dim;
       const double scale = per_sample_weights ? per_sample_weights->data[static_cast<size_t>(p)] : 1.0;
@@ -273,6 +257,30 @@ std::vector<double> embedding_bag_ref(const Node& n, const HostTensor& indices, 
   return out;
 }
 }  // namespace
+
+void check_embedding_bag_offsets(const std::function<int64_t(int64_t)>& offset, int64_t bags, int64_t positions) {
+  if (bags <= 0) return;
+  const auto err = [](const std::string& m) { throw OpError(OpError::Kind::Value, m); };
+  if (offset(0) != 0)
+    err("offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from position 0. However, "
+        "got " +
+        std::to_string(offset(0)));
+  for (int64_t b = 1; b <= bags; ++b) {
+    const int64_t o = offset(b), prev = offset(b - 1);
+    if (o > positions)
+      err("offsets[" + std::to_string(b) + "] can not be greater than input's length " + std::to_string(positions) +
+          " but got offsets[" + std::to_string(b) + "] of " + std::to_string(o));
+    if (o < prev)
+      err("offsets must be non-decreasing, but got offsets[" + std::to_string(b) + "] of " + std::to_string(o) +
+          " after offsets[" + std::to_string(b - 1) + "] of " + std::to_string(prev));
+  }
+}
+
+void throw_embedding_bag_index(int64_t position, int64_t value, int64_t rows) {
+  throw OpError(OpError::Kind::Value, "Index " + std::to_string(position) + " of input takes value " +
+                                          std::to_string(value) + " which is not in the valid range [0, " +
+                                          std::to_string(rows) + ")");
+}
 
 bool has_library_reference(const std::string& op) {
   return op == "matmul" || op == "linear" || op == "conv2d" || op == "conv_transpose2d" || op == "argsort" ||

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -9,6 +10,7 @@
 
 #include "dsl/graph.h"
 #include "dsl/interpreter.h"
+#include "dsl/library_reference.h"
 #include "runtime/cuda_stream.h"
 #include "runtime/embedding_bag_kernel.h"
 #include "runtime/parallel.h"
@@ -34,24 +36,6 @@ rc::EmbeddingBagShape shape_of(const LibraryStep& step, const Tensor& indices, c
   s.positions = indices.sizes.at(0);
   s.per_sample_weights = per_sample_weights;
   return s;
-}
-
-// torch's checks of the bag boundaries (the reference interpreter raises the same messages).
-void check_offsets(const int64_t* offsets, const rc::EmbeddingBagShape& s) {
-  const auto err = [](const std::string& m) { throw dsl::OpError(dsl::OpError::Kind::Value, m); };
-  if (offsets[0] != 0)
-    err("offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from position 0. However, "
-        "got " +
-        std::to_string(offsets[0]));
-  for (int64_t b = 1; b <= s.bags; ++b) {
-    if (offsets[b] > s.positions)
-      err("offsets[" + std::to_string(b) + "] can not be greater than input's length " + std::to_string(s.positions) +
-          " but got offsets[" + std::to_string(b) + "] of " + std::to_string(offsets[b]));
-    if (offsets[b] < offsets[b - 1])
-      err("offsets must be non-decreasing, but got offsets[" + std::to_string(b) + "] of " +
-          std::to_string(offsets[b]) + " after offsets[" + std::to_string(b - 1) + "] of " +
-          std::to_string(offsets[b - 1]));
-  }
 }
 
 constexpr int64_t kPrefetchDistance = 16;
@@ -97,8 +81,9 @@ void embedding_bag_cpu(const rc::EmbeddingBagShape& s, T* out, const int64_t* in
                        const int64_t* offsets, const T* psw, Load load, Store store) {
   const int64_t dim = s.dim;
   const int64_t row_bytes = dim * static_cast<int64_t>(sizeof(T));
-  std::atomic<bool> bad{false};
-  std::atomic<int64_t> bad_position{0};
+  // The first position with an index out of range, over all threads (as the serial loop would
+  // report it): each thread stops its range there.
+  std::atomic<int64_t> bad_position{INT64_MAX};
   runtime::parallel_for(s.bags, [&](int64_t begin, int64_t end) {
     std::vector<A> acc(static_cast<size_t>(dim)), widened;
     if constexpr (!std::is_same_v<T, A>) widened.resize(static_cast<size_t>(dim));
@@ -127,9 +112,10 @@ void embedding_bag_cpu(const rc::EmbeddingBagShape& s, T* out, const int64_t* in
         }
         const int64_t ix = indices[i];
         if (static_cast<uint64_t>(ix) >= static_cast<uint64_t>(s.rows)) {
-          bad_position.store(i);
-          bad.store(true);
-          break;
+          int64_t seen = bad_position.load();
+          while (i < seen && !bad_position.compare_exchange_weak(seen, i)) {
+          }
+          return;  // (a later bag of this range cannot hold an earlier position)
         }
         if (ix == s.padding_idx) continue;
         const A* w = row(ix);
@@ -153,12 +139,7 @@ void embedding_bag_cpu(const rc::EmbeddingBagShape& s, T* out, const int64_t* in
       for (int64_t c = 0; c < dim; ++c) o[c] = store(a[c]);
     }
   });
-  if (bad.load()) {
-    const int64_t i = bad_position.load();
-    throw dsl::OpError(dsl::OpError::Kind::Value,
-                       "Index " + std::to_string(i) + " of input takes value " + std::to_string(indices[i]) +
-                           " which is not in the valid range [0, " + std::to_string(s.rows) + ")");
-  }
+  if (const int64_t i = bad_position.load(); i != INT64_MAX) dsl::throw_embedding_bag_index(i, indices[i], s.rows);
 }
 
 }  // namespace
@@ -176,7 +157,7 @@ void run_embedding_bag_step(const LibraryStep& step, const std::vector<const Ten
   if (out.device() == runtime::DeviceType::CUDA)
     return rc::embedding_bag(fixed_kernel_type(out.dtype), out.data(), ix, weight.data(), off,
                              psw ? psw->data() : nullptr, s, rc::current_stream());
-  check_offsets(off, s);
+  dsl::check_embedding_bag_offsets([off](int64_t b) { return off[b]; }, s.bags, s.positions);
   const auto same = [](auto v) { return v; };
   switch (out.dtype) {
     case dsl::DType::Float32: {

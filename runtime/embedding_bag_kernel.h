@@ -5,8 +5,9 @@
 // thread walks the bag's positions in order and combines its columns of the named rows, so a
 // warp reads 32 consecutive elements of a row (coalesced), every thread reads the same index (one
 // transaction, broadcast), and no two threads write one element: no atomics, and the result is the
-// serial one (the CPU's order, bit for bit for float32 and float64 sums). Half-precision rows
-// accumulate in float32 and round once.
+// serial one: the CPU's order, so unweighted float32 and float64 sums agree bit for bit (with
+// per-sample weights NVRTC may fuse the multiply-add, a rounding the CPU loop may not make).
+// Half-precision rows accumulate in float32 and round once.
 //
 // A kernel cannot raise: the bag boundaries are clamped to [0, positions] and non-decreasing, and
 // an index outside [0, rows) is skipped like padding_idx (the CPU executor raises for both).
@@ -33,6 +34,8 @@ struct EmbeddingBagShape {
 struct EmbeddingBagParams {
   long long bags, dim, positions, rows, padding_idx, mode, per_sample_weights;
 };
+// The kernel source declares the same seven 8-byte fields (flow_embedding_bag_params).
+static_assert(sizeof(EmbeddingBagParams) == 7 * 8, "EmbeddingBagParams must match the kernel's struct");
 EmbeddingBagParams embedding_bag_params(const EmbeddingBagShape& shape);
 
 struct EmbeddingBagLaunch {

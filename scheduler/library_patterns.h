@@ -65,7 +65,7 @@ struct LibraryPattern {
   dsl::Target target;
   std::string library;                    // "oneDNN"
   std::vector<std::string> epilogue_ops;  // elementwise ops absorbed as post-ops
-  // flow's own implementation (argsort, scatter, embedding_bag): it takes every dtype on its target and offers no
+  // flow's own implementation (argsort, scatter, embedding_bag): it checks the dtypes it takes itself and offers no
   // implementations to choose between (nothing to tune).
   bool flow_own = false;
 };

@@ -1193,10 +1193,10 @@ def pdist(input, p=2):
     return _pnorm_last(rows_i - rows_j, p)
 
 
-def matrix_power(input, n):
+def matrix_power(input, n, *, out=None):
     from . import linalg
 
-    return linalg.matrix_power(input, n)
+    return linalg.matrix_power(input, n, out=out)
 
 
 __all__ = ["finfo", "iinfo", "get_default_dtype", "set_default_dtype", "get_num_threads", "set_num_threads",

@@ -196,15 +196,41 @@ def _no_out(fn, out):
         raise NotImplementedError(f"flow: {fn}(out=...) is not supported")
 
 
+# The functions whose out= must have the result's dtype exactly: torch's kernels for them write
+# only the dtype they compute (matrix products, selections and gathers, sorts, the rounding and
+# sign functions, clamp, the index and truth reductions, ...). Every other out= takes any dtype the
+# result can be cast to. Read off torch 2.x function by function (float32 inputs, a float64 out=);
+# names as flow's functions pass them to _out (mm, bmm, mv and dot write through matmul's, sgn
+# through sign's).
+_OUT_EXACT_DTYPE = frozenset({
+    "matmul", "addmm", "addmv", "baddbmm", "tensordot", "multi_dot", "matrix_power",
+    "cross", "linalg.cross", "linalg.vecdot", "norm", "linalg.vector_norm", "linalg.matrix_norm",
+    "amax", "amin", "argmax", "argmin", "all", "any", "median", "nanmedian", "sort", "msort", "topk",
+    "index_select", "gather", "take", "masked_select", "scatter", "where", "nonzero", "searchsorted",
+    "clamp", "round", "frac", "abs", "neg", "floor", "ceil", "trunc", "sign", "signbit", "nan_to_num",
+    "logcumsumexp", "heaviside", "float_power",
+})
+# torch's C++ spelling of a dtype in those messages ("Expected out tensor to have dtype float").
+_CPP_DTYPE_NAME = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+                   "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
+                   "uint8": "unsigned char", "bool": "bool"}
+
+
 def _out(fn, out, result):
-    """torch's out= contract: the result is cast into `out` (which must be able to hold its dtype);
-    an `out` of another shape is resized (it gets new storage), one of the same shape is written in
-    place, so views of it see the values."""
+    """torch's out= contract: the result is cast into `out` (which must be able to hold its dtype, or
+    for the functions of _OUT_EXACT_DTYPE have it); an `out` of another shape is resized (it gets
+    new storage), one of the same shape is written in place, so views of it see the values."""
     if out is None:
         return result
     if not isinstance(out, Tensor):
         raise TypeError(f"{fn}(): argument 'out' must be Tensor, not {_type_name(out)}")
+    if fn in _OUT_EXACT_DTYPE and out.dtype != result.dtype:
+        raise RuntimeError(f"{fn}(): Expected out tensor to have dtype {_CPP_DTYPE_NAME[result.dtype.name]}, but got "
+                           f"{_CPP_DTYPE_NAME[out.dtype.name]} instead")
     if not _can_cast(result.dtype, out.dtype):
+        if fn in ("cat", "stack"):  # (torch's cat raises a TypeError here, and stack is cat)
+            raise TypeError(f"torch.cat(): input types can't be cast to the desired output type "
+                            f"{out.dtype._torch_short}")
         raise RuntimeError(f"result type {result.dtype._torch_short} can't be cast to the desired output type "
                            f"{out.dtype._torch_short}")
     if tuple(out.shape) != tuple(result.shape):
@@ -330,8 +356,14 @@ def _reduce(op, input, dim, keepdim, dtype=None):
     return dispatch1(op, [x], attrs)
 
 
+def _out_dtype(dtype, out):
+    """sum, prod, cumsum and cumprod compute in out's dtype when out= is given without dtype= (torch
+    casts the input first: sum([0.6, 1.7]) into an int64 out is 1)."""
+    return out.dtype if dtype is None and isinstance(out, Tensor) else dtype
+
+
 def sum(input, dim=None, keepdim=False, *, dtype=None, out=None):
-    return _out("sum", out, _reduce("sum", input, dim, keepdim, dtype))
+    return _out("sum", out, _reduce("sum", input, dim, keepdim, _out_dtype(dtype, out)))
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None, out=None):
@@ -516,7 +548,7 @@ def argmin(input, dim=None, keepdim=False, *, out=None):
 def prod(input, dim=None, keepdim=False, *, dtype=None, out=None):
     if dim is not None:
         dim = _one_dim("prod", dim)
-    return _out("prod", out, _reduce("prod", input, dim, keepdim, dtype))
+    return _out("prod", out, _reduce("prod", input, dim, keepdim, _out_dtype(dtype, out)))
 
 
 def _truth_reduce(name, input, dim, keepdim):
@@ -603,15 +635,17 @@ def _scan(fn, input, dim, dtype, out):
     attrs = {"dim": _one_dim(fn, dim)}
     if dtype is not None:
         attrs["dtype"] = D.to_dtype(dtype).name
+        if attrs["dtype"] == "bool":  # (as torch: a scan into bool has no kernel)
+            raise NotImplementedError(f"\"{fn}_out_cpu\" not implemented for 'Bool'")
     return _out(fn, out, dispatch1(fn, [x], attrs))
 
 
 def cumsum(input, dim, *, dtype=None, out=None):
-    return _scan("cumsum", input, dim, dtype, out)
+    return _scan("cumsum", input, dim, _out_dtype(dtype, out), out)
 
 
 def cumprod(input, dim, *, dtype=None, out=None):
-    return _scan("cumprod", input, dim, dtype, out)
+    return _scan("cumprod", input, dim, _out_dtype(dtype, out), out)
 
 
 # ---- sorting ----------------------------------------------------------------------------------

@@ -184,6 +184,49 @@ TEST(CudaPlanKernels, EncoderLayerKernelsRunOnTheSimtEmulator) {
   }
 }
 
+// How many vector loads a printed kernel declares ("= flow::load_vec<").
+int vector_loads(const std::string& source) {
+  int n = 0;
+  for (size_t at = source.find("= flow::load_vec<"); at != std::string::npos;
+       at = source.find("= flow::load_vec<", at + 1))
+    ++n;
+  return n;
+}
+
+// where(m, x, y) reads its inputs at the domain's index, bound before the select
+// (scheduler/lowering.h), so all three are vector loads; cat's inputs are read under its select's
+// arms at indices valid only on the chosen side, so they stay scalar (the store stays a vector),
+// and the fenced emulator runs of the check fault on any read outside them.
+TEST(CudaPlanKernels, WhereReadsVectorsAndCatReadsOnlyItsChosenInput) {
+  FLOW_REQUIRE_NVRTC();
+  jit::CompileOptions opt;
+  opt.target = dsl::Target::CUDA;
+  opt.cuda_arch = "sm_90";
+  {
+    dsl::Graph g;
+    const int m = g.add_input({{4099}, DType::Bool});
+    const int x = g.add_input({{4099}, DType::Float32});
+    const int y = g.add_input({{4099}, DType::Float32});
+    g.mark_output(g.add("where", {m, x, y}));
+    const auto exe = jit::compile(g, {}, opt);
+    ASSERT_EQ(exe->kernels().size(), 1u);
+    EXPECT_EQ(vector_loads(exe->kernels()[0]->cuda_source), 3) << exe->kernels()[0]->cuda_source;
+    EXPECT_EQ(check_plan_kernels(g, {false, false, false}, "where"), 1);
+  }
+  {
+    dsl::Graph g;
+    const int a = g.add_input({{1000}, DType::Float32});
+    const int b = g.add_input({{1003}, DType::Float32});
+    g.mark_output(g.add("cat", {a, b}, {{"dim", int64_t{0}}}));
+    const auto exe = jit::compile(g, {}, opt);
+    ASSERT_EQ(exe->kernels().size(), 1u);
+    const std::string& src = exe->kernels()[0]->cuda_source;
+    EXPECT_EQ(vector_loads(src), 0) << src;
+    EXPECT_NE(src.find("flow::store_vec<"), std::string::npos) << src;
+    EXPECT_EQ(check_plan_kernels(g, {false, false}, "cat"), 1);
+  }
+}
+
 // The benchmark's row operations at widths that take the multi-chunk reduction paths (a row far
 // longer than a block) and its pointwise chain past 2^20 elements, in float32 and half types.
 TEST(CudaPlanKernels, WideRowsAndLongChainsRunOnTheSimtEmulator) {

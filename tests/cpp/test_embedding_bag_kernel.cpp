@@ -6,6 +6,7 @@
 // of range (skipped) and boundaries out of order (clamped).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -168,17 +169,20 @@ void check_embedding_bag(const std::function<void(const Problem&, std::vector<ui
                          (padding ? " padding" : "") + (psw ? " per-sample weights" : "") + " dim " +
                          std::to_string(dim));
             const Problem p = make_problem(t, mode, padding, psw, dim, ++seed);
-            std::vector<uint8_t> out(static_cast<size_t>(p.shape.bags * dim) * element_size(t), 0xFF);  // NaN
-            run(p, out);
-            std::vector<uint8_t> want_bytes(out.size());
+            std::vector<uint8_t> want_bytes(static_cast<size_t>(p.shape.bags * dim) * element_size(t));
             const std::vector<double> want = expected(p);
             for (size_t i = 0; i < want.size(); ++i) put(t, want_bytes, i, want[i]);  // rounded as stored
-            for (size_t i = 0; i < want.size(); ++i) {
-              const double w = get(t, want_bytes, i), got = get(t, out, i);
-              if (std::isnan(w)) {
-                EXPECT_TRUE(std::isnan(got)) << "element " << i;
-              } else {
-                EXPECT_EQ(got, w) << "element " << i;
+            // The output starts as NaN, then as zeros: an element left unwritten fails one of the two.
+            for (const uint8_t fill : {uint8_t{0xFF}, uint8_t{0x00}}) {
+              std::vector<uint8_t> out(want_bytes.size(), fill);
+              run(p, out);
+              for (size_t i = 0; i < want.size(); ++i) {
+                const double w = get(t, want_bytes, i), got = get(t, out, i);
+                if (std::isnan(w)) {
+                  EXPECT_TRUE(std::isnan(got)) << "element " << i << " fill " << int{fill};
+                } else {
+                  EXPECT_EQ(got, w) << "element " << i << " fill " << int{fill};
+                }
               }
             }
           }
@@ -223,18 +227,23 @@ TEST(EmbeddingBagKernel, RunsOnTheSimtEmulator) {
   std::vector<std::string> entries;
   for (const FixedKernelType t : kTypes) entries.push_back(std::string("flow_embedding_bag_") + suffix(t));
   const auto module = test::simt::module_for(rc::embedding_bag_kernel_source(), entries);
-  check_embedding_bag([&](const Problem& p, std::vector<uint8_t>& out) {
-    rc::EmbeddingBagParams params = rc::embedding_bag_params(p.shape);
-    void* out_ptr = out.data();
-    const void* indices_ptr = p.indices.data();
-    const void* weight_ptr = p.weight.data();
-    const void* offsets_ptr = p.offsets.data();
-    const void* psw_ptr = p.psw.empty() ? nullptr : p.psw.data();
-    void* args[6] = {&out_ptr, &indices_ptr, &weight_ptr, &offsets_ptr, &psw_ptr, &params};
-    uint64_t seed = 3;
-    for (const rc::EmbeddingBagLaunch& l : rc::plan_embedding_bag(p.type, p.shape))
-      ASSERT_NO_THROW(module->launch(l.entry, {l.blocks}, {l.threads}, args, ++seed)) << module->source_path();
-  });
+  // As planned (a block per bag), then with 3 blocks: each block loops over bags (grid-stride).
+  for (const unsigned max_blocks : {65535u, 3u}) {
+    SCOPED_TRACE("at most " + std::to_string(max_blocks) + " blocks");
+    check_embedding_bag([&](const Problem& p, std::vector<uint8_t>& out) {
+      rc::EmbeddingBagParams params = rc::embedding_bag_params(p.shape);
+      void* out_ptr = out.data();
+      const void* indices_ptr = p.indices.data();
+      const void* weight_ptr = p.weight.data();
+      const void* offsets_ptr = p.offsets.data();
+      const void* psw_ptr = p.psw.empty() ? nullptr : p.psw.data();
+      void* args[6] = {&out_ptr, &indices_ptr, &weight_ptr, &offsets_ptr, &psw_ptr, &params};
+      uint64_t seed = 3;
+      for (const rc::EmbeddingBagLaunch& l : rc::plan_embedding_bag(p.type, p.shape))
+        ASSERT_NO_THROW(module->launch(l.entry, {std::min(l.blocks, max_blocks)}, {l.threads}, args, ++seed))
+            << module->source_path();
+    });
+  }
 }
 
 TEST(EmbeddingBagKernelGpu, MatchesTheSerialEmbeddingBag) {

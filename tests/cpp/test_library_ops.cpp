@@ -3,9 +3,12 @@
 // epilogues; type inference and torch's error messages; the fusion rules of library groups.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "autotune/tuner.h"
 #include "dsl/graph_interpreter.h"
@@ -77,6 +80,7 @@ double get(const jit::Tensor& t, int64_t flat) {
     off += (flat % t.sizes[d]) * t.strides[d];
     flat /= t.sizes[d];
   }
+  if (t.dtype == DType::Int64) return static_cast<double>(static_cast<const int64_t*>(t.data())[off]);
   return t.dtype == DType::Float64 ? static_cast<const double*>(t.data())[off]
                                    : static_cast<const float*>(t.data())[off];
 }
@@ -1291,5 +1295,60 @@ TEST(HalfLibraryOps, NativeAndFloat32RoutesMatchAndKeepFastLayouts) {
       // A second run reuses the widened frozen weights: same results.
       check(g, in, what + ", second run", tol, {}, exe);
     }
+  }
+}
+
+namespace {
+
+jit::Tensor int64_tensor(const std::vector<int64_t>& values) {
+  jit::Tensor t = jit::Tensor::empty({static_cast<int64_t>(values.size())}, DType::Int64);
+  std::copy(values.begin(), values.end(), static_cast<int64_t*>(t.data()));
+  return t;
+}
+
+}  // namespace
+
+// embedding_bag's CPU executor against its reference (dsl/library_reference.cpp): every mode, with
+// padding_idx and per-sample weights, an empty bag and a strided weight; and the same torch
+// message from both for bad offsets and indices.
+TEST(LibraryOps, EmbeddingBagMatchesReference) {
+  REQUIRE_BACKENDS();
+  auto rng = test::rng(91);
+  std::vector<int64_t> idx(30);
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>((i * 7 + 3) % 20);
+  const jit::Tensor indices = int64_tensor(idx), offsets = int64_tensor({0, 4, 4, 11, 30});
+  for (const bool strided : {false, true}) {
+    const jit::Tensor weight = strided ? strided_tensor({20, 9}, rng) : random_tensor({20, 9}, rng);
+    for (const char* mode : {"sum", "mean", "max"})
+      for (const bool psw : {false, true}) {
+        if (psw && std::string(mode) != "sum") continue;
+        dsl::Graph g;
+        std::vector<int> in = {g.add_input({{30}, DType::Int64}), g.add_input({{20, 9}, DType::Float32}),
+                               g.add_input({{5}, DType::Int64})};
+        if (psw) in.push_back(g.add_input({{30}, DType::Float32}));
+        g.mark_output(g.add("embedding_bag", in, {{"mode", std::string(mode)}, {"padding_idx", int64_t{-17}}}));
+        std::vector<jit::Tensor> inputs = {indices, weight, offsets};
+        if (psw) inputs.push_back(random_tensor({30}, rng));
+        check(g, inputs, std::string(mode) + (psw ? " weighted" : "") + (strided ? " strided" : ""), 1e-6);
+      }
+  }
+  dsl::Graph g;
+  const int i = g.add_input({{3}, DType::Int64}), w = g.add_input({{4, 2}, DType::Float32});
+  const int o = g.add_input({{2}, DType::Int64});
+  g.mark_output(g.add("embedding_bag", {i, w, o}, {{"mode", std::string("sum")}}));
+  const auto exe = jit::compile(g, {}, {});
+  const jit::Tensor weight = random_tensor({4, 2}, rng);
+  for (const auto& [ix, off, message] :
+       std::vector<std::tuple<std::vector<int64_t>, std::vector<int64_t>, std::string>>{
+           {{0, 1, 2}, {1, 3}, "offsets[0] has to be 0"},
+           {{0, 1, 2}, {0, 4}, "offsets[1] can not be greater than input's length 3"},
+           {{0, 9, 2}, {0, 3}, "Index 1 of input takes value 9 which is not in the valid range [0, 4)"}}) {
+    const std::vector<jit::Tensor> inputs = {int64_tensor(ix), weight, int64_tensor(off)};
+    const std::string ran = op_error([&] { exe->run(inputs); });
+    const std::string interpreted = op_error([&] {
+      dsl::interpret_graph(g, {host_of(inputs[0]), host_of(inputs[1]), host_of(inputs[2])}, true);
+    });
+    EXPECT_NE(ran.find(message), std::string::npos) << ran;
+    EXPECT_EQ(ran, interpreted);
   }
 }

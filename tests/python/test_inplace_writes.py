@@ -97,6 +97,58 @@ def test_out_argument_and_errors(device, gen):
         flow.add(flow.ones(3, device=device), 0.5, out=flow.zeros(3, dtype=flow.int64, device=device))
 
 
+# (name, call(m, a, b, v, c, i, out)) with a, b float32 3 x 3, v float32 [3], c a bool mask, i int64 [2]
+_OUT_CASES = [
+    ("add", lambda m, a, b, v, c, i, o: m.add(a, b, out=o)),
+    ("exp", lambda m, a, b, v, c, i, o: m.exp(a, out=o)),
+    ("sum", lambda m, a, b, v, c, i, o: m.sum(a, 0, out=o)),  # computes in out's dtype
+    ("prod", lambda m, a, b, v, c, i, o: m.prod(a * 3, 0, out=o)),
+    ("cumsum", lambda m, a, b, v, c, i, o: m.cumsum(a * 3, 0, out=o)),
+    ("mean", lambda m, a, b, v, c, i, o: m.mean(a, 0, out=o)),
+    ("stack", lambda m, a, b, v, c, i, o: m.stack([a, b], out=o)),
+    ("cat", lambda m, a, b, v, c, i, o: m.cat([a, b], out=o)),
+    ("outer", lambda m, a, b, v, c, i, o: m.outer(v, v, out=o)),
+    ("float_power", lambda m, a, b, v, c, i, o: m.float_power(a, 2, out=o)),
+    ("mm", lambda m, a, b, v, c, i, o: m.mm(a, b, out=o)),
+    ("matmul", lambda m, a, b, v, c, i, o: m.matmul(a, b, out=o)),
+    ("addmm", lambda m, a, b, v, c, i, o: m.addmm(a, a, b, out=o)),
+    ("dot", lambda m, a, b, v, c, i, o: m.dot(v, v, out=o)),
+    ("matrix_power", lambda m, a, b, v, c, i, o: m.matrix_power(a, 2, out=o)),
+    ("amax", lambda m, a, b, v, c, i, o: m.amax(a, 0, out=o)),
+    ("argmax", lambda m, a, b, v, c, i, o: m.argmax(a, 0, out=o)),
+    ("any", lambda m, a, b, v, c, i, o: m.any(c, 0, out=o)),
+    ("index_select", lambda m, a, b, v, c, i, o: m.index_select(a, 0, i, out=o)),
+    ("where", lambda m, a, b, v, c, i, o: m.where(c, a, b, out=o)),
+    ("clamp", lambda m, a, b, v, c, i, o: m.clamp(a, 0, 1, out=o)),
+    ("abs", lambda m, a, b, v, c, i, o: m.abs(a, out=o)),
+    ("round", lambda m, a, b, v, c, i, o: m.round(a, out=o)),
+    ("nan_to_num", lambda m, a, b, v, c, i, o: m.nan_to_num(a, out=o)),
+    ("sort", lambda m, a, b, v, c, i, o: m.sort(a, 0, out=(o, m.empty(0, dtype=m.int64)))[0]),
+    ("masked_select", lambda m, a, b, v, c, i, o: m.masked_select(a, c, out=o)),
+    ("signbit", lambda m, a, b, v, c, i, o: m.signbit(a, out=o)),
+]
+
+
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.float64, torch.int64, torch.bool])
+def test_out_dtype_rules_follow_torch(out_dtype, gen):
+    """out= takes any dtype the result can be cast to, except for the functions whose torch kernels
+    write only the dtype they compute (matrix products, selections, sorts, rounding, clamp, the
+    index and truth reductions): those raise for any other dtype, as torch does."""
+    a, b, v = make((3, 3), torch.float32, gen), make((3, 3), torch.float32, gen), make((3,), torch.float32, gen)
+    c, i = a > 0, torch.tensor([2, 0])
+    fa, fb, fv, fc, fi = (to_flow(t) for t in (a, b, v, c, i))
+    for name, call in _OUT_CASES:
+        fd = getattr(flow, str(out_dtype).split(".")[1])
+        try:
+            want = call(torch, a, b, v, c, i, torch.empty(0, dtype=out_dtype))
+        except (RuntimeError, TypeError) as e:
+            with pytest.raises(type(e)):
+                call(flow, fa, fb, fv, fc, fi, flow.empty(0, dtype=fd))
+            continue
+        got = call(flow, fa, fb, fv, fc, fi, flow.empty(0, dtype=fd))
+        assert_same(got, want, msg=f"{name} out={out_dtype}")
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_load_state_dict_and_compiled_models_see_writes(device, gen):
     """A model moved to the device first, then loaded: its parameters are written in place. A

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <csignal>
 #include <cstdint>
@@ -69,45 +70,50 @@ struct Copy {
   }
 };
 
-// While alive, a SIGSEGV or SIGBUS first writes `message` to stderr (then the process dies as it
-// would have): the fenced runs below turn an out-of-range access into a fault, and this names the
-// kernel. One at a time (the checks run on one thread).
+// While alive, a SIGSEGV or SIGBUS first writes `message` to stderr, then goes to the handler that
+// was there before (a sanitizer's, or the default action: the process dies as it would have). The
+// fenced runs below turn an out-of-range access into a fault, and this names the kernel. One at a
+// time (the checks run on one thread); a fault ends the test binary, so later tests do not run.
 class FaultNote {
  public:
   explicit FaultNote(std::string message) : message_(std::move(message)) {
-    current_ = message_.c_str();
     struct sigaction sa {};
     sa.sa_handler = &FaultNote::on_fault;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND;  // the default action after this one: the signal kills as before
     sigaction(SIGSEGV, &sa, &old_segv_);
     sigaction(SIGBUS, &sa, &old_bus_);
+    current_.store(this);
   }
   ~FaultNote() {
+    current_.store(nullptr);
     sigaction(SIGSEGV, &old_segv_, nullptr);
     sigaction(SIGBUS, &old_bus_, nullptr);
-    current_ = nullptr;
   }
   FaultNote(const FaultNote&) = delete;
   FaultNote& operator=(const FaultNote&) = delete;
 
  private:
   static void on_fault(int sig) {
-    if (const char* m = current_) {
-      const ssize_t ignored = write(2, m, std::strlen(m));
-      (void)ignored;
+    const FaultNote* note = current_.load();
+    if (note == nullptr) {
+      signal(sig, SIG_DFL);
+      return;  // the faulting access runs again, under the default action
     }
-    raise(sig);  // SA_RESETHAND: the default action now
+    const ssize_t ignored = write(2, note->message_.data(), note->message_.size());
+    (void)ignored;
+    // Back to the earlier handler; returning makes the faulting access run again, under it.
+    sigaction(sig, sig == SIGSEGV ? &note->old_segv_ : &note->old_bus_, nullptr);
   }
-  static inline const char* volatile current_ = nullptr;
+  static inline std::atomic<const FaultNote*> current_{nullptr};  // lock-free: read in the handler
   std::string message_;
   struct sigaction old_segv_ {
   }, old_bus_{};
 };
 
 // One allocation placed against inaccessible pages (PROT_NONE before and after its pages), at the
-// start of its pages or at their end (keeping the original's alignment modulo 256): a read or
-// write outside it by more than that alignment's slack faults. The guard bytes above catch stray
+// start of its pages or at their end, keeping the original's alignment modulo 32 (the widest
+// vector access is 16 bytes): a read or write outside it by more than that slack (under 32 bytes)
+// faults. The guard bytes above catch stray
 // writes but not reads whose value goes unused (a vector load of both sides of a select, say);
 // a run on these fenced copies does.
 class FencedCopy {
@@ -123,9 +129,9 @@ class FencedCopy {
       munmap(mem_, total_);
       throw std::runtime_error("cuda_kernel_check: mprotect failed");
     }
-    const uintptr_t want = reinterpret_cast<uintptr_t>(base) % 256;
+    const uintptr_t want = reinterpret_cast<uintptr_t>(base) % 32;
     const auto lo = reinterpret_cast<uintptr_t>(mem_ + page), hi = lo + inner_;
-    data_ = reinterpret_cast<unsigned char*>(at_end ? ((hi - n - want) & ~uintptr_t{255}) + want : lo + want);
+    data_ = reinterpret_cast<unsigned char*>(at_end ? ((hi - n - want) & ~uintptr_t{31}) + want : lo + want);
     if (poison)
       std::memset(data_, poison_byte, n);
     else if (n)
