@@ -4,6 +4,7 @@
 
 #include "runtime/cuda_driver.h"
 #include "runtime/cuda_stream.h"
+#include "runtime/device_error.h"
 
 namespace flow::runtime::cuda {
 
@@ -19,6 +20,7 @@ void copy_device_to_host(void* dst, const void* src, size_t bytes) {
   const Stream s = current_stream();
   driver::memcpy_dtoh(dst, src, bytes, s);
   driver::stream_synchronize(s);
+  raise_device_errors();  // what the kernels before the copy reported (runtime/device_error.h)
 }
 
 void copy_device_to_device(void* dst, const void* src, size_t bytes) {

@@ -4,6 +4,8 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "runtime/device_error.h"
+
 namespace flow::runtime::cuda {
 
 namespace {
@@ -33,6 +35,7 @@ Stream current_stream() {
 
 void synchronize() {
   driver::stream_synchronize(current_stream());
+  raise_device_errors();  // what the kernels reported (runtime/device_error.h)
 }
 
 CudaStream::CudaStream() : device_(current_device()) {

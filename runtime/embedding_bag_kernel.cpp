@@ -5,6 +5,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "runtime/device_error.h"
+
 namespace flow::runtime::cuda {
 
 const std::string& embedding_bag_kernel_source() {
@@ -19,13 +21,27 @@ template <class T> __device__ __forceinline__ float flow_eb_load(T x) { return f
 __device__ __forceinline__ void flow_eb_store(double* p, double x) { *p = x; }
 template <class T> __device__ __forceinline__ void flow_eb_store(T* p, float x) { flow_store(p, x); }
 
+// Claims the error word (the first report wins) and writes the report (runtime/device_error.h).
+__device__ __forceinline__ void flow_eb_report(long long* err, long long code, long long a, long long b,
+                                               long long c) {
+  if (err && atomicCAS((unsigned long long*)err, 0ull, (unsigned long long)code) == 0ull) {
+    err[1] = a;
+    err[2] = b;
+    err[3] = c;
+  }
+}
+
 // T: the element type; A: the accumulator (float, or double for double).
 template <class T, class A>
 __device__ __forceinline__ void flow_embedding_bag(T* out, const long long* indices, const T* weight,
                                                    const long long* offsets, const T* psw,
-                                                   const flow_embedding_bag_params& p) {
+                                                   const flow_embedding_bag_params& p, long long* err) {
   for (long long b = blockIdx.x; b < p.bags; b += gridDim.x) {
     long long begin = offsets[b], end = offsets[b + 1];
+    if (threadIdx.x == 0) {  // torch's checks of the boundaries, reported (the bag is clamped)
+      if (b == 0 && begin != 0) flow_eb_report(err, 2, 0, begin, p.positions);
+      if (end > p.positions || end < begin) flow_eb_report(err, 2, b + 1, end, p.positions);
+    }
     begin = begin < 0 ? 0 : (begin > p.positions ? p.positions : begin);
     end = end < begin ? begin : (end > p.positions ? p.positions : end);
     for (long long c = threadIdx.x; c < p.dim; c += blockDim.x) {
@@ -33,7 +49,11 @@ __device__ __forceinline__ void flow_embedding_bag(T* out, const long long* indi
       long long counted = 0;
       for (long long i = begin; i < end; ++i) {
         const long long ix = indices[i];
-        if (ix < 0 || ix >= p.rows || ix == p.padding_idx) continue;
+        if (ix < 0 || ix >= p.rows) {
+          if (c == 0) flow_eb_report(err, 1, i, ix, p.rows);  // (thread 0's first column: once per position)
+          continue;
+        }
+        if (ix == p.padding_idx) continue;
         const A v = flow_eb_load(weight[ix * p.dim + c]);
         if (p.mode == FLOW_EB_MAX) {
           if (counted == 0 || v > acc) acc = v;  // torch's order: a later NaN never wins
@@ -53,8 +73,8 @@ __device__ __forceinline__ void flow_embedding_bag(T* out, const long long* indi
 #define FLOW_EMBEDDING_BAG_ENTRY(NAME, T, A)                                                                   \
   extern "C" __global__ void flow_embedding_bag_##NAME(T* out, const long long* indices, const T* weight,      \
                                                        const long long* offsets, const T* psw,                 \
-                                                       flow_embedding_bag_params p) {                          \
-    flow_embedding_bag<T, A>(out, indices, weight, offsets, psw, p);                                           \
+                                                       flow_embedding_bag_params p, long long* err) {          \
+    flow_embedding_bag<T, A>(out, indices, weight, offsets, psw, p, err);                                      \
   }
 FLOW_EMBEDDING_BAG_ENTRY(f32, float, float)
 FLOW_EMBEDDING_BAG_ENTRY(f64, double, double)
@@ -110,8 +130,9 @@ void embedding_bag(FixedKernelType type, void* out, const int64_t* indices, cons
   EmbeddingBagParams p = embedding_bag_params(shape);
   const void* indices_ptr = indices;
   const void* offsets_ptr = offsets;
+  long long* err = device_error_word(current_device(), stream);
   for (const EmbeddingBagLaunch& l : plan) {
-    std::array<void*, 6> params = {&out, &indices_ptr, &weight, &offsets_ptr, &per_sample_weights, &p};
+    std::array<void*, 7> params = {&out, &indices_ptr, &weight, &offsets_ptr, &per_sample_weights, &p, &err};
     launch(module->function(l.entry), {l.blocks, 1, 1}, {l.threads, 1, 1}, 0, stream, params.data(), "embedding_bag");
   }
 }

@@ -10,7 +10,9 @@
 // Half-precision rows accumulate in float32 and round once.
 //
 // A kernel cannot raise: the bag boundaries are clamped to [0, positions] and non-decreasing, and
-// an index outside [0, rows) is skipped like padding_idx (the CPU executor raises for both).
+// an index outside [0, rows) is skipped like padding_idx; each is also reported in the device's
+// error word (runtime/device_error.h), which the host's next synchronize or copy to the host turns
+// into torch's message (the CPU executor raises at once).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -50,7 +52,8 @@ const std::string& embedding_bag_kernel_source();
 
 // Runs on `stream` of the current device: out [bags, dim] and weight [rows, dim] contiguous, of
 // `type`; indices [positions] and offsets [bags + 1] contiguous int64; per_sample_weights
-// [positions] of `type` (read only when shape.per_sample_weights).
+// [positions] of `type` (read only when shape.per_sample_weights). Every entry takes, after the
+// parameter block, the error word (long long*, may be null).
 void embedding_bag(FixedKernelType type, void* out, const int64_t* indices, const void* weight, const int64_t* offsets,
                    const void* per_sample_weights, const EmbeddingBagShape& shape, Stream stream);
 

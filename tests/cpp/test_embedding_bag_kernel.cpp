@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include "runtime/buffer.h"
 #include "runtime/cuda_copy.h"
 #include "runtime/cuda_stream.h"
+#include "runtime/device_error.h"
 #include "runtime/embedding_bag_kernel.h"
 #include "runtime/nvrtc.h"
 #include "simt/simt_emulator.h"
@@ -188,6 +190,25 @@ void check_embedding_bag(const std::function<void(const Problem&, std::vector<ui
           }
 }
 
+// `word` holds one of the problem's real faults: a bad index at its position, or a bad boundary.
+void expect_a_true_report(const Problem& p, const std::array<long long, 4>& word) {
+  const auto code = static_cast<rc::DeviceErrorCode>(word[0]);
+  if (code == rc::DeviceErrorCode::EmbeddingBagIndex) {
+    ASSERT_GE(word[1], 0);
+    ASSERT_LT(word[1], p.shape.positions);
+    EXPECT_EQ(p.indices[static_cast<size_t>(word[1])], word[2]);
+    EXPECT_TRUE(word[2] < 0 || word[2] >= p.shape.rows) << word[2];
+    EXPECT_EQ(word[3], p.shape.rows);
+  } else {
+    ASSERT_EQ(code, rc::DeviceErrorCode::EmbeddingBagOffset) << word[0];
+    const auto b = static_cast<size_t>(word[1]);
+    ASSERT_LT(b, p.offsets.size());
+    EXPECT_EQ(p.offsets[b], word[2]);
+    EXPECT_TRUE(p.offsets[b] > p.shape.positions || (b > 0 && p.offsets[b] < p.offsets[b - 1])) << b;
+    EXPECT_EQ(word[3], p.shape.positions);
+  }
+}
+
 TEST(EmbeddingBagKernel, CompilesForEveryArchWithoutLocalMemory) {
   FLOW_REQUIRE_NVRTC();
   for (const char* arch : {"sm_75", "sm_80", "sm_90"}) {
@@ -198,7 +219,14 @@ TEST(EmbeddingBagKernel, CompilesForEveryArchWithoutLocalMemory) {
     for (const FixedKernelType t : kTypes)
       EXPECT_TRUE(contains(r.ptx, std::string(".entry flow_embedding_bag_") + suffix(t) + "("));
     EXPECT_FALSE(contains(r.ptx, ".local")) << "local memory in the embedding_bag kernel";
-    EXPECT_FALSE(contains(r.ptx, "atom.")) << "no atomics: one thread owns each output element";
+    // One thread owns each output element: the only atomic is the error word's claim.
+    size_t atomics = 0, claims = 0;
+    for (size_t at = r.ptx.find("atom."); at != std::string::npos; at = r.ptx.find("atom.", at + 1)) ++atomics;
+    for (size_t at = r.ptx.find("atom.global.cas.b64"); at != std::string::npos;
+         at = r.ptx.find("atom.global.cas.b64", at + 1))
+      ++claims;
+    EXPECT_GT(claims, 0u);
+    EXPECT_EQ(atomics, claims) << "an atomic other than the error word's claim";
   }
 }
 
@@ -237,11 +265,16 @@ TEST(EmbeddingBagKernel, RunsOnTheSimtEmulator) {
       const void* weight_ptr = p.weight.data();
       const void* offsets_ptr = p.offsets.data();
       const void* psw_ptr = p.psw.empty() ? nullptr : p.psw.data();
-      void* args[6] = {&out_ptr, &indices_ptr, &weight_ptr, &offsets_ptr, &psw_ptr, &params};
+      std::array<long long, 4> word{};
+      long long* err = word.data();
+      void* args[7] = {&out_ptr, &indices_ptr, &weight_ptr, &offsets_ptr, &psw_ptr, &params, &err};
       uint64_t seed = 3;
       for (const rc::EmbeddingBagLaunch& l : rc::plan_embedding_bag(p.type, p.shape))
         ASSERT_NO_THROW(module->launch(l.entry, {std::min(l.blocks, max_blocks)}, {l.threads}, args, ++seed))
             << module->source_path();
+      // Every problem has boundaries out of order at its tail (and most an index out of range):
+      // one of them is reported.
+      expect_a_true_report(p, word);
     });
   }
 }
@@ -263,8 +296,50 @@ TEST(EmbeddingBagKernelGpu, MatchesTheSerialEmbeddingBag) {
     rc::embedding_bag(p.type, o->data(), static_cast<const int64_t*>(ix->data()), w->data(),
                       static_cast<const int64_t*>(off->data()), p.psw.empty() ? nullptr : ps->data(), p.shape,
                       rc::current_stream());
+    // The problem's bad data is reported at the first copy back (runtime/device_error.h), then reset.
+    EXPECT_THROW(rc::copy_device_to_host(out.data(), o->data(), out.size()), std::runtime_error);
     rc::copy_device_to_host(out.data(), o->data(), out.size());
   });
+}
+
+}  // namespace
+}  // namespace flow
+
+namespace flow {
+namespace {
+
+// A clean problem but for one thing: a bad index is reported with its position, value and the row
+// count; a first boundary other than 0 as boundary 0; torch's wording for both.
+TEST(EmbeddingBagKernel, ReportsBadIndicesAndBoundaries) {
+  const auto module = test::simt::module_for(rc::embedding_bag_kernel_source(), {"flow_embedding_bag_f32"});
+  const auto run = [&](std::vector<int64_t> indices, std::vector<int64_t> offsets) {
+    rc::EmbeddingBagShape s;
+    s.bags = static_cast<int64_t>(offsets.size()) - 1;
+    s.dim = 40;
+    s.rows = 5;
+    s.positions = static_cast<int64_t>(indices.size());
+    std::vector<float> weight(static_cast<size_t>(s.rows * s.dim), 1.0f), out(static_cast<size_t>(s.bags * s.dim));
+    rc::EmbeddingBagParams params = rc::embedding_bag_params(s);
+    std::array<long long, 4> word{};
+    void* out_ptr = out.data();
+    const void* ix = indices.data();
+    const void* w = weight.data();
+    const void* off = offsets.data();
+    const void* psw = nullptr;
+    long long* err = word.data();
+    void* args[7] = {&out_ptr, &ix, &w, &off, &psw, &params, &err};
+    for (const rc::EmbeddingBagLaunch& l : rc::plan_embedding_bag(FixedKernelType::Float32, s))
+      module->launch(l.entry, {l.blocks}, {l.threads}, args, 5);
+    return word;
+  };
+  auto word = run({0, 1, 7, 2}, {0, 2, 4});
+  EXPECT_EQ(word, (std::array<long long, 4>{1, 2, 7, 5}));
+  EXPECT_NE(rc::device_error_message(word[0], word[1], word[2], word[3])
+                .find("Index 2 of input takes value 7 which is not in the valid range [0, 5)"),
+            std::string::npos);
+  word = run({0, 1, 2, 3}, {1, 2, 4});
+  EXPECT_EQ(word, (std::array<long long, 4>{2, 0, 1, 4}));
+  EXPECT_EQ(run({0, 1, 2, 3}, {0, 2, 4}), (std::array<long long, 4>{}));  // nothing to report
 }
 
 }  // namespace

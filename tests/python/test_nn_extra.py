@@ -266,6 +266,21 @@ def test_embedding_bag_bad_offsets_and_indices_raise_like_torch():
         fn(flow.tensor([0, 1, 2]), wf, flow.tensor([0, 2, 1]))
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_embedding_bag_bad_data_raises_on_every_device(device):
+    """The CPU raises at the call; a CUDA kernel reports into the device's error word and the next
+    synchronization raises (as torch's device-side asserts do); after it, the device works again."""
+    w = _f(torch.randn(6, 2), device)
+    with pytest.raises(RuntimeError, match="Index 1 of input takes value 7 which is not in the valid range"):
+        F.embedding_bag(_f(torch.tensor([0, 7]), device), w, _f(torch.tensor([0]), device)).cpu()
+    with pytest.raises(RuntimeError, match="offsets"):
+        F.embedding_bag(_f(torch.tensor([0, 1, 2]), device), w, _f(torch.tensor([0, 3, 2]), device),
+                        include_last_offset=True)
+        flow.cuda.synchronize()
+    good = F.embedding_bag(_f(torch.tensor([0, 5]), device), w, _f(torch.tensor([0]), device), mode="sum")
+    assert_same(good.cpu(), TF.embedding_bag(torch.tensor([0, 5]), to_torch(w.cpu()), torch.tensor([0]), mode="sum"))
+
+
 def test_embedding_bag_is_one_library_call():
     """The bag op is one call of flow's own kernel, not a gather and a scatter."""
     fn = flow.jit(lambda i, w: F.embedding_bag(i, w, mode="mean"))
