@@ -149,7 +149,9 @@ void add_binary(const std::string& name, BinaryClass cls,
   // torch's pow and comparisons cast a tensor operand of another dtype to the common half dtype
   // before computing (bfloat16 x ** 0-dim float64 1.003 is x ** 1, finite for negative x); its mul,
   // div and floor_divide keep a 0-dim operand's full value (measured on torch 2.15, CPU), as flow
-  // does for every other binary op. Python numbers (wrapped) always keep their value.
+  // does for every other binary op. Python numbers (wrapped) keep their value, except in
+  // comparisons, which round them to the half type too (float16 0.7001953125 > 0.7 is false in
+  // torch: 0.7 becomes that same float16).
   // A small integer common dtype wraps every operand of another dtype, Python numbers included, as
   // torch converts them to it (uint8 x < 300 compares with 44).
   const bool round_operands = cls == BinaryClass::Compare || name == "pow";
@@ -160,7 +162,8 @@ void add_binary(const std::string& name, BinaryClass cls,
     const auto operand = [&](size_t i) {
       const Expr& x = in.at(i);
       const bool wrapped = i < ctx.wrapped_number.size() && ctx.wrapped_number[i];
-      if (round_operands && is_half(common) && !wrapped && ctx.inputs.at(i).dtype != common)
+      if (round_operands && is_half(common) && (!wrapped || cls == BinaryClass::Compare) &&
+          ctx.inputs.at(i).dtype != common)
         return cast(ct, cast(common, x));
       return operand_as(x, ctx.inputs.at(i).dtype, common);
     };

@@ -269,6 +269,21 @@ def test_binary_with_python_scalars(op, dtype, gen):
         check(lambda x: fn(s, x), lambda x: fn(s, x), [tb], [fb], f"{s!r} {op} x {dtype}", rtol, atol)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_half_comparisons_round_python_numbers(dtype):
+    """torch rounds a Python number to the half type before comparing (0.7 becomes the float16
+    0.7001953125, so that value is not > 0.7): checked at the rounded value and its neighbours."""
+    import operator
+
+    for s in (0.7, 0.1, 1.3, 0.3333, 1e-3, 2.2, -5.1):
+        h = torch.tensor(s).to(dtype).float()
+        x = torch.stack([h, torch.nextafter(h, torch.tensor(1e4)), torch.nextafter(h, torch.tensor(-1e4))]).to(dtype)
+        for op in ("gt", "ge", "lt", "le", "eq", "ne"):
+            fn = getattr(operator, op)
+            check(lambda t: fn(t, s), lambda t: fn(t, s), [x], [to_flow(x)], f"x {op} {s} {dtype}")
+            check(lambda t: fn(s, t), lambda t: fn(s, t), [x], [to_flow(x)], f"{s} {op} x {dtype}")
+
+
 # ---- where, clamp, cast -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
