@@ -49,9 +49,13 @@ Attrs embedding_bag_canonicalize(const Graph& g, const std::vector<int>& in, con
   if (indices.shape.size() != 1) throw OpError(OpError::Kind::Value, "embedding_bag(): indices must be 1-D");
   if (offsets.shape.size() != 1 || offsets.shape[0] < 1)
     throw OpError(OpError::Kind::Value, "embedding_bag(): offsets must be 1-D with bags + 1 boundaries");
-  if (weight.shape.size() != 2) throw OpError(OpError::Kind::Value, "embedding_bag(): weight must be 2-D");
+  // The weight's and per-sample weights' checks are torch's (messages and RuntimeError, Kind::Value):
+  // F.embedding_bag leaves them to the op.
+  if (weight.shape.size() != 2)
+    throw OpError(OpError::Kind::Value, "embedding_bag: weight has to be a 2D Tensor, but got Tensor of dimension " +
+                                            std::to_string(weight.shape.size()));
   if (!is_floating(weight.dtype))
-    throw OpError(OpError::Kind::Type,
+    throw OpError(OpError::Kind::Value,
                   std::string("Expected tensor for argument #1 'weight' to have one of the following scalar types: "
                               "Half, BFloat16, Float, Double; but got ") +
                       torch_dtype_name(weight.dtype) + " instead (while checking arguments for embedding_bag)");
@@ -66,9 +70,11 @@ Attrs embedding_bag_canonicalize(const Graph& g, const std::vector<int>& in, con
                     "mode='sum' (got mode='" +
                         mode + "')");
     if (psw.dtype != weight.dtype)
-      throw OpError(OpError::Kind::Value, std::string("embedding_bag(): per_sample_weights (") +
-                                              torch_dtype_name(psw.dtype) + ") must have the weight's dtype (" +
-                                              torch_dtype_name(weight.dtype) + ")");
+      throw OpError(OpError::Kind::Value,
+                    std::string("Expected tensor for argument #1 'weight' to have the same type as tensor for "
+                                "argument #1 'per_sample_weights'; but type ") +
+                        torch_dtype_name(weight.dtype) + " does not equal " + torch_dtype_name(psw.dtype) +
+                        " (while checking arguments for embedding_bag)");
     if (psw.shape != indices.shape)
       throw OpError(OpError::Kind::Value, "embedding_bag(): per_sample_weights must have the indices' shape");
   }

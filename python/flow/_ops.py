@@ -210,10 +210,6 @@ _OUT_EXACT_DTYPE = frozenset({
     "clamp", "round", "frac", "abs", "neg", "floor", "ceil", "trunc", "sign", "signbit", "nan_to_num",
     "logcumsumexp", "heaviside", "float_power",
 })
-# torch's C++ spelling of a dtype in those messages ("Expected out tensor to have dtype float").
-_CPP_DTYPE_NAME = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
-                   "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
-                   "uint8": "unsigned char", "bool": "bool"}
 
 
 def _out(fn, out, result):
@@ -225,8 +221,8 @@ def _out(fn, out, result):
     if not isinstance(out, Tensor):
         raise TypeError(f"{fn}(): argument 'out' must be Tensor, not {_type_name(out)}")
     if fn in _OUT_EXACT_DTYPE and out.dtype != result.dtype:
-        raise RuntimeError(f"{fn}(): Expected out tensor to have dtype {_CPP_DTYPE_NAME[result.dtype.name]}, but got "
-                           f"{_CPP_DTYPE_NAME[out.dtype.name]} instead")
+        raise RuntimeError(f"{fn}(): Expected out tensor to have dtype {_c10_name(result.dtype)}, but got "
+                           f"{_c10_name(out.dtype)} instead")
     if not _can_cast(result.dtype, out.dtype):
         if fn in ("cat", "stack"):  # (torch's cat raises a TypeError here, and stack is cat)
             raise TypeError(f"torch.cat(): input types can't be cast to the desired output type "
@@ -636,7 +632,7 @@ def _scan(fn, input, dim, dtype, out):
     if dtype is not None:
         attrs["dtype"] = D.to_dtype(dtype).name
         if attrs["dtype"] == "bool":  # (as torch: a scan into bool has no kernel)
-            raise NotImplementedError(f"\"{fn}_out_cpu\" not implemented for 'Bool'")
+            raise NotImplementedError(f"\"{fn}\" not implemented for 'Bool'")
     return _out(fn, out, dispatch1(fn, [x], attrs))
 
 

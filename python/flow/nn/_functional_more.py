@@ -615,26 +615,15 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
                                   "in place)")
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"mode has to be one of sum, mean or max, got {mode}")
-    if per_sample_weights is not None and mode != "sum":
-        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
-                                  f"supported for mode='sum' (got mode='{mode}'). Please open a feature request on "
-                                  f"GitHub.")
+    # The weight's dtype and rank, per_sample_weights' dtype and mode are checked by the op
+    # (dsl/ops/embedding_bag.cpp); here only what it cannot see: the index dtypes before their
+    # conversion to int64 and the shapes before flattening.
     if ix.dtype not in (D.int32, D.int64):
         raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, "
                            f"Int; but got {ix.dtype._torch_short} instead")
-    if not w.dtype.is_floating_point:
-        raise RuntimeError(f"Expected tensor for argument #1 'weight' to have one of the following scalar types: Half, "
-                           f"BFloat16, Float, Double; but got {w.dtype._torch_short} instead (while checking "
-                           f"arguments for embedding_bag)")
-    if w.ndim != 2:
-        raise RuntimeError(f"embedding_bag: weight has to be a 2D Tensor, but got Tensor of dimension {w.ndim}")
     psw = per_sample_weights
     if psw is not None:
         psw = F._check_tensor("embedding_bag", psw, "per_sample_weights")
-        if psw.dtype != w.dtype:
-            raise RuntimeError(f"Expected tensor for argument #1 'weight' to have the same type as tensor for "
-                               f"argument #1 'per_sample_weights'; but type {w.dtype._torch_short} does not equal "
-                               f"{psw.dtype._torch_short} (while checking arguments for embedding_bag)")
         if list(psw.shape) != list(ix.shape):
             raise ValueError(f"embedding_bag: per_sample_weights {list(psw.shape)} must have the shape of the "
                              f"input {list(ix.shape)}")
