@@ -107,6 +107,8 @@ const char* intrinsic_name(Intrinsic f) {
       return "shl";
     case Intrinsic::Shr:
       return "shr";
+    case Intrinsic::CheckIndex:
+      return "check_index";
   }
   return "<invalid intrinsic>";
 }
@@ -117,6 +119,7 @@ bool is_bitwise_intrinsic(Intrinsic f) {
 }
 
 int intrinsic_arity(Intrinsic f) {
+  if (f == Intrinsic::CheckIndex) return 4;
   return f == Intrinsic::Pow || f == Intrinsic::Atan2 || f == Intrinsic::Hypot || is_bitwise_intrinsic(f) ? 2 : 1;
 }
 
@@ -268,6 +271,11 @@ Expr call(Intrinsic f, std::vector<Expr> args) {
   for (const Expr& a : args) check_defined(intrinsic_name(f), a);
   if (arity == 2) unify(intrinsic_name(f), args[0], args[1]);
   const DType t = args[0].type();
+  if (f == Intrinsic::CheckIndex) {
+    for (const Expr& a : args)
+      if (a.type() != DType::Int64) type_error1(intrinsic_name(f), a.type(), "int64");
+    return Expr(std::make_shared<const Call>(t, f, std::move(args)));
+  }
   if (is_bitwise_intrinsic(f)) {
     if (t != DType::Int32 && t != DType::Int64) type_error1(intrinsic_name(f), t, "int32 or int64");
     return Expr(std::make_shared<const Call>(t, f, std::move(args)));
@@ -277,6 +285,10 @@ Expr call(Intrinsic f, std::vector<Expr> args) {
   if (!ok) type_error1(intrinsic_name(f), t, int_ok ? "int32, int64, float32 or float64" : "float32 or float64");
   const DType rt = f == Intrinsic::IsNan ? DType::Bool : t;
   return Expr(std::make_shared<const Call>(rt, f, std::move(args)));
+}
+
+Expr check_index(Expr i, int64_t lo, int64_t hi, int64_t dim) {
+  return call(Intrinsic::CheckIndex, {std::move(i), make_int(lo), make_int(hi), make_int(dim)});
 }
 
 Expr min(Expr a, Expr b) {

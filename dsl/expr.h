@@ -155,9 +155,10 @@ struct Load : ExprNode {
 #define FLOW_FOR_EACH_INTRINSIC(X)                                                                                 \
   X(Neg)                                                                                                           \
   X(Abs)                                                                                                           \
-  X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Tanh) X(Erf) X(Pow) X(Floor) X(Ceil) X(IsNan) X(Sin) X(Cos) X(Log1p) X(Expm1)   \
-      X(Trunc) X(Round) X(Tan) X(Atan) X(Asin) X(Acos) X(Sinh) X(Cosh) X(Asinh) X(Acosh) X(Atanh) X(Log2) X(Log10) \
-          X(Exp2) X(Erfc) X(Atan2) X(Hypot) X(BitAnd) X(BitOr) X(BitXor) X(Shl) X(Shr)
+  X(Exp)                                                                                                           \
+  X(Log) X(Sqrt) X(Rsqrt) X(Tanh) X(Erf) X(Pow) X(Floor) X(Ceil) X(IsNan) X(Sin) X(Cos) X(Log1p) X(Expm1) X(Trunc) \
+      X(Round) X(Tan) X(Atan) X(Asin) X(Acos) X(Sinh) X(Cosh) X(Asinh) X(Acosh) X(Atanh) X(Log2) X(Log10) X(Exp2)  \
+          X(Erfc) X(Atan2) X(Hypot) X(BitAnd) X(BitOr) X(BitXor) X(Shl) X(Shr) X(CheckIndex)
 enum class Intrinsic : uint8_t {
 #define FLOW_X(name) name,
   FLOW_FOR_EACH_INTRINSIC(FLOW_X)
@@ -167,6 +168,11 @@ const char* intrinsic_name(Intrinsic f);  // "exp", "is_nan", ...
 int intrinsic_arity(Intrinsic f);
 bool is_bitwise_intrinsic(Intrinsic f);  // BitAnd .. Shr: integer arguments only
 
+// CheckIndex(i, lo, hi, dim) is i itself, Int64, with a side effect: an i outside [lo, hi) is an
+// index out of bounds (along dimension `dim` of size hi), which the interpreter raises and the
+// generated kernels report into an error word (jit/index_checks.h) for the host to raise after the
+// launch. The ops that read at loaded indices (index_select, gather, embedding) wrap it; the code
+// generators never fold or drop it.
 struct Call : ExprNode {  // IsNan returns Bool
   static constexpr ExprKind kKind = ExprKind::Call;
   Call(DType t, Intrinsic f, std::vector<Expr> a) : ExprNode(kKind, t), func(f), args(std::move(a)) {}
@@ -188,6 +194,7 @@ Expr cast(DType t, Expr v);  // no-op when the type already matches
 Expr load(DType t, const std::string& buffer, Expr index);
 Expr select(Expr c, Expr t, Expr f);
 Expr call(Intrinsic f, std::vector<Expr> args);
+Expr check_index(Expr i, int64_t lo, int64_t hi, int64_t dim);  // call(CheckIndex, ...) on an Int64 index
 Expr min(Expr a, Expr b);
 Expr max(Expr a, Expr b);
 Expr operator+(Expr a, Expr b);

@@ -547,6 +547,11 @@ const AttrValue* attr_find(const Attrs& a, const std::string& key) {
   return it == a.end() ? nullptr : &it->second;
 }
 
+void throw_index_out_of_bounds(int64_t index, int64_t size, int64_t dim, OpError::Kind kind) {
+  throw OpError(kind, "index " + std::to_string(index) + " is out of bounds for dimension " + std::to_string(dim) +
+                          " with size " + std::to_string(size));
+}
+
 int64_t attr_int(const Attrs& a, const std::string& key, const std::string& op) {
   const AttrValue* v = attr_find(a, key);
   if (!v) attr_missing(key, op);

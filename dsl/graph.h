@@ -115,6 +115,10 @@ struct OpError : std::runtime_error {
   Kind kind;
 };
 
+// torch's "index 7 is out of bounds for dimension 0 with size 5", as an OpError of `kind`.
+[[noreturn]] void throw_index_out_of_bounds(int64_t index, int64_t size, int64_t dim,
+                                            OpError::Kind kind = OpError::Kind::Index);
+
 // Attribute accessors that raise OpError naming the op and attribute when missing or mistyped.
 int64_t attr_int(const Attrs& a, const std::string& key, const std::string& op);
 double attr_float(const Attrs& a, const std::string& key, const std::string& op);

@@ -22,6 +22,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "dsl/graph.h"
+
 namespace flow::dsl {
 
 namespace {
@@ -326,6 +328,10 @@ Scalar call_intrinsic(const Call* op, const std::vector<Scalar>& args, const Int
   const Scalar& a = args.at(0);
   const DType t = op->type;
   if (op->func == Intrinsic::IsNan) return int_scalar(DType::Bool, is_floating(a.type) && std::isnan(a.f));
+  if (op->func == Intrinsic::CheckIndex) {  // (i, lo, hi, dim): raises as the kernels' reports do
+    if (a.i < args.at(1).i || a.i >= args.at(2).i) throw_index_out_of_bounds(a.i, args.at(2).i, args.at(3).i);
+    return a;
+  }
   if (!is_floating(a.type)) {  // integer forms of Neg, Abs, Floor, Ceil
     switch (op->func) {
       case Intrinsic::Neg:
@@ -455,6 +461,7 @@ Scalar call_intrinsic(const Call* op, const std::vector<Scalar>& args, const Int
     case Intrinsic::BitXor:
     case Intrinsic::Shl:
     case Intrinsic::Shr:
+    case Intrinsic::CheckIndex:
       fail(std::string(intrinsic_name(op->func)) + " of a floating value");
   }
   return float_scalar(t, round_float(t, r, opt));
@@ -1068,6 +1075,8 @@ void interpret(const LoweredFunc& f, const std::vector<ArgValue>& args, const In
   }
   try {
     Executor(f, opt).run(std::move(root));
+  } catch (const OpError& e) {  // the user's error (an index check): its kind picks the Python exception
+    throw OpError(e.kind, std::string(e.what()) + " (in kernel '" + f.name + "')");
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(std::string(e.what()) + " (in kernel '" + f.name + "')");
   }

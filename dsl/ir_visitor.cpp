@@ -265,6 +265,30 @@ Stmt substitute(const Stmt& s, const std::string& name, const Expr& value) {
   return Substituter(name, value).mutate(s);
 }
 
+namespace {
+
+class IntrinsicFinder : public IRVisitor {
+ public:
+  explicit IntrinsicFinder(Intrinsic f) : f_(f) {}
+  bool found = false;
+  void visit_Call(const Call* op) override {
+    found = found || op->func == f_;
+    if (!found) IRVisitor::visit_Call(op);
+  }
+
+ private:
+  const Intrinsic f_;
+};
+
+}  // namespace
+
+bool calls_intrinsic(const Stmt& s, Intrinsic f) {
+  if (!s.defined()) return false;
+  IntrinsicFinder finder(f);
+  finder.visit(s);
+  return finder.found;
+}
+
 // ---- structural equality -----------------------------------------------------------------------
 
 namespace {

@@ -40,6 +40,9 @@ class IRMutator {
 Expr substitute(const Expr& e, const std::string& name, const Expr& value);
 Stmt substitute(const Stmt& s, const std::string& name, const Expr& value);
 
+// Whether `s` calls intrinsic `f` anywhere (e.g. CheckIndex: the kernel then takes an error word).
+bool calls_intrinsic(const Stmt& s, Intrinsic f);
+
 // Structural equality and ordering-independent checks.
 bool equal(const Expr& a, const Expr& b);
 bool equal(const Stmt& a, const Stmt& b);

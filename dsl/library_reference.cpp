@@ -181,9 +181,7 @@ std::vector<double> scatter_ref(const Node& n, const HostTensor& self, const Hos
       int64_t oc = c;
       if (static_cast<int64_t>(d) == dim) {
         const auto v = static_cast<int64_t>(index.data[static_cast<size_t>(e)]);
-        if (v < 0 || v >= os[d])
-          throw OpError(OpError::Kind::Value, "index " + std::to_string(v) + " is out of bounds for dimension " +
-                                                  std::to_string(dim) + " with size " + std::to_string(os[d]));
+        if (v < 0 || v >= os[d]) throw_index_out_of_bounds(v, os[d], dim, OpError::Kind::Value);
         oc = v;
       }
       target += oc * out_stride;

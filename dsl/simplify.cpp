@@ -607,6 +607,10 @@ class Simplifier : public IRMutator {
   static Expr fold_call(const Call* op) {
     const Expr& x = op->args[0];
     const DType t = x.type();
+    if (op->func == Intrinsic::CheckIndex) {  // a constant in range needs no check; anything else stays
+      const int64_t *i = const_of(x), *lo = const_of(op->args[1]), *hi = const_of(op->args[2]);
+      return i && lo && hi && *lo <= *i && *i < *hi ? x : Expr();
+    }
     if (is_integral(t)) {
       if (op->func == Intrinsic::Floor || op->func == Intrinsic::Ceil) return x;
       const int64_t* c = const_of(x);

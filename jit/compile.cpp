@@ -1,6 +1,7 @@
 #include "jit/compile.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -127,6 +128,7 @@ std::shared_ptr<const CompiledKernel> load_kernel(const sched::ScheduledKernel& 
   auto k = std::make_shared<CompiledKernel>();
   k->scheduled = sk;
   k->key_hex = key.hex();
+  k->checks_indices = dsl::calls_intrinsic(sk.func.body, dsl::Intrinsic::CheckIndex);
   KernelCache& cache = global_kernel_cache();
   std::optional<CacheEntry> entry = cache.lookup(key, canonical);
   if (entry) {
@@ -186,8 +188,12 @@ void launch_cpu(const CompiledKernel& k, const std::vector<sched::KernelArg>& ar
         break;
     }
   }
+  // The kernel's index checks report into this word (runtime/device_error.h); raised after the run.
+  std::array<long long, 4> error_word{};
+  if (k.checks_indices) av.emplace_back().ptr = error_word.data();
   reinterpret_cast<void (*)(const dsl::ArgValue*)>(k.entry)(av.data());
   ++launches();
+  if (error_word[0] != 0) dsl::throw_index_out_of_bounds(error_word[1], error_word[2], error_word[3]);
 }
 
 // ---- Executable --------------------------------------------------------------------------------

@@ -64,6 +64,7 @@ struct CompiledKernel {
   std::string cubin;           // CUDA target: the cubin (loaded once per device by jit/cuda_launch.h)
   std::string cuda_source;     // CUDA target
   std::string ptx;
+  bool checks_indices = false;  // the body calls CheckIndex: the kernel takes an error word last
 };
 
 // The architecture of the current CUDA device ("sm_90"), or "sm_90" without a GPU.

@@ -7,10 +7,12 @@
 #include <utility>
 
 #include "dsl/interpreter.h"
+#include "dsl/ir_visitor.h"
 #include "jit/cuda/cuda_compile.h"
 #include "jit/cuda/cuda_printer.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/cuda_stream.h"
+#include "runtime/device_error.h"
 
 namespace flow::jit {
 
@@ -34,6 +36,7 @@ struct LoadedKernel {
   std::shared_ptr<const rc::CudaModule> module;
   rc::Function function = nullptr;
   std::string entry;
+  bool checks_indices = false;  // takes the device's error word after its parameters (cuda_printer.h)
 };
 
 struct LoadedKernels {
@@ -71,6 +74,7 @@ const LoadedKernel& load(const dsl::LoweredFunc& f, const std::string& key, cons
     }
   }
   k.function = k.module->function(k.entry);
+  k.checks_indices = dsl::calls_intrinsic(f.body, dsl::Intrinsic::CheckIndex);
   return lk.by_key.emplace(std::make_pair(device, key), std::move(k)).first->second;
 }
 
@@ -173,6 +177,11 @@ void launch_cuda_func(const dsl::LoweredFunc& f, const std::string& key, const s
     params[i] = &slots[i];
   }
   const LoadedKernel& k = load(f, key, image);
+  long long* error_word = nullptr;
+  if (k.checks_indices) {
+    error_word = rc::device_error_word(device, rc::current_stream());
+    params.push_back(&error_word);
+  }
   const std::array<unsigned, 3> grid = {static_cast<unsigned>(shape.grid[0]), static_cast<unsigned>(shape.grid[1]),
                                         static_cast<unsigned>(shape.grid[2])};
   const std::array<unsigned, 3> block = {static_cast<unsigned>(shape.block[0]), static_cast<unsigned>(shape.block[1]),

@@ -115,8 +115,7 @@ T combine(T a, T b, rc::ScatterReduce r) {
 }
 
 [[noreturn]] void throw_out_of_range(int64_t v, int64_t size, int dim) {
-  throw dsl::OpError(dsl::OpError::Kind::Value, "index " + std::to_string(v) + " is out of bounds for dimension " +
-                                                    std::to_string(dim) + " with size " + std::to_string(size));
+  dsl::throw_index_out_of_bounds(v, size, dim, dsl::OpError::Kind::Value);
 }
 
 // The general path: every line (positions differing only along dim) walked in order, the lines in

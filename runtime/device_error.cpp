@@ -57,6 +57,12 @@ std::string device_error_message(long long code, long long a, long long b, long 
       return "embedding_bag: offsets[" + std::to_string(a) + "] of " + std::to_string(b) +
              " is not a bag boundary: offsets start at 0, never decrease and do not pass the input's length " +
              std::to_string(c) + where;
+    case DeviceErrorCode::ScatterIndex:
+      return "index " + std::to_string(b) + " is out of bounds for dimension " + std::to_string(a) + " with size " +
+             std::to_string(c) + where;
+    case DeviceErrorCode::IndexOutOfBounds:
+      return "index " + std::to_string(a) + " is out of bounds for dimension " + std::to_string(c) + " with size " +
+             std::to_string(b) + where;
     case DeviceErrorCode::None:
       break;
   }
@@ -77,3 +83,15 @@ void raise_device_errors() {
 }
 
 }  // namespace flow::runtime::cuda
+
+extern "C" void flow_report_index_error(long long* word, long long index, long long lo, long long hi, long long dim) {
+  if (word == nullptr || (index >= lo && index < hi)) return;
+  long long none = 0;
+  if (__atomic_compare_exchange_n(word, &none,
+                                  static_cast<long long>(flow::runtime::cuda::DeviceErrorCode::IndexOutOfBounds), false,
+                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    word[1] = index;
+    word[2] = hi;
+    word[3] = dim;
+  }
+}

@@ -1,5 +1,5 @@
-// Note: errors that kernels find but cannot raise (an embedding_bag index out of range), reported at
-// the host's next synchronization point, as torch's device-side asserts are.
+// Note: errors that kernels find but cannot raise (an embedding_bag or scatter index out of range),
+// reported at the host's next synchronization point, as torch's device-side asserts are.
 //
 // Each device has one error word in device memory: 4 x 64 bits, {code, a, b, c}, code 0 meaning
 // none. A kernel that finds a problem claims the word with an atomicCAS on `code` (the first
@@ -21,6 +21,9 @@ enum class DeviceErrorCode : long long {
   None = 0,
   EmbeddingBagIndex = 1,   // a: position, b: the index there, c: the number of rows
   EmbeddingBagOffset = 2,  // a: the boundary's position in offsets, b: its value, c: the input's length
+  ScatterIndex = 3,        // a: the dim scattered along, b: the index, c: the output's size along it
+  IndexOutOfBounds = 4,    // a generated kernel's index check (dsl CheckIndex): a: the index, b: the
+                           // size, c: the dim
 };
 
 // The device's error word, created on first use unless `stream` is capturing (then null when it
@@ -36,3 +39,9 @@ void raise_device_errors();
 std::string device_error_message(long long code, long long a, long long b, long long c);
 
 }  // namespace flow::runtime::cuda
+
+// Generated CPU kernels report into a host word of the same layout, one per launch (jit::launch_cpu
+// reads it after the kernel and raises): each index that CheckIndex finds outside [lo, hi) is
+// reported with code IndexOutOfBounds, the first report winning. In range, it does nothing. Called
+// by LLVM-generated code only off its fast path (the loader resolves it by address).
+extern "C" void flow_report_index_error(long long* word, long long index, long long lo, long long hi, long long dim);

@@ -21,16 +21,6 @@ template <class T> __device__ __forceinline__ float flow_eb_load(T x) { return f
 __device__ __forceinline__ void flow_eb_store(double* p, double x) { *p = x; }
 template <class T> __device__ __forceinline__ void flow_eb_store(T* p, float x) { flow_store(p, x); }
 
-// Claims the error word (the first report wins) and writes the report (runtime/device_error.h).
-__device__ __forceinline__ void flow_eb_report(long long* err, long long code, long long a, long long b,
-                                               long long c) {
-  if (err && atomicCAS((unsigned long long*)err, 0ull, (unsigned long long)code) == 0ull) {
-    err[1] = a;
-    err[2] = b;
-    err[3] = c;
-  }
-}
-
 // T: the element type; A: the accumulator (float, or double for double).
 template <class T, class A>
 __device__ __forceinline__ void flow_embedding_bag(T* out, const long long* indices, const T* weight,
@@ -39,8 +29,8 @@ __device__ __forceinline__ void flow_embedding_bag(T* out, const long long* indi
   for (long long b = blockIdx.x; b < p.bags; b += gridDim.x) {
     long long begin = offsets[b], end = offsets[b + 1];
     if (threadIdx.x == 0) {  // torch's checks of the boundaries, reported (the bag is clamped)
-      if (b == 0 && begin != 0) flow_eb_report(err, 2, 0, begin, p.positions);
-      if (end > p.positions || end < begin) flow_eb_report(err, 2, b + 1, end, p.positions);
+      if (b == 0 && begin != 0) flow_report_error(err, 2, 0, begin, p.positions);
+      if (end > p.positions || end < begin) flow_report_error(err, 2, b + 1, end, p.positions);
     }
     begin = begin < 0 ? 0 : (begin > p.positions ? p.positions : begin);
     end = end < begin ? begin : (end > p.positions ? p.positions : end);
@@ -50,7 +40,7 @@ __device__ __forceinline__ void flow_embedding_bag(T* out, const long long* indi
       for (long long i = begin; i < end; ++i) {
         const long long ix = indices[i];
         if (ix < 0 || ix >= p.rows) {
-          if (c == 0) flow_eb_report(err, 1, i, ix, p.rows);  // (thread 0's first column: once per position)
+          if (c == 0) flow_report_error(err, 1, i, ix, p.rows);  // (thread 0's first column: once per position)
           continue;
         }
         if (ix == p.padding_idx) continue;

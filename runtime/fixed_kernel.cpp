@@ -60,6 +60,17 @@ __device__ __forceinline__ void flow_store(flow_bf16* p, float x) {
   const unsigned u = __float_as_uint(x);
   p->bits = (x != x) ? (unsigned short)((u >> 16) | 0x40u) : (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
+
+// Reports what a kernel cannot raise into the device's error word (runtime/device_error.h): the
+// first report wins the atomicCAS on the code; a null word (captured before it existed) drops it.
+__device__ __forceinline__ void flow_report_error(long long* err, long long code, long long a, long long b,
+                                                  long long c) {
+  if (err && atomicCAS((unsigned long long*)err, 0ull, (unsigned long long)code) == 0ull) {
+    err[1] = a;
+    err[2] = b;
+    err[3] = c;
+  }
+}
 )";
   return prelude;
 }

@@ -16,7 +16,9 @@ enum class FixedKernelType { Float32, Float16, BFloat16, Float64, Int32, Int64, 
 const char* fixed_kernel_suffix(FixedKernelType t);
 
 // flow_f16 / flow_bf16 (16-bit storage structs), flow_to_float(float | flow_f16 | flow_bf16) and
-// flow_store(float* | flow_f16* | flow_bf16*, float) (round to nearest even; NaN stays NaN).
+// flow_store(float* | flow_f16* | flow_bf16*, float) (round to nearest even; NaN stays NaN), and
+// flow_report_error(word, code, a, b, c), a kernel's report into the device's error word
+// (runtime/device_error.h).
 const std::string& fixed_kernel_prelude();
 
 // The cubin of `source` (named `name` in NVRTC's diagnostics) for `arch`, compiled on the first call

@@ -5,10 +5,12 @@
 #include <memory>
 #include <stdexcept>
 
+#include "runtime/device_error.h"
+
 namespace flow::runtime::cuda {
 
 const std::string& scatter_kernel_source() {
-  static const std::string source = R"(// flow: scatter (runtime/scatter_kernel.h)
+  static const std::string source = fixed_kernel_prelude() + R"(// flow: scatter (runtime/scatter_kernel.h)
 #define FLOW_SCATTER_MAX_RANK 8
 struct flow_scatter_params {
   long long rank, dim, count, lines, n, inner, out_dim_size, reduce, include_self;
@@ -127,11 +129,16 @@ template <> struct flow_scatter_type<unsigned char> {  // bool: or for sum/amax,
   }
 };
 
-// The output and src offsets of index position e; false when its index is out of range.
+// The output and src offsets of index position e; false when its index is out of range, which is
+// reported as torch's "index out of bounds" (code 3: dim, the index, the size) and skipped.
 __device__ __forceinline__ bool flow_scatter_offsets(const flow_scatter_params& p, const long long* index,
-                                                     long long e, long long* target, long long* source) {
+                                                     long long e, long long* target, long long* source,
+                                                     long long* err) {
   const long long v = index[e];
-  if (v < 0 || v >= p.out_dim_size) return false;
+  if (v < 0 || v >= p.out_dim_size) {
+    flow_report_error(err, 3, p.dim, v, p.out_dim_size);
+    return false;
+  }
   long long rest = e, t = 0, s = 0;
   for (int d = (int)p.rank - 1; d >= 0; --d) {
     const long long c = rest % p.sizes[d];
@@ -146,7 +153,8 @@ __device__ __forceinline__ bool flow_scatter_offsets(const flow_scatter_params& 
 
 // One thread per line (o, i): the positions (o, j, i) for j along dim, in order.
 template <class T>
-__device__ void flow_scatter_lines(T* out, const long long* index, const T* src, const flow_scatter_params& p) {
+__device__ void flow_scatter_lines(T* out, const long long* index, const T* src, const flow_scatter_params& p,
+                                   long long* err) {
   typedef flow_scatter_type<T> K;
   for (long long line = (long long)blockIdx.x * blockDim.x + threadIdx.x; line < p.lines;
        line += (long long)gridDim.x * blockDim.x) {
@@ -154,20 +162,23 @@ __device__ void flow_scatter_lines(T* out, const long long* index, const T* src,
     long long t, s;
     if (!p.include_self && p.reduce != FLOW_NONE) {
       for (long long j = 0; j < p.n; ++j)
-        if (flow_scatter_offsets(p, index, (o * p.n + j) * p.inner + i, &t, &s)) out[t] = K::identity(p.reduce);
+        if (flow_scatter_offsets(p, index, (o * p.n + j) * p.inner + i, &t, &s, nullptr))
+          out[t] = K::identity(p.reduce);  // (the loop below reports a bad index)
     }
     for (long long j = 0; j < p.n; ++j)
-      if (flow_scatter_offsets(p, index, (o * p.n + j) * p.inner + i, &t, &s)) out[t] = K::combine(out[t], src[s], p.reduce);
+      if (flow_scatter_offsets(p, index, (o * p.n + j) * p.inner + i, &t, &s, err))
+        out[t] = K::combine(out[t], src[s], p.reduce);
   }
 }
 
 // One thread per index position, combining atomically (stores for reduce "none").
 template <class T>
-__device__ void flow_scatter_positions(T* out, const long long* index, const T* src, const flow_scatter_params& p) {
+__device__ void flow_scatter_positions(T* out, const long long* index, const T* src, const flow_scatter_params& p,
+                                       long long* err) {
   typedef flow_scatter_type<T> K;
   for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < p.count; e += (long long)gridDim.x * blockDim.x) {
     long long t, s;
-    if (!flow_scatter_offsets(p, index, e, &t, &s)) continue;
+    if (!flow_scatter_offsets(p, index, e, &t, &s, err)) continue;
     if (p.reduce == FLOW_NONE)
       out[t] = src[s];
     else
@@ -180,22 +191,23 @@ template <class T>
 __device__ void flow_scatter_reset(T* out, const long long* index, const T* src, const flow_scatter_params& p) {
   for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < p.count; e += (long long)gridDim.x * blockDim.x) {
     long long t, s;
-    if (flow_scatter_offsets(p, index, e, &t, &s)) out[t] = flow_scatter_type<T>::identity(p.reduce);
+    if (flow_scatter_offsets(p, index, e, &t, &s, nullptr))  // (the positions kernel reports)
+      out[t] = flow_scatter_type<T>::identity(p.reduce);
   }
 }
 
-#define FLOW_SCATTER_ENTRIES(NAME, T)                                                                              \
-  extern "C" __global__ void flow_scatter_lines_##NAME(T* out, const long long* index, const T* src,             \
-                                                       flow_scatter_params p) {                                  \
-    flow_scatter_lines<T>(out, index, src, p);                                                                   \
-  }                                                                                                              \
-  extern "C" __global__ void flow_scatter_positions_##NAME(T* out, const long long* index, const T* src,         \
-                                                           flow_scatter_params p) {                              \
-    flow_scatter_positions<T>(out, index, src, p);                                                               \
-  }                                                                                                              \
-  extern "C" __global__ void flow_scatter_reset_##NAME(T* out, const long long* index, const T* src,             \
-                                                       flow_scatter_params p) {                                  \
-    flow_scatter_reset<T>(out, index, src, p);                                                                   \
+#define FLOW_SCATTER_ENTRIES(NAME, T)                                                                     \
+  extern "C" __global__ void flow_scatter_lines_##NAME(T* out, const long long* index, const T* src,    \
+                                                       flow_scatter_params p, long long* err) {         \
+    flow_scatter_lines<T>(out, index, src, p, err);                                                     \
+  }                                                                                                     \
+  extern "C" __global__ void flow_scatter_positions_##NAME(T* out, const long long* index, const T* src, \
+                                                           flow_scatter_params p, long long* err) {     \
+    flow_scatter_positions<T>(out, index, src, p, err);                                                 \
+  }                                                                                                     \
+  extern "C" __global__ void flow_scatter_reset_##NAME(T* out, const long long* index, const T* src,    \
+                                                       flow_scatter_params p, long long* err) {         \
+    flow_scatter_reset<T>(out, index, src, p);                                                          \
   }
 FLOW_SCATTER_ENTRIES(f32, float)
 FLOW_SCATTER_ENTRIES(f64, double)
@@ -272,8 +284,9 @@ void scatter(FixedKernelType type, void* out, const int64_t* index, const void* 
       "flow_scatter/" + props.arch, fixed_kernel_cubin("flow_scatter", scatter_kernel_source(), props.arch));
   ScatterParams p = scatter_params(shape);
   const void* index_ptr = index;
+  long long* err = device_error_word(current_device(), stream);
   for (const ScatterLaunch& l : plan) {
-    std::array<void*, 4> params = {&out, &index_ptr, &src, &p};
+    std::array<void*, 5> params = {&out, &index_ptr, &src, &p, &err};
     launch(module->function(l.entry), {l.blocks, 1, 1}, {l.threads, 1, 1}, 0, stream, params.data(), "scatter");
   }
 }

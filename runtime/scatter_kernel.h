@@ -13,7 +13,9 @@
 //    round differently from the CPU's, and for reduce "none" any one of the duplicates is stored.
 // include_self=false first stores the reduction's identity at every targeted element (a separate
 // launch on the positions path; a first pass of the same thread on the lines path).
-// An index outside [0, out.size(dim)) is skipped (a kernel cannot raise; the CPU path raises).
+// An index outside [0, out.size(dim)) is skipped and reported into the device's error word
+// (runtime/device_error.h: torch's "index out of bounds" message at the next synchronization; the CPU
+// path raises at the call).
 #pragma once
 #include <cstdint>
 #include <string>

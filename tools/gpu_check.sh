@@ -208,15 +208,25 @@ import torch"; rc_before=$?
 fi
 # Order: the model and library tests (test_gpu.py), then the benchmark (the only source of GPU
 # figures), then the per-op sweeps and the other GPU-marked tests (test_gpu_ops.py, sorting, in-place
-# writes, math, runtime API: ~380 tests, many small NVRTC compiles on a cold cache; given 120 s, taken
-# from the CPU-path ctest step after it, which CI runs anyway).
+# writes, math, runtime API: ~1350 tests on the emulated device, many small NVRTC compiles on a cold
+# cache; given 120 s, taken from the CPU-path ctest step after it, which CI runs anyway).
 # -v: one line per test as it finishes, so a step killed at its limit still shows how far it got;
 # -rfEP: the failures, and what passing tests printed (which path the library calls took).
+# With pytest-xdist (the GPU image has it) the tests run in FLOW_GPU_PYTEST_WORKERS processes (default:
+# half the cores, at most 8) sharing the device and the kernel cache (written atomically): a cold run
+# is bound by NVRTC compiles, which are CPU work. Not when the module must be imported first (PRELOAD
+# above): xdist's workers would not be.
+PYTEST_PAR=()
+if [ "${#PY_M[@]}" -eq 2 ] && timeout 60 "$PY" -c 'import xdist' > /dev/null 2>&1; then
+  workers=${FLOW_GPU_PYTEST_WORKERS:-$(( JOBS / 2 > 8 ? 8 : JOBS / 2 ))}
+  [ "$workers" -ge 2 ] && PYTEST_PAR=(-n "$workers")
+fi
+echo "[gpu_check] pytest workers: ${PYTEST_PAR[*]:-one process}" | tee -a "$SUMMARY"
 pytest_gpu() {  # pytest_gpu STEP LIMIT FILE...
   local name=$1 limit=$2
   shift 2
-  PYTHONPATH="$root/python" step "$name" "$limit" "${PY_M[@]}" pytest -m gpu "$@" -v -rfEP --tb=short \
-    -p no:cacheprovider --junitxml="$OUT/${name//-/_}.xml"
+  PYTHONPATH="$root/python" step "$name" "$limit" "${PY_M[@]}" pytest -m gpu "${PYTEST_PAR[@]}" "$@" -v -rfEP \
+    --tb=short -p no:cacheprovider --junitxml="$OUT/${name//-/_}.xml"
   local rc=$?
   if [ $rc -eq 5 ]; then echo "[gpu_check] $name: no test is marked gpu (exit 5)" | tee -a "$SUMMARY"; fi
 }

@@ -24,10 +24,15 @@ Expr idx_load_as_int(const InputLoader& load, int k, const std::vector<Expr>& id
   return cast(DType::Int64, load(k, idx));
 }
 
-// An index value in [-n, n): wrapped to [0, n) as torch does (out of range is the caller's error;
-// generated code clamps so it never reads out of bounds).
-Expr wrap_index(Expr i, int64_t n) {
-  const Expr w = select(i < make_int(0), i + make_int(n), i);
+// An index value along `dim` of size n, checked (CheckIndex: out of range raises after the kernel,
+// as torch's checks do) and wrapped from [-n, n) to [0, n) where negatives are allowed (Python
+// indexing; torch's embedding refuses them). The clamp after the check keeps the generated load in
+// bounds while the kernel finishes.
+Expr wrap_index(Expr i, int64_t n, int64_t dim, bool negatives = true) {
+  const Expr checked = check_index(std::move(i), negatives ? -n : 0, n, dim);
+  // checked + (checked < 0 ? n : 0): the check outside the select's arms, where the code generators
+  // evaluate it unconditionally (a check in an arm is evaluated only when that arm is chosen).
+  const Expr w = negatives ? checked + select(checked < make_int(0), make_int(n), make_int(0)) : checked;
   return max(make_int(0), min(w, make_int(std::max<int64_t>(n - 1, 0))));
 }
 
@@ -166,7 +171,7 @@ void register_injective_ops() {
         std::vector<Expr> idx = oi;
         if (!oi.empty()) {
           const std::vector<Expr> at = ctx.inputs[1].shape.empty() ? std::vector<Expr>{} : std::vector<Expr>{oi[dim]};
-          idx[dim] = wrap_index(idx_load_as_int(load, 1, at), ctx.inputs[0].shape[dim]);
+          idx[dim] = wrap_index(idx_load_as_int(load, 1, at), ctx.inputs[0].shape[dim], dim);
         }
         return cast(compute_dtype(ctx.outputs[0].dtype), load(0, idx));
       });
@@ -187,7 +192,7 @@ void register_injective_ops() {
       [](const std::vector<Expr>& oi, const InputLoader& load, const OpContext& ctx) {
         const int64_t dim = normalize_dim(attr_int(*ctx.attrs, "dim", "gather"), static_cast<int64_t>(oi.size()));
         std::vector<Expr> idx = oi;
-        idx[dim] = wrap_index(idx_load_as_int(load, 1, oi), ctx.inputs[0].shape[dim]);
+        idx[dim] = wrap_index(idx_load_as_int(load, 1, oi), ctx.inputs[0].shape[dim], dim);
         return cast(compute_dtype(ctx.outputs[0].dtype), load(0, idx));
       });
 
@@ -211,7 +216,7 @@ void register_injective_ops() {
       },
       [](const std::vector<Expr>& oi, const InputLoader& load, const OpContext& ctx) {
         const std::vector<Expr> at(oi.begin(), oi.end() - 1);
-        const Expr row = wrap_index(idx_load_as_int(load, 0, at), ctx.inputs[1].shape[0]);
+        const Expr row = wrap_index(idx_load_as_int(load, 0, at), ctx.inputs[1].shape[0], 0, false);
         return cast(compute_dtype(ctx.outputs[0].dtype), load(1, {row, oi.back()}));
       });
 }

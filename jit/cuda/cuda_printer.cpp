@@ -467,6 +467,10 @@ Printed Printer::call(const Call* op) {
       // Each operand parenthesized: & | ^ >> bind more loosely than comparisons or ?: would need.
       return {"((" + top(op->args[0]) + ")" + sym + "(" + top(op->args[1]) + "))", kPrecAtom};
     }
+    case Intrinsic::CheckIndex:  // reports into the kernel's error word (the last parameter)
+      return {"flow::check_index(" + top(op->args[0]) + ", " + top(op->args[1]) + ", " + top(op->args[2]) + ", " +
+                  top(op->args[3]) + ", " + std::string(kErrorWordParam) + ")",
+              kPrecAtom};
     case Intrinsic::Shl: {  // shift the bits as unsigned (a signed left shift of a negative is undefined)
       const std::string ut = t == DType::Int32 ? "unsigned int" : "unsigned long long";
       return {"static_cast<" + std::string(cuda_type_name(t)) + ">(static_cast<" + ut + ">(" + top(op->args[0]) +
@@ -1036,6 +1040,11 @@ CudaSource Printer::run() {
       narrow.push_back("const " + std::string(cuda_type_name(p.dtype)) + " " + n + " = static_cast<" +
                        cuda_type_name(p.dtype) + ">(" + n + "_arg);");
     }
+  }
+  if (dsl::calls_intrinsic(f_.body, Intrinsic::CheckIndex)) {
+    if (scopes_.back().count(kErrorWordParam)) fail(std::string("a param is named ") + kErrorWordParam);
+    scopes_.back().insert(kErrorWordParam);
+    os_ << (f_.params.empty() ? "\n    " : ",\n    ") << "int64_t* __restrict__ " << kErrorWordParam;
   }
   os_ << ") {\n";
   indent_ = 1;

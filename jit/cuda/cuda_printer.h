@@ -21,6 +21,10 @@
 
 namespace flow::jit::cuda {
 
+// A kernel whose body checks indices (dsl CheckIndex) takes one parameter after f.params, named
+// this: the device's error word (runtime/device_error.h), which its reports claim.
+inline constexpr const char* kErrorWordParam = "flow_err";
+
 // A printed kernel and the launch shape it expects.
 struct CudaSource {
   std::string name;    // the extern "C" entry point (the LoweredFunc name, sanitized)

@@ -20,6 +20,7 @@
 #include "jit/llvm/codegen_ir.h"
 
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
@@ -60,6 +61,8 @@ constexpr int64_t kNotAffine = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMaxShuffleStride = 4;
 constexpr int64_t kMaxVectorWidth = 64;
 constexpr int64_t kMaxUnroll = 1024;
+// The captured name of the error word index checks report into (not a valid IR buffer name).
+constexpr const char* kErrorWord = "flow.err";
 
 // ---- IR inspection helpers -------------------------------------------------------------------
 
@@ -273,6 +276,7 @@ class Codegen {
   Value* emit_select(const dsl::Select* op);
   Value* emit_load(const dsl::Load* op);
   Value* emit_call(const dsl::Call* op);
+  Value* emit_check_index(const dsl::Call* op, Value* i);
   Value* int_div(Value* a, Value* b, bool is_mod);
   Value* float_minmax(Value* a, Value* b, bool is_max);
   Value* libm_call(const char* name, Value* x, Value* y = nullptr);  // y: a second argument
@@ -326,6 +330,8 @@ class Codegen {
 };
 
 bool Codegen::speculatable(const dsl::Expr& e) const {
+  // An index check reports what it sees: evaluated only where the serial code would evaluate it.
+  if (const auto* c = e.as<dsl::Call>(); c && c->func == dsl::Intrinsic::CheckIndex) return false;
   if (const auto* ld = e.as<dsl::Load>()) {
     auto it = bufs_.find(ld->buffer);
     const bool local = it != bufs_.end() && it->second.local;
@@ -445,6 +451,14 @@ void Codegen::run() {
       Value* x = b_.CreateAlignedLoad(b_.getInt64Ty(), slot, llvm::Align(8), p.name);
       caps.push_back({p.name, false, {}, cast_value(b_, x, DType::Int64, p.dtype)});
     }
+  }
+  if (dsl::calls_intrinsic(f_.body, dsl::Intrinsic::CheckIndex)) {
+    // The error word the index checks report into: one slot after the params (jit::launch_cpu).
+    Value* slot = b_.CreateConstInBoundsGEP1_64(
+        b_.getInt64Ty(), b_.CreateBitCast(args, b_.getInt64Ty()->getPointerTo()), f_.params.size());
+    Value* raw = b_.CreateAlignedLoad(i8p, b_.CreateBitCast(slot, i8p->getPointerTo()), llvm::Align(8), kErrorWord);
+    caps.push_back(
+        {kErrorWord, true, {b_.CreateBitCast(raw, b_.getInt64Ty()->getPointerTo()), DType::Int64, false}, nullptr});
   }
   llvm::BasicBlock* kernel_block = b_.GetInsertBlock();
   llvm::Function* body = emit_region(f_.name + ".body", caps, 0, [&](const std::vector<Value*>&) { emit(f_.body); });
@@ -1069,6 +1083,8 @@ Value* Codegen::emit_call(const dsl::Call* op) {
     if (!fl) fail(std::string(dsl::intrinsic_name(op->func)) + " needs a floating argument");
   };
   switch (op->func) {
+    case dsl::Intrinsic::CheckIndex:
+      return emit_check_index(op, x);
     case dsl::Intrinsic::Neg:
       return fl ? b_.CreateFNeg(x) : b_.CreateNeg(x);
     case dsl::Intrinsic::Abs:
@@ -1198,6 +1214,47 @@ Value* Codegen::emit_call(const dsl::Call* op) {
     }
   }
   fail("invalid intrinsic");
+}
+
+// CheckIndex(i, lo, hi, dim): i, after a branch (taken only when some lane is out of [lo, hi)) to a
+// block that reports each lane through flow_report_index_error (runtime/device_error.h).
+Value* Codegen::emit_check_index(const dsl::Call* op, Value* i) {
+  auto word = bufs_.find(kErrorWord);
+  if (word == bufs_.end()) fail("kernel '" + f_.name + "' checks an index but has no error word");
+  Value* lo = expr(op->args[1]);
+  Value* hi = expr(op->args[2]);
+  Value* dim = expr(op->args[3]);
+  Value* iv = i;
+  Value* lo_v = lo;
+  Value* hi_v = hi;
+  unify(iv, lo_v);
+  unify(iv, hi_v);
+  unify(lo_v, hi_v);
+  // i outside [lo, hi) <=> (unsigned)(i - lo) >= (unsigned)(hi - lo): one compare per lane.
+  Value* bad = b_.CreateICmpUGE(b_.CreateSub(iv, lo_v), b_.CreateSub(hi_v, lo_v));
+  if (bad->getType()->isVectorTy()) bad = b_.CreateOrReduce(bad);
+  llvm::BasicBlock* report = llvm::BasicBlock::Create(ctx_, "index.bad", fn_);
+  llvm::BasicBlock* ok = llvm::BasicBlock::Create(ctx_, "index.ok", fn_);
+  llvm::MDBuilder md(ctx_);
+  b_.CreateCondBr(bad, report, ok, md.createBranchWeights(1, 1 << 20));
+  b_.SetInsertPoint(report);
+  Type* i64 = b_.getInt64Ty();
+  llvm::FunctionCallee fn = mod_.getOrInsertFunction(
+      "flow_report_index_error",
+      llvm::FunctionType::get(b_.getVoidTy(), {i64->getPointerTo(), i64, i64, i64, i64}, false));
+  if (auto* decl = llvm::dyn_cast<llvm::Function>(fn.getCallee())) {
+    decl->addFnAttr(llvm::Attribute::NoUnwind);
+    decl->addFnAttr(llvm::Attribute::ArgMemOnly);  // writes the word only: loads around it stay CSE-able
+  }
+  const auto lane = [&](Value* v, int64_t k) {
+    return v->getType()->isVectorTy() ? b_.CreateExtractElement(v, static_cast<uint64_t>(k)) : v;
+  };
+  const int64_t lanes = i->getType()->isVectorTy() ? lane_width_ : 1;
+  for (int64_t k = 0; k < lanes; ++k)
+    b_.CreateCall(fn, {word->second.ptr, lane(i, k), lane(lo, k), lane(hi, k), lane(dim, k)});
+  b_.CreateBr(ok);
+  b_.SetInsertPoint(ok);
+  return i;
 }
 
 }  // namespace

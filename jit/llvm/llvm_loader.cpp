@@ -1,10 +1,10 @@
 // Note: CpuKernelLoader (llvm_codegen.h). One ORC LLJIT per process, created on first load under a
 // mutex (loads are serialized; running loaded kernels needs no lock). Each object goes into a fresh
 // JITDylib "flow_kernel_<n>" so identical kernel names from different objects (or the same object
-// loaded twice) never clash. A JITDylib resolves, in order: its own object, the absolute symbol
-// flow_parallel_for (registered by address, so it works from a static library without -rdynamic),
-// then everything else (libm, memset, ...) from the current process. Every object's sections are
-// placed in one CodeRegion (jit/llvm/code_region.h), so its 32-bit displacements always reach.
+// loaded twice) never clash. A JITDylib resolves, in order: its own object, the absolute symbols
+// flow_parallel_for and flow_report_index_error (registered by address, so they work from a static
+// library without -rdynamic), then everything else (libm, memset, ...) from the current process. Every object's
+// sections are placed in one CodeRegion (jit/llvm/code_region.h), so its 32-bit displacements always reach.
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
@@ -21,6 +21,7 @@
 
 #include "jit/llvm/code_region.h"
 #include "jit/llvm/llvm_codegen.h"
+#include "runtime/device_error.h"
 #include "runtime/parallel_abi.h"
 
 namespace flow::jit::llvm_backend {
@@ -86,8 +87,11 @@ CpuKernelFn CpuKernelLoader::load(const std::string& object_bytes, const std::st
   runtime[jit.mangleAndIntern("flow_parallel_for")] =
       llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(&flow_parallel_for),
                                llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
+  runtime[jit.mangleAndIntern("flow_report_index_error")] =
+      llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(&flow_report_index_error),
+                               llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
   if (auto err = jd->define(llvm::orc::absoluteSymbols(std::move(runtime)))) {
-    fail("cannot define flow_parallel_for: " + message(std::move(err)));
+    fail("cannot define flow's runtime symbols: " + message(std::move(err)));
   }
   auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(jit.getDataLayout().getGlobalPrefix());
   if (!process) fail("cannot search the process for symbols: " + message(process.takeError()));

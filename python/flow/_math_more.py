@@ -1012,9 +1012,8 @@ def take(input, index, *, out=None):
             raise IndexError(f"out of range: tried to access index {bad} on a tensor of {n} elements.")
     if ix.numel() == 0:
         return _out("take", out, C.empty(list(ix.shape), dtype=x.dtype, device=x.device))
-    flat_ix = ix.reshape(-1)
-    flat_ix = F.where(flat_ix < 0, flat_ix + n, flat_ix)
-    r = dispatch1("index_select", [x.reshape(-1), flat_ix], {"dim": 0})
+    # index_select wraps negatives itself and checks the range (in compiled code too).
+    r = dispatch1("index_select", [x.reshape(-1), ix.reshape(-1)], {"dim": 0})
     return _out("take", out, r.reshape(list(ix.shape)))
 
 

@@ -2,6 +2,7 @@
 // direct C++ computation and the graph interpreter; max pooling as pad + as_strided + amax.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <random>
 
@@ -9,8 +10,12 @@
 #include "dsl/interpreter.h"
 #include "jit/compile.h"
 #include "jit/cuda/cuda_compile.h"
+#include "jit/cuda/cuda_printer.h"
+#include "jit/cuda/embedded_helpers.h"
+#include "jit/cuda_launch.h"
 #include "jit/layouts.h"
 #include "simt/cuda_kernel_check.h"
+#include "simt/simt_emulator.h"
 #include "test_util.h"
 
 using namespace flow;
@@ -235,4 +240,83 @@ TEST(Injective, BadArgumentsRaise) {
   EXPECT_THROW(g.add("cat", {a, b}, {{"dim", int64_t{0}}}), dsl::OpError);
   EXPECT_THROW(g.add("index_select", {a, b}, {{"dim", int64_t{0}}}), dsl::OpError);
   EXPECT_THROW(g.add("pad", {a}, {{"pads", std::vector<int64_t>{1}}}), dsl::OpError);
+}
+
+// An index out of range under jit raises torch's message after the kernel instead of reading a
+// clamped row: on the CPU from the launch (the kernel's report word), in the GPU schedules from the
+// loop interpreter and from the printed CUDA text's report into its error word. Bad positions at
+// the start, the middle and the end of a vectorized loop; negatives wrap for index_select and
+// gather (Python indexing) but not for embedding (as torch's).
+TEST(Injective, IndexOutOfRangeRaisesAfterTheKernel) {
+  auto rng = test::rng(31);
+  struct Case {
+    const char* op;
+    int64_t n, dim, bad;
+    bool embedding;  // takes (indices, weight): a [n, 8] table
+  };
+  for (const Case& c : {Case{"index_select", 100, 0, 1000, false}, Case{"index_select", 100, 0, -101, false},
+                        Case{"gather", 100, 0, 100, false}, Case{"embedding", 100, 0, -1, true},
+                        Case{"embedding", 100, 0, 100, true}}) {
+    for (const int64_t at : {int64_t{0}, int64_t{17}, int64_t{36}}) {
+      SCOPED_TRACE(std::string(c.op) + " index " + std::to_string(c.bad) + " at " + std::to_string(at));
+      dsl::Graph g;
+      const bool emb = c.embedding;
+      const int x = g.add_input({emb ? dsl::Shape{c.n, 8} : dsl::Shape{c.n}, DType::Float32});
+      const int i = g.add_input({{37}, DType::Int64});
+      const int y = emb ? g.add("embedding", {i, x}) : g.add(c.op, {x, i}, {{"dim", c.dim}});
+      g.mark_output(g.add("exp", {y}));
+      jit::Tensor xt = random_f32(emb ? dsl::Shape{c.n, 8} : dsl::Shape{c.n}, rng);
+      jit::Tensor it = random_index({37}, c.n, rng);
+      static_cast<int64_t*>(it.data())[at] = c.bad;
+      const std::string message = "index " + std::to_string(c.bad) + " is out of bounds for dimension " +
+                                  std::to_string(c.dim) + " with size " + std::to_string(c.n);
+      const std::vector<jit::Tensor> ins = {xt, it};  // the graph's inputs, in the order added
+#ifdef FLOW_HAS_LLVM
+      auto exe = jit::compile(g, {}, {});
+      try {
+        exe->run(ins);
+        ADD_FAILURE() << "no error on the CPU";
+      } catch (const dsl::OpError& e) {
+        EXPECT_EQ(e.kind, dsl::OpError::Kind::Index);
+        EXPECT_EQ(std::string(e.what()), message);
+      }
+      static_cast<int64_t*>(it.data())[at] = c.n - 1;  // the same kernel, in range: runs
+      EXPECT_NO_THROW(exe->run(ins));
+      static_cast<int64_t*>(it.data())[at] = c.bad;
+#endif
+      const auto plan = sched::fuse(g);
+      ASSERT_EQ(plan.groups.size(), 1u);
+      std::vector<jit::Tensor> slots(g.values().size());
+      for (size_t k = 0; k < ins.size(); ++k) slots[g.inputs()[k]] = ins[k];
+      for (int v : plan.groups[0].outputs) slots[v] = jit::Tensor::empty(g.value(v).type.shape, DType::Float32);
+      const auto ki = sched::specialize(g, plan.groups[0], {}, true);
+      const auto& s = sched::scheduler_for(ki, dsl::Target::CUDA);
+      const auto sk = s.schedule(ki, s.heuristics(ki, dsl::Target::CUDA), dsl::Target::CUDA);
+      test::KernelCall call = test::kernel_call(sk.args, [&](int v) { return slots[static_cast<size_t>(v)]; });
+      try {
+        dsl::interpret(sk.func, call.args);
+        ADD_FAILURE() << "no error from the loop interpreter";
+      } catch (const dsl::OpError& e) {
+        EXPECT_EQ(e.kind, dsl::OpError::Kind::Index);
+        EXPECT_EQ(std::string(e.what()), message + " (in kernel '" + sk.func.name + "')");
+      }
+      const jit::cuda::CudaSource src = jit::cuda::print_cuda_source(sk.func);
+      EXPECT_NE(src.source.find("flow::check_index("), std::string::npos);
+      if (at == 0) {  // NVRTC: the report's atomicCAS, and no local memory
+        const jit::cuda::CudaCompiled compiled = jit::cuda::cuda_compile(sk.func, "sm_90");
+        EXPECT_NE(compiled.ptx.find("atom.global.cas.b64"), std::string::npos);
+        EXPECT_EQ(compiled.ptx.find(".local"), std::string::npos);
+      }
+      const auto module = test::simt::module_for(src.source, {src.name}, jit::cuda::embedded_helpers());
+      std::array<long long, 4> word{};
+      std::vector<dsl::ArgValue> a = call.args;
+      a.emplace_back().ptr = word.data();
+      std::vector<void*> params;
+      for (dsl::ArgValue& v : a) params.push_back(&v);
+      const jit::CudaLaunchShape shape = jit::cuda_launch_shape(sk.func, sk.args);
+      module->launch(src.name, {shape.grid[0], shape.grid[1], shape.grid[2]},
+                     {shape.block[0], shape.block[1], shape.block[2]}, params.data());
+      EXPECT_EQ(word, (std::array<long long, 4>{4, c.bad, c.n, c.dim}));
+    }
+  }
 }

@@ -2,10 +2,12 @@
 // CUDA 13 targets, without local memory, its atomic path through atom.cas; its launch plan; and its
 // text, run on the host SIMT emulator exactly as scatter() launches it (and on a device where there
 // is one), gives the serial scatter's result for every element type, reduction, include_self, both
-// paths (a thread per line, a thread per position), duplicates, NaN and out-of-range indices.
+// paths (a thread per line, a thread per position), duplicates, NaN and out-of-range indices, which
+// are skipped and reported into the device's error word (runtime/device_error.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -19,6 +21,7 @@
 #include "runtime/buffer.h"
 #include "runtime/cuda_copy.h"
 #include "runtime/cuda_stream.h"
+#include "runtime/device_error.h"
 #include "runtime/nvrtc.h"
 #include "runtime/scatter_kernel.h"
 #include "simt/simt_emulator.h"
@@ -226,6 +229,25 @@ std::vector<double> expected(const Problem& p) {
   return out;
 }
 
+bool has_bad_index(const Problem& p) {
+  return std::any_of(p.index.begin(), p.index.end(), [&](int64_t v) { return v < 0 || v >= p.shape.out_dim_size; });
+}
+
+// The error word after a run: empty when every index is in range, else a report of one of the
+// problem's bad indices (which one is unspecified: the first thread to claim the word wins).
+void expect_a_true_report(const Problem& p, const std::array<long long, 4>& word) {
+  if (!has_bad_index(p)) {
+    EXPECT_EQ(word, (std::array<long long, 4>{})) << "a report with every index in range";
+    return;
+  }
+  EXPECT_EQ(word[0], static_cast<long long>(rc::DeviceErrorCode::ScatterIndex));
+  EXPECT_EQ(word[1], p.shape.dim);
+  EXPECT_EQ(word[3], p.shape.out_dim_size);
+  EXPECT_TRUE(word[2] < 0 || word[2] >= p.shape.out_dim_size) << "reported index " << word[2] << " is in range";
+  EXPECT_NE(std::find(p.index.begin(), p.index.end(), word[2]), p.index.end())
+      << "reported index " << word[2] << " is not in the problem";
+}
+
 void check_scatter(const std::function<void(const Problem&, rc::ScatterPath, std::vector<uint8_t>&)>& run) {
   uint32_t seed = 5;
   for (const Case& c : kCases)
@@ -313,10 +335,13 @@ TEST(ScatterKernel, RunsOnTheSimtEmulator) {
     void* out_ptr = out.data();
     const void* index_ptr = p.index.data();
     const void* src_ptr = p.src.data();
-    void* args[4] = {&out_ptr, &index_ptr, &src_ptr, &params};
+    std::array<long long, 4> word{};
+    long long* err = word.data();
+    void* args[5] = {&out_ptr, &index_ptr, &src_ptr, &params, &err};
     uint64_t seed = 7;
     for (const rc::ScatterLaunch& l : rc::plan_scatter(p.type, p.shape, path))
       ASSERT_NO_THROW(module->launch(l.entry, {l.blocks}, {l.threads}, args, ++seed)) << module->source_path();
+    expect_a_true_report(p, word);
   });
 }
 
@@ -333,8 +358,47 @@ TEST(ScatterKernelGpu, MatchesTheSerialScatter) {
     if (!p.src.empty()) rc::copy_host_to_device(s->data(), p.src.data(), p.src.size());
     rc::scatter(p.type, o->data(), static_cast<const int64_t*>(ix->data()), s->data(), p.shape, rc::current_stream(),
                 path);
+    // A bad index is reported at the first copy back (runtime/device_error.h), then reset.
+    if (has_bad_index(p)) {
+      EXPECT_THROW(rc::copy_device_to_host(out.data(), o->data(), out.size()), std::runtime_error);
+    }
     rc::copy_device_to_host(out.data(), o->data(), out.size());
   });
+}
+
+// One bad index among good ones, on both paths: reported exactly (code, dim, the index, the size)
+// with torch's wording; the good positions are still scattered.
+TEST(ScatterKernel, ReportsAnIndexOutOfRange) {
+  const auto module =
+      test::simt::module_for(rc::scatter_kernel_source(), {"flow_scatter_lines_f32", "flow_scatter_positions_f32"});
+  for (const rc::ScatterPath path : {rc::ScatterPath::Lines, rc::ScatterPath::Positions}) {
+    SCOPED_TRACE(path == rc::ScatterPath::Lines ? "lines" : "positions");
+    rc::ScatterShape s;
+    s.rank = 2;
+    s.dim = 1;
+    s.sizes[0] = 2;
+    s.sizes[1] = 3;
+    s.src_strides[0] = s.out_strides[0] = 3;
+    s.src_strides[1] = s.out_strides[1] = 1;
+    s.out_dim_size = 3;
+    s.reduce = ScatterReduce::Sum;
+    std::vector<int64_t> index = {0, 1, 2, 2, 7, 0};
+    std::vector<float> src = {1, 2, 3, 4, 5, 6}, out(6, 0.0f);
+    rc::ScatterParams params = rc::scatter_params(s);
+    std::array<long long, 4> word{};
+    void* out_ptr = out.data();
+    const void* ix = index.data();
+    const void* sp = src.data();
+    long long* err = word.data();
+    void* args[5] = {&out_ptr, &ix, &sp, &params, &err};
+    for (const rc::ScatterLaunch& l : rc::plan_scatter(FixedKernelType::Float32, s, path))
+      module->launch(l.entry, {l.blocks}, {l.threads}, args, 11);
+    EXPECT_EQ(word, (std::array<long long, 4>{3, 1, 7, 3}));
+    EXPECT_EQ(out, (std::vector<float>{1, 2, 3, 6, 0, 4}));
+    EXPECT_NE(rc::device_error_message(word[0], word[1], word[2], word[3])
+                  .find("index 7 is out of bounds for dimension 1 with size 3"),
+              std::string::npos);
+  }
 }
 
 }  // namespace

@@ -295,6 +295,24 @@ def test_bad_arguments_raise_like_torch(gen):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_index_out_of_range_raises_on_every_device(device):
+    """The CPU raises at the call; the CUDA kernel skips the position, reports it into the device's
+    error word and the next synchronization raises torch's message (as torch's device-side assert
+    does, but the device works afterwards)."""
+    x = _f(torch.zeros(3, 4), device)
+    src = _f(torch.ones(2, 4), device)
+    for bad in (7, -1):
+        index = _f(torch.tensor([[0, 1, 2, 0], [1, bad, 0, 2]]), device)
+        with pytest.raises(RuntimeError, match=f"index {bad} is out of bounds for dimension 0 with size 3"):
+            x.scatter_add(0, index, src).cpu()
+    with pytest.raises(RuntimeError, match="index 5 is out of bounds for dimension 1 with size 4"):
+        x.scatter_reduce(1, _f(torch.tensor([[5, 0], [1, 2]]), device), src, "amax")
+        flow.cuda.synchronize()
+    good = torch.tensor([[0, 1, 2, 0], [1, 2, 0, 2]])
+    assert_same(x.scatter_add(0, _f(good, device), src).cpu(), torch.zeros(3, 4).scatter_add(0, good, torch.ones(2, 4)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
 def test_whole_row_scatters(dtype, device, gen):
     """index_add/index_copy/index_reduce/index_put write whole rows (the index broadcast over the

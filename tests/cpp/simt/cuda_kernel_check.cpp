@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -20,6 +21,7 @@
 #include <utility>
 
 #include "dsl/interpreter.h"
+#include "dsl/ir_visitor.h"
 #include "jit/cuda/cuda_printer.h"
 #include "jit/cuda/embedded_helpers.h"
 #include "jit/cuda_launch.h"
@@ -363,10 +365,18 @@ void expect_cuda_text_matches_interpreter(const dsl::LoweredFunc& f, const std::
     ADD_FAILURE() << what << ": the printed CUDA C++ does not build for the host: " << e.what();
     return;
   }
+  // A kernel that checks indices takes the device's error word last (jit/cuda/cuda_printer.h); the
+  // interpreter raised on any bad index above, so nothing may be reported here.
+  const bool checks_indices = dsl::calls_intrinsic(f.body, dsl::Intrinsic::CheckIndex);
   // Launches the printed kernel on `a`; false (after a test failure) when the emulator refuses.
   auto launch = [&](std::vector<dsl::ArgValue> a, const std::string& run) {
+    std::array<long long, 4> error_word{};
+    if (checks_indices) a.emplace_back().ptr = error_word.data();
     std::vector<void*> params(a.size());
     for (size_t i = 0; i < a.size(); ++i) params[i] = &a[i];  // the 8-byte ABI slots
+    const auto no_report = [&] {
+      EXPECT_EQ(error_word, (std::array<long long, 4>{})) << what << run << ": reported an index out of range";
+    };
     try {
       const jit::CudaLaunchShape shape = launch_shape(f, args);
       module->launch(src.name, {shape.grid[0], shape.grid[1], shape.grid[2]},
@@ -375,6 +385,7 @@ void expect_cuda_text_matches_interpreter(const dsl::LoweredFunc& f, const std::
       ADD_FAILURE() << what << run << ": " << e.what() << "\n  source: " << module->source_path();
       return false;
     }
+    no_report();
     return true;
   };
   if (!launch(args_at([&](size_t s) { return emu[s].data; }), "")) return;

@@ -1,0 +1,89 @@
+"""Indices out of range inside compiled code: the kernels that read at loaded indices (index_select,
+gather, embedding, advanced indexing, take) check each index (dsl CheckIndex) and raise torch's
+"index ... is out of bounds" after the kernel, on the CPU at the call and on CUDA at the next
+synchronization (as torch's device-side asserts, but the device stays usable). Before, compiled
+code clamped the index and returned a wrong row without a word."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import flow
+import flow.nn.functional as F
+from conftest import assert_same, to_flow
+
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+        not flow.cuda.is_available(), reason="no CUDA device: " + flow.cuda.unavailable_reason()[:80])]),
+]
+
+# (name, flow function, torch function, table shape): each reads x at the indices i.
+OPS = [
+    ("index_select", lambda m, x, i: m.index_select(x, 0, i) * 2, (10,)),
+    ("gather", lambda m, x, i: m.gather(x, 0, i) + 1, (10,)),
+    ("getitem", lambda m, x, i: x[i].exp(), (10, 3)),
+    ("take", lambda m, x, i: m.take(x, i), (10,)),
+    ("embedding", lambda m, x, i: m.nn.functional.embedding(i, x) - 1, (10, 4)),
+]
+
+
+def _on(t, device):
+    f = to_flow(t)
+    return f.to(device) if device != "cpu" else f
+
+
+def _indices(gen, n, size=37):
+    return torch.randint(0, n, (size,), generator=gen)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name,fn,shape", OPS, ids=[o[0] for o in OPS])
+def test_compiled_code_raises_for_an_index_out_of_range(name, fn, shape, device, gen):
+    x = torch.randn(*shape, generator=gen)
+    n = shape[0] if name != "take" else x.numel()
+    compiled = flow.jit(lambda x, i: fn(flow, x, i))
+    for at, bad in ((0, n), (17, 1000), (36, -n - 1)):
+        i = _indices(gen, n)
+        i[at] = bad
+        with pytest.raises((IndexError, RuntimeError), match=f"index {bad} is out of bounds for dimension 0 "
+                                                              f"with size {n}"):
+            compiled(_on(x, device), _on(i, device)).cpu()  # a CUDA kernel's report surfaces at the copy
+        with pytest.raises((IndexError, RuntimeError)):  # eager checks on the host first
+            fn(flow, _on(x, device), _on(i, device)).cpu()
+        with pytest.raises((IndexError, RuntimeError)):
+            fn(torch, x, i)
+    # The same compiled function on good indices afterwards (negative ones where torch takes them).
+    good = _indices(gen, n)
+    if name in ("getitem", "take"):
+        good[5] = -1
+    assert_same(compiled(_on(x, device), _on(good, device)).cpu(), fn(torch, x, good))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_negative_indices_follow_torch_under_jit(device, gen):
+    """Python indexing and take wrap a negative index; embedding refuses it, as torch does (flow's
+    index_select and gather also wrap one, where torch raises: see docs/decisions.md)."""
+    x = torch.randn(10, 4, generator=gen)
+    i = torch.tensor([3, -1, -10, 0])
+    assert_same(flow.jit(lambda x, i: x[i])(_on(x, device), _on(i, device)).cpu(), x[i])
+    emb = flow.jit(lambda x, i: F.embedding(i, x))
+    with pytest.raises((IndexError, RuntimeError), match="index -1 is out of bounds for dimension 0 with size 10"):
+        emb(_on(x, device), _on(i, device)).cpu()
+        flow.cuda.synchronize()
+    with pytest.raises(IndexError):
+        torch.nn.functional.embedding(i, x)
+
+
+def test_a_model_with_an_unknown_token_raises():
+    """A compiled model given a token id past its vocabulary: torch's error, not a wrong embedding."""
+    tm = torch.nn.Sequential(torch.nn.Embedding(50, 8), torch.nn.Linear(8, 2)).eval()
+    fm = flow.nn.Sequential(flow.nn.Embedding(50, 8), flow.nn.Linear(8, 2)).eval()
+    fm.load_state_dict({k: to_flow(v) for k, v in tm.state_dict().items()})
+    model = flow.jit(fm)
+    tokens = torch.tensor([[1, 2, 49], [3, 50, 4]])
+    with pytest.raises(IndexError, match="index 50 is out of bounds for dimension 0 with size 50"):
+        model(to_flow(tokens))
+    tokens[1, 1] = 7
+    with torch.no_grad():
+        assert_same(model(to_flow(tokens)), tm(tokens), rtol=1e-5, atol=1e-6)
