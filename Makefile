@@ -4,6 +4,10 @@
 BUILD ?= build
 PY := $(CURDIR)/.venv/bin/python
 JOBS ?= $(shell nproc)
+# pytest runs in this many processes (pytest-xdist; 1 = one process). Tests are independent; the
+# kernel caches they share are written atomically.
+PYTEST_WORKERS ?= $(JOBS)
+PYTEST_PAR := $(if $(filter-out 0 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS),)
 CMAKE_FLAGS ?=
 
 deps:
@@ -25,12 +29,12 @@ test-cpp:
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-python:
-	PYTHONPATH=$(CURDIR)/python $(PY) -m pytest -q tests/python
+	PYTHONPATH=$(CURDIR)/python $(PY) -m pytest -q $(PYTEST_PAR) tests/python
 
 # The GPU tests and a smoke run of the GPU benchmark on the emulated CUDA device (no GPU needed):
 # tests/cpp/simt/emulated_driver.cpp and tools/emulated_gpu_pytest.sh.
 test-emulated-gpu:
-	BUILD=$(CURDIR)/$(BUILD) PYTHON=$(PY) bash tools/emulated_gpu_pytest.sh -q -m gpu tests/python
+	BUILD=$(CURDIR)/$(BUILD) PYTHON=$(PY) bash tools/emulated_gpu_pytest.sh -q $(PYTEST_PAR) -m gpu tests/python
 	BUILD=$(CURDIR)/$(BUILD) PYTHON=$(PY) bash tools/emulated_gpu_pytest.sh --bench-smoke
 
 bench: build

@@ -734,7 +734,11 @@ def test_linalg_matches_torch(name, device, gen):
         kw = {"low": -3, "high": 4} if not dtype.is_floating_point else {}
         t, f = pair((5, 6), dtype, gen, device, "transposed", **kw)
         u, g = pair((5, 6), dtype, gen, device, **kw)
-        rtol, atol = (2e-5, 2e-5) if dtype == torch.float32 else (None, None)
+        # A chain of six products may be associated differently from torch's (and summed in another
+        # order by cuBLASLt): rounding differences compound through it (seed 369091374 on the
+        # emulated device: 3.3e-5 relative).
+        tol = 1e-4 if name == "multi_dot chain" else 2e-5
+        rtol, atol = (tol, tol) if dtype == torch.float32 else (None, None)
         check(fn, [t, u], [f, g], f"{name} {dtype} {device}", rtol, atol, jit=dtype == torch.float32)
     t, f = pair((5, 6), torch.float32, gen, device, special=True)
     check(fn, [t, t], [f, f], f"{name} specials {device}", 2e-5, 2e-5, jit=False)
