@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include "dsl/ops/op_util.h"
 
@@ -169,10 +170,16 @@ DType result_type(const std::vector<TensorType>& types, const std::vector<bool>&
   return *r;
 }
 
-Expr operand_as(const Expr& x, DType own, DType common) {
+Expr operand_as(const Expr& x, DType own, DType common, bool round_to_half) {
   const DType ct = compute_dtype(common);
-  if (is_small_int(common) && own != common) return cast(ct, cast(common, x));
+  if ((is_small_int(common) || (round_to_half && is_half(common))) && own != common) return cast(ct, cast(common, x));
   return cast(ct, x);
+}
+
+bool rounds_operands_to_half(const std::string& op) {
+  static const std::set<std::string> rounding = {"eq",  "ne",  "lt",  "le",   "gt",       "ge",
+                                                 "add", "sub", "pow", "fmod", "remainder"};
+  return rounding.count(op) > 0;
 }
 
 DType result_type(const Graph& g, const std::vector<int>& values) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <sstream>
 
+#include "dsl/graph_interpreter.h"
 #include "dsl/ops/op_util.h"
 
 namespace flow::dsl {
@@ -115,6 +116,13 @@ double alpha_of(const OpContext& ctx) {
   return ctx.attrs && attr_find(*ctx.attrs, "alpha") ? attr_float(*ctx.attrs, "alpha", "add") : 1.0;
 }
 
+// alpha as torch uses it: rounded to a half result dtype, as the operands are (float16
+// add(x, y, alpha=0.3) multiplies by 0.2999267578125).
+double half_rounded_alpha(double alpha, const OpContext& ctx) {
+  const DType t = ctx.outputs.at(0).dtype;
+  return is_half(t) ? round_to_dtype(t, alpha) : alpha;
+}
+
 Expr pow_expr(Expr a, Expr b) {
   const DType t = a.type();
   if (is_floating(t)) return call(Intrinsic::Pow, {a, b});
@@ -146,27 +154,15 @@ void add_binary(const std::string& name, BinaryClass cls,
   d.infer = [name, cls](const Graph& g, const std::vector<int>& in, const Attrs&) {
     return binary_infer(name, cls, g, in);
   };
-  // torch's pow and comparisons cast a tensor operand of another dtype to the common half dtype
-  // before computing (bfloat16 x ** 0-dim float64 1.003 is x ** 1, finite for negative x); its mul,
-  // div and floor_divide keep a 0-dim operand's full value (measured on torch 2.15, CPU), as flow
-  // does for every other binary op. Python numbers (wrapped) keep their value, except in
-  // comparisons, which round them to the half type too (float16 0.7001953125 > 0.7 is false in
-  // torch: 0.7 becomes that same float16).
-  // A small integer common dtype wraps every operand of another dtype, Python numbers included, as
-  // torch converts them to it (uint8 x < 300 compares with 44).
-  const bool round_operands = cls == BinaryClass::Compare || name == "pow";
-  d.compute = [cls, f, round_operands](const std::vector<Expr>& in, const OpContext& ctx) {
+  // A half common dtype rounds the other operand first where torch does (rounds_operands_to_half:
+  // float16 0.7001953125 > 0.7 is false in torch, 0.7 becoming that same float16); mul and div keep
+  // its full value. A small integer common dtype wraps every operand of another dtype, Python
+  // numbers included, as torch converts them to it (uint8 x < 300 compares with 44).
+  const bool round_to_half = rounds_operands_to_half(name);
+  d.compute = [cls, f, round_to_half](const std::vector<Expr>& in, const OpContext& ctx) {
     const DType common =
         cls == BinaryClass::Compare ? result_type(ctx.inputs, ctx.wrapped_number) : ctx.outputs.at(0).dtype;
-    const DType ct = compute_dtype(common);
-    const auto operand = [&](size_t i) {
-      const Expr& x = in.at(i);
-      const bool wrapped = i < ctx.wrapped_number.size() && ctx.wrapped_number[i];
-      if (round_operands && is_half(common) && (!wrapped || cls == BinaryClass::Compare) &&
-          ctx.inputs.at(i).dtype != common)
-        return cast(ct, cast(common, x));
-      return operand_as(x, ctx.inputs.at(i).dtype, common);
-    };
+    const auto operand = [&](size_t i) { return operand_as(in.at(i), ctx.inputs.at(i).dtype, common, round_to_half); };
     return f(operand(0), operand(1), ctx);
   };
   register_builtin(std::move(d));
@@ -177,11 +173,11 @@ void register_binary_ops() {
   add_binary("add", C::Arith, [](const Expr& a, const Expr& b, const OpContext& ctx) {
     const double alpha = alpha_of(ctx);
     if (a.type() == DType::Bool) return alpha != 0 ? (a || b) : a;
-    return alpha == 1.0 ? a + b : a + lit(alpha, a.type()) * b;
+    return alpha == 1.0 ? a + b : a + lit(half_rounded_alpha(alpha, ctx), a.type()) * b;
   });
   add_binary("sub", C::Arith, [](const Expr& a, const Expr& b, const OpContext& ctx) {
     const double alpha = alpha_of(ctx);
-    return alpha == 1.0 ? a - b : a - lit(alpha, a.type()) * b;
+    return alpha == 1.0 ? a - b : a - lit(half_rounded_alpha(alpha, ctx), a.type()) * b;
   });
   add_binary("mul", C::Arith,
              [](const Expr& a, const Expr& b, const OpContext&) { return a.type() == DType::Bool ? (a && b) : a * b; });

@@ -147,13 +147,14 @@ void add_binary(const std::string& name, BinaryKind kind, std::function<Expr(con
     }
     return std::vector<TensorType>{TensorType{shape, t}};
   };
-  d.compute = [f, kind](const std::vector<Expr>& in, const OpContext& ctx) {
+  const bool round_to_half = rounds_operands_to_half(name);
+  d.compute = [f, kind, round_to_half](const std::vector<Expr>& in, const OpContext& ctx) {
     if (kind == BinaryKind::Logical) {
       return f(in.at(0) != lit(0, in.at(0).type()), in.at(1) != lit(0, in.at(1).type()));
     }
     const DType common = ctx.outputs.at(0).dtype;
-    return f(operand_as(in.at(0), ctx.inputs.at(0).dtype, common),
-             operand_as(in.at(1), ctx.inputs.at(1).dtype, common));
+    return f(operand_as(in.at(0), ctx.inputs.at(0).dtype, common, round_to_half),
+             operand_as(in.at(1), ctx.inputs.at(1).dtype, common, round_to_half));
   };
   register_builtin(std::move(d));
 }

@@ -1217,6 +1217,9 @@ class Tensor:
         return F._binary_op("div", self, other)
 
     def __rtruediv__(self, other):
+        # torch's: the reciprocal times the number (float32 2 / x is 2 * (1 / x), rounded twice)
+        if isinstance(other, (numbers.Number, bool)) and not isinstance(other, Tensor):
+            return self.reciprocal() * other
         return F._binary_op("div", other, self, reflected=True)
 
     def __pow__(self, other):

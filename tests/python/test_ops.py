@@ -284,6 +284,43 @@ def test_half_comparisons_round_python_numbers(dtype):
             check(lambda t: fn(s, t), lambda t: fn(s, t), [x], [to_flow(x)], f"{s} {op} x {dtype}")
 
 
+# Binary ops of a half tensor and a number (or a 0-dim float32 tensor), bit for bit as torch's CPU
+# kernels: add, sub (and alpha), pow, fmod and remainder round the number to the half type first,
+# mul and div keep its full value, and `s / x` is torch's reciprocal(x) * s.
+HALF_SCALAR_OPS = {
+    "add": lambda x, s: x + s, "radd": lambda x, s: s + x, "sub": lambda x, s: x - s, "rsub": lambda x, s: s - x,
+    "add alpha": lambda x, s: (torch if isinstance(x, torch.Tensor) else flow).add(x, s, alpha=2.5),
+    "sub alpha": lambda x, s: (torch if isinstance(x, torch.Tensor) else flow).sub(x, x, alpha=0.3),
+    "mul": lambda x, s: x * s, "div": lambda x, s: x / s, "rdiv": lambda x, s: s / x,
+    "pow": lambda x, s: x.abs() ** s, "rpow": lambda x, s: s ** x,
+    "fmod": lambda x, s: (torch if isinstance(x, torch.Tensor) else flow).fmod(x, s),
+    "remainder": lambda x, s: x % s, "in-place add": lambda x, s: x.clone().add_(s),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", list(HALF_SCALAR_OPS))
+def test_half_ops_with_numbers_round_as_torch(name, dtype, gen):
+    fn = HALF_SCALAR_OPS[name]
+    x = (torch.randn(4000, generator=gen) * 3).to(dtype)
+    fx = to_flow(x)
+    for s in (0.7, 0.1, 1.3, 0.3333, 2.2):
+        want = fn(x, s)
+        assert_same(fn(fx, s), want, rtol=0, atol=0, msg=f"{name} {s} {dtype}")
+        assert_same(flow.jit(lambda t: fn(t, s))(fx), want, rtol=0, atol=0, msg=f"{name} {s} {dtype} jit")
+        if name not in ("rdiv", "rpow", "sub alpha"):  # a 0-dim float32 tensor operand, as torch
+            assert_same(fn(fx, flow.tensor(s)), fn(x, torch.tensor(s)), rtol=0, atol=0, msg=f"{name} 0-dim {s}")
+
+
+def test_number_over_a_tensor_is_the_reciprocal_times_the_number(gen):
+    """torch's `s / x` is x.reciprocal() * s (rounded twice), in float32 too."""
+    x = torch.randn(4000, generator=gen)
+    for s in (2.7, 1, -0.3):
+        assert_same(s / to_flow(x), s / x, rtol=0, atol=0, msg=f"{s} / x")
+    xi = torch.randint(1, 9, (50,), generator=gen)
+    assert_same(3 / to_flow(xi), 3 / xi, rtol=0, atol=0, msg="3 / int tensor")
+
+
 # ---- where, clamp, cast -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
