@@ -170,9 +170,10 @@ bool is_bitwise_intrinsic(Intrinsic f);  // BitAnd .. Shr: integer arguments onl
 
 // CheckIndex(i, lo, hi, dim) is i itself, Int64, with a side effect: an i outside [lo, hi) is an
 // index out of bounds (along dimension `dim` of size hi), which the interpreter raises and the
-// generated kernels report into an error word (jit/index_checks.h) for the host to raise after the
-// launch. The ops that read at loaded indices (index_select, gather, embedding) wrap it; the code
-// generators never fold or drop it.
+// generated kernels report into an error word (runtime/device_error.h) for the host to raise after
+// the launch. The ops that read at loaded indices (index_select, gather, embedding) wrap it. The
+// code generators never speculate it; the simplifier folds it for a constant in range and may drop
+// one whose value is unused (a report missed, never a false one).
 struct Call : ExprNode {  // IsNan returns Bool
   static constexpr ExprKind kKind = ExprKind::Call;
   Call(DType t, Intrinsic f, std::vector<Expr> a) : ExprNode(kKind, t), func(f), args(std::move(a)) {}

@@ -225,8 +225,8 @@ echo "[gpu_check] pytest workers: ${PYTEST_PAR[*]:-one process}" | tee -a "$SUMM
 pytest_gpu() {  # pytest_gpu STEP LIMIT FILE...
   local name=$1 limit=$2
   shift 2
-  PYTHONPATH="$root/python" step "$name" "$limit" "${PY_M[@]}" pytest -m gpu "${PYTEST_PAR[@]}" "$@" -v -rfEP \
-    --tb=short -p no:cacheprovider --junitxml="$OUT/${name//-/_}.xml"
+  PYTHONPATH="$root/python" step "$name" "$limit" "${PY_M[@]}" pytest -m gpu ${PYTEST_PAR[@]+"${PYTEST_PAR[@]}"} "$@" \
+    -v -rfEP --tb=short -p no:cacheprovider --junitxml="$OUT/${name//-/_}.xml"
   local rc=$?
   if [ $rc -eq 5 ]; then echo "[gpu_check] $name: no test is marked gpu (exit 5)" | tee -a "$SUMMARY"; fi
 }

@@ -36,6 +36,12 @@ Expr wrap_index(Expr i, int64_t n, int64_t dim, bool negatives = true) {
   return max(make_int(0), min(w, make_int(std::max<int64_t>(n - 1, 0))));
 }
 
+// Any index into a dim of size 0 is out of range: raised when the graph is built, since the kernel
+// would have no element to read while it reports (torch's message for index_select and embedding).
+void check_indexable(int64_t size, const Shape& index_shape) {
+  if (size == 0 && numel(index_shape) > 0) throw OpError(OpError::Kind::Index, "index out of range in self");
+}
+
 }  // namespace
 
 void register_injective_ops() {
@@ -163,6 +169,7 @@ void register_injective_ops() {
         if (ix.shape.size() > 1)
           throw OpError(OpError::Kind::Index, "index_select(): Index is supposed to be a vector");
         const int64_t dim = normalize_dim(attr_int(a, "dim", "index_select"), static_cast<int64_t>(t.shape.size()));
+        if (!t.shape.empty()) check_indexable(t.shape[dim], ix.shape);
         if (!t.shape.empty()) t.shape[dim] = ix.shape.empty() ? 1 : ix.shape[0];
         return std::vector<TensorType>{t};
       },
@@ -186,7 +193,8 @@ void register_injective_ops() {
         if (ix.dtype != DType::Int64) throw OpError(OpError::Kind::Value, "gather(): Expected dtype int64 for index");
         if (ix.shape.size() != x.shape.size())
           throw OpError(OpError::Kind::Value, "Index tensor must have the same number of dimensions as input tensor");
-        normalize_dim(attr_int(a, "dim", "gather"), static_cast<int64_t>(x.shape.size()));
+        const int64_t dim = normalize_dim(attr_int(a, "dim", "gather"), static_cast<int64_t>(x.shape.size()));
+        if (!x.shape.empty()) check_indexable(x.shape[dim], ix.shape);
         return std::vector<TensorType>{{ix.shape, x.dtype}};
       },
       [](const std::vector<Expr>& oi, const InputLoader& load, const OpContext& ctx) {
@@ -210,6 +218,7 @@ void register_injective_ops() {
                             std::string(torch_dtype_name(ix.dtype)) +
                             " instead (while checking arguments for embedding)");
         if (w.shape.size() != 2) throw OpError(OpError::Kind::Value, "'weight' must be 2-D");
+        check_indexable(w.shape[0], ix.shape);
         Shape out = ix.shape;
         out.push_back(w.shape[1]);
         return std::vector<TensorType>{{out, w.dtype}};

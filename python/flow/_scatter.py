@@ -27,7 +27,7 @@ from . import _dtype as D
 from ._dispatch import current_trace, dispatch1
 from ._errors import trace_error
 from ._ops import _normalize_dim, _tensor_arg, _type_name
-from ._tensor import Tensor, _inplace_method, _method
+from ._tensor import Tensor, _inplace_method, _method, _wrap_index
 
 __all__ = ["scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy", "index_fill", "index_reduce",
            "index_put", "put", "masked_scatter", "bincount", "histc"]
@@ -257,7 +257,7 @@ def index_put(input, indices, values, accumulate=False):
             bad = lo if lo < -size else hi if hi >= size else None
             if bad is not None:
                 raise IndexError(f"index {bad} is out of bounds for dimension {j} with size {size}")
-        wrapped = i.where(i >= 0, i + size)
+        wrapped = _wrap_index(i, size, j)
         stride = math.prod(lead[j + 1:])
         term = wrapped.expand(bshape) * stride
         lin = term if lin is None else lin + term

@@ -181,6 +181,20 @@ def _check_index_range(ix, size, dim):
         raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
 
 
+def _wrap_index(ix, size, dim):
+    """An int64 index into a dim of `size` (position `dim` of the indexed tensor) with negatives wrapped.
+    Eager indices were range-checked on the host; traced ones are read through an index_select of the
+    positions, whose compiled code checks each one (dsl CheckIndex) and raises torch's "index i is out
+    of bounds for dimension dim with size size": a flattened multi-dimensional index would only be
+    checked against the product of the sizes (x[0, 5] of a 3 x 4 tensor would read x[1, 1])."""
+    if ix._c is not None and current_trace() is None:
+        return F.where(ix < 0, ix + size, ix)
+    from . import _creation
+
+    positions = _creation.arange(size, device=ix.device).reshape([1] * dim + [size])
+    return F.index_select(positions, dim, ix.reshape(-1)).reshape(list(ix.shape))
+
+
 def _multi_index(x, adv):
     """x[..., i, ..., j, ...] with several integer index tensors (torch's advanced indexing): the
     indices broadcast to one shape B; the indexed dims are flattened into one (row-major linear index)
@@ -207,8 +221,7 @@ def _multi_index(x, adv):
     flat = moved.reshape([math.prod(sizes)] + rest)
     linear = None
     for (d, ix), size, stride in zip(adv, sizes, [math.prod(sizes[k + 1:]) for k in range(len(sizes))]):
-        ix = ix.to(D.int64)
-        ix = F.where(ix < 0, ix + size, ix) * stride
+        ix = _wrap_index(ix.to(D.int64), size, d) * stride
         linear = ix if linear is None else linear + ix
     linear = linear.expand(bshape).reshape(-1)
     out = F.index_select(flat, 0, linear).reshape(bshape + rest)
@@ -1218,7 +1231,7 @@ class Tensor:
 
     def __rtruediv__(self, other):
         # torch's: the reciprocal times the number (float32 2 / x is 2 * (1 / x), rounded twice)
-        if isinstance(other, (numbers.Number, bool)) and not isinstance(other, Tensor):
+        if isinstance(other, numbers.Real) and not isinstance(other, Tensor):
             return self.reciprocal() * other
         return F._binary_op("div", other, self, reflected=True)
 

@@ -87,3 +87,49 @@ def test_a_model_with_an_unknown_token_raises():
     tokens[1, 1] = 7
     with torch.no_grad():
         assert_same(model(to_flow(tokens)), tm(tokens), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_several_index_tensors_are_checked_per_dimension(device):
+    """x[i, j] and index_put under jit check each index against its own dim (a flattened index would
+    pass x[0, 5] of a 3 x 4 tensor as x[1, 1]), with torch's message naming that dim."""
+    x = torch.arange(12.0).reshape(3, 4)
+    get = flow.jit(lambda x, i, j: x[i, j])
+    put = flow.jit(lambda x, i, j, v: x.index_put((i, j), v))
+    for i, j, dim, bad, size in (([0], [5], 1, 5, 4), ([3], [0], 0, 3, 3), ([0, 1], [1, -5], 1, -5, 4)):
+        fi, fj = _on(torch.tensor(i), device), _on(torch.tensor(j), device)
+        msg = f"index {bad} is out of bounds for dimension {dim} with size {size}"
+        with pytest.raises(IndexError, match=msg):
+            x[torch.tensor(i), torch.tensor(j)]
+        with pytest.raises((IndexError, RuntimeError), match=msg):
+            get(_on(x, device), fi, fj).cpu()
+        with pytest.raises((IndexError, RuntimeError), match=msg):
+            put(_on(x, device), fi, fj, _on(torch.ones(len(i)), device)).cpu()
+    i, j = torch.tensor([0, 2, -1]), torch.tensor([1, -1, -4])
+    assert_same(get(_on(x, device), _on(i, device), _on(j, device)).cpu(), x[i, j])
+    assert_same(put(_on(x, device), _on(i, device), _on(j, device), _on(torch.ones(3), device)).cpu(),
+                x.index_put((i, j), torch.ones(3)))
+
+
+def test_an_index_into_an_empty_dim_raises_when_traced():
+    """Any index into a dim of size 0 is out of range: raised when the graph is built (the kernel
+    would have no element to read while it reported)."""
+    for fn in (lambda x, i: x[i], lambda x, i: flow.index_select(x, 0, i),
+               lambda x, i: F.embedding(i, x.reshape(0, 3))):
+        with pytest.raises(IndexError):
+            flow.jit(fn)(flow.empty(0), flow.tensor([0]))
+    assert flow.jit(lambda x, i: x[i])(flow.empty(0), flow.tensor([], dtype=flow.int64)).shape == (0,)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_grid_sample_with_a_nan_position_reads_nothing_out_of_range(device, gen):
+    """A NaN grid position is outside: its taps read element 0 (no index error) and are zeroed, so
+    bilinear with zero padding gives torch's NaN (from the NaN weights) and nearest torch's 0."""
+    x = torch.randn(1, 2, 5, 6, generator=gen)
+    g = torch.rand(1, 3, 4, 2, generator=gen) * 2 - 1
+    g[0, 0, 0, 0] = float("nan")
+    g[0, 2, 3, :] = float("nan")
+    for mode in ("bilinear", "nearest"):
+        want = torch.nn.functional.grid_sample(x, g, mode=mode, align_corners=False)
+        got = flow.jit(lambda a, b: F.grid_sample(a, b, mode=mode, align_corners=False))(_on(x, device), _on(g, device))
+        assert_same(got.cpu(), want, rtol=1e-5, atol=1e-6, msg=mode)

@@ -581,9 +581,10 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     xf = flat.float() if x.dtype in _HALF else flat
 
     def tap(px, py):
-        """input at integer positions (px, py) [N, Ho, Wo] (zero outside), as [N, C, Ho, Wo]."""
+        """input at integer positions (px, py) [N, Ho, Wo] (zero outside), as [N, C, Ho, Wo]. A position
+        outside, a NaN one included, reads element 0 (the gather checks every index it reads)."""
         inside = (px >= 0) & (px <= w - 1) & (py >= 0) & (py <= h - 1)
-        pos = (py.clamp(0, h - 1) * w + px.clamp(0, w - 1)).to(D.int64).reshape([n, 1, ho * wo])
+        pos = _ops.where(inside, py * w + px, 0.0).to(D.int64).reshape([n, 1, ho * wo])
         vals = xf.gather(2, pos.expand([n, c, ho * wo])).reshape([n, c, ho, wo])
         return _ops.where(inside.unsqueeze(1), vals, 0.0)
 
