@@ -44,7 +44,7 @@ from . import _ops as F
 from ._dispatch import current_trace, dispatch1
 from ._math import _in_opmath, broadcast_shapes, lerp, logaddexp, meshgrid, promote_types
 from ._ops import _normalize_dim, _one_dim, _out, _scalar, _tensor_arg, _tensor_list, _type_name
-from ._tensor import Tensor, _can_cast, _inplace_method, _method
+from ._tensor import Tensor, _can_cast, _host_checks_indices, _inplace_method, _method
 
 inf = math.inf
 nan = math.nan
@@ -1005,7 +1005,7 @@ def take(input, index, *, out=None):
     if ix.dtype is not D.int64:
         raise RuntimeError(f"take(): Expected a long tensor for index, but got {ix.dtype._torch_short}")
     n = x.numel()
-    if current_trace() is None and ix.numel():
+    if _host_checks_indices(ix) and ix.numel():  # (elsewhere index_select's kernel checks)
         lo, hi = builtins.int(F.amin(ix).item()), builtins.int(F.amax(ix).item())
         bad = hi if hi >= n else lo if lo < -n else None
         if bad is not None:

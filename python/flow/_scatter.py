@@ -27,7 +27,7 @@ from . import _dtype as D
 from ._dispatch import current_trace, dispatch1
 from ._errors import trace_error
 from ._ops import _normalize_dim, _tensor_arg, _type_name
-from ._tensor import Tensor, _inplace_method, _method, _wrap_index
+from ._tensor import Tensor, _host_checks_indices, _inplace_method, _method, _wrap_index
 
 __all__ = ["scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy", "index_fill", "index_reduce",
            "index_put", "put", "masked_scatter", "bincount", "histc"]
@@ -252,7 +252,7 @@ def index_put(input, indices, values, accumulate=False):
     bshape = list(broadcast_shapes(*(tuple(i.shape) for i in idx))) if idx else []
     lin = None
     for j, (i, size) in enumerate(zip(idx, lead)):
-        if current_trace() is None and i.numel():
+        if _host_checks_indices(i) and i.numel():  # (elsewhere _wrap_index's kernel checks)
             lo, hi = builtins.int(i.min()), builtins.int(i.max())
             bad = lo if lo < -size else hi if hi >= size else None
             if bad is not None:

@@ -173,7 +173,17 @@ def _host_array(c) -> np.ndarray:
     return (c if c.device == "cpu" else c.to_device("cpu")).numpy()
 
 
+def _host_checks_indices(ix) -> bool:
+    """Whether an eager index is range-checked on the host before use: on the CPU only. On CUDA the
+    kernels check each index they read (dsl CheckIndex, the scatter kernel) and the next
+    synchronization raises, as torch's device-side asserts do; a host check would copy the indices
+    back and synchronize on every call."""
+    return ix._c is not None and ix._c.device == "cpu" and current_trace() is None
+
+
 def _check_index_range(ix, size, dim):
+    if not _host_checks_indices(ix):
+        return
     a = _host_array(ix._c)
     lo, hi = int(a.min()), int(a.max())
     bad = lo if lo < -size else hi if hi >= size else None
@@ -183,11 +193,11 @@ def _check_index_range(ix, size, dim):
 
 def _wrap_index(ix, size, dim):
     """An int64 index into a dim of `size` (position `dim` of the indexed tensor) with negatives wrapped.
-    Eager indices were range-checked on the host; traced ones are read through an index_select of the
-    positions, whose compiled code checks each one (dsl CheckIndex) and raises torch's "index i is out
+    Indices the host checked (_host_checks_indices) just wrap; others are read through an index_select
+    of the positions, whose kernel checks each one (dsl CheckIndex) and raises torch's "index i is out
     of bounds for dimension dim with size size": a flattened multi-dimensional index would only be
     checked against the product of the sizes (x[0, 5] of a 3 x 4 tensor would read x[1, 1])."""
-    if ix._c is not None and current_trace() is None:
+    if _host_checks_indices(ix):
         return F.where(ix < 0, ix + size, ix)
     from . import _creation
 

@@ -32,7 +32,7 @@ from .. import _ops
 from .. import amp as _amp
 from .._dispatch import current_trace, dispatch, dispatch1
 from .._ops import gelu, relu, sigmoid, silu, tanh  # noqa: F401
-from .._tensor import Tensor, _host_array
+from .._tensor import Tensor, _host_array, _host_checks_indices
 
 __all__ = ["relu", "relu6", "gelu", "silu", "sigmoid", "tanh", "hardswish", "hardsigmoid", "hardtanh",
            "leaky_relu", "elu", "softplus", "mish", "softmax", "log_softmax", "linear", "conv1d", "conv2d",
@@ -584,11 +584,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if max_norm is not None:
         raise NotImplementedError("flow: embedding(max_norm=...) is not supported (it renormalizes the weight "
                                   "in place)")
-    if isinstance(input, Tensor) and input._c is not None and input.numel() > 0 and \
+    if isinstance(input, Tensor) and _host_checks_indices(input) and input.numel() > 0 and \
             input.dtype in (D.int32, D.int64) and isinstance(weight, Tensor):
-        # torch raises for any index outside [0, num_embeddings) (negative ones included); the
-        # generated gather clamps, so an eager call checks here. Under @flow.jit the indices are
-        # not known at trace time and an out-of-range index reads a clamped row.
+        # torch's message for any index outside [0, num_embeddings) (negative ones included) on the
+        # CPU; elsewhere the kernel's check raises "index i is out of bounds for dimension 0 ...".
         a = _host_array(input._c)
         if int(a.min()) < 0 or int(a.max()) >= weight.shape[0]:
             raise IndexError("index out of range in self")
