@@ -35,6 +35,16 @@ def pytest_runtest_makereport(item, call):
         item.add_report_section("call", "seed", f"FLOW_TEST_SEED={SEED}")
 
 
+@pytest.fixture(autouse=True)
+def _no_pending_device_error(request):
+    """After each GPU test, a synchronize: a CUDA kernel's report of bad data (an index out of range,
+    runtime/device_error.h) that the test left unread fails that test, not whichever test synchronizes
+    next in the same process."""
+    yield
+    if request.node.get_closest_marker("gpu") is not None and flow.cuda.is_available():
+        flow.cuda.synchronize()
+
+
 @pytest.fixture
 def gen(request):
     """A torch.Generator seeded from the run seed and the test's id."""
