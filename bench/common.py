@@ -100,3 +100,32 @@ def add_time_columns(row: dict, times: dict[str, float]) -> dict:
     if "torch.compile" in times:
         row["compile/flow jit"] = f"{times['torch.compile'] / times['flow jit']:.2f}"
     return row
+
+
+# The columns of a workload table built by workload_rows.
+WORKLOAD_COLUMNS = ["workload", "flow jit ms", "flow eager ms", "torch eager ms", "torch.compile ms", "floor ms",
+                    "torch/flow jit", "compile/flow jit", "max |flow - torch|"]
+
+
+def workload_rows(workloads: list, bandwidth: float, compile_too: bool) -> list[dict]:
+    """One table row per (name, fn(lib, *tensors), numpy arrays, floor_bytes(arrays)) workload: fn run
+    as flow jit, flow eager, torch eager and torch.compile on the same arrays in one run, flow's
+    result compared with torch's, and the memory floor (floor_bytes at `bandwidth` bytes/s)."""
+    import flow
+    import numpy as np
+    import torch
+
+    rows = []
+    for name, fn, arrays, floor_bytes in workloads:
+        fa = [flow.tensor(a) for a in arrays]
+        ta = [torch.from_numpy(a) for a in arrays]
+        f_jit = flow.jit(lambda *xs, fn=fn: fn(flow, *xs))
+        got = f_jit(*fa)
+        want = fn(torch, *ta)
+        err = float(np.abs(got.numpy() - want.numpy()).max()) if want.numel() else 0.0
+        times = contender_times(lambda: f_jit(*fa), lambda: fn(flow, *fa), lambda: fn(torch, *ta),
+                                lambda *xs, fn=fn: fn(torch, *xs), ta, compile_too)
+        floor = floor_bytes(arrays) / bandwidth
+        rows.append(add_time_columns({"workload": name, "max |flow - torch|": f"{err:.2e}",
+                                      "floor ms": f"{floor * 1e3:.3f}"}, times))
+    return rows

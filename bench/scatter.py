@@ -25,10 +25,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import (add_time_columns, contender_times, copy_bandwidth, git_rev, machine, print_table,  # noqa: E402
+from common import (WORKLOAD_COLUMNS, copy_bandwidth, git_rev, machine, print_table, workload_rows,  # noqa: E402
                     write_json)
 
-import flow  # noqa: E402
 import torch  # noqa: E402
 
 
@@ -74,23 +73,8 @@ def main() -> None:
     ]
     workloads[3][2][2][0] = 0
     workloads[4] = workloads[4][:2] + workloads[3][2:]  # the mean row's table and bags
-    results = []
-    for name, fn, arrays, floor_bytes in workloads:
-        fa = [flow.tensor(a) for a in arrays]
-        ta = [torch.from_numpy(a) for a in arrays]
-        f_jit = flow.jit(lambda *xs, fn=fn: fn(flow, *xs))
-        got = f_jit(*fa)
-        want = fn(torch, *ta)
-        err = float(np.abs(got.numpy() - want.numpy()).max()) if want.numel() else 0.0
-        times = contender_times(lambda: f_jit(*fa), lambda: fn(flow, *fa), lambda: fn(torch, *ta),
-                                lambda *xs, fn=fn: fn(torch, *xs), ta, not args.no_compile)
-        floor = floor_bytes(arrays) / bw
-        row = add_time_columns({"workload": name, "max |flow - torch|": f"{err:.2e}", "floor ms": f"{floor * 1e3:.3f}"},
-                               times)
-        results.append(row)
-    columns = ["workload", "flow jit ms", "flow eager ms", "torch eager ms", "torch.compile ms", "floor ms",
-               "torch/flow jit", "compile/flow jit", "max |flow - torch|"]
-    print_table("scatter family, float32, CPU (median of repeats)", results, columns)
+    results = workload_rows(workloads, bw, not args.no_compile)
+    print_table("scatter family, float32, CPU (median of repeats)", results, WORKLOAD_COLUMNS)
     write_json(args.json, {"date": datetime.date.today().isoformat(), "rev": git_rev(), "machine": machine(),
                            "copy_bandwidth_gbs": bw / 1e9, "workloads": results})
 
