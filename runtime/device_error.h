@@ -21,9 +21,8 @@ enum class DeviceErrorCode : long long {
   None = 0,
   EmbeddingBagIndex = 1,   // a: position, b: the index there, c: the number of rows
   EmbeddingBagOffset = 2,  // a: the boundary's position in offsets, b: its value, c: the input's length
-  ScatterIndex = 3,        // a: the dim scattered along, b: the index, c: the output's size along it
-  IndexOutOfBounds = 4,    // a generated kernel's index check (dsl CheckIndex): a: the index, b: the
-                           // size, c: the dim
+  IndexOutOfBounds = 3,    // an index out of range (a generated kernel's dsl CheckIndex, the scatter
+                           // kernel): a: the index, b: the size of the dim, c: the dim
 };
 
 // The device's error word, created on first use unless `stream` is capturing (then null when it

@@ -130,13 +130,13 @@ template <> struct flow_scatter_type<unsigned char> {  // bool: or for sum/amax,
 };
 
 // The output and src offsets of index position e; false when its index is out of range, which is
-// reported as torch's "index out of bounds" (code 3: dim, the index, the size) and skipped.
+// reported as torch's "index out of bounds" (code 3: the index, the size, the dim) and skipped.
 __device__ __forceinline__ bool flow_scatter_offsets(const flow_scatter_params& p, const long long* index,
                                                      long long e, long long* target, long long* source,
                                                      long long* err) {
   const long long v = index[e];
   if (v < 0 || v >= p.out_dim_size) {
-    flow_report_error(err, 3, p.dim, v, p.out_dim_size);
+    flow_report_error(err, 3, v, p.out_dim_size, p.dim);
     return false;
   }
   long long rest = e, t = 0, s = 0;

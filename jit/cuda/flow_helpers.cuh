@@ -201,11 +201,11 @@ __device__ __forceinline__ bfloat16 double_to_bfloat16(double d) {
 // ---- index checks -------------------------------------------------------------------------------
 
 // dsl CheckIndex: an index outside [lo, hi) claims the device's error word (runtime/device_error.h:
-// code 4, then the index, the size and the dim; the first report wins) for the host to raise at its
+// code 3, then the index, the size and the dim; the first report wins) for the host to raise at its
 // next synchronization. A null word (a launch captured before the word existed) drops the report.
 __device__ __forceinline__ int64_t check_index(int64_t i, int64_t lo, int64_t hi, int64_t dim, int64_t* err) {
   if ((i < lo || i >= hi) && err != nullptr &&
-      atomicCAS(reinterpret_cast<unsigned long long*>(err), 0ull, 4ull) == 0ull) {
+      atomicCAS(reinterpret_cast<unsigned long long*>(err), 0ull, 3ull) == 0ull) {
     err[1] = i;
     err[2] = hi;
     err[3] = dim;

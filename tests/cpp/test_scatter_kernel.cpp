@@ -240,12 +240,12 @@ void expect_a_true_report(const Problem& p, const std::array<long long, 4>& word
     EXPECT_EQ(word, (std::array<long long, 4>{})) << "a report with every index in range";
     return;
   }
-  EXPECT_EQ(word[0], static_cast<long long>(rc::DeviceErrorCode::ScatterIndex));
-  EXPECT_EQ(word[1], p.shape.dim);
-  EXPECT_EQ(word[3], p.shape.out_dim_size);
-  EXPECT_TRUE(word[2] < 0 || word[2] >= p.shape.out_dim_size) << "reported index " << word[2] << " is in range";
-  EXPECT_NE(std::find(p.index.begin(), p.index.end(), word[2]), p.index.end())
-      << "reported index " << word[2] << " is not in the problem";
+  EXPECT_EQ(word[0], static_cast<long long>(rc::DeviceErrorCode::IndexOutOfBounds));
+  EXPECT_EQ(word[2], p.shape.out_dim_size);
+  EXPECT_EQ(word[3], p.shape.dim);
+  EXPECT_TRUE(word[1] < 0 || word[1] >= p.shape.out_dim_size) << "reported index " << word[1] << " is in range";
+  EXPECT_NE(std::find(p.index.begin(), p.index.end(), word[1]), p.index.end())
+      << "reported index " << word[1] << " is not in the problem";
 }
 
 void check_scatter(const std::function<void(const Problem&, rc::ScatterPath, std::vector<uint8_t>&)>& run) {
@@ -393,7 +393,7 @@ TEST(ScatterKernel, ReportsAnIndexOutOfRange) {
     void* args[5] = {&out_ptr, &ix, &sp, &params, &err};
     for (const rc::ScatterLaunch& l : rc::plan_scatter(FixedKernelType::Float32, s, path))
       module->launch(l.entry, {l.blocks}, {l.threads}, args, 11);
-    EXPECT_EQ(word, (std::array<long long, 4>{3, 1, 7, 3}));
+    EXPECT_EQ(word, (std::array<long long, 4>{3, 7, 3, 1}));  // code, index, size, dim
     EXPECT_EQ(out, (std::vector<float>{1, 2, 3, 6, 0, 4}));
     EXPECT_NE(rc::device_error_message(word[0], word[1], word[2], word[3])
                   .find("index 7 is out of bounds for dimension 1 with size 3"),
