@@ -129,3 +129,28 @@ def workload_rows(workloads: list, bandwidth: float, compile_too: bool) -> list[
         rows.append(add_time_columns({"workload": name, "max |flow - torch|": f"{err:.2e}",
                                       "floor ms": f"{floor * 1e3:.3f}"}, times))
     return rows
+
+
+def cpu_bench_start(name: str, quick_help: str = "smaller sizes (smoke run)"):
+    """A CPU benchmark's command line (--quick, --no-compile, --json bench/out/<name>.json) and the
+    copy bandwidth measured now (bytes/s), printed with the machine: (args, bandwidth)."""
+    import argparse
+
+    import torch
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help=quick_help)
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    ap.add_argument("--json", default=f"bench/out/{name}.json")
+    args = ap.parse_args()
+    bw = copy_bandwidth(1 << 24)
+    print(f"machine: {machine()}; threads: torch {torch.get_num_threads()}; copy bandwidth {bw / 1e9:.2f} GB/s")
+    return args, bw
+
+
+def write_workloads(path: str, bandwidth: float, rows: list[dict]) -> None:
+    """The JSON of a run: date, revision, machine, the copy bandwidth (GB/s) and the rows."""
+    import datetime
+
+    write_json(path, {"date": datetime.date.today().isoformat(), "rev": git_rev(), "machine": machine(),
+                      "copy_bandwidth_gbs": bandwidth / 1e9, "workloads": rows})

@@ -14,16 +14,13 @@ torchvision-style antialiased resizes (224 -> 192, bilinear and bicubic) of the 
 """
 from __future__ import annotations
 
-import argparse
-import datetime
 import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import (add_time_columns, contender_times, copy_bandwidth, git_rev, machine, print_table,  # noqa: E402
-                    write_json)
+from common import add_time_columns, contender_times, cpu_bench_start, print_table, write_workloads  # noqa: E402
 
 import flow  # noqa: E402
 import torch  # noqa: E402
@@ -59,15 +56,9 @@ def flip_threshold(m, img, mean, std):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="smaller batch (smoke run)")
-    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
-    ap.add_argument("--json", default="bench/out/preprocess.json")
-    args = ap.parse_args()
+    args, bw = cpu_bench_start("preprocess", "smaller batch (smoke run)")
     batch = 4 if args.quick else 64
     rng = np.random.default_rng(0)
-    bw = copy_bandwidth(1 << 24)
-    print(f"machine: {machine()}; threads: torch {torch.get_num_threads()}; copy bandwidth {bw / 1e9:.2f} GB/s")
 
     img = rng.integers(0, 256, (batch, 224, 224, 3), dtype=np.uint8)
     n = img.size
@@ -97,8 +88,7 @@ def main() -> None:
     columns = ["workload", "flow jit ms", "flow eager ms", "torch eager ms", "torch.compile ms", "floor ms",
                "torch/flow jit", "compile/flow jit", "max |flow - torch|"]
     print_table("uint8 image preprocessing, CPU (median of repeats)", results, columns)
-    write_json(args.json, {"date": datetime.date.today().isoformat(), "rev": git_rev(), "machine": machine(),
-                           "copy_bandwidth_gbs": bw / 1e9, "workloads": results})
+    write_workloads(args.json, bw, results)
 
 
 if __name__ == "__main__":

@@ -17,30 +17,19 @@ the copy bandwidth measured in this run):
 """
 from __future__ import annotations
 
-import argparse
-import datetime
 import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import (WORKLOAD_COLUMNS, copy_bandwidth, git_rev, machine, print_table, workload_rows,  # noqa: E402
-                    write_json)
-
-import torch  # noqa: E402
+from common import WORKLOAD_COLUMNS, cpu_bench_start, print_table, workload_rows, write_workloads  # noqa: E402
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="smaller sizes (smoke run)")
-    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
-    ap.add_argument("--json", default="bench/out/scatter.json")
-    args = ap.parse_args()
+    args, bw = cpu_bench_start("scatter")
     s = 8 if args.quick else 1
     rng = np.random.default_rng(0)
-    bw = copy_bandwidth(1 << 24)
-    print(f"machine: {machine()}; threads: torch {torch.get_num_threads()}; copy bandwidth {bw / 1e9:.2f} GB/s")
 
     n_hist, n_edges, n_rows, n_idx, n_bags = (1 << 22) // s, (1 << 20) // s, 4096 // s, (1 << 18) // s, (1 << 14) // s
     workloads = [
@@ -75,8 +64,7 @@ def main() -> None:
     workloads[4] = workloads[4][:2] + workloads[3][2:]  # the mean row's table and bags
     results = workload_rows(workloads, bw, not args.no_compile)
     print_table("scatter family, float32, CPU (median of repeats)", results, WORKLOAD_COLUMNS)
-    write_json(args.json, {"date": datetime.date.today().isoformat(), "rev": git_rev(), "machine": machine(),
-                           "copy_bandwidth_gbs": bw / 1e9, "workloads": results})
+    write_workloads(args.json, bw, results)
 
 
 if __name__ == "__main__":

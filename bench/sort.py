@@ -11,31 +11,23 @@ that matters.
 """
 from __future__ import annotations
 
-import argparse
-import datetime
 import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import (add_time_columns, contender_times, copy_bandwidth, git_rev, machine, print_table,  # noqa: E402
-                    time_fn, write_json)
+from common import (add_time_columns, contender_times, cpu_bench_start, print_table, time_fn,  # noqa: E402
+                    write_workloads)
 
 import flow  # noqa: E402
 import torch  # noqa: E402
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="smaller sizes (smoke run)")
-    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
-    ap.add_argument("--json", default="bench/out/sort.json")
-    args = ap.parse_args()
+    args, bw = cpu_bench_start("sort")
     scale = 8 if args.quick else 1
     rng = np.random.default_rng(0)
-    bw = copy_bandwidth(1 << 24)
-    print(f"machine: {machine()}; threads: torch {torch.get_num_threads()}; copy bandwidth {bw / 1e9:.2f} GB/s")
 
     workloads = [
         ("topk 5 of 1000 x 4096", (4096 // scale, 1000), lambda m, x: m.topk(x, 5, dim=1),
@@ -70,8 +62,7 @@ def main() -> None:
     columns = ["workload", "flow jit ms", "flow eager ms", "torch eager ms", "torch.compile ms", "numpy ms",
                "floor ms", "torch/flow jit", "compile/flow jit", "indices equal torch"]
     print_table("sorting, float32, CPU (median of repeats)", results, columns)
-    write_json(args.json, {"date": datetime.date.today().isoformat(), "rev": git_rev(), "machine": machine(),
-                           "copy_bandwidth_gbs": bw / 1e9, "workloads": results})
+    write_workloads(args.json, bw, results)
 
 
 if __name__ == "__main__":
