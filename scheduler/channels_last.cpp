@@ -127,8 +127,23 @@ ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target) {
     }
     return replay[v];
   };
+  // as_strided addresses its input's memory, not its logical order: it was traced on a contiguous
+  // NCHW value, so an NHWC value reaches it as a contiguous NCHW copy, not as the permute view.
+  std::vector<int> dense(g.values().size(), -1);
+  auto nchw_dense = [&](int v) {
+    if (nhwc[v] < 0) return replay[v];
+    if (dense[v] < 0) {
+      const int view = out.add("permute", {nhwc[v]}, {{"dims", kToNchw}});
+      dense[v] = out.add("cast", {view}, {{"dtype", std::string(dsl::dtype_name(g.value(v).type.dtype))}});
+    }
+    return dense[v];
+  };
   for (const dsl::Node& n : g.nodes()) {
     if (!nhwc_node[n.id]) {
+      if (n.op == "as_strided") {
+        replay.set(n.outputs[0], out.add("as_strided", {nchw_dense(n.inputs[0])}, n.attrs));
+        continue;
+      }
       for (int i : n.inputs) nchw(i);
       replay.copy(n);
       continue;

@@ -60,3 +60,53 @@ def test_resnet_block_matches_torch(shape, enabled, monkeypatch, gen):
         assert_same(got[1].contiguous() * 2.0, want[1] * 2.0, rtol=1e-4, atol=1e-4)
     else:
         assert "channels-last" not in text
+
+
+def _strided_readers(lib):
+    nn = lib.nn
+
+    class StridedReaders(nn.Module):
+        """Convolutions read by ops that address memory: avg_pool2d's window view (as_strided of a
+        padded value), Tensor.unfold, and as_strided itself, straight off a convolution."""
+
+        def __init__(self):
+            super().__init__()
+            self.c1 = nn.Conv2d(4, 8, 3, padding=1, bias=False)
+            self.bn = nn.BatchNorm2d(8)
+            self.c2 = nn.Conv2d(8, 6, 1)
+            self.pool = nn.AvgPool2d(2, 2)
+            self.c3 = nn.Conv2d(6, 5, 1)
+
+        def forward(self, x):
+            y = self.pool(self.c2(lib.relu(self.bn(self.c1(x)))))  # the pad before the pool goes NHWC
+            z = self.c3(y)
+            h, w = z.shape[2], z.shape[3]
+            corner = z.as_strided((z.shape[0], 5, h - 1, w - 1), (5 * h * w, h * w, w, 1))
+            return lib.cat([y, self.c3(y) * 2.0], 1), corner, z.unfold(3, 2, 1)
+
+    return StridedReaders()
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["nhwc", "off"])
+def test_memory_addressing_readers_of_nhwc_values(enabled, monkeypatch, gen):
+    """The pass once fed a permute view of an NHWC value to as_strided, which addresses the input's
+    memory and so read the NHWC buffer with NCHW strides (DenseNet's transitions: 29% off)."""
+    if not enabled:
+        monkeypatch.setenv("FLOW_CHANNELS_LAST", "0")
+    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
+    tm = _strided_readers(torch).eval()
+    tm.bn.running_mean.normal_()
+    tm.bn.running_var.uniform_(0.5, 2.0)
+    fm = _strided_readers(flow)
+    fm.load_state_dict(tm.state_dict())
+    fm.eval()
+    jm = flow.jit(fm)
+    x = torch.randn(2, 4, 10, 12, generator=gen)
+    with torch.no_grad():
+        want = tm(x)
+    with flow.no_grad():
+        got = jm(to_flow(x))
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-4, atol=1e-4, msg=jm.explain(with_source=False)[-3000:])
+    if enabled:
+        assert "channels-last:" in jm.explain(with_source=False)
