@@ -561,12 +561,15 @@ dnnl::primitive_attr make_attr(const std::vector<PostOp>& post, bool with_post_o
 // Creates a primitive descriptor with the post-ops fused, or (if oneDNN refuses that chain)
 // without them; throws a runtime_error naming `what` if neither works.
 template <class MakePd>
-auto make_pd_first(const std::string& what, const std::vector<PostOp>& post, bool& fused, MakePd&& make) {
+auto make_pd_first(const std::string& what, const std::vector<PostOp>& post, bool& fused, MakePd&& make,
+                   bool try_fused) {
   fused = true;
-  try {
-    return make(make_attr(post, true));
-  } catch (const dnnl::error& e) {
-    if (post.empty()) throw Unsupported("flow: oneDNN " + what + ": " + e.what());
+  if (try_fused || post.empty()) {
+    try {
+      return make(make_attr(post, true));
+    } catch (const dnnl::error& e) {
+      if (post.empty()) throw Unsupported("flow: oneDNN " + what + ": " + e.what());
+    }
   }
   fused = false;
   try {
@@ -583,27 +586,48 @@ auto make_pd_first(const std::string& what, const std::vector<PostOp>& post, boo
 // (oneDNN 2.6 keeps a pointer to it).
 template <class MakePd>
 auto make_pd(const std::string& what, const std::vector<PostOp>& post, Entry& entry, const std::string& impl,
-             bool enumerate, MakePd&& make) {
+             bool enumerate, MakePd&& make, bool try_fused = true) {
   entry.available.clear();
   entry.enumerated = enumerate;
   if (enumerate) {
-    auto it = make_pd_first(what, post, entry.fused_post_ops, make);
+    auto it = make_pd_first(what, post, entry.fused_post_ops, make, try_fused);
     do {
       const std::string name = it.impl_info_str();
       if (std::find(entry.available.begin(), entry.available.end(), name) == entry.available.end())
         entry.available.push_back(name);
     } while (it.next_impl());
   }
-  auto pd = make_pd_first(what, post, entry.fused_post_ops, make);
+  auto pd = make_pd_first(what, post, entry.fused_post_ops, make, try_fused);
   if (!impl.empty()) {
     bool found = false;
     do {
       found = pd.impl_info_str() == impl;
     } while (!found && pd.next_impl());
-    if (!found) pd = make_pd_first(what, post, entry.fused_post_ops, make);  // not offered: the first choice
+    if (!found) pd = make_pd_first(what, post, entry.fused_post_ops, make, try_fused);  // not offered: the first choice
   }
   entry.impl = pd.impl_info_str();
   return pd;
+}
+
+// Whether oneDNN 2.6's convolutions compute every binary post-op of `post` right: operands that
+// are a scalar, per output channel, or the whole destination. They accept others (per row, per
+// [H, W] position, per [N, H]) and, with an NHWC destination, broadcast them wrongly (the 1x1 jit
+// convolutions: 15-145% off); such chains run unfused, by the fallback loop after the primitive.
+bool conv_binary_operands_supported(const std::vector<PostOp>& post, const std::vector<int64_t>& dst_dims) {
+  for (const PostOp& p : post) {
+    if (p.kind != PostOp::Kind::Binary || p.src1.dims.empty()) continue;
+    const std::vector<int64_t>& d = p.src1.dims;
+    if (d.size() != dst_dims.size()) return false;
+    bool scalar = true, per_channel = true, whole = true;
+    for (size_t i = 0; i < d.size(); ++i) {
+      const bool varies = d[i] != 1 && dst_dims[i] != 1;
+      scalar = scalar && !varies;
+      per_channel = per_channel && (i == 1 || !varies);
+      whole = whole && (d[i] == dst_dims[i]);
+    }
+    if (!scalar && !per_channel && !whole) return false;
+  }
+  return true;
 }
 
 bool has_sum_op(const std::vector<PostOp>& post) {
@@ -948,6 +972,7 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
   std::shared_ptr<const Entry> e = cache().get(key_str);
   if (!e || (info && !e->enumerated)) {
     auto fresh = std::make_shared<Entry>();
+    const bool fuse_ok = conv_binary_operands_supported(post, dst.dims);
     const memory::desc src_md = md_of(src.dims, ss, src.dtype), dst_md = md_of(dst.dims, ds, dst.dtype);
     const memory::desc w_any = any_md(wd, weights.dtype);
     const memory::desc bias_md = bias ? md_of(bias->dims, bs, bias->dtype) : memory::desc();
@@ -983,7 +1008,7 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
         };
       };
       const bool enumerate = info != nullptr;
-      const auto pd = make_pd("convolution", post, *fresh, name, enumerate, make_for(blocked));
+      const auto pd = make_pd("convolution", post, *fresh, name, enumerate, make_for(blocked), fuse_ok);
       const char* chosen_prefix = blocked ? "blocked/" : "plain/";
       fresh->impl = chosen_prefix + fresh->impl;
       if (enumerate) {  // the search space: both layouts' implementations, prefixed
@@ -992,7 +1017,7 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
         if (!plain_only) {
           Entry other;
           try {
-            make_pd("convolution", post, other, "", true, make_for(!blocked));
+            make_pd("convolution", post, other, "", true, make_for(!blocked), fuse_ok);
             for (const auto& n : other.available) all.push_back((blocked ? "plain/" : "blocked/") + n);
           } catch (const std::exception&) {
           }
@@ -1017,10 +1042,12 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
       const dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_inference,
                                                 dnnl::algorithm::deconvolution_direct, fresh->src_prim_md, w_any,
                                                 bias_md, dst_md, strides, dil, pl, pr);
-      const auto pd =
-          make_pd("deconvolution", post, *fresh, impl, info != nullptr, [&](const dnnl::primitive_attr& attr) {
+      const auto pd = make_pd(
+          "deconvolution", post, *fresh, impl, info != nullptr,
+          [&](const dnnl::primitive_attr& attr) {
             return dnnl::deconvolution_forward::primitive_desc(d, attr, engine());
-          });
+          },
+          fuse_ok);
       fresh->prim = dnnl::deconvolution_forward(pd);
       fresh->scratch_md = pd.scratchpad_desc();
       w_prim = pd.weights_desc();

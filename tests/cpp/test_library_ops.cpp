@@ -533,18 +533,24 @@ TEST(LibraryOps, EpilogueChainsMatchReference) {
 TEST(LibraryOps, BroadcastPostOpOperands) {
   REQUIRE_BACKENDS();
   // Per-channel, per-row, scalar-tensor and odd broadcasts: oneDNN takes some as post-ops and the
-  // rest run through the fallback loop; the results must match either way.
+  // rest run through the fallback loop; the results must match either way. With an NCHW input the
+  // convolution reorders it to NHWC (its destination's layout) and runs oneDNN's 1x1 jit
+  // convolution, which broadcast the per-row and per-position operands wrongly when it took them.
   auto rng = test::rng(19);
   const Shape out{2, 4, 5, 3};
-  for (const Shape& os :
-       {Shape{4, 1, 1}, Shape{1, 4, 1, 1}, Shape{3}, Shape{}, Shape{2, 1, 5, 1}, Shape{5, 3}, Shape{2, 4, 5, 3}}) {
-    dsl::Graph g;
-    const int x = g.add_input({{2, 3, 5, 3}, DType::Float32}), w = g.add_input({{4, 3, 1, 1}, DType::Float32});
-    const int o = g.add_input({os, DType::Float32});
-    g.mark_output(g.add("mul", {g.add("conv2d", {x, w}), o}));
-    auto exe = check(g, {random_tensor({2, 3, 5, 3}, rng), random_tensor({4, 3, 1, 1}, rng), random_tensor(os, rng)},
-                     "conv * operand " + dsl::shape_str(os));
-    EXPECT_EQ(exe->plan().groups.size(), 1u) << dsl::shape_str(os);
+  for (const bool nhwc_input : {false, true}) {
+    for (const Shape& os :
+         {Shape{4, 1, 1}, Shape{1, 4, 1, 1}, Shape{3}, Shape{}, Shape{2, 1, 5, 1}, Shape{5, 3}, Shape{2, 4, 5, 3}}) {
+      dsl::Graph g;
+      const int x = g.add_input({{2, 3, 5, 3}, DType::Float32}), w = g.add_input({{4, 3, 1, 1}, DType::Float32});
+      const int o = g.add_input({os, DType::Float32});
+      g.mark_output(g.add("mul", {g.add("conv2d", {x, w}), o}));
+      const jit::Tensor xt =
+          nhwc_input ? permuted_tensor({2, 3, 5, 3}, {0, 2, 3, 1}, rng) : random_tensor({2, 3, 5, 3}, rng);
+      auto exe = check(g, {xt, random_tensor({4, 3, 1, 1}, rng), random_tensor(os, rng)},
+                       "conv * operand " + dsl::shape_str(os) + (nhwc_input ? ", NHWC input" : ""));
+      EXPECT_EQ(exe->plan().groups.size(), 1u) << dsl::shape_str(os);
+    }
   }
   // A non-contiguous residual (a channels-last view) as the binary operand.
   dsl::Graph g;
