@@ -12,6 +12,7 @@
 #include "dsl/op_table.h"
 #include "scheduler/lowering.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/unswitch.h"
 
 namespace flow::sched {
 
@@ -128,9 +129,13 @@ class PointwiseScheduler final : public Scheduler {
                          aligned_steps ? body_at(offset + var("l"), offset, var("l")) : body_at(offset + var("l")));
     Stmt unrolled =
         U > 1 ? make_for("u", make_int(0), make_int(U), ForKind::Unrolled, simd) : make_let("u", make_int(0), simd);
-    task.add(make_for("c", make_int(0), var("jn") / make_int(step), ForKind::Serial, unrolled));
+    StmtList loops;
+    loops.add(make_for("c", make_int(0), var("jn") / make_int(step), ForKind::Serial, unrolled));
     for (const Stmt& s : simd_remainder(var("jn"), step, register_lanes(ki), [&](Expr j, bool) { return body_at(j); }))
-      task.add(s);
+      loops.add(s);
+    // A choice between inputs fixed for the whole task (cat along an outer dim) is made once per
+    // task, not per element (scheduler/unswitch.h).
+    task.add(unswitch_invariant_selects(loops.build()));
     // A parallel task takes several (outer index, tile) items when rows are short, so that each
     // task has at least kTaskElements elements: with a 32-wide innermost dim (a max pool's strided
     // slices, which do not coalesce) one item per task spent more time dispatching than computing.

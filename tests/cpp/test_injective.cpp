@@ -8,12 +8,14 @@
 
 #include "dsl/graph_interpreter.h"
 #include "dsl/interpreter.h"
+#include "dsl/ir_visitor.h"
 #include "jit/compile.h"
 #include "jit/cuda/cuda_compile.h"
 #include "jit/cuda/cuda_printer.h"
 #include "jit/cuda/embedded_helpers.h"
 #include "jit/cuda_launch.h"
 #include "jit/layouts.h"
+#include "scheduler/unswitch.h"
 #include "simt/cuda_kernel_check.h"
 #include "simt/simt_emulator.h"
 #include "test_util.h"
@@ -319,4 +321,91 @@ TEST(Injective, IndexOutOfRangeRaisesAfterTheKernel) {
       EXPECT_EQ(word, (std::array<long long, 4>{3, c.bad, c.n, c.dim}));
     }
   }
+}
+
+namespace {
+
+// The CPU loop nest of the one pointwise group of `g` (contiguous inputs).
+dsl::Stmt cpu_loops_of(const dsl::Graph& g) {
+  const auto plan = sched::fuse(g);
+  const auto lay = jit::compute_layouts(g, {});
+  sched::GroupLayouts gl;
+  for (size_t v = 0; v < g.values().size(); ++v) gl[static_cast<int>(v)] = lay.layout[v].strides;
+  for (const auto& grp : plan.groups) {
+    if (grp.kind != sched::GroupKind::Pointwise) continue;
+    const auto ki = sched::specialize(g, grp, gl, true);
+    const auto& s = sched::scheduler_for(ki, dsl::Target::CPU);
+    return s.schedule(ki, s.heuristics(ki, dsl::Target::CPU), dsl::Target::CPU).func.body;
+  }
+  return dsl::Stmt();
+}
+
+struct ChoiceCount : dsl::IRVisitor {
+  int ifs = 0, choices = 0;  // IfThenElse statements; selects whose arms both read memory
+  void visit_IfThenElse(const dsl::IfThenElse* op) override {
+    ++ifs;
+    dsl::IRVisitor::visit_IfThenElse(op);
+  }
+  void visit_Select(const dsl::Select* op) override {
+    struct Loads : dsl::IRVisitor {
+      bool any = false;
+      void visit_Load(const dsl::Load*) override { any = true; }
+    } t, f;
+    t.visit(op->true_value);
+    f.visit(op->false_value);
+    if (t.any && f.any) ++choices;
+    dsl::IRVisitor::visit_Select(op);
+  }
+};
+
+}  // namespace
+
+// cat along an outer dim chooses its input once per task (scheduler/unswitch.h): the CPU loop nest
+// holds one version of the loops per input and no per-element choice between inputs. Past the cap
+// on versions the remaining inputs are chosen per element.
+TEST(Injective, CatAlongAnOuterDimChoosesItsInputOncePerTask) {
+  auto rng = test::rng(23);
+  for (const int inputs : {3, 20}) {
+    dsl::Graph g;
+    std::vector<int> ins;
+    std::vector<jit::Tensor> data;
+    std::uniform_int_distribution<int> width(1, 3);
+    for (int k = 0; k < inputs; ++k) {
+      const dsl::Shape s{2, width(rng), 3, 37};
+      ins.push_back(g.add_input({s, DType::Float32}));
+      data.push_back(random_f32(s, rng));
+    }
+    const int cat = g.add("cat", ins, {{"dim", int64_t{1}}});
+    g.mark_output(g.add("relu", {cat}));
+    check_graph(g, data, {}, 1);
+    const dsl::Stmt loops = cpu_loops_of(g);
+    ChoiceCount count;
+    count.visit(loops);
+    const std::string what = std::to_string(inputs) + " inputs";
+    EXPECT_EQ(count.ifs, inputs - 1) << what;
+    EXPECT_EQ(count.choices, 0) << what;
+  }
+}
+
+// The pass alone: only invariant choices between two reads are hoisted, at most max_versions - 1
+// times.
+TEST(Unswitch, HoistsInvariantChoicesBetweenReadsUpToTheCap) {
+  using namespace dsl;
+  const Expr k = var("k"), l = var("l");
+  auto read = [&](int input) { return load(DType::Float32, "in" + std::to_string(input), l); };
+  Expr chain = read(19);
+  for (int input = 18; input >= 0; --input) chain = select(k < make_int(input + 1), read(input), chain);
+  const Expr pad = select(k < make_int(5), read(0), make_float(0.0));  // a read or a constant
+  const Expr per_lane = select(l < make_int(3), read(1), read(2));     // varies in the loop
+  const Stmt loop =
+      make_for("l", make_int(0), make_int(8), ForKind::Serial, make_store("out", l, chain + pad + per_lane));
+  ChoiceCount before, all, capped;
+  before.visit(loop);
+  all.visit(sched::unswitch_invariant_selects(loop));
+  capped.visit(sched::unswitch_invariant_selects(loop, 8));
+  EXPECT_EQ(before.choices, 20);  // the chain's 19 and the per-lane one
+  EXPECT_EQ(all.ifs, 19);
+  EXPECT_EQ(all.choices, 20);  // the per-lane choice, once in each of the 20 versions
+  EXPECT_EQ(capped.ifs, 7);
+  EXPECT_GT(capped.choices, 8);  // the chain's rest stays per element in the last version
 }

@@ -1,0 +1,109 @@
+#include "scheduler/unswitch.h"
+
+#include <set>
+#include <string>
+
+#include "dsl/ir_visitor.h"
+
+namespace flow::sched {
+namespace {
+
+using namespace flow::dsl;
+
+bool reads_memory(const Expr& e) {
+  struct Finder : IRVisitor {
+    bool found = false;
+    void visit_Load(const Load*) override { found = true; }
+  } f;
+  f.visit(e);
+  return f.found;
+}
+
+// Whether `e` reads memory or checks an index (a side effect that must stay where it is).
+bool impure(const Expr& e) {
+  struct Finder : IRVisitor {
+    bool found = false;
+    void visit_Load(const Load*) override { found = true; }
+    void visit_Call(const Call* op) override {
+      if (op->func == Intrinsic::CheckIndex) found = true;
+      IRVisitor::visit_Call(op);
+    }
+  } f;
+  f.visit(e);
+  return f.found;
+}
+
+std::set<std::string> free_vars(const Expr& e) {
+  struct Collect : IRVisitor {
+    std::set<std::string> names;
+    void visit_Var(const Var* op) override { names.insert(op->name); }
+  } c;
+  c.visit(e);
+  return c.names;
+}
+
+// The first select condition (in program order, outer selects first) that is the same for every
+// iteration of `loops`: no variable bound inside `loops`, no memory read; both arms read memory.
+Expr first_invariant_choice(const Stmt& loops) {
+  struct Search : IRVisitor {
+    std::set<std::string> bound;  // every name bound anywhere inside `loops` (conservative)
+    Expr found;
+    void visit_Select(const Select* op) override {
+      if (!found.defined() && reads_memory(op->true_value) && reads_memory(op->false_value) && !impure(op->cond)) {
+        bool invariant = true;
+        for (const std::string& v : free_vars(op->cond)) invariant = invariant && bound.count(v) == 0;
+        if (invariant) found = op->cond;
+      }
+      IRVisitor::visit_Select(op);
+    }
+  };
+  struct Binders : IRVisitor {
+    std::set<std::string> names;
+    void visit_For(const For* op) override {
+      names.insert(op->var);
+      IRVisitor::visit_For(op);
+    }
+    void visit_LetStmt(const LetStmt* op) override {
+      names.insert(op->name);
+      IRVisitor::visit_LetStmt(op);
+    }
+  } binders;
+  binders.visit(loops);
+  Search s;
+  s.bound = std::move(binders.names);
+  s.visit(loops);
+  return s.found;
+}
+
+// `s` with every select on `cond` replaced by its arm for `value`.
+Stmt choose(const Stmt& s, const Expr& cond, bool value) {
+  struct Choose : IRMutator {
+    const Expr& cond;
+    const bool value;
+    Choose(const Expr& c, bool v) : cond(c), value(v) {}
+    Expr mutate_Select(const Select* op, const Expr& self) override {
+      if (equal(op->cond, cond)) return mutate(value ? op->true_value : op->false_value);
+      return IRMutator::mutate_Select(op, self);
+    }
+  } m(cond, value);
+  return m.mutate(s);
+}
+
+Stmt unswitch(const Stmt& loops, int& splits_left) {
+  if (splits_left <= 0) return loops;
+  const Expr cond = first_invariant_choice(loops);
+  if (!cond.defined()) return loops;
+  --splits_left;
+  const Stmt then_case = unswitch(choose(loops, cond, true), splits_left);
+  const Stmt else_case = unswitch(choose(loops, cond, false), splits_left);
+  return make_if(cond, then_case, else_case);
+}
+
+}  // namespace
+
+Stmt unswitch_invariant_selects(const Stmt& loops, int max_versions) {
+  int splits_left = max_versions - 1;
+  return unswitch(loops, splits_left);
+}
+
+}  // namespace flow::sched
