@@ -55,6 +55,10 @@ std::vector<bool> plan(const dsl::Graph& g, const std::vector<bool>& allowed) {
     } else if (shape.size() == 4 && !n.inputs.empty() && value_nhwc[n.inputs[0]] &&
                (n.op == "slice" || (n.op == "pad" && n.inputs.size() == 1))) {
       ok = true;
+    } else if (shape.size() == 4 && n.op == "cat") {
+      // A concatenation of NHWC values (DenseNet's feature maps): its other inputs are read
+      // through an NHWC view, a transposing read.
+      ok = std::any_of(n.inputs.begin(), n.inputs.end(), [&](int i) { return value_nhwc[i]; });
     } else if (n.op == "cast" && shape.size() == 4 && feeds_only_nhwc_convs(g, v, allowed)) {
       // autocast's cast of an NCHW input read only by NHWC convolutions: it writes NHWC (a
       // transposing read), so the convolution needs no copy of its input into its layout.
@@ -165,6 +169,15 @@ ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target) {
       dsl::Attrs a = n.attrs;
       a["pads"] = std::vector<int64_t>{p[4], p[5], p[0], p[1], p[2], p[3], p[6], p[7]};
       made = out.add("pad", {nhwc[n.inputs[0]]}, a);
+      ++r.ops;
+    } else if (n.op == "cat") {
+      std::vector<int> ins;
+      for (int i : n.inputs) ins.push_back(nhwc[i] >= 0 ? nhwc[i] : out.add("permute", {nchw(i)}, {{"dims", kToNhwc}}));
+      dsl::Attrs a = n.attrs;
+      int64_t d = dsl::attr_int(n.attrs, "dim", "cat");
+      if (d < 0) d += 4;
+      a["dim"] = kNhwcPos[d];
+      made = out.add("cat", ins, a);
       ++r.ops;
     } else if (n.op == "slice") {
       dsl::Attrs a = n.attrs;

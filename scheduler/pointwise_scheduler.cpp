@@ -5,10 +5,13 @@
 // 16-byte vector accesses (coalesced across the warp); anything else indexes element by element
 // from a linear thread index.
 #include <algorithm>
+#include <functional>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 
 #include "dsl/canonical_names.h"
+#include "dsl/ir_visitor.h"
 #include "dsl/op_table.h"
 #include "scheduler/lowering.h"
 #include "scheduler/scheduler.h"
@@ -123,16 +126,48 @@ class PointwiseScheduler final : public Scheduler {
       emit_outputs(ki, gv, body);
       return body.build();
     };
-    // SIMD steps: for c: for u unrolled: for l vectorized.
-    const Expr offset = var("c") * make_int(step) + var("u") * make_int(W);
-    Stmt simd = make_for("l", make_int(0), make_int(W), ForKind::Vectorized,
-                         aligned_steps ? body_at(offset + var("l"), offset, var("l")) : body_at(offset + var("l")));
-    Stmt unrolled =
-        U > 1 ? make_for("u", make_int(0), make_int(U), ForKind::Unrolled, simd) : make_let("u", make_int(0), simd);
+    // SIMD steps over [from, from + n) of the tile: for c: for u unrolled: for l vectorized, then
+    // the remainder. `body` gives the element at tile offset j.
+    auto simd_loops = [&](StmtList& out, const Expr& from, const Expr& n, const std::function<Stmt(Expr)>& body) {
+      const Expr offset = from + var("c") * make_int(step) + var("u") * make_int(W);
+      Stmt simd = make_for("l", make_int(0), make_int(W), ForKind::Vectorized,
+                           aligned_steps ? body_at(offset + var("l"), offset, var("l")) : body(offset + var("l")));
+      Stmt unrolled =
+          U > 1 ? make_for("u", make_int(0), make_int(U), ForKind::Unrolled, simd) : make_let("u", make_int(0), simd);
+      out.add(make_for("c", make_int(0), n / make_int(step), ForKind::Serial, unrolled));
+      for (const Stmt& s : simd_remainder(n, step, register_lanes(ki), [&](Expr j, bool) { return body(from + j); }))
+        out.add(s);
+    };
     StmtList loops;
-    loops.add(make_for("c", make_int(0), var("jn") / make_int(step), ForKind::Serial, unrolled));
-    for (const Stmt& s : simd_remainder(var("jn"), step, register_lanes(ki), [&](Expr j, bool) { return body_at(j); }))
-      loops.add(s);
+    // A cat along the innermost dim chooses its input by the index (NHWC cat along channels): the
+    // tile is split at the inputs' bounds and each piece reads its one input (scheduler/unswitch.h).
+    const Expr jx = var("jx");
+    const Stmt probe = flat ? Stmt() : body_at(jx);
+    const std::vector<int64_t> bounds = flat ? std::vector<int64_t>{} : read_choice_bounds(probe, var("j0") + jx);
+    if (!bounds.empty() && bounds.size() < 64) {
+      // One tile per row of a known size (the usual case: a row of channels) makes every piece's
+      // range a constant, so its loops have constant trip counts and the empty ones vanish.
+      const bool one_tile = ki.shape_specialized && ki.kept[K - 1] <= tile;
+      for (size_t k = 0; k <= bounds.size(); ++k) {
+        const int64_t lo = k == 0 ? 0 : bounds[k - 1];
+        const int64_t hi = k == bounds.size() ? std::numeric_limits<int64_t>::max() : bounds[k];
+        const Stmt piece = resolve_read_choices(probe, var("j0") + jx, lo, hi);
+        auto element = [&](Expr j) { return substitute(piece, "jx", j); };
+        if (one_tile) {
+          const int64_t n = std::min(hi, ki.kept[K - 1]) - lo;
+          if (n > 0) simd_loops(loops, make_int(lo), make_int(n), element);
+          continue;
+        }
+        StmtList seg;
+        seg.let("slo", max(var("j0"), make_int(lo)) - var("j0"));  // the piece's part of the tile
+        seg.let("sn", max(make_int(0),
+                          (k == bounds.size() ? var("jn") : min(var("jn"), make_int(hi) - var("j0"))) - var("slo")));
+        simd_loops(seg, var("slo"), var("sn"), element);
+        loops.add(seg.build());
+      }
+    } else {
+      simd_loops(loops, make_int(0), var("jn"), body_at);
+    }
     // A choice between inputs fixed for the whole task (cat along an outer dim) is made once per
     // task, not per element (scheduler/unswitch.h).
     task.add(unswitch_invariant_selects(loops.build()));

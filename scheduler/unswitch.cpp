@@ -33,6 +33,11 @@ bool impure(const Expr& e) {
   return f.found;
 }
 
+// A select choosing between two reads at an index it computes without side effects (cat).
+bool choice_between_reads(const Select* op) {
+  return reads_memory(op->true_value) && reads_memory(op->false_value) && !impure(op->cond);
+}
+
 std::set<std::string> free_vars(const Expr& e) {
   struct Collect : IRVisitor {
     std::set<std::string> names;
@@ -49,7 +54,7 @@ Expr first_invariant_choice(const Stmt& loops) {
     std::set<std::string> bound;  // every name bound anywhere inside `loops` (conservative)
     Expr found;
     void visit_Select(const Select* op) override {
-      if (!found.defined() && reads_memory(op->true_value) && reads_memory(op->false_value) && !impure(op->cond)) {
+      if (!found.defined() && choice_between_reads(op)) {
         bool invariant = true;
         for (const std::string& v : free_vars(op->cond)) invariant = invariant && bound.count(v) == 0;
         if (invariant) found = op->cond;
@@ -99,7 +104,46 @@ Stmt unswitch(const Stmt& loops, int& splits_left) {
   return make_if(cond, then_case, else_case);
 }
 
+// The bound b of a condition `index < b`, or nullptr.
+const int64_t* bound_of(const Expr& cond, const Expr& index) {
+  const LT* lt = cond.as<LT>();
+  return lt && equal(lt->a, index) ? as_const_int(lt->b) : nullptr;
+}
+
 }  // namespace
+
+std::vector<int64_t> read_choice_bounds(const Stmt& body, const Expr& index) {
+  struct Collect : IRVisitor {
+    const Expr& index;
+    std::set<int64_t> bounds;
+    explicit Collect(const Expr& i) : index(i) {}
+    void visit_Select(const Select* op) override {
+      if (choice_between_reads(op))
+        if (const int64_t* b = bound_of(op->cond, index)) bounds.insert(*b);
+      IRVisitor::visit_Select(op);
+    }
+  } c(index);
+  c.visit(body);
+  return std::vector<int64_t>(c.bounds.begin(), c.bounds.end());
+}
+
+Stmt resolve_read_choices(const Stmt& body, const Expr& index, int64_t lo, int64_t hi) {
+  struct Resolve : IRMutator {
+    const Expr& index;
+    const int64_t lo, hi;
+    Resolve(const Expr& i, int64_t l, int64_t h) : index(i), lo(l), hi(h) {}
+    Expr mutate_Select(const Select* op, const Expr& self) override {
+      if (choice_between_reads(op)) {
+        if (const int64_t* b = bound_of(op->cond, index)) {
+          if (hi <= *b) return mutate(op->true_value);  // index < hi <= b
+          if (lo >= *b) return mutate(op->false_value);
+        }
+      }
+      return IRMutator::mutate_Select(op, self);
+    }
+  } m(index, lo, hi);
+  return m.mutate(body);
+}
 
 Stmt unswitch_invariant_selects(const Stmt& loops, int max_versions) {
   int splits_left = max_versions - 1;

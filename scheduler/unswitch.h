@@ -14,11 +14,22 @@
 // between inputs, not a pad's guard against a constant, which stays per element), and the number
 // of versions is capped so that independent conditions cannot multiply the code beyond it.
 #pragma once
+#include <cstdint>
+#include <vector>
+
 #include "dsl/stmt.h"
 
 namespace flow::sched {
 
 // At most `max_versions` copies of `loops` come out (1 = unchanged).
 dsl::Stmt unswitch_invariant_selects(const dsl::Stmt& loops, int max_versions = 64);
+
+// The same choices along the loop's own index (cat along the innermost dim, NHWC cat along
+// channels): the schedulers split the index range at the choices' bounds and resolve each piece's
+// choices at compile time. read_choice_bounds lists the constants b of the conditions `index < b`
+// of selects between two reads in `body` (sorted, distinct); resolve_read_choices replaces each
+// such select by its arm for an index known to lie in [lo, hi).
+std::vector<int64_t> read_choice_bounds(const dsl::Stmt& body, const dsl::Expr& index);
+dsl::Stmt resolve_read_choices(const dsl::Stmt& body, const dsl::Expr& index, int64_t lo, int64_t hi);
 
 }  // namespace flow::sched

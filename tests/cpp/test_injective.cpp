@@ -409,3 +409,28 @@ TEST(Unswitch, HoistsInvariantChoicesBetweenReadsUpToTheCap) {
   EXPECT_EQ(capped.ifs, 7);
   EXPECT_GT(capped.choices, 8);  // the chain's rest stays per element in the last version
 }
+
+// cat along the innermost dim (an NHWC cat along channels) splits each row at the inputs' bounds:
+// each piece reads one input, with no per-element choice. Rows within one tile get constant trip
+// counts; rows longer than a tile (70000 elements) are split at run time.
+TEST(Injective, CatAlongTheInnermostDimSplitsRowsAtTheInputs) {
+  auto rng = test::rng(24);
+  for (const std::vector<int64_t>& widths :
+       {std::vector<int64_t>{32, 17, 1, 40}, std::vector<int64_t>{3, 64, 5}, std::vector<int64_t>{40000, 30000}}) {
+    const int64_t rows = widths[0] > 1000 ? 2 : 15;
+    dsl::Graph g;
+    std::vector<int> ins;
+    std::vector<jit::Tensor> data;
+    for (int64_t w : widths) {
+      const dsl::Shape s{rows, w};
+      ins.push_back(g.add_input({s, DType::Float32}));
+      data.push_back(random_f32(s, rng));
+    }
+    const int cat = g.add("cat", ins, {{"dim", int64_t{-1}}});
+    g.mark_output(g.add("relu", {cat}));
+    check_graph(g, data, {}, 1);
+    ChoiceCount count;
+    count.visit(cpu_loops_of(g));
+    EXPECT_EQ(count.choices, 0) << widths.size() << " inputs, first width " << widths[0];
+  }
+}
