@@ -1,12 +1,14 @@
 #include "jit/eager.h"
 
 #include <mutex>
+#include <optional>
 #include <type_traits>
 #include <unordered_map>
 
 #include "dsl/op_table.h"
 #include "jit/backend.h"
 #include "jit/compile.h"
+#include "jit/eager_cat.h"
 
 namespace flow::jit {
 
@@ -111,6 +113,13 @@ bool move_cpu_scalars(const std::vector<EagerArg>& args, std::vector<EagerArg>& 
 std::vector<Tensor> eager_op(const std::string& op, const std::vector<EagerArg>& given, const dsl::Attrs& attrs) {
   std::vector<EagerArg> moved;
   const std::vector<EagerArg>& args = move_cpu_scalars(given, moved) ? moved : given;
+  if (op == "cat") {  // on the CPU, copies rather than a kernel per input count (jit/eager_cat.h)
+    std::vector<Tensor> inputs;
+    for (const auto& a : args)
+      if (const auto* t = std::get_if<Tensor>(&a)) inputs.push_back(*t);
+    if (inputs.size() == args.size())
+      if (std::optional<Tensor> out = cat_by_copies(inputs, attrs)) return {*out};
+  }
   const std::string key = signature(op, args, attrs);
   if (auto plan = plan_cache().find(key)) {
     std::vector<Tensor> tensors;

@@ -347,6 +347,33 @@ def test_cat_stack(dtype, gen):
         assert_same(r, e)
 
 
+@pytest.mark.parametrize("dim", [0, 1, 3, -1])
+def test_eager_cat_copies_without_compiling(dim, gen):
+    """Eager cat on the CPU copies rows (jit/eager_cat.h): any number of inputs, no kernel to compile
+    for contiguous inputs of the output's dtype; large inputs span several copy tasks."""
+    shape = [3, 5, 7, 9]
+    ts = []
+    for k in range(int(torch.randint(5, 40, (1,), generator=gen))):
+        s = list(shape)
+        s[dim] = int(torch.randint(0, 4, (1,), generator=gen))  # empty inputs too
+        ts.append(torch.randn(*s, generator=gen))
+    big = list(shape)
+    big[dim] = 3000
+    ts.append(torch.randn(*big, generator=gen))  # rows longer than a copy task
+    fs = [to_flow(t) for t in ts]
+    def kernel_lookups():
+        st = flow._C.cache_stats()
+        return st["memory_hits"] + st["disk_hits"] + st["misses"]
+
+    before = kernel_lookups()
+    got = flow.cat(fs, dim)
+    assert kernel_lookups() == before
+    assert_same(got, torch.cat(ts, dim))
+    # Inputs of another dtype or layout go through the cast kernel first.
+    mixed = [to_flow(ts[0].to(torch.float64)), to_flow(ts[1].transpose(0, 1).contiguous().transpose(0, 1))] + fs[2:5]
+    assert_same(flow.cat(mixed, dim), torch.cat([ts[0].double()] + ts[1:5], dim))
+
+
 def test_cat_promotes_and_errors(gen):
     for d1, d2 in [(torch.int32, torch.float16), (torch.bool, torch.int64), (torch.bfloat16, torch.float32),
                    (torch.int32, torch.int64)]:
