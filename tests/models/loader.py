@@ -1,10 +1,12 @@
 """Loads a model file of this folder as flow (as written) or as its torch twin (the import lines
-replaced: `import flow as torch` -> `import torch`, `import flow.nn as nn` -> `import torch.nn as nn`)."""
+replaced: `import flow as torch` -> `import torch`, `import flow.nn as nn` -> `import torch.nn as nn`,
+`import flow.nn.functional as F` -> `import torch.nn.functional as F`)."""
 import os
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TWIN_IMPORTS = {"import flow as torch": "import torch", "import flow.nn as nn": "import torch.nn as nn"}
+TWIN_IMPORTS = {"import flow as torch": "import torch", "import flow.nn as nn": "import torch.nn as nn",
+                "import flow.nn.functional as F": "import torch.nn.functional as F"}
 
 
 def load(name, framework="flow"):

@@ -1,8 +1,9 @@
 """Acceptance: whole models written as ordinary PyTorch files (tests/models/, `import flow as torch`)
 against their torch twins (the same file with the import lines replaced).
 
-ResNet-50 and a ViT-B/16 encoder (12 x TransformerEncoderLayer, d=768, 12 heads, seq 197) load the
-torch twin's state_dict and must match torch's eval-mode output with relative error
+ResNet-50, a ViT-B/16 encoder (12 x TransformerEncoderLayer, d=768, 12 heads, seq 197),
+MobileNetV3-Large, EfficientNet-B0, a small ConvNeXt and DenseNet-121 load the torch twin's
+state_dict and must match torch's eval-mode output with relative error
 max|flow - torch| / max|torch| < 1e-4 in float32, eagerly and under @flow.jit. The small MLP and CNN
 run training-mode forwards (Dropout p=0) eagerly: outputs and BatchNorm running statistics match
 torch's step by step.
@@ -114,9 +115,39 @@ def test_vit_b16_224(vit):
     check_model(tm, fm, jm, x, "vit_b_16 1x3x224x224 (seq 197)")
 
 
+# ---- more image classifiers, as torchvision writes them: eval mode, eager and @flow.jit ----------------------
+# Each brings ops and patterns the two above do not: depthwise convolutions, squeeze-and-excitation
+# (a pooled gate multiplied back), hardswish / hardsigmoid / SiLU, stochastic depth, channels-last
+# LayerNorm between permutes with a learned layer scale, and DenseNet's growing concatenations
+# (cat along channels into BatchNorm + ReLU + 1x1 convolution) with average-pool transitions.
+ZOO = {
+    "mobilenet_v3_large": ("mobilenet", "mobilenet_v3_large", (2, 3, 96, 96)),
+    "efficientnet_b0": ("efficientnet", "efficientnet_b0", (2, 3, 96, 96)),
+    "convnext": ("convnext", "convnext_small_test", (2, 3, 64, 64)),
+    "densenet121": ("densenet", "densenet121", (2, 3, 64, 64)),
+}
+
+
+@pytest.mark.parametrize("model", list(ZOO))
+def test_image_classifiers(model):
+    name, factory, shape = ZOO[model]
+    tm, fm = twins(name, factory)
+    g = torch.Generator().manual_seed(8)
+    randomize_norms(tm, g)
+    tm.eval()
+    r = fm.load_state_dict(tm.state_dict())
+    assert not r.missing_keys and not r.unexpected_keys
+    fm.eval()
+    jm = flow.jit(fm)
+    x = torch.randn(*shape, generator=g)
+    check_model(tm, fm, jm, x, f"{model} {'x'.join(map(str, shape))}")
+    if model == "densenet121":  # the concatenations and convolutions ran on NHWC values
+        assert "channels-last:" in jm.explain(with_source=False)
+
+
 def test_model_files_are_plain_torch():
     """The flow model files differ from their torch twins only in the import lines."""
-    for name in ("resnet", "vit", "small"):
+    for name in ("resnet", "vit", "small", "mobilenet", "efficientnet", "convnext", "densenet"):
         with open(os.path.join(loader.HERE, name + ".py")) as f:
             lines = f.read().split("\n")
         flow_lines = [ln for ln in lines if "flow" in ln and not ln.lstrip().startswith("#")]
