@@ -107,13 +107,29 @@ def _leaf_key(x):
 
 
 def _module_tensors(module):
-    """name -> tensor for a module's parameters and buffers (looked up afresh at every call, so a
-    reassigned parameter is seen)."""
+    """name -> tensor for a module's parameters and buffers, named as named_parameters() and
+    named_buffers() name them (looked up afresh at every call, so a reassigned parameter is seen).
+    One flat pre-order walk: named_modules()' chain of nested generators cost ~1 ms per call on
+    MobileNetV3 (267 tensors, 5 levels deep)."""
     if module is None:
         return {}
-    d = dict(module.named_parameters())
-    d.update(module.named_buffers())
-    return d
+    params, buffers = {}, {}
+    seen_params, seen_buffers, seen_modules = set(), set(), set()
+    stack = [("", module)]
+    while stack:
+        prefix, m = stack.pop()
+        if id(m) in seen_modules:
+            continue
+        seen_modules.add(id(m))
+        dot = prefix + "." if prefix else ""
+        for store, seen, into in ((m._parameters, seen_params, params), (m._buffers, seen_buffers, buffers)):
+            for name, t in store.items():
+                if t is not None and id(t) not in seen:
+                    seen.add(id(t))
+                    into[dot + name] = t
+        stack.extend(reversed([(dot + name, c) for name, c in m._modules.items() if c is not None]))
+    params.update(buffers)
+    return params
 
 
 def build_outputs(out_spec, out_leaves, outs, input_of):
@@ -159,8 +175,14 @@ class _Variant:
         self.uses_module = any(kind == "module" for kind, _ in bindings) or any(
             kind == "module" for (kind, _), _ in self.mutations)
         state = _module_tensors(module) if self.uses_module else {}
-        self.guards = [(kind, x, self._meta(self._resolve(kind, x, None, state)))
-                       for kind, x in bindings if kind != "arg"]
+        # [kind, name or tensor, traced meta, the flow._C tensor last seen with that meta]: a
+        # flow._C tensor never changes its shape, dtype or strides (in-place view ops and `.data =`
+        # give the Tensor a new one), so seeing the same one again skips the comparison.
+        self.guards = []
+        for kind, x in bindings:
+            if kind != "arg":
+                t = self._resolve(kind, x, None, state)
+                self.guards.append([kind, x, self._meta(t), t._c if isinstance(t, Tensor) else None])
 
     @staticmethod
     def _meta(t):
@@ -179,9 +201,15 @@ class _Variant:
         """The module state of this call if every non-argument input still matches what was traced
         (shape, dtype, layout), else None."""
         state = _module_tensors(self.module) if self.uses_module else {}
-        for kind, x, meta in self.guards:
-            if self._meta(self._resolve(kind, x, None, state)) != meta:
+        for guard in self.guards:
+            kind, x, meta, seen = guard
+            t = self._resolve(kind, x, None, state)
+            c = t._c if isinstance(t, Tensor) else None
+            if c is not None and c is seen:
+                continue
+            if self._meta(t) != meta:
                 return None
+            guard[3] = c
         return state
 
     def bound(self, flat, state):

@@ -253,6 +253,46 @@ def test_module_instance_with_parameters(gen):
     assert jm.num_traces == 3
 
 
+def test_guards_see_a_new_layout_through_data(gen):
+    """`.data =` gives the same Parameter a new flow._C tensor; the guards compare its layout again
+    (they skip the comparison only for the very tensor they saw last)."""
+    m = flow.nn.Linear(8, 6)
+    jm = flow.jit(m)
+    x = make((5, 8), torch.float32, gen)
+
+    def want():
+        return x @ to_torch(m.weight).T + to_torch(m.bias)
+
+    assert_same(jm(to_flow(x)), want(), rtol=1e-5, atol=1e-6)
+    w = make((8, 6), torch.float32, gen)
+    m.weight.data = to_flow(w).t()  # [6, 8] with transposed strides
+    assert_same(jm(to_flow(x)), want(), rtol=1e-5, atol=1e-6)
+    assert jm.num_traces == 2
+    m.weight.data = to_flow(w.T.contiguous())  # contiguous again: new values, the first layout
+    assert_same(jm(to_flow(x)), want(), rtol=1e-5, atol=1e-6)
+    assert jm.num_traces == 3
+    m.weight.data = to_flow(make((6, 8), torch.float32, gen))  # same layout: no retrace
+    assert_same(jm(to_flow(x)), want(), rtol=1e-5, atol=1e-6)
+    assert jm.num_traces == 3
+
+
+def test_tied_parameters_keep_their_first_name(gen):
+    """A parameter shared by two modules is bound once, under its first name (named_parameters'
+    order), and both uses read it."""
+    enc, dec = flow.nn.Linear(4, 4, bias=False), flow.nn.Linear(4, 4, bias=False)
+    dec.weight = enc.weight
+    m = flow.nn.Sequential(enc, flow.nn.ReLU(), dec)
+    assert [n for n, _ in m.named_parameters()] == ["0.weight"]
+    jm = flow.jit(m)
+    x = make((3, 4), torch.float32, gen)
+    w = to_torch(enc.weight)
+    assert_same(jm(to_flow(x)), torch.relu(x @ w.T) @ w.T, rtol=1e-5, atol=1e-6)
+    enc.weight.data = to_flow(make((4, 4), torch.float32, gen))
+    w = to_torch(enc.weight)
+    assert_same(jm(to_flow(x)), torch.relu(x @ w.T) @ w.T, rtol=1e-5, atol=1e-6)
+    assert jm.num_traces == 1
+
+
 def test_module_class_decorator(gen):
     @flow.jit
     class Jitted(Scale):
