@@ -1,6 +1,7 @@
-"""Whole-model benchmark: ResNet-50 (batch 1 and 8, 3x224x224) and the ViT-B/16 transformer encoder
-(12 x TransformerEncoderLayer, d=768, 12 heads; batch 8, seq 128) under flow eager, flow @flow.jit,
-torch eager and torch.compile. Not a test.
+"""Whole-model benchmark: ResNet-50 (batch 1 and 8, 3x224x224), the ViT-B/16 transformer encoder
+(12 x TransformerEncoderLayer, d=768, 12 heads; batch 8, seq 128), and MobileNetV3-Large,
+EfficientNet-B0, ConvNeXt-T and DenseNet-121 (batch 1, 3x224x224) under flow eager, flow
+@flow.jit, torch eager and torch.compile. Not a test.
 
     PYTHONPATH=python .venv/bin/python bench/models.py [--quick] [--models resnet50_b1,...] [--no-compile]
 
@@ -35,14 +36,26 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 MODELS = {
-    "resnet50_b1": {"file": "resnet", "input": (1, 3, 224, 224)},
-    "resnet50_b8": {"file": "resnet", "input": (8, 3, 224, 224)},
-    "encoder_b8_s128": {"file": "vit", "input": (8, 128, 768)},
+    "resnet50_b1": {"file": "resnet", "factory": "resnet50", "input": (1, 3, 224, 224)},
+    "resnet50_b8": {"file": "resnet", "factory": "resnet50", "input": (8, 3, 224, 224)},
+    "encoder_b8_s128": {"file": "vit", "factory": "vit_b_16", "part": "layers", "input": (8, 128, 768)},
     # Mixed precision: flow.jit(amp="bfloat16") against torch.autocast("cpu", bfloat16) with
     # channels_last (torch's fastest CPU bf16 ResNet); flow eager runs inside flow.autocast.
-    "resnet50_b1_bf16": {"file": "resnet", "input": (1, 3, 224, 224), "amp": "bfloat16"},
-    "encoder_b8_s128_bf16": {"file": "vit", "input": (8, 128, 768), "amp": "bfloat16"},
+    "resnet50_b1_bf16": {"file": "resnet", "factory": "resnet50", "input": (1, 3, 224, 224), "amp": "bfloat16"},
+    "encoder_b8_s128_bf16": {"file": "vit", "factory": "vit_b_16", "part": "layers", "input": (8, 128, 768),
+                             "amp": "bfloat16"},
+    # More image classifiers (tests/models/): depthwise convolutions and squeeze-and-excitation,
+    # channels-last LayerNorm between permutes, DenseNet's growing concatenations.
+    "mobilenet_v3_b1": {"file": "mobilenet", "factory": "mobilenet_v3_large", "input": (1, 3, 224, 224)},
+    "efficientnet_b0_b1": {"file": "efficientnet", "factory": "efficientnet_b0", "input": (1, 3, 224, 224)},
+    "convnext_tiny_b1": {"file": "convnext", "factory": "convnext_tiny", "input": (1, 3, 224, 224)},
+    "densenet121_b1": {"file": "densenet", "factory": "densenet121", "input": (1, 3, 224, 224)},
 }
+
+
+def _make(module, spec):
+    m = getattr(module, spec["factory"])()
+    return getattr(m, spec["part"]) if "part" in spec else m
 
 
 # ---- worker side --------------------------------------------------------------------------------------
@@ -58,7 +71,7 @@ def _build(name, framework):
     spec = MODELS[name]
     torch.manual_seed(0)
     tmod = loader.load(spec["file"], "torch")
-    tm = tmod.resnet50() if spec["file"] == "resnet" else tmod.vit_b_16().layers
+    tm = _make(tmod, spec)
     tm.eval()
     x = torch.from_numpy(np.random.default_rng(0).standard_normal(spec["input"]).astype(np.float32))
     if framework == "torch":
@@ -66,7 +79,7 @@ def _build(name, framework):
     import flow
 
     fmod = loader.load(spec["file"], "flow")
-    fm = fmod.resnet50() if spec["file"] == "resnet" else fmod.vit_b_16().layers
+    fm = _make(fmod, spec)
     fm.load_state_dict(tm.state_dict())
     fm.eval()
     return fm, flow.as_tensor(x)
