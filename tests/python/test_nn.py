@@ -788,7 +788,8 @@ def test_default_init_matches_torch_scale():
     {"kernel_size": 3, "stride": 2, "padding": 1},                  # unrolled window (ResNet's)
     {"kernel_size": (2, 3), "stride": (1, 2), "ceil_mode": True},
     {"kernel_size": 3, "stride": 1, "padding": 1, "dilation": 2},
-    {"kernel_size": 5, "stride": 3, "padding": 2},                  # 25 > 16: the reduction path
+    {"kernel_size": 5, "stride": 3, "padding": 2},                  # 25 > 16: separable (columns, then rows)
+    {"kernel_size": (5, 4), "stride": 1, "padding": 2, "dilation": (1, 2), "ceil_mode": True},  # SPPF-like, dilated
     {"kernel_size": 1},
 ], ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
 def test_max_pool2d_paths_nan_and_layouts(gen, dtype, kw):

@@ -439,13 +439,25 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     if return_indices:
         raise NotImplementedError("flow: max_pool2d(return_indices=True) is not supported")
     k = _pair(kernel_size, 2, "kernel_size")
-    if k[0] * k[1] > _MAX_POOL_UNROLLED_WINDOW:
-        win, _, k, _, _ = _windows(input, "max_pool2d", kernel_size, stride, padding, dilation, ceil_mode,
-                                   -math.inf)
-        n = win.ndim
-        return dispatch1("amax", [win], {"dims": [n - 2, n - 1], "keepdim": False})
     xp, out_size, k, s, _, d = _padded_for_pool(input, "max_pool2d", kernel_size, stride, padding, dilation,
                                                 ceil_mode, -math.inf)
+    if k[0] * k[1] > _MAX_POOL_UNROLLED_WINDOW:
+        # Larger windows (SPPF's 5x5, 7x7): separable, the maximum over the window's columns and
+        # then over its rows, kH + kW strided slices instead of kH * kW (exact: max is associative;
+        # NaN propagates as in amax). As a reduction over a [kH, kW] window view the 5x5 pool ran
+        # ~40x slower than its bytes allow.
+        n = xp.ndim
+        cols = None
+        for j in range(k[1]):
+            pos = dispatch1("slice", [xp], {"dim": n - 1, "start": j * d[1],
+                                            "end": j * d[1] + (out_size[1] - 1) * s[1] + 1, "step": s[1]})
+            cols = pos if cols is None else dispatch1("maximum", [cols, pos])
+        out = None
+        for i in range(k[0]):
+            pos = dispatch1("slice", [cols], {"dim": n - 2, "start": i * d[0],
+                                              "end": i * d[0] + (out_size[0] - 1) * s[0] + 1, "step": s[0]})
+            out = pos if out is None else dispatch1("maximum", [out, pos])
+        return out
     # Small windows: the elementwise maximum of the k*k window positions (each a strided view of the
     # padded input), one pointwise kernel vectorized along the output row. A reduction over a 3x3
     # window is a 9-element row per output, which the row-reduction schedule runs 2-3x slower
