@@ -110,3 +110,26 @@ def test_memory_addressing_readers_of_nhwc_values(enabled, monkeypatch, gen):
         assert_same(g, w, rtol=1e-4, atol=1e-4, msg=jm.explain(with_source=False)[-3000:])
     if enabled:
         assert "channels-last:" in jm.explain(with_source=False)
+
+
+def _grouped(lib):
+    nn = lib.nn
+    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.GroupNorm(4, 16), nn.SiLU(),
+                         nn.Conv2d(16, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 8, 1))
+
+
+def test_group_norm_keeps_its_convolution_nchw(gen):
+    """Group norm splits the channels into groups; on NHWC data its reductions would read each
+    group strided across the image, so the convolution it reads stays NCHW while the rest go NHWC."""
+    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
+    tm = _grouped(torch).eval()
+    fm = _grouped(flow).eval()
+    fm.load_state_dict(tm.state_dict())
+    jm = flow.jit(fm)
+    x = torch.randn(2, 3, 17, 20, generator=gen)
+    with torch.no_grad():
+        want = tm(x)
+    with flow.no_grad():
+        got = jm(to_flow(x))
+    assert_same(got, want, rtol=1e-4, atol=1e-4)
+    assert "channels-last: 2 convolution(s) produce NHWC" in jm.explain(with_source=False)

@@ -2,7 +2,7 @@
 against their torch twins (the same file with the import lines replaced).
 
 ResNet-50, a ViT-B/16 encoder (12 x TransformerEncoderLayer, d=768, 12 heads, seq 197),
-MobileNetV3-Large, EfficientNet-B0, a small ConvNeXt and DenseNet-121 load the torch twin's
+MobileNetV3-Large, EfficientNet-B0, a small ConvNeXt, DenseNet-121 and a small U-Net load the torch twin's
 state_dict and must match torch's eval-mode output with relative error
 max|flow - torch| / max|torch| < 1e-4 in float32, eagerly and under @flow.jit. The small MLP and CNN
 run training-mode forwards (Dropout p=0) eagerly: outputs and BatchNorm running statistics match
@@ -118,13 +118,16 @@ def test_vit_b16_224(vit):
 # ---- more image classifiers, as torchvision writes them: eval mode, eager and @flow.jit ----------------------
 # Each brings ops and patterns the two above do not: depthwise convolutions, squeeze-and-excitation
 # (a pooled gate multiplied back), hardswish / hardsigmoid / SiLU, stochastic depth, channels-last
-# LayerNorm between permutes with a learned layer scale, and DenseNet's growing concatenations
-# (cat along channels into BatchNorm + ReLU + 1x1 convolution) with average-pool transitions.
+# LayerNorm between permutes with a learned layer scale, DenseNet's growing concatenations (cat
+# along channels into BatchNorm + ReLU + 1x1 convolution) with average-pool transitions, and a
+# segmentation U-Net: GroupNorm, a transposed convolution, nearest and bilinear upsampling, skip
+# concatenations and an SPPF block of chained 5x5 max pools.
 ZOO = {
     "mobilenet_v3_large": ("mobilenet", "mobilenet_v3_large", (2, 3, 96, 96)),
     "efficientnet_b0": ("efficientnet", "efficientnet_b0", (2, 3, 96, 96)),
     "convnext": ("convnext", "convnext_small_test", (2, 3, 64, 64)),
     "densenet121": ("densenet", "densenet121", (2, 3, 64, 64)),
+    "unet": ("unet", "unet", (2, 3, 48, 40)),
 }
 
 
@@ -147,7 +150,7 @@ def test_image_classifiers(model):
 
 def test_model_files_are_plain_torch():
     """The flow model files differ from their torch twins only in the import lines."""
-    for name in ("resnet", "vit", "small", "mobilenet", "efficientnet", "convnext", "densenet"):
+    for name in ("resnet", "vit", "small", "mobilenet", "efficientnet", "convnext", "densenet", "unet"):
         with open(os.path.join(loader.HERE, name + ".py")) as f:
             lines = f.read().split("\n")
         flow_lines = [ln for ln in lines if "flow" in ln and not ln.lstrip().startswith("#")]
