@@ -1366,41 +1366,49 @@ TEST(OnednnConv, MixedSourceAndDestinationLayoutsAvoidTheReferenceImplementation
   if (!runtime::onednn::available()) GTEST_SKIP() << "built without oneDNN";
   auto rng = test::rng(91);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  const int64_t N = 2, C = 24, K = 16, H = 5, W = 7;
-  std::vector<float> src(N * C * H * W), w(K * C), dst(N * K * H * W), want(N * K * H * W, 0.0f);
-  for (float& v : src) v = u(rng);
-  for (float& v : w) v = u(rng);
-  const std::vector<int64_t> nchw_src{C * H * W, H * W, W, 1}, nhwc_src{H * W * C, 1, W * C, C};
-  const std::vector<int64_t> nchw_dst{K * H * W, H * W, W, 1}, nhwc_dst{H * W * K, 1, W * K, K};
-  for (const bool src_nhwc : {false, true}) {
-    const std::vector<int64_t>& ss = src_nhwc ? nhwc_src : nchw_src;
-    const std::vector<int64_t>& ds = src_nhwc ? nchw_dst : nhwc_dst;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t k = 0; k < K; ++k)
-        for (int64_t y = 0; y < H; ++y)
-          for (int64_t x = 0; x < W; ++x) {
-            double acc = 0;
-            for (int64_t c = 0; c < C; ++c)
-              acc += double(w[k * C + c]) * src[n * ss[0] + c * ss[1] + y * ss[2] + x * ss[3]];
-            want[n * ds[0] + k * ds[1] + y * ds[2] + x * ds[3]] = static_cast<float>(acc);
-          }
+  // 1 x 1 spatially: a squeeze-and-excitation vector, whose unit dims' strides oneDNN reads as a
+  // layout too.
+  for (const auto& [H, W] : {std::pair<int64_t, int64_t>{5, 7}, std::pair<int64_t, int64_t>{1, 1}}) {
+    const int64_t N = 2, C = 24, K = 16;
+    std::vector<float> src(N * C * H * W), w(K * C), dst(N * K * H * W), want(N * K * H * W, 0.0f);
+    for (float& v : src) v = u(rng);
+    for (float& v : w) v = u(rng);
+    const std::vector<int64_t> nchw_src{C * H * W, H * W, W, 1}, nhwc_src{H * W * C, 1, W * C, C};
+    const std::vector<int64_t> nchw_dst{K * H * W, H * W, W, 1}, nhwc_dst{H * W * K, 1, W * K, K};
     // A 1x1 stride-1 transposed convolution computes the same sum over its weights' transpose.
     std::vector<float> wt(C * K);
     for (int64_t k = 0; k < K; ++k)
       for (int64_t c = 0; c < C; ++c) wt[c * K + k] = w[k * C + c];
-    for (const bool transposed : {false, true}) {
-      runtime::onednn::ConvParams p;
-      p.transposed = transposed;
-      runtime::onednn::ImplInfo info;
-      std::fill(dst.begin(), dst.end(), std::nanf(""));
-      const runtime::onednn::TensorArg weights = transposed ? runtime::onednn::TensorArg{wt.data(), {C, K, 1, 1}, {}}
-                                                            : runtime::onednn::TensorArg{w.data(), {K, C, 1, 1}, {}};
-      runtime::onednn::conv2d(p, {src.data(), {N, C, H, W}, ss}, weights, nullptr, {dst.data(), {N, K, H, W}, ds}, {},
-                              "", &info);
-      const std::string what = std::string(transposed ? "transposed, " : "") +
-                               (src_nhwc ? "NHWC source, NCHW destination" : "NCHW source, NHWC destination");
-      EXPECT_EQ(info.chosen.find("ref"), std::string::npos) << what << ": " << info.chosen;
-      for (size_t i = 0; i < dst.size(); ++i) ASSERT_NEAR(dst[i], want[i], 1e-4) << what << " at " << i;
+    // (source, destination) layouts: mixed both ways, and NHWC to NHWC, which oneDNN 2.6's
+    // brgconv_1x1 computed wrongly for a 1 x 1 image.
+    using Layouts = std::pair<std::vector<int64_t>, std::vector<int64_t>>;
+    for (const auto& [ss, ds] :
+         {Layouts{nhwc_src, nchw_dst}, Layouts{nchw_src, nhwc_dst}, Layouts{nhwc_src, nhwc_dst}}) {
+      const bool src_nhwc = ss == nhwc_src, dst_nhwc = ds == nhwc_dst;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k)
+          for (int64_t y = 0; y < H; ++y)
+            for (int64_t x = 0; x < W; ++x) {
+              double acc = 0;
+              for (int64_t c = 0; c < C; ++c)
+                acc += double(w[k * C + c]) * src[n * ss[0] + c * ss[1] + y * ss[2] + x * ss[3]];
+              want[n * ds[0] + k * ds[1] + y * ds[2] + x * ds[3]] = static_cast<float>(acc);
+            }
+      for (const bool transposed : {false, true}) {
+        runtime::onednn::ConvParams p;
+        p.transposed = transposed;
+        runtime::onednn::ImplInfo info;
+        std::fill(dst.begin(), dst.end(), std::nanf(""));
+        const runtime::onednn::TensorArg weights = transposed ? runtime::onednn::TensorArg{wt.data(), {C, K, 1, 1}, {}}
+                                                              : runtime::onednn::TensorArg{w.data(), {K, C, 1, 1}, {}};
+        runtime::onednn::conv2d(p, {src.data(), {N, C, H, W}, ss}, weights, nullptr, {dst.data(), {N, K, H, W}, ds}, {},
+                                "", &info);
+        const std::string what = std::string(transposed ? "transposed, " : "") + (src_nhwc ? "NHWC" : "NCHW") +
+                                 " source, " + (dst_nhwc ? "NHWC" : "NCHW") + " destination, " + std::to_string(H) +
+                                 "x" + std::to_string(W);
+        EXPECT_EQ(info.chosen.find("ref"), std::string::npos) << what << ": " << info.chosen;
+        for (size_t i = 0; i < dst.size(); ++i) ASSERT_NEAR(dst[i], want[i], 1e-4) << what << " at " << i;
+      }
     }
   }
 }
