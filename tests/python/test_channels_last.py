@@ -30,19 +30,27 @@ def _block(lib):
     return Block()
 
 
+def _jitted_twins(build, gen):
+    """torch's eval-mode module from `build(torch)`, its batch norms' statistics randomized, and
+    flow's compiled twin with the same weights."""
+    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
+    tm = build(torch).eval()
+    for m in tm.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.normal_()
+            m.running_var.uniform_(0.5, 2.0)
+    fm = build(flow)
+    fm.load_state_dict(tm.state_dict())
+    fm.eval()
+    return tm, flow.jit(fm)
+
+
 @pytest.mark.parametrize("shape", [(1, 3, 33, 31), (3, 3, 20, 24), (2, 3, 9, 9)], ids=str)
 @pytest.mark.parametrize("enabled", [True, False], ids=["nhwc", "off"])
 def test_resnet_block_matches_torch(shape, enabled, monkeypatch, gen):
     if not enabled:
         monkeypatch.setenv("FLOW_CHANNELS_LAST", "0")
-    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
-    tm = _block(torch).eval()
-    tm.bn.running_mean.normal_()
-    tm.bn.running_var.uniform_(0.5, 2.0)
-    fm = _block(flow)
-    fm.load_state_dict(tm.state_dict())
-    fm.eval()
-    jm = flow.jit(fm)
+    tm, jm = _jitted_twins(_block, gen)
     x = torch.randn(*shape, generator=gen)
     with torch.no_grad():
         want = tm(x)
@@ -93,14 +101,7 @@ def test_memory_addressing_readers_of_nhwc_values(enabled, monkeypatch, gen):
     memory and so read the NHWC buffer with NCHW strides (DenseNet's transitions: 29% off)."""
     if not enabled:
         monkeypatch.setenv("FLOW_CHANNELS_LAST", "0")
-    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
-    tm = _strided_readers(torch).eval()
-    tm.bn.running_mean.normal_()
-    tm.bn.running_var.uniform_(0.5, 2.0)
-    fm = _strided_readers(flow)
-    fm.load_state_dict(tm.state_dict())
-    fm.eval()
-    jm = flow.jit(fm)
+    tm, jm = _jitted_twins(_strided_readers, gen)
     x = torch.randn(2, 4, 10, 12, generator=gen)
     with torch.no_grad():
         want = tm(x)
@@ -121,11 +122,7 @@ def _grouped(lib):
 def test_group_norm_keeps_its_convolution_nchw(gen):
     """Group norm splits the channels into groups; on NHWC data its reductions would read each
     group strided across the image, so the convolution it reads stays NCHW while the rest go NHWC."""
-    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
-    tm = _grouped(torch).eval()
-    fm = _grouped(flow).eval()
-    fm.load_state_dict(tm.state_dict())
-    jm = flow.jit(fm)
+    tm, jm = _jitted_twins(_grouped, gen)
     x = torch.randn(2, 3, 17, 20, generator=gen)
     with torch.no_grad():
         want = tm(x)

@@ -332,17 +332,26 @@ def _rel(got, want):
     return float((g - w).abs().max() / w.abs().max())
 
 
+def _torch_outputs(tm, x, amp):
+    """torch's float32 output and its output under autocast to `amp` (the float32 one without)."""
+    with torch.no_grad():
+        exact = tm(x)
+        if amp is None:
+            return exact, exact
+        with torch.autocast(TDEV, dtype=getattr(torch, amp)):
+            return exact, tm(x)
+
+
+def _as_close_as_torch_autocast(got, want, exact):
+    """As close to the float32 result as torch's own autocast result is (with a margin)."""
+    return _rel(got, exact) < 3 * _rel(flow.tensor(want.float().cpu().numpy()), exact) + 2e-3
+
+
 @pytest.mark.parametrize("amp", [None, "float16", "bfloat16"])
 def test_resnet50_on_gpu(amp):
     tm, fm = _twins("resnet", "resnet50")
     x = torch.randn(2, 3, 64, 64, device=TDEV)
-    with torch.no_grad():
-        exact = tm(x)
-        if amp is None:
-            want = exact
-        else:
-            with torch.autocast(TDEV, dtype=getattr(torch, amp)):
-                want = tm(x)
+    exact, want = _torch_outputs(tm, x, amp)
     jm = flow.jit(fm, amp=amp)
     got = jm(to_flow_cuda(x))
     if amp is None:
@@ -350,8 +359,7 @@ def test_resnet50_on_gpu(amp):
         assert _rel(fm(to_flow_cuda(x)), want) < 1e-4  # eager
     else:
         assert got.dtype.name == amp
-        # As close to the float32 result as torch's own autocast result is (with a margin).
-        assert _rel(got, exact) < 3 * _rel(flow.tensor(want.float().cpu().numpy()), exact) + 2e-3
+        assert _as_close_as_torch_autocast(got, want, exact)
         assert jm._jit.executable.num_channels_last > 0  # half convolutions run NHWC
 
 
@@ -362,12 +370,7 @@ def test_densenet_on_gpu(amp):
     tm, fm = _twins("densenet", "DenseNet", growth_rate=8, block_config=(3, 3), num_init_features=16,
                     num_classes=10)
     x = torch.randn(2, 3, 32, 32, device=TDEV)
-    with torch.no_grad():
-        exact = tm(x)
-        want = exact
-        if amp is not None:
-            with torch.autocast(TDEV, dtype=getattr(torch, amp)):
-                want = tm(x)
+    exact, want = _torch_outputs(tm, x, amp)
     jm = flow.jit(fm, amp=amp)
     got = jm(to_flow_cuda(x))
     if amp is None:
@@ -375,7 +378,7 @@ def test_densenet_on_gpu(amp):
         assert _rel(fm(to_flow_cuda(x)), want) < 1e-4  # eager: cat is a kernel on the device
     else:
         assert got.dtype.name == amp
-        assert _rel(got, exact) < 3 * _rel(flow.tensor(want.float().cpu().numpy()), exact) + 2e-3
+        assert _as_close_as_torch_autocast(got, want, exact)
         assert jm._jit.executable.num_channels_last > 0
 
 
@@ -384,18 +387,13 @@ def test_vit_encoder_on_gpu(amp):
     # Two of ViT-B/16's twelve layers on the emulated device (the same layer, a sixth of the time).
     tm, fm = _twins("vit", "vit_b_16", num_layers=2 if EMULATED else 12)
     x = torch.randn(1, 3, 224, 224, device=TDEV)
-    with torch.no_grad():
-        exact = tm(x)
-        want = exact
-        if amp is not None:
-            with torch.autocast(TDEV, dtype=getattr(torch, amp)):
-                want = tm(x)
+    exact, want = _torch_outputs(tm, x, amp)
     got = flow.jit(fm, amp=amp)(to_flow_cuda(x))
     if amp is None:
         assert _rel(got, want) < 1e-4
     else:
         assert got.dtype == flow.float32 or got.dtype.name == amp
-        assert _rel(got, exact) < 3 * _rel(flow.tensor(want.float().cpu().numpy()), exact) + 2e-3
+        assert _as_close_as_torch_autocast(got, want, exact)
 
 
 def test_cuda_graph_replay_matches_normal_runs():

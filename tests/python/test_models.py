@@ -51,16 +51,21 @@ def twins(name, factory, *args, **kwargs):
     return tm, fm
 
 
-@pytest.fixture(scope="module")
-def resnet():
-    tm, fm = twins("resnet", "resnet50")
-    g = torch.Generator().manual_seed(1)
+def eval_twins(name, factory, g):
+    """Eval-mode twins with randomized norm statistics, flow's loaded from torch's state_dict, and
+    flow's compiled module."""
+    tm, fm = twins(name, factory)
     randomize_norms(tm, g)
     tm.eval()
     r = fm.load_state_dict(tm.state_dict())
     assert not r.missing_keys and not r.unexpected_keys
     fm.eval()
     return tm, fm, flow.jit(fm)
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    return eval_twins("resnet", "resnet50", torch.Generator().manual_seed(1))
 
 
 @pytest.fixture(scope="module")
@@ -134,14 +139,8 @@ ZOO = {
 @pytest.mark.parametrize("model", list(ZOO))
 def test_image_classifiers(model):
     name, factory, shape = ZOO[model]
-    tm, fm = twins(name, factory)
     g = torch.Generator().manual_seed(8)
-    randomize_norms(tm, g)
-    tm.eval()
-    r = fm.load_state_dict(tm.state_dict())
-    assert not r.missing_keys and not r.unexpected_keys
-    fm.eval()
-    jm = flow.jit(fm)
+    tm, fm, jm = eval_twins(name, factory, g)
     x = torch.randn(*shape, generator=g)
     check_model(tm, fm, jm, x, f"{model} {'x'.join(map(str, shape))}")
     if model == "densenet121":  # the concatenations and convolutions ran on NHWC values
