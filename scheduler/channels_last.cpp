@@ -134,6 +134,20 @@ ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target) {
       for (int i : n.inputs)
         if (elementwise || (g.value(i).type.shape.size() == 4 && view_prefers_nchw(g, n, i)))
           changed = disallow_sources(i, disallow_sources) || changed;
+      if (n.op == "as_strided") {
+        // as_strided addresses the buffer at the root of its input's views: reached through a view
+        // (a slice, a transpose, a reshape), that buffer must stay NCHW. Read directly, an NHWC
+        // value is copied to NCHW instead (below).
+        int v = n.inputs[0];
+        bool through_view = false;
+        while (g.value(v).kind == dsl::ValueKind::OpResult &&
+               dsl::lookup_op(g.node(g.value(v).producer).op).pattern == dsl::OpPattern::View) {
+          changed = disallow_sources(v, disallow_sources) || changed;
+          v = g.node(g.value(v).producer).inputs[0];
+          through_view = true;
+        }
+        if (through_view) changed = disallow_sources(v, disallow_sources) || changed;
+      }
     }
     if (!changed) break;
   }
@@ -153,7 +167,8 @@ ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target) {
     return replay[v];
   };
   // as_strided addresses its input's memory, not its logical order: it was traced on a contiguous
-  // NCHW value, so an NHWC value reaches it as a contiguous NCHW copy, not as the permute view.
+  // NCHW value, so an NHWC value reaches it as a contiguous NCHW copy, not as the permute view
+  // (an NHWC value behind views never reaches it: the plan keeps those NCHW).
   std::vector<int> dense(g.values().size(), -1);
   auto nchw_dense = [&](int v) {
     if (nhwc[v] < 0) return replay[v];

@@ -89,8 +89,13 @@ def _strided_readers(lib):
             y = self.pool(self.c2(lib.relu(self.bn(self.c1(x)))))  # the pad before the pool goes NHWC
             z = self.c3(y)
             h, w = z.shape[2], z.shape[3]
-            corner = z.as_strided((z.shape[0], 5, h - 1, w - 1), (5 * h * w, h * w, w, 1))
-            return lib.cat([y, self.c3(y) * 2.0], 1), corner, z.unfold(3, 2, 1)
+            n, c = z.shape[0], z.shape[1]
+            corner = z.as_strided((n, c, h - 1, w - 1), (c * h * w, h * w, w, 1))
+            # Through views, as_strided addresses the buffer at their root (found by review).
+            rows = z[:, :, 1:, :].as_strided((n, c, h - 2, w - 1), (c * h * w, h * w, w, 1))
+            turned = z.transpose(2, 3).as_strided((n, c, h, w - 1), (c * h * w, h * w, w, 1))
+            flat = z.reshape(n, c, h * w).as_strided((n, c, h * w - 3), (c * h * w, h * w, 1), 2)
+            return lib.cat([y, self.c3(y) * 2.0], 1), corner, z.unfold(3, 2, 1), rows, turned, flat
 
     return StridedReaders()
 
@@ -98,7 +103,8 @@ def _strided_readers(lib):
 @pytest.mark.parametrize("enabled", [True, False], ids=["nhwc", "off"])
 def test_memory_addressing_readers_of_nhwc_values(enabled, monkeypatch, gen):
     """The pass once fed a permute view of an NHWC value to as_strided, which addresses the input's
-    memory and so read the NHWC buffer with NCHW strides (DenseNet's transitions: 29% off)."""
+    memory and so read the NHWC buffer with NCHW strides (DenseNet's transitions: 29% off); then
+    the same through a slice, a transpose or a reshape of it."""
     if not enabled:
         monkeypatch.setenv("FLOW_CHANNELS_LAST", "0")
     tm, jm = _jitted_twins(_strided_readers, gen)
