@@ -6,6 +6,7 @@ torch: ``.detach().cpu()``, then ``.numpy()`` (bfloat16 through an int16 view, b
 """
 import builtins
 import numbers
+import zlib
 
 import numpy as np
 
@@ -34,8 +35,8 @@ def manual_seed(seed):
     generator (dropout, and random draws under @flow.jit). Returns the default generator."""
     default_generator.manual_seed(seed)
     # Reseed the in-graph counters in place: compiled functions hold these very tensors.
-    for t in _counter_states.values():
-        t.copy_(_from_array(np.array(np_rng().integers(0, 2**31 - 1), dtype=np.int64), D.int64).to(t.device))
+    for key, t in _counter_states.items():
+        t.copy_(_from_array(_counter_start(key), D.int64).to(t.device))
     return default_generator
 
 
@@ -45,11 +46,19 @@ def manual_seed(seed):
 _counter_states = {}
 
 
+def _counter_start(key):
+    """A counter's value after manual_seed, from the seed and the device alone. Drawn from the
+    default generator instead, it shifted that generator's stream by one draw per counter, so the
+    same seed gave other weights in a process that had used dropout than in a fresh one."""
+    derived = np.random.default_rng([default_generator.initial_seed(), zlib.crc32(key.encode())])
+    return np.array(derived.integers(0, 2**31 - 1), dtype=np.int64)
+
+
 def _counter_state(device):
     key = str(device)
     t = _counter_states.get(key)
     if t is None:
-        t = _place(_from_array(np.array(np_rng().integers(0, 2**31 - 1), dtype=np.int64), D.int64), device)
+        t = _place(_from_array(_counter_start(key), D.int64), device)
         _counter_states[key] = t
     return t
 
