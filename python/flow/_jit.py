@@ -27,6 +27,7 @@ function either way.
 """
 import functools
 import inspect
+import weakref
 import os
 import sys
 
@@ -175,14 +176,16 @@ class _Variant:
         self.uses_module = any(kind == "module" for kind, _ in bindings) or any(
             kind == "module" for (kind, _), _ in self.mutations)
         state = _module_tensors(module) if self.uses_module else {}
-        # [kind, name or tensor, traced meta, the flow._C tensor last seen with that meta]: a
-        # flow._C tensor never changes its shape, dtype or strides (in-place view ops and `.data =`
-        # give the Tensor a new one), so seeing the same one again skips the comparison.
+        # [kind, name or tensor, traced meta, a weak reference to the flow._C tensor last seen with
+        # that meta]: a flow._C tensor never changes its shape, dtype or strides (in-place view ops
+        # and `.data =` give the Tensor a new one), so seeing the same one again skips the
+        # comparison. Weak, so that a variant no longer called keeps no replaced weights alive.
         self.guards = []
         for kind, x in bindings:
             if kind != "arg":
                 t = self._resolve(kind, x, None, state)
-                self.guards.append([kind, x, self._meta(t), t._c if isinstance(t, Tensor) else None])
+                c = t._c if isinstance(t, Tensor) else None
+                self.guards.append([kind, x, self._meta(t), weakref.ref(c) if c is not None else None])
 
     @staticmethod
     def _meta(t):
@@ -205,11 +208,11 @@ class _Variant:
             kind, x, meta, seen = guard
             t = self._resolve(kind, x, None, state)
             c = t._c if isinstance(t, Tensor) else None
-            if c is not None and c is seen:
+            if c is not None and seen is not None and seen() is c:
                 continue
             if self._meta(t) != meta:
                 return None
-            guard[3] = c
+            guard[3] = weakref.ref(c) if c is not None else None
         return state
 
     def bound(self, flat, state):
