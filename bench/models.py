@@ -1,7 +1,7 @@
 """Whole-model benchmark: ResNet-50 (batch 1 and 8, 3x224x224), the ViT-B/16 transformer encoder
 (12 x TransformerEncoderLayer, d=768, 12 heads; batch 8, seq 128), and MobileNetV3-Large,
-EfficientNet-B0, ConvNeXt-T and DenseNet-121 (batch 1, 3x224x224) and a small U-Net (3x256x256)
-under flow eager, flow @flow.jit, torch eager and torch.compile. Not a test.
+EfficientNet-B0, ConvNeXt-T, DenseNet-121 and a ShuffleNetV2 (batch 1, 3x224x224) and a small U-Net
+(3x256x256) under flow eager, flow @flow.jit, torch eager and torch.compile. Not a test.
 
     PYTHONPATH=python .venv/bin/python bench/models.py [--quick] [--models resnet50_b1,...] [--no-compile]
 
@@ -52,6 +52,7 @@ MODELS = {
     "densenet121_b1": {"file": "densenet", "factory": "densenet121", "input": (1, 3, 224, 224)},
     # Segmentation: GroupNorm, a transposed convolution, upsampling, skip concatenations, SPPF.
     "unet_b1_256": {"file": "unet", "factory": "unet", "input": (1, 3, 256, 256)},
+    "shufflenet_v2_b1": {"file": "shufflenet", "factory": "shufflenet_v2", "input": (1, 3, 224, 224)},
 }
 
 

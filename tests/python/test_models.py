@@ -2,8 +2,8 @@
 against their torch twins (the same file with the import lines replaced).
 
 ResNet-50, a ViT-B/16 encoder (12 x TransformerEncoderLayer, d=768, 12 heads, seq 197),
-MobileNetV3-Large, EfficientNet-B0, a small ConvNeXt, DenseNet-121 and a small U-Net load the torch twin's
-state_dict and must match torch's eval-mode output with relative error
+MobileNetV3-Large, EfficientNet-B0, a small ConvNeXt, DenseNet-121, a small U-Net and a ShuffleNetV2
+load the torch twin's state_dict and must match torch's eval-mode output with relative error
 max|flow - torch| / max|torch| < 1e-4 in float32, eagerly and under @flow.jit. The small MLP and CNN
 run training-mode forwards (Dropout p=0) eagerly: outputs and BatchNorm running statistics match
 torch's step by step.
@@ -126,13 +126,15 @@ def test_vit_b16_224(vit):
 # LayerNorm between permutes with a learned layer scale, DenseNet's growing concatenations (cat
 # along channels into BatchNorm + ReLU + 1x1 convolution) with average-pool transitions, and a
 # segmentation U-Net: GroupNorm, a transposed convolution, nearest and bilinear upsampling, skip
-# concatenations and an SPPF block of chained 5x5 max pools.
+# concatenations and an SPPF block of chained 5x5 max pools; ShuffleNetV2's channel split and
+# channel shuffle (view into groups, transpose, view back).
 ZOO = {
     "mobilenet_v3_large": ("mobilenet", "mobilenet_v3_large", (2, 3, 96, 96)),
     "efficientnet_b0": ("efficientnet", "efficientnet_b0", (2, 3, 96, 96)),
     "convnext": ("convnext", "convnext_small_test", (2, 3, 64, 64)),
     "densenet121": ("densenet", "densenet121", (2, 3, 64, 64)),
     "unet": ("unet", "unet", (2, 3, 48, 40)),
+    "shufflenet_v2": ("shufflenet", "shufflenet_v2", (2, 3, 67, 59)),
 }
 
 
@@ -149,7 +151,8 @@ def test_image_classifiers(model):
 
 def test_model_files_are_plain_torch():
     """The flow model files differ from their torch twins only in the import lines."""
-    for name in ("resnet", "vit", "small", "mobilenet", "efficientnet", "convnext", "densenet", "unet"):
+    for name in ("resnet", "vit", "small", "mobilenet", "efficientnet", "convnext", "densenet", "unet",
+                 "shufflenet"):
         with open(os.path.join(loader.HERE, name + ".py")) as f:
             lines = f.read().split("\n")
         flow_lines = [ln for ln in lines if "flow" in ln and not ln.lstrip().startswith("#")]
