@@ -113,7 +113,7 @@ bool move_cpu_scalars(const std::vector<EagerArg>& args, std::vector<EagerArg>& 
 std::vector<Tensor> eager_op(const std::string& op, const std::vector<EagerArg>& given, const dsl::Attrs& attrs) {
   std::vector<EagerArg> moved;
   const std::vector<EagerArg>& args = move_cpu_scalars(given, moved) ? moved : given;
-  if (op == "cat") {  // on the CPU, copies rather than a kernel per input count (jit/eager_cat.h)
+  if (op == "cat") {  // copies rather than a kernel per input count (jit/eager_cat.h)
     std::vector<Tensor> inputs;
     for (const auto& a : args)
       if (const auto* t = std::get_if<Tensor>(&a)) inputs.push_back(*t);

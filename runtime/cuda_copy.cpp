@@ -30,6 +30,12 @@ void copy_device_to_device(void* dst, const void* src, size_t bytes) {
   driver::stream_synchronize(s);
 }
 
+void copy_rows_device_to_device(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                                size_t height) {
+  if (width == 0 || height == 0) return;
+  driver::memcpy_2d_dtod(dst, dst_pitch, src, src_pitch, width, height, current_stream());
+}
+
 void memset_device(void* dst, unsigned char value, size_t bytes) {
   if (bytes == 0) return;
   driver::memset_d8(dst, value, bytes, current_stream());

@@ -13,6 +13,10 @@ namespace flow::runtime::cuda {
 void copy_host_to_device(void* dst, const void* src, size_t bytes);
 void copy_device_to_host(void* dst, const void* src, size_t bytes);
 void copy_device_to_device(void* dst, const void* src, size_t bytes);
+// `height` rows of `width` bytes from rows `src_pitch` bytes apart to rows `dst_pitch` bytes
+// apart, stream-ordered and asynchronous like a kernel (eager cat: jit/eager_cat.h).
+void copy_rows_device_to_device(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                                size_t height);
 // Sets `bytes` bytes at `dst` to `value` (0xFF bytes make float NaNs: a poison).
 void memset_device(void* dst, unsigned char value, size_t bytes);
 

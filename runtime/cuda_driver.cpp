@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -70,6 +71,7 @@ namespace {
   X(cuMemcpyHtoDAsync)                 \
   X(cuMemcpyDtoHAsync)                 \
   X(cuMemcpyDtoDAsync)                 \
+  X(cuMemcpy2DAsync)                   \
   X(cuMemsetD8Async)                   \
   X(cuStreamCreate)                    \
   X(cuStreamDestroy)                   \
@@ -468,6 +470,24 @@ void memcpy_dtod(void* dst, const void* src, size_t bytes, Stream stream) {
                 "cuMemcpyDtoDAsync(" + std::to_string(bytes) + " bytes)");
 }
 
+void memcpy_2d_dtod(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height,
+                    Stream stream) {
+  const Api& a = api();
+  ensure_context();
+  CUDA_MEMCPY2D p;
+  std::memset(&p, 0, sizeof p);
+  p.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  p.srcDevice = dptr(src);
+  p.srcPitch = src_pitch;
+  p.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  p.dstDevice = dptr(dst);
+  p.dstPitch = dst_pitch;
+  p.WidthInBytes = width;
+  p.Height = height;
+  FLOW_CU_CHECK(a.cuMemcpy2DAsync(&p, stream),
+                "cuMemcpy2DAsync(" + std::to_string(height) + " rows of " + std::to_string(width) + " bytes)");
+}
+
 void memset_d8(void* dst, unsigned char value, size_t bytes, Stream stream) {
   const Api& a = api();
   ensure_context();
@@ -652,6 +672,9 @@ void memcpy_dtoh(void*, const void*, size_t, Stream) {
   require_cuda();
 }
 void memcpy_dtod(void*, const void*, size_t, Stream) {
+  require_cuda();
+}
+void memcpy_2d_dtod(void*, size_t, const void*, size_t, size_t, size_t, Stream) {
   require_cuda();
 }
 void memset_d8(void*, unsigned char, size_t, Stream) {

@@ -149,6 +149,9 @@ void mem_free(void* p);
 void memcpy_htod(void* dst, const void* src, size_t bytes, Stream stream);
 void memcpy_dtoh(void* dst, const void* src, size_t bytes, Stream stream);
 void memcpy_dtod(void* dst, const void* src, size_t bytes, Stream stream);
+// `height` rows of `width` bytes, rows `src_pitch` and `dst_pitch` bytes apart (cuMemcpy2DAsync).
+void memcpy_2d_dtod(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height,
+                    Stream stream);
 void memset_d8(void* dst, unsigned char value, size_t bytes, Stream stream);
 Stream stream_create_non_blocking();
 void stream_destroy(Stream s) noexcept;  // errors ignored (teardown)

@@ -83,6 +83,35 @@ def test_gelu_both_forms(dtype):
     check(flow.nn.functional.gelu(fx, approximate="tanh"), torch.nn.functional.gelu(x, approximate="tanh"), dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_eager_cat_is_copies(dtype, dim):
+    """Eager cat on the device is one 2-D copy per input (jit/eager_cat.h): no kernel for
+    contiguous inputs of the output's dtype, whatever their number; the others go through the
+    cast kernel first."""
+    g = torch.Generator().manual_seed(11)
+    shape = [3, 5, 7]
+    ts = []
+    for k in range(23):
+        s = list(shape)
+        s[dim] = k % 4  # empty inputs too
+        ts.append(torch.randn(*s, generator=g).to(dtype))
+    fs = [to_flow_cuda(t) for t in ts]
+
+    def lookups():
+        st = flow._C.cache_stats()
+        return st["memory_hits"] + st["disk_hits"] + st["misses"]
+
+    before = lookups()
+    got = flow.cat(fs, dim)
+    assert lookups() == before
+    check(got, torch.cat(ts, dim), dtype)
+    # Another dtype and a transposed input: cast kernels first, then copies.
+    odd = [to_flow_cuda(ts[1].double()).to(flow.float64), to_flow_cuda(ts[2].transpose(0, 2).contiguous()).transpose(0, 2)]
+    want = torch.cat([ts[1].double(), ts[2].double()], dim)
+    torch.testing.assert_close(to_torch(flow.cat(odd, dim)), want, rtol=0, atol=0)
+
+
 def test_non_contiguous_inputs():
     x = torch.randn(65, 129, device=TDEV)
     fx = to_flow_cuda(x)

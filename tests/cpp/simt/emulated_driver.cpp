@@ -492,6 +492,21 @@ CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t byte
   return copy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes, s, true, true);
 }
 
+// Device-to-device only (what flow uses): one queued copy per row.
+CUresult CUDAAPI cuMemcpy2DAsync(const CUDA_MEMCPY2D* p, CUstream s) {
+  if (!p || p->srcMemoryType != CU_MEMORYTYPE_DEVICE || p->dstMemoryType != CU_MEMORYTYPE_DEVICE ||
+      p->srcXInBytes != 0 || p->srcY != 0 || p->dstXInBytes != 0 || p->dstY != 0 ||
+      (p->Height > 1 && (p->srcPitch < p->WidthInBytes || p->dstPitch < p->WidthInBytes)))
+    return CUDA_ERROR_INVALID_VALUE;
+  for (size_t r = 0; r < p->Height; ++r) {
+    const CUresult e =
+        copy(reinterpret_cast<void*>(p->dstDevice + r * p->dstPitch),
+             reinterpret_cast<const void*>(p->srcDevice + r * p->srcPitch), p->WidthInBytes, s, true, true);
+    if (e != CUDA_SUCCESS) return e;
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstream s) {
   if (n == 0) return CUDA_SUCCESS;
   if (!is_device_range(reinterpret_cast<void*>(dst), n)) return CUDA_ERROR_INVALID_VALUE;
