@@ -160,3 +160,10 @@ def raises_like(torch_fn, flow_fn):
             flow_fn()
         return True
     return False
+
+
+def kernel_lookups():
+    """How many kernels the process has looked up (memory and disk hits, misses): unchanged across
+    a call that ran no generated kernel."""
+    st = flow._C.cache_stats()
+    return st["memory_hits"] + st["disk_hits"] + st["misses"]

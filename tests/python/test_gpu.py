@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import flow  # noqa: E402
-from conftest import TDEV  # noqa: E402
+from conftest import TDEV, kernel_lookups  # noqa: E402
 
 pytestmark = [
     pytest.mark.gpu,
@@ -98,13 +98,9 @@ def test_eager_cat_is_copies(dtype, dim):
         ts.append(torch.randn(*s, generator=g).to(dtype))
     fs = [to_flow_cuda(t) for t in ts]
 
-    def lookups():
-        st = flow._C.cache_stats()
-        return st["memory_hits"] + st["disk_hits"] + st["misses"]
-
-    before = lookups()
+    before = kernel_lookups()
     got = flow.cat(fs, dim)
-    assert lookups() == before
+    assert kernel_lookups() == before
     check(got, torch.cat(ts, dim), dtype)
     # Another dtype and a transposed input: cast kernels first, then copies.
     odd = [to_flow_cuda(ts[1].double()).to(flow.float64), to_flow_cuda(ts[2].transpose(0, 2).contiguous()).transpose(0, 2)]

@@ -116,9 +116,12 @@ def test_grid_sample_every_mode(device, gen):
                 got = F.grid_sample(_f(x, device), _f(grid, device), mode, padding, align)
                 # flow and torch each round differently in float32: at seed 1826293949 torch's value
                 # was 3.0e-6 off the float64 result and flow's 1.2e-6, so they differ by 4.1e-6.
-                # Against float64, flow is held to 2e-6; against torch, to both errors together.
+                # Against float64, flow is held to 2e-6 or torch's own float32 error if larger (at
+                # seed 1470379080 both were 2.83e-6 off); against torch, to both errors together.
                 want64 = TF.grid_sample(x.double(), grid.double(), mode, padding, align)
-                assert_same(got.cpu().double(), want64, atol=2e-6, rtol=1e-6, msg=f"{mode} {padding} {align}")
+                torch_err = float((TF.grid_sample(x, grid, mode, padding, align).double() - want64).abs().max())
+                assert_same(got.cpu().double(), want64, atol=max(2e-6, 1.01 * torch_err), rtol=1e-6,
+                            msg=f"{mode} {padding} {align}")
                 assert_same(got.cpu(), TF.grid_sample(x, grid, mode, padding, align), atol=6e-6,
                             msg=f"{mode} {padding} {align}")
     jitted = flow.jit(lambda a, g: F.grid_sample(a, F.affine_grid(g, [2, 3, 4, 5], align_corners=True),

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import flow
-from conftest import ALL_DTYPES, FLOAT_DTYPES, FLOW_OF, TOL, assert_same, make, raises_like, to_flow, to_torch
+from conftest import (ALL_DTYPES, FLOAT_DTYPES, FLOW_OF, TOL, assert_same, kernel_lookups, make, raises_like, to_flow,
+                      to_torch)
 
 LAYOUTS = ["contiguous", "transposed", "sliced", "expanded"]
 INT_DTYPES = [torch.int32, torch.int64]
@@ -361,10 +362,6 @@ def test_eager_cat_copies_without_compiling(dim, gen):
     big[dim] = 3000
     ts.append(torch.randn(*big, generator=gen))  # rows longer than a copy task
     fs = [to_flow(t) for t in ts]
-    def kernel_lookups():
-        st = flow._C.cache_stats()
-        return st["memory_hits"] + st["disk_hits"] + st["misses"]
-
     before = kernel_lookups()
     got = flow.cat(fs, dim)
     assert kernel_lookups() == before
