@@ -815,7 +815,6 @@ bool nhwc_dense(const std::vector<int64_t>& d, const std::vector<int64_t>& s) {
 // convolutions: 3.3 of 5.6 ms), and with both described NHWC, oneDNN 2.6's brgconv_1x1 computed
 // them wrongly (8e-4 relative error). Dense ones are described as plain NCHW: a GEMM.
 std::vector<int64_t> unit_spatial_strides(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
-  if (dims.size() != 4 || dims[2] != 1 || dims[3] != 1) return strides;
   if ((dims[1] != 1 && strides[1] != 1) || (dims[0] != 1 && strides[0] != dims[1])) return strides;
   return {dims[1], 1, 1, 1};
 }
@@ -942,12 +941,13 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
   check_rank("conv2d weights", weights.dims, weights.strides);
   if (product(dst.dims) == 0) return;
   const int64_t g = p.groups;
-  const bool unit_spatial =
-      src.dims.size() == 4 && dst.dims.size() == 4 && src.dims[2] * src.dims[3] == 1 && dst.dims[2] * dst.dims[3] == 1;
-  const std::vector<int64_t> ss = unit_spatial ? unit_spatial_strides(src.dims, strides_of(src.dims, src.strides))
-                                               : strides_of(src.dims, src.strides),
-                             ds = unit_spatial ? unit_spatial_strides(dst.dims, strides_of(dst.dims, dst.strides))
-                                               : strides_of(dst.dims, dst.strides);
+  // Both images 1x1: source and destination described as plain NCHW together (unit_spatial_strides).
+  const bool unit_spatial = src.dims[2] * src.dims[3] == 1 && dst.dims[2] * dst.dims[3] == 1;
+  auto strides_for = [&](const auto& t) {
+    const std::vector<int64_t> s = strides_of(t.dims, t.strides);
+    return unit_spatial ? unit_spatial_strides(t.dims, s) : s;
+  };
+  const std::vector<int64_t> ss = strides_for(src), ds = strides_for(dst);
   const std::vector<int64_t> ws0 = strides_of(weights.dims, weights.strides);
   // oneDNN's weights: [G,] OC/G, IC/G, KH, KW, described over the caller's torch layout by strides.
   std::vector<int64_t> wd, wst;

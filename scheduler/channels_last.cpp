@@ -47,8 +47,8 @@ bool feeds_only_nhwc_convs(const dsl::Graph& g, int v, const std::vector<bool>& 
 // that splits the channels into groups (group norm's [N, G, C/G, H*W]: its reductions would then
 // read each group's 4-16 channels strided across the image; UNet-style blocks ran 3x slower).
 bool view_prefers_nchw(const dsl::Graph& g, const dsl::Node& n, int v) {
-  const dsl::OpDef& def = dsl::lookup_op(n.op);
   if (n.op != "reshape" && n.op != "view") return false;
+  const dsl::OpDef& def = dsl::lookup_op(n.op);
   const dsl::Shape& s = g.value(v).type.shape;  // [N, C, H, W] of a [N, H, W, C] buffer
   const dsl::Layout nhwc_view{s, {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]}, 0};
   if (!def.view(nhwc_view, n.attrs).has_value()) return true;

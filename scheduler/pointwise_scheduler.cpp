@@ -141,9 +141,13 @@ class PointwiseScheduler final : public Scheduler {
     StmtList loops;
     // A cat along the innermost dim chooses its input by the index (NHWC cat along channels): the
     // tile is split at the inputs' bounds and each piece reads its one input (scheduler/unswitch.h).
+    // Only cat makes such choices; other groups skip lowering the probe body.
+    const bool has_cat = std::any_of(ki.group->nodes.begin(), ki.group->nodes.end(),
+                                     [&](int n) { return ki.graph->node(n).op == "cat"; });
     const Expr jx = var("jx");
-    const Stmt probe = flat ? Stmt() : body_at(jx);
-    const std::vector<int64_t> bounds = flat ? std::vector<int64_t>{} : read_choice_bounds(probe, var("j0") + jx);
+    const Stmt probe = flat || !has_cat ? Stmt() : body_at(jx);
+    const std::vector<int64_t> bounds =
+        probe.defined() ? read_choice_bounds(probe, var("j0") + jx) : std::vector<int64_t>{};
     if (!bounds.empty() && bounds.size() < 64) {
       // One tile per row of a known size (the usual case: a row of channels) makes every piece's
       // range a constant, so its loops have constant trip counts and the empty ones vanish.

@@ -10,32 +10,21 @@ namespace {
 
 using namespace flow::dsl;
 
-bool reads_memory(const Expr& e) {
-  struct Finder : IRVisitor {
-    bool found = false;
-    void visit_Load(const Load*) override { found = true; }
-  } f;
-  f.visit(e);
-  return f.found;
-}
-
-// Whether `e` reads memory or checks an index (a side effect that must stay where it is).
-bool impure(const Expr& e) {
-  struct Finder : IRVisitor {
-    bool found = false;
-    void visit_Load(const Load*) override { found = true; }
-    void visit_Call(const Call* op) override {
-      if (op->func == Intrinsic::CheckIndex) found = true;
-      IRVisitor::visit_Call(op);
-    }
-  } f;
-  f.visit(e);
-  return f.found;
-}
+// What an expression does besides computing: memory reads, index checks (a side effect).
+struct Effects : IRVisitor {
+  bool loads = false, checks_index = false;
+  explicit Effects(const Expr& e) { visit(e); }
+  void visit_Load(const Load*) override { loads = true; }
+  void visit_Call(const Call* op) override {
+    checks_index = checks_index || op->func == Intrinsic::CheckIndex;
+    IRVisitor::visit_Call(op);
+  }
+};
 
 // A select choosing between two reads at an index it computes without side effects (cat).
 bool choice_between_reads(const Select* op) {
-  return reads_memory(op->true_value) && reads_memory(op->false_value) && !impure(op->cond);
+  const Effects cond(op->cond);
+  return Effects(op->true_value).loads && Effects(op->false_value).loads && !cond.loads && !cond.checks_index;
 }
 
 std::set<std::string> free_vars(const Expr& e) {

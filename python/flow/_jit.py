@@ -27,9 +27,9 @@ function either way.
 """
 import functools
 import inspect
-import weakref
 import os
 import sys
+import weakref
 
 from . import _C
 from . import amp as _amp

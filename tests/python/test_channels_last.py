@@ -45,6 +45,14 @@ def _jitted_twins(build, gen):
     return tm, flow.jit(fm)
 
 
+def _outputs(tm, jm, x):
+    """torch's outputs and flow's compiled ones for input `x`."""
+    with torch.no_grad():
+        want = tm(x)
+    with flow.no_grad():
+        return want, jm(to_flow(x))
+
+
 @pytest.mark.parametrize("shape", [(1, 3, 33, 31), (3, 3, 20, 24), (2, 3, 9, 9)], ids=str)
 @pytest.mark.parametrize("enabled", [True, False], ids=["nhwc", "off"])
 def test_resnet_block_matches_torch(shape, enabled, monkeypatch, gen):
@@ -52,10 +60,8 @@ def test_resnet_block_matches_torch(shape, enabled, monkeypatch, gen):
         monkeypatch.setenv("FLOW_CHANNELS_LAST", "0")
     tm, jm = _jitted_twins(_block, gen)
     x = torch.randn(*shape, generator=gen)
-    with torch.no_grad():
-        want = tm(x)
+    want, got = _outputs(tm, jm, x)
     with flow.no_grad():
-        got = jm(to_flow(x))
         got_again = jm(to_flow(x))
     for g, g2, w in zip(got, got_again, want):
         assert_same(g, w, rtol=1e-4, atol=1e-4, msg=jm.explain(with_source=False)[-3000:])
@@ -109,10 +115,7 @@ def test_memory_addressing_readers_of_nhwc_values(enabled, monkeypatch, gen):
         monkeypatch.setenv("FLOW_CHANNELS_LAST", "0")
     tm, jm = _jitted_twins(_strided_readers, gen)
     x = torch.randn(2, 4, 10, 12, generator=gen)
-    with torch.no_grad():
-        want = tm(x)
-    with flow.no_grad():
-        got = jm(to_flow(x))
+    want, got = _outputs(tm, jm, x)
     for g, w in zip(got, want):
         assert_same(g, w, rtol=1e-4, atol=1e-4, msg=jm.explain(with_source=False)[-3000:])
     if enabled:
@@ -130,9 +133,6 @@ def test_group_norm_keeps_its_convolution_nchw(gen):
     group strided across the image, so the convolution it reads stays NCHW while the rest go NHWC."""
     tm, jm = _jitted_twins(_grouped, gen)
     x = torch.randn(2, 3, 17, 20, generator=gen)
-    with torch.no_grad():
-        want = tm(x)
-    with flow.no_grad():
-        got = jm(to_flow(x))
+    want, got = _outputs(tm, jm, x)
     assert_same(got, want, rtol=1e-4, atol=1e-4)
     assert "channels-last: 2 convolution(s) produce NHWC" in jm.explain(with_source=False)

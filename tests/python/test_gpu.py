@@ -372,10 +372,9 @@ def _as_close_as_torch_autocast(got, want, exact):
     return _rel(got, exact) < 3 * _rel(flow.tensor(want.float().cpu().numpy()), exact) + 2e-3
 
 
-@pytest.mark.parametrize("amp", [None, "float16", "bfloat16"])
-def test_resnet50_on_gpu(amp):
-    tm, fm = _twins("resnet", "resnet50")
-    x = torch.randn(2, 3, 64, 64, device=TDEV)
+def _check_convnet_on_gpu(tm, fm, x, amp):
+    """float32: flow jit and eager match torch; autocast: the half output is as close to float32 as
+    torch's autocast output, and the half convolutions ran NHWC."""
     exact, want = _torch_outputs(tm, x, amp)
     jm = flow.jit(fm, amp=amp)
     got = jm(to_flow_cuda(x))
@@ -385,7 +384,13 @@ def test_resnet50_on_gpu(amp):
     else:
         assert got.dtype.name == amp
         assert _as_close_as_torch_autocast(got, want, exact)
-        assert jm._jit.executable.num_channels_last > 0  # half convolutions run NHWC
+        assert jm._jit.executable.num_channels_last > 0
+
+
+@pytest.mark.parametrize("amp", [None, "float16", "bfloat16"])
+def test_resnet50_on_gpu(amp):
+    tm, fm = _twins("resnet", "resnet50")
+    _check_convnet_on_gpu(tm, fm, torch.randn(2, 3, 64, 64, device=TDEV), amp)
 
 
 @pytest.mark.parametrize("amp", [None, "float16"])
@@ -394,17 +399,7 @@ def test_densenet_on_gpu(amp):
     (as_strided windows of NHWC values) and 1x1 convolutions reading concatenations."""
     tm, fm = _twins("densenet", "DenseNet", growth_rate=8, block_config=(3, 3), num_init_features=16,
                     num_classes=10)
-    x = torch.randn(2, 3, 32, 32, device=TDEV)
-    exact, want = _torch_outputs(tm, x, amp)
-    jm = flow.jit(fm, amp=amp)
-    got = jm(to_flow_cuda(x))
-    if amp is None:
-        assert _rel(got, want) < 1e-4
-        assert _rel(fm(to_flow_cuda(x)), want) < 1e-4  # eager: cat is a kernel on the device
-    else:
-        assert got.dtype.name == amp
-        assert _as_close_as_torch_autocast(got, want, exact)
-        assert jm._jit.executable.num_channels_last > 0
+    _check_convnet_on_gpu(tm, fm, torch.randn(2, 3, 32, 32, device=TDEV), amp)
 
 
 @pytest.mark.parametrize("amp", [None, "float16"])

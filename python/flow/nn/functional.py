@@ -420,15 +420,19 @@ def _windows(input, fn, kernel_size, stride, padding, dilation, ceil_mode, pad_v
     return win, (OH, OW), k, s, p
 
 
+def _window_offset(x, axis, out_size, s, d, offset):
+    """`x` strided along its spatial axis `axis` (0: rows, 1: columns) at window offset `offset`:
+    the out_size[axis] window starts, each shifted by offset * d[axis]."""
+    start = offset * d[axis]
+    return dispatch1("slice", [x], {"dim": x.ndim - 2 + axis, "start": start,
+                                    "end": start + (out_size[axis] - 1) * s[axis] + 1, "step": s[axis]})
+
+
 def _window_position(xp, out_size, s, d, i, j):
     """The [..., OH, OW] strided slice of the padded input `xp` at window position (i, j). Slices,
     not as_strided, so the graph's layout pass can run the pool on NHWC values
     (scheduler/channels_last.h)."""
-    n = xp.ndim
-    rows = dispatch1("slice", [xp], {"dim": n - 2, "start": i * d[0], "end": i * d[0] + (out_size[0] - 1) * s[0] + 1,
-                                     "step": s[0]})
-    return dispatch1("slice", [rows], {"dim": n - 1, "start": j * d[1],
-                                       "end": j * d[1] + (out_size[1] - 1) * s[1] + 1, "step": s[1]})
+    return _window_offset(_window_offset(xp, 0, out_size, s, d, i), 1, out_size, s, d, j)
 
 
 _MAX_POOL_UNROLLED_WINDOW = 16  # windows up to this many elements are unrolled (see max_pool2d)
@@ -446,16 +450,13 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
         # then over its rows, kH + kW strided slices instead of kH * kW (exact: max is associative;
         # NaN propagates as in amax). As a reduction over a [kH, kW] window view the 5x5 pool ran
         # ~40x slower than its bytes allow.
-        n = xp.ndim
         cols = None
         for j in range(k[1]):
-            pos = dispatch1("slice", [xp], {"dim": n - 1, "start": j * d[1],
-                                            "end": j * d[1] + (out_size[1] - 1) * s[1] + 1, "step": s[1]})
+            pos = _window_offset(xp, 1, out_size, s, d, j)
             cols = pos if cols is None else dispatch1("maximum", [cols, pos])
         out = None
         for i in range(k[0]):
-            pos = dispatch1("slice", [cols], {"dim": n - 2, "start": i * d[0],
-                                              "end": i * d[0] + (out_size[0] - 1) * s[0] + 1, "step": s[0]})
+            pos = _window_offset(cols, 0, out_size, s, d, i)
             out = pos if out is None else dispatch1("maximum", [out, pos])
         return out
     # Small windows: the elementwise maximum of the k*k window positions (each a strided view of the
