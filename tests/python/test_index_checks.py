@@ -133,3 +133,26 @@ def test_grid_sample_with_a_nan_position_reads_nothing_out_of_range(device, gen)
         want = torch.nn.functional.grid_sample(x, g, mode=mode, align_corners=False)
         got = flow.jit(lambda a, b: F.grid_sample(a, b, mode=mode, align_corners=False))(_on(x, device), _on(g, device))
         assert_same(got.cpu(), want, rtol=1e-5, atol=1e-6, msg=mode)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_grid_sample_border_and_reflection_clip_nan_and_inf_as_torch(device, gen):
+    """Border and reflection padding clip a NaN position to 0 and an infinite one to an edge
+    (reflection: fmod of inf is NaN, so 0), as torch's clip_coordinates does: finite outputs
+    where torch's are finite."""
+    x = torch.randn(2, 3, 5, 6, generator=gen)
+    g = torch.rand(2, 4, 5, 2, generator=gen) * 4 - 2
+    g[0, 0, 0, 0] = float("nan")
+    g[0, 1, 2, 1] = float("nan")
+    g[1, 3, 4, :] = float("nan")
+    g[1, 0, 1, 0] = float("inf")
+    g[1, 2, 2, 1] = -float("inf")
+    g[0, 3, 0, :] = float("inf")
+    for padding in ("border", "reflection"):
+        for mode in ("bilinear", "nearest"):
+            for align in (False, True):
+                want = torch.nn.functional.grid_sample(x, g, mode=mode, padding_mode=padding, align_corners=align)
+                run = flow.jit(lambda a, b: F.grid_sample(a, b, mode=mode, padding_mode=padding, align_corners=align))
+                case = f"{padding} {mode} align_corners={align}"
+                assert bool(torch.isfinite(want).all()), case  # the oracle itself: clipped, not NaN
+                assert_same(run(_on(x, device), _on(g, device)).cpu(), want, rtol=1e-5, atol=1e-6, msg=case)

@@ -806,6 +806,41 @@ def test_max_pool2d_paths_nan_and_layouts(gen, dtype, kw):
     assert_same(F.max_pool2d(to_flow(x), **kw), TF.max_pool2d(x, **kw), msg="channels-last input")
 
 
+def _pool_cases():
+    """(size, kernel, stride, padding, dilation) around the edges of torch's output-size formula:
+    inputs shorter than the (dilated) window, the ceil_mode window that would start in the right
+    padding, strides larger than the kernel."""
+    for size in (1, 2, 5, 7, 19):
+        for k, d in ((1, 1), (2, 1), (3, 1), (3, 2), (5, 3), (17, 2)):
+            for s in (1, 2, 3, k + 2):
+                for p in sorted({0, 1, k // 2}):
+                    if p * 2 <= k:
+                        yield size, k, s, p, d
+
+
+@pytest.mark.parametrize("ceil_mode", [False, True])
+def test_pool_output_sizes_and_errors_match_torch(gen, ceil_mode):
+    """max_pool2d and avg_pool2d give torch's output size (and values) for every case torch
+    accepts, and raise where torch raises."""
+    checked = 0
+    for size, k, s, p, d in _pool_cases():
+        x = make((1, 2, size, 3), torch.float32, gen)
+        pools = [("max", lambda f, t: f.max_pool2d(t, (k, 1), (s, 1), (p, 0), (d, 1), ceil_mode))]
+        if d == 1:
+            pools.append(("avg", lambda f, t: f.avg_pool2d(t, (k, 1), (s, 1), (p, 0), ceil_mode)))
+        for name, pool in pools:
+            case = f"{name} size={size} k={k} s={s} p={p} d={d} ceil_mode={ceil_mode}"
+            try:
+                want = pool(TF, x)
+            except RuntimeError:
+                with pytest.raises(RuntimeError):
+                    pool(F, to_flow(x))
+                continue
+            assert_same(pool(F, to_flow(x)), want, msg=case)
+            checked += 1
+    assert checked > 100
+
+
 @pytest.mark.parametrize("bad", [5, -1, 100])
 def test_embedding_out_of_range_raises_like_torch(bad):
     tw = torch.randn(5, 3)

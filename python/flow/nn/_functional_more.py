@@ -551,7 +551,10 @@ def _reflect(coord, size, align_corners):
 
 
 def _clip(coord, size):
-    return coord.clamp(0.0, builtins.float(size - 1))
+    """Clamps coordinates into [0, size - 1]; a NaN one goes to 0 (torch's clip_coordinates on both
+    devices: the CPU clamps with NaN-dropping operand order, CUDA with fmaxf)."""
+    c = coord.clamp(0.0, builtins.float(size - 1))
+    return _ops.where(c.isnan(), 0.0, c)
 
 
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):

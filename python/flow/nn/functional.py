@@ -369,13 +369,19 @@ def dropout(input, p=0.5, training=True, inplace=False):
 
 
 def _pool_out_size(size, k, s, p, d, ceil_mode):
+    """torch's pooling_output_shape: floor (or, with ceil_mode, ceiling) division of the span the
+    windows can start in, rounding toward minus infinity; with ceil_mode the last window must start
+    inside the input or the left padding. With ceil_mode a window may reach past the padded input
+    (the padding then grows to cover it), so an input shorter than the window can still give one
+    output."""
     eff = d * (k - 1) + 1
     num = size + 2 * p - eff
-    if num < 0:
-        raise RuntimeError(f"pooling: output size is too small (input {size}, kernel {k}, padding {p})")
-    out = (-(-num // s) if ceil_mode else num // s) + 1
-    if ceil_mode and (out - 1) * s >= size + p:  # the last window must start inside the input or left pad
+    out = (num + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= size + p:
         out -= 1
+    if out < 1:
+        raise RuntimeError(f"pooling: output size is too small (input {size}, kernel {k}, padding {p}, "
+                           f"dilation {d}, stride {s}: {out} outputs)")
     return out
 
 
