@@ -37,6 +37,7 @@ from ._dispatch import TraceContext, current_trace
 from ._errors import TraceError
 from ._profile import Profile, check_repeats, profile_executable
 from ._tensor import Tensor
+from .nn._module_store import ModuleStore, structure_version
 
 __all__ = ["jit", "JitFunction"]
 
@@ -107,15 +108,16 @@ def _leaf_key(x):
 # ---- compiled variants ---------------------------------------------------------------------------
 
 
-def _module_tensors(module):
-    """name -> tensor for a module's parameters and buffers, named as named_parameters() and
-    named_buffers() name them (looked up afresh at every call, so a reassigned parameter is seen).
-    One flat pre-order walk: named_modules()' chain of nested generators cost ~1 ms per call on
-    MobileNetV3 (267 tensors, 5 levels deep)."""
+def _walk_module_tensors(module):
+    """(name -> tensor for a module's parameters and buffers, named as named_parameters() and
+    named_buffers() name them; whether every store on the way counts its changes, see
+    flow/nn/_module_store.py). One flat pre-order walk: named_modules()' chain of nested generators
+    cost ~1 ms per call on MobileNetV3 (267 tensors, 5 levels deep)."""
     if module is None:
-        return {}
+        return {}, True
     params, buffers = {}, {}
     seen_params, seen_buffers, seen_modules = set(), set(), set()
+    tracked = True
     stack = [("", module)]
     while stack:
         prefix, m = stack.pop()
@@ -123,14 +125,42 @@ def _module_tensors(module):
             continue
         seen_modules.add(id(m))
         dot = prefix + "." if prefix else ""
+        children = m._modules
         for store, seen, into in ((m._parameters, seen_params, params), (m._buffers, seen_buffers, buffers)):
+            tracked = tracked and type(store) is ModuleStore
             for name, t in store.items():
                 if t is not None and id(t) not in seen:
                     seen.add(id(t))
                     into[dot + name] = t
-        stack.extend(reversed([(dot + name, c) for name, c in m._modules.items() if c is not None]))
+        tracked = tracked and type(children) is ModuleStore
+        stack.extend(reversed([(dot + name, c) for name, c in children.items() if c is not None]))
     params.update(buffers)
-    return params
+    return params, tracked
+
+
+def _module_tensors(module):
+    """name -> tensor for a module's parameters and buffers (walked afresh, so a reassigned
+    parameter is seen)."""
+    return _walk_module_tensors(module)[0]
+
+
+class _ModuleState:
+    """The name -> tensor map of a jitted module (_module_tensors), walked again only when some
+    module's parameters, buffers or children changed since (structure_version()), or at every call
+    when the tree holds a store that does not count its changes."""
+
+    def __init__(self, module):
+        self.module = module
+        self.version = None  # structure_version() at the last walk; None: walk at every call
+        self.tensors = {}
+
+    def get(self):
+        """The current map (shared: callers must not change it)."""
+        now = structure_version()
+        if self.version is None or self.version != now:
+            self.tensors, tracked = _walk_module_tensors(self.module)
+            self.version = now if tracked else None
+        return self.tensors
 
 
 def build_outputs(out_spec, out_leaves, outs, input_of):
@@ -162,7 +192,7 @@ def frozen_inputs(bindings, mutations):
 
 
 class _Variant:
-    def __init__(self, graph, exe, bindings, out_spec, out_leaves, module, mutations=()):
+    def __init__(self, graph, exe, bindings, out_spec, out_leaves, module_state, mutations=()):
         self.graph = graph
         self.exe = exe
         # Tensors outside the trace written during it: (("module", name) | ("capture", Tensor), output
@@ -172,10 +202,10 @@ class _Variant:
         self.bindings = bindings
         self.out_spec = out_spec
         self.out_leaves = out_leaves  # ("out", k) | ("input", binding index) | ("const", obj)
-        self.module = module
+        self.module_state = module_state
         self.uses_module = any(kind == "module" for kind, _ in bindings) or any(
             kind == "module" for (kind, _), _ in self.mutations)
-        state = _module_tensors(module) if self.uses_module else {}
+        state = module_state.get() if self.uses_module else {}
         # [kind, name or tensor, traced meta, a weak reference to the flow._C tensor last seen with
         # that meta]: a flow._C tensor never changes its shape, dtype or strides (in-place view ops
         # and `.data =` give the Tensor a new one), so seeing the same one again skips the
@@ -186,6 +216,12 @@ class _Variant:
                 t = self._resolve(kind, x, None, state)
                 c = t._c if isinstance(t, Tensor) else None
                 self.guards.append([kind, x, self._meta(t), weakref.ref(c) if c is not None else None])
+        # The fast path of check() and bound() (see _refresh_fast): valid while the module state's
+        # version is _fast_version.
+        self._fast_version = None
+        self._fast_guarded = []  # the guarded Tensors, in guard order
+        self._fast_seen = []  # weak references to their flow._C tensors at the last full check
+        self._fast_sources = []  # per graph input: its flat argument index (int) or its Tensor
 
     @staticmethod
     def _meta(t):
@@ -202,8 +238,17 @@ class _Variant:
 
     def check(self):
         """The module state of this call if every non-argument input still matches what was traced
-        (shape, dtype, layout), else None."""
-        state = _module_tensors(self.module) if self.uses_module else {}
+        (shape, dtype, layout), else None.
+
+        Fast path: while no module structure changed (the state's version) the guarded Tensors are
+        the ones of the last check, and when each still holds the flow._C tensor it held then, all
+        guards pass (a flow._C tensor never changes its meta). A list comparison of those, instead
+        of one Python-level guard at a time."""
+        state = self.module_state.get() if self.uses_module else {}
+        version = self.module_state.version if self.uses_module else 0
+        if version is not None and version == self._fast_version:
+            if [t._c for t in self._fast_guarded] == [r() for r in self._fast_seen]:
+                return state
         for guard in self.guards:
             kind, x, meta, seen = guard
             t = self._resolve(kind, x, None, state)
@@ -213,10 +258,26 @@ class _Variant:
             if self._meta(t) != meta:
                 return None
             guard[3] = weakref.ref(c) if c is not None else None
+        self._refresh_fast(state, version)
         return state
+
+    def _refresh_fast(self, state, version):
+        """Arms the fast path for `version` when every guarded input is a tensor."""
+        self._fast_version = None
+        guarded = [self._resolve(kind, x, None, state) for kind, x, _, _ in self.guards]
+        if version is None or not all(isinstance(t, Tensor) and t._c is not None for t in guarded):
+            return
+        self._fast_guarded = guarded
+        self._fast_seen = [weakref.ref(t._c) for t in guarded]
+        self._fast_sources = [x if kind == "arg" else self._resolve(kind, x, None, state)
+                              for kind, x in self.bindings]
+        self._fast_version = version
 
     def bound(self, flat, state):
         """The graph inputs of a call (flow._C tensors), in graph-input order."""
+        version = self.module_state.version if self.uses_module else 0
+        if version is not None and version == self._fast_version:
+            return [flat[s]._c if s.__class__ is int else s._c for s in self._fast_sources]
         return [self._resolve(kind, x, flat, state)._c for kind, x in self.bindings]
 
     def run(self, flat, state):
@@ -247,6 +308,7 @@ class JitFunction:
         self._cuda_graphs = bool(cuda_graphs)
         self._fn = fn
         self._module = module
+        self._module_state = _ModuleState(module)
         self._target = target
         self._fuse = fuse
         self._cuda_arch = cuda_arch
@@ -377,7 +439,7 @@ class JitFunction:
                 ctx.graph.mark_output(vid)
             mutation_outs.append((t, marked[vid]))
         # Captured parameters and buffers of the module are bound by name (see _module_tensors).
-        names = {id(t): n for n, t in _module_tensors(self._module).items()}
+        names = {id(t): n for n, t in self._module_state.get().items()}
         mutations = [(("module", names[id(t)]) if id(t) in names else ("capture", t), k) for t, k in mutation_outs]
         bindings = [("module", names[id(x)]) if kind == "capture" and id(x) in names else (kind, x)
                     for kind, x in ctx.bindings]
@@ -394,7 +456,7 @@ class JitFunction:
                              conv_search=self._conv_search)
             if self._autotune:
                 self._tune(exe, bound)
-        v = _Variant(ctx.graph, exe, bindings, out_spec, out_leaves, self._module, mutations)
+        v = _Variant(ctx.graph, exe, bindings, out_spec, out_leaves, self._module_state, mutations)
         v.autocast = (amp, ctx.autocast_device) if amp is not None else None
         return v
 

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+from collections import OrderedDict
+
 import numpy as np
 import pytest
 import torch
@@ -274,6 +276,58 @@ def test_guards_see_a_new_layout_through_data(gen):
     m.weight.data = to_flow(make((6, 8), torch.float32, gen))  # same layout: no retrace
     assert_same(jm(to_flow(x)), want(), rtol=1e-5, atol=1e-6)
     assert jm.num_traces == 3
+
+
+def test_every_way_of_changing_module_state_is_seen(gen, monkeypatch):
+    """flow.jit walks the module tree again only after a parameter, buffer or child changed
+    (flow/nn/_module_store.py). Each way of changing one is seen by the next call: attribute
+    assignment, writes to the stores themselves (setitem, pop, update, |=), a replaced child, a
+    replaced store, register_buffer; and the walk is skipped while nothing changed."""
+    from flow import _jit
+
+    walks = []
+    real_walk = _jit._walk_module_tensors
+    monkeypatch.setattr(_jit, "_walk_module_tensors", lambda m: walks.append(1) or real_walk(m))
+    m = flow.nn.Sequential(flow.nn.Linear(8, 6), flow.nn.ReLU(), flow.nn.Linear(6, 4))
+    jm = flow.jit(m)
+    x = make((5, 8), torch.float32, gen)
+
+    def want():
+        h = torch.relu(x @ to_torch(m[0].weight).T + to_torch(m[0].bias))
+        return h @ to_torch(m[2].weight).T + to_torch(m[2].bias)
+
+    def check(msg):
+        assert_same(jm(to_flow(x)), want(), rtol=3e-5, atol=1e-5, msg=msg)
+
+    def param(*shape):
+        return flow.nn.Parameter(to_flow(make(shape, torch.float32, gen)))
+
+    check("first call")
+    walks.clear()
+    for _ in range(3):
+        check("unchanged")
+    assert not walks, "the module tree was walked again although nothing changed"
+    m[0].weight = param(6, 8)
+    check("attribute assignment")
+    m[2]._parameters["bias"] = param(4)
+    check("store setitem")
+    m[2]._parameters.update({"weight": param(4, 6)})
+    check("store update")
+    m[0]._parameters |= {"bias": param(6)}
+    check("store |=")
+    m._modules["2"] = flow.nn.Linear(6, 4)
+    check("child replaced through the store")
+    m[2]._parameters = OrderedDict(weight=param(4, 6), bias=param(4))
+    check("a whole store replaced")
+    m[0].register_buffer("unused", flow.ones(3))
+    check("register_buffer")
+    assert jm.num_traces == 1
+    m[2].weight = flow.nn.Parameter(to_flow(make((6, 4), torch.float32, gen)).t())  # a new layout: retraced
+    check("new layout")
+    assert jm.num_traces == 2
+    m[2]._parameters.pop("bias")
+    with pytest.raises(AttributeError, match="bias"):
+        jm(to_flow(x))  # seen: the retrace finds no bias, as torch's forward would
 
 
 def test_tied_parameters_keep_their_first_name(gen):

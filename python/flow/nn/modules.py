@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .._tensor import Tensor
+from ._module_store import ModuleStore
 
 
 class Parameter(Tensor):
@@ -84,6 +85,9 @@ def _to_flow(v, like):
     return _creation.as_tensor(v)
 
 
+_STORES = ("_parameters", "_buffers", "_modules")
+
+
 class Module:
     """Base class of flow modules (torch.nn.Module's registration, traversal and state; no autograd)."""
 
@@ -91,10 +95,10 @@ class Module:
         if args or kwargs:
             raise TypeError(f"{type(self).__name__}.__init__() got unexpected arguments")
         object.__setattr__(self, "training", True)
-        object.__setattr__(self, "_parameters", OrderedDict())
-        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_parameters", ModuleStore())
+        object.__setattr__(self, "_buffers", ModuleStore())
         object.__setattr__(self, "_non_persistent_buffers_set", set())
-        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_modules", ModuleStore())
         object.__setattr__(self, "_forward_hooks", OrderedDict())
         object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
 
@@ -132,6 +136,8 @@ class Module:
                                 "(flow.Tensor or None expected)")
             self._buffers[name] = value
         else:
+            if name in _STORES:  # a whole store replaced: flow.jit's cached walks are stale
+                value = ModuleStore(value)
             object.__setattr__(self, name, value)
 
     def __getattr__(self, name):
