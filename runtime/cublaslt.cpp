@@ -16,6 +16,7 @@
 #include "runtime/cublaslt.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <climits>
 #include <cstdlib>
@@ -248,10 +249,15 @@ std::string status_text(cublasStatus_t s) {
   throw std::runtime_error("flow: cuBLASLt error in " + call + " (" + context + "): " + status_text(s));
 }
 
-#define FLOW_LT_CHECK(expr, call, context)                                    \
+// The problem is described only when a call fails: a matmul with a plan formats no string.
+[[noreturn]] void fail(cublasStatus_t s, const std::string& call, const MatmulProblem& p) {
+  fail(s, call, describe(p));
+}
+
+#define FLOW_LT_CHECK(expr, call, problem)                                    \
   do {                                                                        \
     const cublasStatus_t flow_lt_s_ = (expr);                                 \
-    if (flow_lt_s_ != CUBLAS_STATUS_SUCCESS) fail(flow_lt_s_, call, context); \
+    if (flow_lt_s_ != CUBLAS_STATUS_SUCCESS) fail(flow_lt_s_, call, problem); \
   } while (0)
 
 struct Deleter {
@@ -332,34 +338,33 @@ uint32_t alignment(const void* p, int64_t batch, int64_t batch_stride, DataType 
 }
 
 template <typename T>
-void set_layout(const Layout& l, cublasLtMatrixLayoutAttribute_t attr, const T& value, const std::string& context) {
+void set_layout(const Layout& l, cublasLtMatrixLayoutAttribute_t attr, const T& value, const MatmulProblem& p) {
   FLOW_LT_CHECK(api().cublasLtMatrixLayoutSetAttribute(l.get(), attr, &value, sizeof(value)),
-                "cublasLtMatrixLayoutSetAttribute(" + std::to_string(static_cast<int>(attr)) + ")", context);
+                "cublasLtMatrixLayoutSetAttribute(" + std::to_string(static_cast<int>(attr)) + ")", p);
 }
 
 template <typename T>
-void set_desc(const MatmulDesc& d, cublasLtMatmulDescAttributes_t attr, const T& value, const std::string& context) {
+void set_desc(const MatmulDesc& d, cublasLtMatmulDescAttributes_t attr, const T& value, const MatmulProblem& p) {
   FLOW_LT_CHECK(api().cublasLtMatmulDescSetAttribute(d.get(), attr, &value, sizeof(value)),
-                "cublasLtMatmulDescSetAttribute(" + std::to_string(static_cast<int>(attr)) + ")", context);
+                "cublasLtMatmulDescSetAttribute(" + std::to_string(static_cast<int>(attr)) + ")", p);
 }
 
 template <typename T>
-void set_pref(const Preference& pr, cublasLtMatmulPreferenceAttributes_t attr, const T& value,
-              const std::string& context) {
+void set_pref(const Preference& pr, cublasLtMatmulPreferenceAttributes_t attr, const T& value, const MatmulProblem& p) {
   FLOW_LT_CHECK(api().cublasLtMatmulPreferenceSetAttribute(pr.get(), attr, &value, sizeof(value)),
-                "cublasLtMatmulPreferenceSetAttribute(" + std::to_string(static_cast<int>(attr)) + ")", context);
+                "cublasLtMatmulPreferenceSetAttribute(" + std::to_string(static_cast<int>(attr)) + ")", p);
 }
 
 Layout make_layout(DataType t, int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t batch_stride,
-                   const std::string& context) {
+                   const MatmulProblem& p) {
   cublasLtMatrixLayout_t raw = nullptr;
   FLOW_LT_CHECK(api().cublasLtMatrixLayoutCreate(&raw, cuda_type(t), static_cast<uint64_t>(rows),
                                                  static_cast<uint64_t>(cols), ld),
-                "cublasLtMatrixLayoutCreate", context);
+                "cublasLtMatrixLayoutCreate", p);
   Layout l(raw);
   if (batch > 1) {
-    set_layout(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, static_cast<int32_t>(batch), context);
-    set_layout(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, batch_stride, context);
+    set_layout(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, static_cast<int32_t>(batch), p);
+    set_layout(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, batch_stride, p);
   }
   return l;
 }
@@ -376,132 +381,184 @@ cublasLtEpilogue_t epilogue(const MatmulProblem& p) {
   throw std::logic_error("flow: cuBLASLt: unknown activation");
 }
 
-// The algorithm cache: problem + alignments + device (+ whether the split was forced) -> the
-// heuristic's first algorithm, and whether it is for the default epilogue with the bias and
-// activation split off (runtime/epilogue_kernel.h).
-struct Choice {
-  cublasLtMatmulAlgo_t algo{};
-  bool split = false;
+// The operand alignments a plan was made for (see the file's note): cuBLASLt's A, B, C, D and the bias.
+struct Alignments {
+  uint32_t a = 0, b = 0, c = 0, d = 0, bias = 0;
 };
-struct AlgoCache {
+
+// Everything a plan depends on: the problem, the alignments, the device and whether the split was
+// forced. Compared as a flat array (a map key built without formatting a string).
+using PlanKey = std::array<int64_t, 23>;
+
+PlanKey plan_key(const MatmulProblem& p, const Alignments& al, int device, bool force_split) {
+  return {p.batch,
+          p.m,
+          p.n,
+          p.k,
+          static_cast<int64_t>(p.in_type),
+          static_cast<int64_t>(p.out_type),
+          p.a_row,
+          p.a_col,
+          p.a_batch,
+          p.b_row,
+          p.b_col,
+          p.b_batch,
+          p.out_row,
+          p.out_batch,
+          p.bias,
+          p.residual,
+          static_cast<int64_t>(p.activation),
+          al.a,
+          al.b,
+          al.c,
+          al.d,
+          al.bias,
+          (static_cast<int64_t>(device) << 1) | (force_split ? 1 : 0)};
+}
+
+// One key's descriptors and algorithm, made on its first matmul and kept for the process: the
+// matrix layouts, the matmul descriptor (epilogue set; the default one when split), and the
+// heuristic's first algorithm. The bias pointer is the one attribute that changes between calls;
+// `mu` holds it from its setting to the launch that reads it.
+struct Plan {
   std::mutex mu;
-  std::map<std::string, Choice> algos;
+  Layout la, lb, lc, ld;
+  MatmulDesc desc;
+  cublasLtMatmulAlgo_t algo{};
+  bool split = false;  // the product alone, then bias and activation by runtime/epilogue_kernel.h
 };
-AlgoCache& algo_cache() {
-  static auto* cache = new AlgoCache();  // never destroyed: matmuls may run from static destructors
+
+struct PlanCache {
+  std::mutex mu;
+  std::map<PlanKey, std::unique_ptr<Plan>> plans;
+};
+PlanCache& plan_cache() {
+  static auto* cache = new PlanCache();  // never destroyed: matmuls may run from static destructors
   return *cache;
 }
 
-// Runs a supported, non-empty problem with k >= 1.
-void run(const MatmulProblem& p, const void* a, const void* b, const void* bias, const void* residual, void* out,
-         Stream stream) {
-  const std::string context = describe(p);
-  const int device = current_device();
-  ensure_context(device);
-  const cublasLtHandle_t h = handle(device);
-  void* const ws = workspace(device, stream);
+std::atomic<int64_t>& plans_made_count() {
+  static std::atomic<int64_t> made{0};
+  return made;
+}
 
+// A new plan for a supported, non-empty problem with k >= 1; `bias` is set on the descriptor before
+// the heuristic runs (it reads the bias alignment from it).
+std::unique_ptr<Plan> make_plan(const MatmulProblem& p, cublasLtHandle_t h, const void* bias, const Alignments& al,
+                                bool force_split) {
   Orientation oa, ob;
   std::string why;
   if (!orient("A", p.m, p.k, p.a_row, p.a_col, &oa, &why) || !orient("B", p.k, p.n, p.b_row, p.b_col, &ob, &why))
     throw std::logic_error("flow: cuBLASLt: " + why);  // supported() checked this
 
+  auto plan = std::make_unique<Plan>();
   // out^T (n x m, column-major) = B^T (n x k) * A^T (k x m): cuBLASLt's A is our B, its B our A.
   const cublasOperation_t trans_a = ob.row_major ? CUBLAS_OP_N : CUBLAS_OP_T;
   const cublasOperation_t trans_b = oa.row_major ? CUBLAS_OP_N : CUBLAS_OP_T;
-  const Layout la = ob.row_major ? make_layout(p.in_type, p.n, p.k, ob.ld, p.batch, p.b_batch, context)
-                                 : make_layout(p.in_type, p.k, p.n, ob.ld, p.batch, p.b_batch, context);
-  const Layout lb = oa.row_major ? make_layout(p.in_type, p.k, p.m, oa.ld, p.batch, p.a_batch, context)
-                                 : make_layout(p.in_type, p.m, p.k, oa.ld, p.batch, p.a_batch, context);
-  const Layout lc = make_layout(p.out_type, p.n, p.m, out_ld(p), p.batch, p.out_batch, context);
-  const Layout ld = make_layout(p.out_type, p.n, p.m, out_ld(p), p.batch, p.out_batch, context);
+  plan->la = ob.row_major ? make_layout(p.in_type, p.n, p.k, ob.ld, p.batch, p.b_batch, p)
+                          : make_layout(p.in_type, p.k, p.n, ob.ld, p.batch, p.b_batch, p);
+  plan->lb = oa.row_major ? make_layout(p.in_type, p.k, p.m, oa.ld, p.batch, p.a_batch, p)
+                          : make_layout(p.in_type, p.m, p.k, oa.ld, p.batch, p.a_batch, p);
+  plan->lc = make_layout(p.out_type, p.n, p.m, out_ld(p), p.batch, p.out_batch, p);
+  plan->ld = make_layout(p.out_type, p.n, p.m, out_ld(p), p.batch, p.out_batch, p);
 
   cublasLtMatmulDesc_t raw_desc = nullptr;
   FLOW_LT_CHECK(api().cublasLtMatmulDescCreate(&raw_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate",
-                context);
-  const MatmulDesc desc(raw_desc);
-  set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(trans_a), context);
-  set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(trans_b), context);
-  set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(epilogue(p)), context);
+                p);
+  plan->desc.reset(raw_desc);
+  const MatmulDesc& desc = plan->desc;
+  set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(trans_a), p);
+  set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(trans_b), p);
+  set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(epilogue(p)), p);
   if (p.bias) {
-    set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias, context);
-    set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(cuda_type(p.out_type)), context);
+    set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias, p);
+    set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(cuda_type(p.out_type)), p);
   }
+
+  cublasLtMatmulPreference_t raw_pref = nullptr;
+  FLOW_LT_CHECK(api().cublasLtMatmulPreferenceCreate(&raw_pref), "cublasLtMatmulPreferenceCreate", p);
+  const Preference pref(raw_pref);
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(kWorkspaceBytes), p);
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, al.a, p);
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, al.b, p);
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, al.c, p);
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, al.d, p);
+  // The heuristic's first algorithm for `desc` as set now; false when it has none (for an epilogue
+  // that the data types or alignments do not allow, it answers NOT_SUPPORTED or nothing). With
+  // `any_failure`, every failed query counts as "none" (the fused query: the plain query that
+  // follows it reports real errors).
+  auto first_algorithm = [&](cublasLtMatmulAlgo_t* algo, bool any_failure) {
+    cublasLtMatmulHeuristicResult_t result{};
+    int returned = 0;
+    const cublasStatus_t status =
+        api().cublasLtMatmulAlgoGetHeuristic(h, desc.get(), plan->la.get(), plan->lb.get(), plan->lc.get(),
+                                             plan->ld.get(), pref.get(), 1, &result, &returned);
+    const bool none = status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && returned < 1);
+    if (none || (any_failure && (status != CUBLAS_STATUS_SUCCESS || result.state != CUBLAS_STATUS_SUCCESS)))
+      return false;
+    FLOW_LT_CHECK(status, "cublasLtMatmulAlgoGetHeuristic", p);
+    if (result.state != CUBLAS_STATUS_SUCCESS) fail(result.state, "cublasLtMatmulAlgoGetHeuristic (result)", p);
+    *algo = result.algo;
+    return true;
+  };
+  const bool has_epilogue = p.bias || p.activation != Activation::None;
+  const bool fused = !force_split && first_algorithm(&plan->algo, has_epilogue);
+  if (!fused && !has_epilogue) fail(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic (no algorithm)", p);
+  if (!fused) {
+    // No algorithm with this epilogue: the product alone (residual included), then the kernel.
+    set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(CUBLASLT_EPILOGUE_DEFAULT), p);
+    if (!first_algorithm(&plan->algo, false))
+      fail(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic (no algorithm, even without the epilogue)", p);
+    plan->split = true;
+  }
+  plans_made_count().fetch_add(1, std::memory_order_relaxed);
+  return plan;
+}
+
+// The plan of `key`, made by make_plan on its first use. Two threads that miss together both make
+// one; the first stored wins.
+Plan& find_plan(const PlanKey& key, const MatmulProblem& p, cublasLtHandle_t h, const void* bias, const Alignments& al,
+                bool force_split) {
+  PlanCache& cache = plan_cache();
+  {
+    std::lock_guard<std::mutex> lock(cache.mu);
+    auto it = cache.plans.find(key);
+    if (it != cache.plans.end()) return *it->second;
+  }
+  std::unique_ptr<Plan> made = make_plan(p, h, bias, al, force_split);
+  std::lock_guard<std::mutex> lock(cache.mu);
+  return *cache.plans.emplace(key, std::move(made)).first->second;
+}
+
+// Runs a supported, non-empty problem with k >= 1.
+void run(const MatmulProblem& p, const void* a, const void* b, const void* bias, const void* residual, void* out,
+         Stream stream) {
+  const int device = current_device();
+  ensure_context(device);
+  const cublasLtHandle_t h = handle(device);
+  void* const ws = workspace(device, stream);
 
   const void* c = p.residual ? residual : out;
-  const uint32_t align_a = alignment(b, p.batch, p.b_batch, p.in_type);  // cuBLASLt's A is our B
-  const uint32_t align_b = alignment(a, p.batch, p.a_batch, p.in_type);
-  const uint32_t align_c = alignment(c, p.batch, p.out_batch, p.out_type);
-  const uint32_t align_d = alignment(out, p.batch, p.out_batch, p.out_type);
-  const uint32_t align_bias = p.bias ? alignment(bias, 1, 0, p.out_type) : 0;
-
+  Alignments al;
+  al.a = alignment(b, p.batch, p.b_batch, p.in_type);  // cuBLASLt's A is our B
+  al.b = alignment(a, p.batch, p.a_batch, p.in_type);
+  al.c = alignment(c, p.batch, p.out_batch, p.out_type);
+  al.d = alignment(out, p.batch, p.out_batch, p.out_type);
+  al.bias = p.bias ? alignment(bias, 1, 0, p.out_type) : 0;
   const bool has_epilogue = p.bias || p.activation != Activation::None;
   const bool force_split = has_epilogue && split_forced();
-  const std::string key = context + " | align " + std::to_string(align_a) + "," + std::to_string(align_b) + "," +
-                          std::to_string(align_c) + "," + std::to_string(align_d) + "," + std::to_string(align_bias) +
-                          " | device " + std::to_string(device) + (force_split ? " | split" : "");
 
-  Choice choice;
-  bool found = false;
-  {
-    AlgoCache& cache = algo_cache();
-    std::lock_guard<std::mutex> lock(cache.mu);
-    auto it = cache.algos.find(key);
-    if (it != cache.algos.end()) {
-      choice = it->second;
-      found = true;
-    }
-  }
-  if (!found) {
-    cublasLtMatmulPreference_t raw_pref = nullptr;
-    FLOW_LT_CHECK(api().cublasLtMatmulPreferenceCreate(&raw_pref), "cublasLtMatmulPreferenceCreate", context);
-    const Preference pref(raw_pref);
-    set_pref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(kWorkspaceBytes), context);
-    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a, context);
-    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b, context);
-    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c, context);
-    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d, context);
-    // The heuristic's first algorithm for `desc` as set now; false when it has none (for an
-    // epilogue that the data types or alignments do not allow, it answers NOT_SUPPORTED or nothing).
-    // With `any_failure`, every failed query counts as "none" (the fused query: the plain query
-    // that follows it reports real errors).
-    auto first_algorithm = [&](cublasLtMatmulAlgo_t* algo, bool any_failure) {
-      cublasLtMatmulHeuristicResult_t result{};
-      int returned = 0;
-      const cublasStatus_t status = api().cublasLtMatmulAlgoGetHeuristic(h, desc.get(), la.get(), lb.get(), lc.get(),
-                                                                         ld.get(), pref.get(), 1, &result, &returned);
-      const bool none = status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && returned < 1);
-      if (none || (any_failure && (status != CUBLAS_STATUS_SUCCESS || result.state != CUBLAS_STATUS_SUCCESS)))
-        return false;
-      FLOW_LT_CHECK(status, "cublasLtMatmulAlgoGetHeuristic", context);
-      if (result.state != CUBLAS_STATUS_SUCCESS) fail(result.state, "cublasLtMatmulAlgoGetHeuristic (result)", context);
-      *algo = result.algo;
-      return true;
-    };
-    const bool fused = !force_split && first_algorithm(&choice.algo, has_epilogue);
-    if (!fused && !has_epilogue)
-      fail(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic (no algorithm)", context);
-    if (!fused) {
-      // No algorithm with this epilogue: the product alone (residual included), then the kernel.
-      set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(CUBLASLT_EPILOGUE_DEFAULT), context);
-      if (!first_algorithm(&choice.algo, false))
-        fail(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic (no algorithm, even without the epilogue)",
-             context);
-      choice.split = true;
-    }
-    AlgoCache& cache = algo_cache();
-    std::lock_guard<std::mutex> lock(cache.mu);
-    cache.algos.emplace(key, choice);
-  } else if (choice.split) {
-    set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(CUBLASLT_EPILOGUE_DEFAULT), context);
-  }
-
+  Plan& plan = find_plan(plan_key(p, al, device, force_split), p, h, bias, al, force_split);
   const float alpha = 1.0f;
   const float beta = p.residual ? 1.0f : 0.0f;
-  FLOW_LT_CHECK(api().cublasLtMatmul(h, desc.get(), &alpha, b, la.get(), a, lb.get(), &beta, c, lc.get(), out, ld.get(),
-                                     &choice.algo, ws, kWorkspaceBytes, stream),
-                "cublasLtMatmul", context);
-  if (choice.split) {
+  {
+    std::lock_guard<std::mutex> lock(plan.mu);
+    if (p.bias && !plan.split) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias, p);
+    FLOW_LT_CHECK(api().cublasLtMatmul(h, plan.desc.get(), &alpha, b, plan.la.get(), a, plan.lb.get(), &beta, c,
+                                       plan.lc.get(), out, plan.ld.get(), &plan.algo, ws, kWorkspaceBytes, stream),
+                  "cublasLtMatmul", p);
+  }
+  if (plan.split) {
     EpilogueShape shape;
     shape.batch = p.batch;
     shape.rows = p.m;
@@ -558,6 +615,10 @@ void load() {
   (void)api();
 }
 
+int64_t plans_made() {
+  return plans_made_count().load(std::memory_order_relaxed);
+}
+
 std::string version() {
   const size_t v = api().cublasLtGetVersion();
   return "cuBLASLt " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
@@ -581,6 +642,10 @@ void matmul(const MatmulProblem& p, const void*, const void*, const void*, const
 
 void load() {
   no_headers();
+}
+
+int64_t plans_made() {
+  return 0;
 }
 
 std::string version() {

@@ -20,8 +20,11 @@
 //
 // State: one cuBLASLt handle per device (created on first use, never destroyed: matmuls may run
 // from static destructors), one 32 MiB workspace per (device, stream) from the device's caching
-// allocator (kept for the process), and the algorithm of cublasLtMatmulAlgoGetHeuristic (the first
-// result) cached in-process per (problem, operand alignments, device). Thread-safe.
+// allocator (kept for the process), and one plan per (problem, operand alignments, device): the
+// matrix layouts, the matmul descriptor and the first algorithm of cublasLtMatmulAlgoGetHeuristic,
+// made on the problem's first matmul and kept for the process, so that a repeated matmul sets the
+// bias pointer (when it has one) and launches: no descriptor made, no string formatted. Thread-safe
+// (a plan's lock covers its bias pointer from setting to launch).
 //
 // Fallback: an epilogue the heuristic has no algorithm for is split off (see split_epilogue_runs).
 //
@@ -57,7 +60,7 @@ struct MatmulProblem {
 };
 
 const char* activation_name(Activation a);  // "none", "relu", "gelu_tanh"
-// A one-line description for errors (and the algorithm cache key): "batch 2, m 64, n 32, k 16,
+// A one-line description for errors: "batch 2, m 64, n 32, k 16,
 // float16 -> float32, A(row 16, col 1) batch 1024, B(row 32, col 1) batch 512, out row 32 batch
 // 2048, bias, relu".
 std::string describe(const MatmulProblem& p);
@@ -85,6 +88,8 @@ void matmul(const MatmulProblem& p, const void* a, const void* b, const void* bi
 void force_split_epilogue(bool on);
 // Matmuls run with the split epilogue since the process started.
 int64_t split_epilogue_runs();
+// Plans (descriptors and heuristic query, see the note) made since the process started.
+int64_t plans_made();
 
 // Every cuBLASLt entry point flow resolves (the same list with or without the headers).
 std::vector<std::string> symbol_names();

@@ -212,7 +212,8 @@ def library_counters() -> Dict[str, object]:
     through cuDNN's fused convolution-bias-activation call ("cudnn_fused") or as the convolution
     followed by flow's epilogue kernel ("cudnn_unfused"), the problems whose fused call cuDNN refused
     and the latest refusal, and cuBLASLt products whose epilogue was split off because cuBLASLt had
-    no algorithm for it ("cublaslt_split_epilogue")."""
+    no algorithm for it ("cublaslt_split_epilogue"), and the cuBLASLt plans made (descriptors and
+    algorithm, one per problem, operand alignments and device: "cublaslt_plans")."""
     return dict(_C.cuda_library_counters())
 
 

@@ -318,6 +318,32 @@ def test_jit_linear_bias_gelu_tanh_is_one_cublaslt_call(dtype):
     assert "cuBLASLt" in jf.explain(False)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cublaslt_plans_are_made_once_per_problem(dtype):
+    """A repeated cuBLASLt product reuses its plan (descriptors and algorithm, runtime/cublaslt.h):
+    one plan for the first call of a problem, none for later calls, even with new operands and a
+    new bias (its pointer is the one per-call attribute); a new shape makes a new one."""
+    def mlp(m):
+        return lambda x, w, b: m.nn.functional.relu(m.nn.functional.linear(x, w, b))
+
+    jf = flow.jit(mlp(flow))
+    plans = lambda: flow.cuda.library_counters()["cublaslt_plans"]  # noqa: E731
+    results, alive = [], []
+    for rows in (24, 24, 24, 40):
+        x = torch.randn(rows, 48, device=TDEV, dtype=dtype)
+        w = torch.randn(72, 48, device=TDEV, dtype=dtype) * 0.1
+        b = torch.randn(72, device=TDEV, dtype=dtype)
+        args = [to_flow_cuda(t) for t in (x, w, b)]
+        alive.append(args)  # so that each call's bias lies at a new address
+        before = plans()
+        check_lib(jf(*args), mlp(torch)(x, w, b), dtype)
+        results.append(plans() - before)
+    assert len({a[2].data_ptr() for a in alive}) == len(alive)
+    assert jf.num_kernels == 0, jf.explain(False)
+    # The first call may reuse a plan of an earlier test with the same problem: at most one.
+    assert results[0] <= 1 and results[1:3] == [0, 0] and results[3] == 1, results
+
+
 def test_conv_search_exhaustive_matches_heuristic():
     x = torch.randn(4, 32, 28, 28, device=TDEV, dtype=torch.float16)
     w = torch.randn(64, 32, 3, 3, device=TDEV, dtype=torch.float16) * 0.1
