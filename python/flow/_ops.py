@@ -181,7 +181,14 @@ greater_equal = ge
 
 def where(condition, input=None, other=None, *, out=None):
     if input is None and other is None:
-        raise NotImplementedError("flow: where(condition) (nonzero) is not supported yet")
+        if out is not None:
+            raise TypeError("where(condition) takes no out= (it returns a tuple of index tensors)")
+        from ._data_dependent import nonzero
+
+        return nonzero(condition, as_tuple=True)  # torch: where(condition) is nonzero(as_tuple=True)
+    if input is None or other is None:
+        raise TypeError("where() expected both input and other, or neither (where(condition) is "
+                        "nonzero(condition, as_tuple=True))")
     c = _tensor_arg("where", condition, "condition", 1)
     x = _tensor_or_number("where", input, "input", 2)
     y = _tensor_or_number("where", other, "other", 3)

@@ -38,6 +38,10 @@ def test_nonzero_masked_select_unique(dtype, device, gen):
         same(f.argwhere(), t.argwhere(), "argwhere " + msg)
         for g, w in zip(flow.nonzero(f, as_tuple=True), torch.nonzero(t, as_tuple=True)):
             same(g, w, "nonzero as_tuple " + msg)
+        got, want = flow.where(f), torch.where(t)  # where(condition) is nonzero(as_tuple=True)
+        assert isinstance(got, tuple) and len(got) == len(want), msg
+        for g, w in zip(got, want):
+            same(g, w, "where(condition) " + msg)
         if len(shape) == 2:
             same(f.t().nonzero(), t.t().nonzero(), "nonzero of a transposed view " + msg)
             same(flow.masked_select(f, f.t().t() != 0), torch.masked_select(t, t != 0), "masked_select " + msg)
@@ -58,7 +62,8 @@ def test_nonzero_masked_select_unique(dtype, device, gen):
 
 def test_data_dependent_ops_refuse_tracing(gen):
     f = to_flow(make((3, 4), torch.float32, gen))
-    for fn in (lambda x: flow.nonzero(x), lambda x: flow.unique(x), lambda x: x.masked_select(x > 0)):
+    for fn in (lambda x: flow.nonzero(x), lambda x: flow.unique(x), lambda x: x.masked_select(x > 0),
+               lambda x: flow.where(x > 0)):
         with pytest.raises(flow.TraceError, match="depends on"):
             flow.jit(fn)(f)
 
