@@ -454,7 +454,8 @@ def adaptive_max_pool1d(input, output_size, return_indices=False):
     if x.ndim not in (2, 3):
         raise RuntimeError(f"adaptive_max_pool1d(): Expected 2D or 3D tensor, but got {x.ndim}D")
     size = F._pair(output_size, 1, "output_size")[0]
-    return F.adaptive_max_pool2d(x.unsqueeze(-2), (1, size), return_indices).squeeze(-2)
+    y = F.adaptive_max_pool2d(x.unsqueeze(-2), (1, size), return_indices)
+    return tuple(t.squeeze(-2) for t in y) if return_indices else y.squeeze(-2)
 
 
 def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):

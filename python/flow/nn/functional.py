@@ -385,9 +385,8 @@ def _pool_out_size(size, k, s, p, d, ceil_mode):
     return out
 
 
-def _padded_for_pool(input, fn, kernel_size, stride, padding, dilation, ceil_mode, pad_value):
-    """The padded 4-D [N, C, Hp, Wp] (or 3-D) input of a pooling, with (OH, OW), kernel, stride,
-    padding and dilation pairs. The padding covers ceil_mode's last partial window too."""
+def _pool_geometry(input, fn, kernel_size, stride, padding, dilation, ceil_mode):
+    """(OH, OW) and the kernel, stride, padding and dilation pairs of a pooling, checked as torch."""
     if input.ndim not in (3, 4):
         raise RuntimeError(f"{fn}: expected 3D or 4D input, got {input.ndim}D")
     k = _pair(kernel_size, 2, "kernel_size")
@@ -402,6 +401,14 @@ def _padded_for_pool(input, fn, kernel_size, stride, padding, dilation, ceil_mod
     H, W = input.shape[-2], input.shape[-1]
     OH = _pool_out_size(H, k[0], s[0], p[0], d[0], ceil_mode)
     OW = _pool_out_size(W, k[1], s[1], p[1], d[1], ceil_mode)
+    return (OH, OW), k, s, p, d
+
+
+def _padded_for_pool(input, fn, kernel_size, stride, padding, dilation, ceil_mode, pad_value):
+    """The padded 4-D [N, C, Hp, Wp] (or 3-D) input of a pooling, with (OH, OW), kernel, stride,
+    padding and dilation pairs. The padding covers ceil_mode's last partial window too."""
+    (OH, OW), k, s, p, d = _pool_geometry(input, fn, kernel_size, stride, padding, dilation, ceil_mode)
+    H, W = input.shape[-2], input.shape[-1]
     need_h = (OH - 1) * s[0] + d[0] * (k[0] - 1) + 1
     need_w = (OW - 1) * s[1] + d[1] * (k[1] - 1) + 1
     ph_hi, pw_hi = builtins.max(p[0], need_h - H - p[0]), builtins.max(p[1], need_w - W - p[1])
@@ -447,7 +454,10 @@ _MAX_POOL_UNROLLED_WINDOW = 16  # windows up to this many elements are unrolled 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     _check_tensor("max_pool2d", input)
     if return_indices:
-        raise NotImplementedError("flow: max_pool2d(return_indices=True) is not supported")
+        (OH, OW), k, s, p, d = _pool_geometry(input, "max_pool2d", kernel_size, stride, padding, dilation, ceil_mode)
+        H, W = input.shape[-2], input.shape[-1]
+        return _pool_indices.max_with_indices(input, _pool_indices.pool_rows(OH, k[0], s[0], p[0], d[0], H),
+                                              _pool_indices.pool_rows(OW, k[1], s[1], p[1], d[1], W))
     k = _pair(kernel_size, 2, "kernel_size")
     xp, out_size, k, s, _, d = _padded_for_pool(input, "max_pool2d", kernel_size, stride, padding, dilation,
                                                 ceil_mode, -math.inf)
@@ -509,6 +519,8 @@ def _unit_dim_pool(fn2d, input, kernel_size, stride, padding, **kw):
     x = _unsqueeze(input, -2)
     y = fn2d(x, [1, _pair(kernel_size, 1)[0]], None if stride is None else [1, _pair(stride, 1)[0]],
              [0, _pair(padding, 1)[0]], **kw)
+    if isinstance(y, tuple):  # (values, indices): indices into a [1, W] plane are column numbers
+        return tuple(_reshape(t, list(t.shape[:-2]) + [t.shape[-1]]) for t in y)
     s = list(y.shape)
     return _reshape(y, s[:-2] + s[-1:])
 
@@ -570,7 +582,12 @@ def adaptive_avg_pool2d(input, output_size):
 
 def adaptive_max_pool2d(input, output_size, return_indices=False):
     if return_indices:
-        raise NotImplementedError("flow: adaptive_max_pool2d(return_indices=True) is not supported")
+        _check_tensor("adaptive_max_pool2d", input)
+        if input.ndim not in (3, 4):
+            raise RuntimeError(f"adaptive_max_pool2d: expected 3D or 4D input, got {input.ndim}D")
+        OH, OW = _adaptive_sizes(input, output_size)
+        return _pool_indices.max_with_indices(input, _pool_indices.adaptive_rows(OH, input.shape[-2]),
+                                              _pool_indices.adaptive_rows(OW, input.shape[-1]))
     return _adaptive_pool(input, output_size, "amax", "adaptive_max_pool2d")
 
 
@@ -1099,8 +1116,9 @@ def pixel_unshuffle(input, downscale_factor):
 # ---- the loss functions beyond cross_entropy, nll, mse and l1, and the less common functions, live ---
 # ---- in their own files ---------------------------------------------------------------------------
 
-from . import _functional_more, _loss_functional  # noqa: E402
+from . import _functional_more, _loss_functional, _pool_indices  # noqa: E402
+from ._pool_indices import max_unpool1d, max_unpool2d  # noqa: F401,E402
 from ._functional_more import *  # noqa: F401,F403,E402
 from ._loss_functional import *  # noqa: F401,F403,E402
 
-__all__ += _loss_functional.__all__ + _functional_more.__all__
+__all__ += _loss_functional.__all__ + _functional_more.__all__ + ["max_unpool1d", "max_unpool2d"]

@@ -18,7 +18,8 @@ from .modules import Module, Parameter
 __all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LocalResponseNorm", "BatchNorm3d", "ConstantPad1d",
            "ConstantPad2d", "ConstantPad3d", "ZeroPad1d", "ZeroPad3d", "ReflectionPad1d", "ReflectionPad2d",
            "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "CircularPad1d",
-           "CircularPad2d", "CircularPad3d", "Fold", "Unfold", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "LPPool1d",
+           "CircularPad2d", "CircularPad3d", "Fold", "Unfold", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "MaxUnpool1d",
+           "MaxUnpool2d", "LPPool1d",
            "LPPool2d", "PairwiseDistance", "ChannelShuffle", "Bilinear", "EmbeddingBag", "AlphaDropout",
            "FeatureAlphaDropout", "Dropout1d", "Dropout2d", "Dropout3d", "UpsamplingNearest2d",
            "UpsamplingBilinear2d", "ConvTranspose1d", "ParameterDict"]
@@ -187,6 +188,22 @@ class AdaptiveAvgPool1d(Module):
 
     def forward(self, input):
         return F.adaptive_avg_pool1d(input, self.output_size)
+
+
+class MaxUnpool2d(Module):
+    """The inverse of MaxPool2d(return_indices=True): forward(input, indices, output_size=None)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, input, indices, output_size=None):
+        return F.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+
+class MaxUnpool1d(MaxUnpool2d):
+    def forward(self, input, indices, output_size=None):
+        return F.max_unpool1d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
 
 
 class AdaptiveMaxPool1d(Module):
