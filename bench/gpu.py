@@ -10,6 +10,8 @@ torch eager with channels_last and autocast, and torch.compile); the floor of th
 count at the H100/H200's dense float16 tensor-core peak (989 TFLOP/s), and the peak device memory
 of one ResNet-50 call is reported for flow and torch eager. Times use CUDA events (torch's) around
 many launches; results print as a table and go to JSON ($OUT/gpu_bench.json when OUT is set).
+Last, a U-Net decoder's conv_transpose2d (cuDNN backward data against the zero-stuffed convolution
+it replaced).
 
 `--smoke` runs every row at toy sizes without torch.compile, to check the script itself end to end
 (on the emulated device of tools/emulated_gpu_pytest.sh, where torch runs on the CPU); its timings
@@ -258,6 +260,41 @@ def preprocess_rows(results: dict, bw: float) -> None:
     save(results)
 
 
+def conv_transpose_rows(results: dict) -> None:
+    """A U-Net decoder's upsampling, conv_transpose2d of [64, 256, 32, 32] float16 by a 2x2 stride-2
+    filter to 128 channels: flow jit (one cuDNN backward-data call) and flow jit through the
+    convolution over the zero-stuffed input it used before (4x the multiply-adds), against torch
+    eager and torch.compile; the floor is the FLOP count at the dense float16 tensor-core peak."""
+    n, cin, cout, hw = (2, 8, 4, 8) if SMOKE else (64, 256, 128, 32)
+    dt = torch.float16 if TDEV == "cuda" else torch.float32  # torch's CPU oracle in smoke runs
+    x = torch.randn(n, cin, hw, hw, device=TDEV, dtype=dt)
+    w = torch.randn(cin, cout, 2, 2, device=TDEV, dtype=dt) * 0.05
+    fx = flow.tensor(x.float().cpu().numpy()).cuda().half()
+    fw = flow.tensor(w.float().cpu().numpy()).cuda().half()
+    fnf = flow.nn.functional
+    fj = flow.jit(lambda a, b: fnf.conv_transpose2d(a, b, None, 2))
+    fd = flow.jit(lambda a, b: fnf._conv_transpose2d_as_conv2d(a, b, None, [2, 2], [0, 0], [0, 0], [1, 1], 1))
+    want = torch.nn.functional.conv_transpose2d(x, w, None, 2).float().cpu()
+    err = float((torch.as_tensor(fj(fx, fw).float().cpu().numpy()) - want).abs().max())
+    err_d = float((torch.as_tensor(fd(fx, fw).float().cpu().numpy()) - want).abs().max())
+    tf = cuda_time(lambda: fj(fx, fw))
+    td = cuda_time(lambda: fd(fx, fw))
+    tt = cuda_time(lambda: torch.nn.functional.conv_transpose2d(x, w, None, 2))
+    tc = None
+    if not SMOKE:
+        try:
+            c = torch.compile(lambda a, b: torch.nn.functional.conv_transpose2d(a, b, None, 2))
+            c(x, w)
+            tc = cuda_time(lambda: c(x, w))
+        except Exception as ex:
+            print("torch.compile failed:", ex)
+    flops = 2 * n * cin * cout * hw * hw * 4
+    results["workloads"].append({"name": f"conv_transpose b{n}", "flow_jit_s": tf, "torch_eager_s": tt,
+                                 "torch_compile_s": tc, "floor_s": flops / 989e12, "max_err": max(err, err_d),
+                                 "flow_jit_zero_stuffed_s": td})
+    save(results)
+
+
 def main() -> None:
     if not flow.cuda.is_available():
         print("bench/gpu.py: no CUDA device; nothing to measure")
@@ -337,6 +374,7 @@ def main() -> None:
     scatter_rows(results, bw)
     preprocess_rows(results, bw)
     resnet_rows(results)
+    conv_transpose_rows(results)  # after ResNet-50, the issue's row, should the step's time run out
 
     print(f"\n{'workload':18} {'flow jit ms':>12} {'torch ms':>10} {'compile ms':>11} {'floor ms':>9} "
           f"{'eager/flow':>11} {'compile/flow':>13} {'max err':>9}")
@@ -345,6 +383,10 @@ def main() -> None:
         print(f"{r['name']:18} {r['flow_jit_s'] * 1e3:12.3f} {r['torch_eager_s'] * 1e3:10.3f} "
               f"{(tc or float('nan')) * 1e3:11.3f} {r['floor_s'] * 1e3:9.3f} "
               f"{r['torch_eager_s'] / r['flow_jit_s']:11.2f} {(tc or float('nan')) / r['flow_jit_s']:13.2f} {r['max_err']:9.1e}")
+    for r in results["workloads"]:
+        if "flow_jit_zero_stuffed_s" in r:
+            print(f"{r['name']}: flow jit {r['flow_jit_s'] * 1e3:.3f} ms through cuDNN backward data, "
+                  f"{r['flow_jit_zero_stuffed_s'] * 1e3:.3f} ms as the zero-stuffed convolution")
     if "resnet50_peak_mib" in results:
         print("resnet50 b64 fp16 peak memory of one call (MiB):",
               ", ".join(f"{k} {v:.0f}" for k, v in results["resnet50_peak_mib"].items()))

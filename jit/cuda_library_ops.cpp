@@ -272,7 +272,76 @@ FilterCache& filter_cache() {
 
 }  // namespace
 
+namespace {
+
+// The bias operand and the fused epilogue of a convolution step into call and p.
+void plan_conv_epilogue(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out,
+                        rc::cudnn::ConvProblem& p, ConvCall& call) {
+  const Epilogue e = epilogue_of(step, values, out.sizes, call.held);
+  const Tensor* bias = e.bias;
+  if (step.operands.size() > 2) bias = &call.held.contiguous(bound_value(values, step.operands[2]));
+  p.bias = bias != nullptr;
+  p.residual = e.residual != nullptr;
+  p.relu = e.relu;
+  call.bias = bias ? bias->data() : nullptr;
+  call.z = e.residual ? e.residual->data() : nullptr;
+}
+
+// A 3-D [C, H, W] tensor as [1, C, H, W]; 4-D ones as they are.
+Tensor batched(const Tensor& t) {
+  if (t.sizes.size() != 3) return t;
+  return view_of(t, {1, t.sizes[0], t.sizes[1], t.sizes[2]},
+                 {dsl::numel(t.sizes), t.strides[0], t.strides[1], t.strides[2]});
+}
+
+// conv_transpose2d as cuDNN's backward data of the convolution that maps its output's shape to its
+// input's (runtime/cudnn.h, ConvProblem::transposed). NCHW only: the layout pass makes conv2d
+// alone channels_last.
+ConvCall plan_transposed_conv_call(const LibraryStep& step, const std::vector<const Tensor*>& values) {
+  ConvCall call;
+  HeldTensors& held = call.held;
+  const dsl::Attrs& at = step.attrs;
+  const Tensor out = batched(bound_value(values, step.output));
+  Tensor x = batched(bound_value(values, step.operands.at(0)));
+  const Tensor& w0 = bound_value(values, step.operands.at(1));
+  if (w0.sizes.size() != 4) throw std::logic_error("conv_transpose2d on CUDA: weights are not [C_in, C_out/g, R, S]");
+  if (!dense_as(x, nchw_strides(x.sizes))) x = held.keep(eager_contiguous(x, x.dtype));
+  const std::vector<int64_t> pad = dsl::attr_ints(at, "padding", step.op);
+  const std::vector<int64_t> stride = dsl::attr_ints(at, "stride", step.op);
+  const std::vector<int64_t> dil = dsl::attr_ints(at, "dilation", step.op);
+  rc::cudnn::ConvProblem p;
+  p.transposed = true;
+  p.n = out.sizes[0];
+  p.c = out.sizes[1];
+  p.h = out.sizes[2];
+  p.w = out.sizes[3];
+  p.k = x.sizes[1];
+  p.r = w0.sizes[2];
+  p.s = w0.sizes[3];
+  p.groups = dsl::attr_int(at, "groups", step.op);
+  p.pad_h = pad[0];
+  p.pad_w = pad[1];
+  p.stride_h = stride[0];
+  p.stride_w = stride[1];
+  p.dil_h = dil[0];
+  p.dil_w = dil[1];
+  p.out_h = x.sizes[2];
+  p.out_w = x.sizes[3];
+  p.dtype = library_data_type(out.dtype);
+  p.x_strides = nchw_strides(out.sizes);
+  p.y_strides = nchw_strides(x.sizes);
+  plan_conv_epilogue(step, values, bound_value(values, step.output), p, call);
+  call.problem = p;
+  call.x = x.data();
+  call.w = held.contiguous(w0).data();
+  call.y = out.data();
+  return call;
+}
+
+}  // namespace
+
 ConvCall plan_conv_call(const LibraryStep& step, const std::vector<const Tensor*>& values) {
+  if (step.op == "conv_transpose2d") return plan_transposed_conv_call(step, values);
   ConvCall call;
   HeldTensors& held = call.held;
   const Tensor& out = bound_value(values, step.output);
@@ -293,9 +362,7 @@ ConvCall plan_conv_call(const LibraryStep& step, const std::vector<const Tensor*
     channels_last = std::get_if<int64_t>(cl) && std::get<int64_t>(*cl) != 0;
 
   // The input as [N, C, H, W] (an unbatched [C, H, W] gets N = 1).
-  Tensor x = x0.sizes.size() == 3 ? view_of(x0, {1, x0.sizes[0], x0.sizes[1], x0.sizes[2]},
-                                            {dsl::numel(x0.sizes), x0.strides[0], x0.strides[1], x0.strides[2]})
-                                  : x0;
+  Tensor x = batched(x0);
   // cuDNN's convolution wants x, y and the filter in one layout: the output's (NHWC when the layout
   // pass made this conv channels_last). An input in the other layout is copied into it first.
   const bool nhwc = channels_last;
@@ -337,17 +404,10 @@ ConvCall plan_conv_call(const LibraryStep& step, const std::vector<const Tensor*
   } else {
     w = &held.contiguous(w0);
   }
-  const Epilogue e = epilogue_of(step, values, out.sizes, held);
-  const Tensor* bias = e.bias;
-  if (step.operands.size() > 2) bias = &held.contiguous(bound_value(values, step.operands[2]));
-  p.bias = bias != nullptr;
-  p.residual = e.residual != nullptr;
-  p.relu = e.relu;
+  plan_conv_epilogue(step, values, out, p, call);
   call.problem = p;
   call.x = x.data();
   call.w = w->data();
-  call.bias = bias ? bias->data() : nullptr;
-  call.z = e.residual ? e.residual->data() : nullptr;
   call.y = out.data();
   return call;
 }
@@ -367,12 +427,13 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
   const ConvCall c = plan_conv_call(step, values);
   std::string why;
   if (!rc::cudnn::supported(c.problem, &why))
-    throw dsl::OpError(dsl::OpError::Kind::NotImplemented, "conv2d on CUDA: cuDNN cannot run it: " + why);
+    throw dsl::OpError(dsl::OpError::Kind::NotImplemented, step.op + " on CUDA: cuDNN cannot run it: " + why);
+  const bool transposed = c.problem.transposed;
   rc::cudnn::Algo algo;
   if (!step.impl.empty()) {
-    algo.id = rc::cudnn::algo_id(step.impl);
+    algo.id = rc::cudnn::algo_id(step.impl, transposed);
     algo.name = step.impl;
-    if (algo.id < 0) throw std::invalid_argument("conv2d on CUDA: unknown cuDNN algorithm '" + step.impl + "'");
+    if (algo.id < 0) throw std::invalid_argument(step.op + " on CUDA: unknown cuDNN algorithm '" + step.impl + "'");
   } else {
     algo = rc::cudnn::choose(c.problem,
                              step.exhaustive_search ? rc::cudnn::Search::Exhaustive : rc::cudnn::Search::Heuristic, c.x,
@@ -382,7 +443,7 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
   if (info) {  // the autotuner's candidates: the choice made (its baseline) first, then the others
     info->chosen = algo.name;
     info->available = {algo.name};
-    for (const std::string& name : rc::cudnn::algo_names())
+    for (const std::string& name : rc::cudnn::algo_names(transposed))
       if (name != algo.name) info->available.push_back(name);
   }
 }
@@ -392,7 +453,7 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
 void run_cuda_library_group(const dsl::Graph& g, const LibraryStep& step, const std::vector<const Tensor*>& values,
                             runtime::onednn::ImplInfo* info) {
   (void)g;
-  if (step.op == "conv2d") return run_conv(step, values, info);
+  if (step.op == "conv2d" || step.op == "conv_transpose2d") return run_conv(step, values, info);
   if (step.op == "matmul" || step.op == "linear") return run_gemm(step, values);
   throw dsl::OpError(dsl::OpError::Kind::NotImplemented, "op '" + step.op + "' has no CUDA library implementation");
 }

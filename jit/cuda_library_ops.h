@@ -1,4 +1,4 @@
-// Note: the CUDA side of library groups: conv2d through cuDNN, matmul and linear through
+// Note: the CUDA side of library groups: conv2d and conv_transpose2d through cuDNN, matmul and linear through
 // cuBLASLt (runtime/cudnn.h, runtime/cublaslt.h), with the epilogue the fuser gave the group
 // (scheduler/library_patterns.h: bias, residual add, relu / tanh-GELU). This file turns flow's
 // tensors into the libraries' problem descriptions:
@@ -13,6 +13,8 @@
 //   input in the other layout (or not dense) is copied into it first; for NHWC the filter is given
 //   as KRSC (the tensor-core layout), a permuted copy of the [K, C, R, S] weights cached per weight
 //   storage and version when the weights are frozen, so a model's filters are permuted once.
+// - conv_transpose2d is cuDNN's backward data of the convolution from its output's shape to its
+//   input's (ConvProblem::transposed), NCHW, with conv2d's epilogue grammar.
 // - the algorithm: a tuning record's choice (LibraryStep::impl) when there is one, else cuDNN's
 //   heuristic ranking, or an exhaustive timed search when compiled with conv_search="exhaustive";
 //   runtime/cudnn.h caches the choice per (problem, layout, dtype, arch) for the process.

@@ -42,39 +42,55 @@ namespace flow::runtime::cuda::cudnn {
 #define FLOW_DNN_STR(x) FLOW_DNN_STR2(x)
 
 // Every cuDNN entry point flow uses (all exported by libcudnn.so.9 since 9.0).
-#define FLOW_DNN_FUNCTIONS(X)                    \
-  X(cudnnGetVersion)                             \
-  X(cudnnGetErrorString)                         \
-  X(cudnnGetLastErrorString)                     \
-  X(cudnnCreate)                                 \
-  X(cudnnSetStream)                              \
-  X(cudnnCreateTensorDescriptor)                 \
-  X(cudnnSetTensor4dDescriptorEx)                \
-  X(cudnnDestroyTensorDescriptor)                \
-  X(cudnnCreateFilterDescriptor)                 \
-  X(cudnnSetFilter4dDescriptor)                  \
-  X(cudnnDestroyFilterDescriptor)                \
-  X(cudnnCreateConvolutionDescriptor)            \
-  X(cudnnSetConvolution2dDescriptor)             \
-  X(cudnnSetConvolutionGroupCount)               \
-  X(cudnnSetConvolutionMathType)                 \
-  X(cudnnDestroyConvolutionDescriptor)           \
-  X(cudnnCreateActivationDescriptor)             \
-  X(cudnnSetActivationDescriptor)                \
-  X(cudnnDestroyActivationDescriptor)            \
-  X(cudnnGetConvolution2dForwardOutputDim)       \
-  X(cudnnGetConvolutionForwardAlgorithmMaxCount) \
-  X(cudnnGetConvolutionForwardAlgorithm_v7)      \
-  X(cudnnFindConvolutionForwardAlgorithmEx)      \
-  X(cudnnGetConvolutionForwardWorkspaceSize)     \
-  X(cudnnConvolutionForward)                     \
-  X(cudnnConvolutionBiasActivationForward)
+#define FLOW_DNN_FUNCTIONS(X)                         \
+  X(cudnnGetVersion)                                  \
+  X(cudnnGetErrorString)                              \
+  X(cudnnGetLastErrorString)                          \
+  X(cudnnCreate)                                      \
+  X(cudnnSetStream)                                   \
+  X(cudnnCreateTensorDescriptor)                      \
+  X(cudnnSetTensor4dDescriptorEx)                     \
+  X(cudnnDestroyTensorDescriptor)                     \
+  X(cudnnCreateFilterDescriptor)                      \
+  X(cudnnSetFilter4dDescriptor)                       \
+  X(cudnnDestroyFilterDescriptor)                     \
+  X(cudnnCreateConvolutionDescriptor)                 \
+  X(cudnnSetConvolution2dDescriptor)                  \
+  X(cudnnSetConvolutionGroupCount)                    \
+  X(cudnnSetConvolutionMathType)                      \
+  X(cudnnDestroyConvolutionDescriptor)                \
+  X(cudnnCreateActivationDescriptor)                  \
+  X(cudnnSetActivationDescriptor)                     \
+  X(cudnnDestroyActivationDescriptor)                 \
+  X(cudnnGetConvolution2dForwardOutputDim)            \
+  X(cudnnGetConvolutionForwardAlgorithmMaxCount)      \
+  X(cudnnGetConvolutionForwardAlgorithm_v7)           \
+  X(cudnnFindConvolutionForwardAlgorithmEx)           \
+  X(cudnnGetConvolutionForwardWorkspaceSize)          \
+  X(cudnnConvolutionForward)                          \
+  X(cudnnConvolutionBiasActivationForward)            \
+  X(cudnnGetConvolutionBackwardDataAlgorithmMaxCount) \
+  X(cudnnGetConvolutionBackwardDataAlgorithm_v7)      \
+  X(cudnnFindConvolutionBackwardDataAlgorithmEx)      \
+  X(cudnnGetConvolutionBackwardDataWorkspaceSize)     \
+  X(cudnnConvolutionBackwardData)
 
 namespace {
 
 constexpr int kAlgoCount = 8;
 const char* const kAlgoNames[kAlgoCount] = {
     "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+// Transposed problems run cuDNN's backward data, whose algorithms are another enum.
+constexpr int kBwdDataAlgoCount = 6;
+const char* const kBwdDataAlgoNames[kBwdDataAlgoCount] = {"ALGO_0",     "ALGO_1",   "FFT",
+                                                          "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+
+int algo_count(bool transposed) {
+  return transposed ? kBwdDataAlgoCount : kAlgoCount;
+}
+const char* algo_name(bool transposed, int id) {
+  return transposed ? kBwdDataAlgoNames[id] : kAlgoNames[id];
+}
 
 // Dense strides of an (n, c, h, w) tensor, in (n, c, h, w) order.
 std::array<int64_t, 4> dense_strides(const std::array<int64_t, 4>& dims, bool nhwc) {
@@ -115,14 +131,14 @@ std::array<int64_t, 4> y_dims(const ConvProblem& p) {
 }
 
 bool empty_output(const ConvProblem& p) {
-  return p.n == 0 || p.k == 0;
+  return p.n == 0 || (p.k == 0 && !p.transposed);
 }
 
 // What choose() returns for an empty output (nothing will run).
-Algo empty_algo() {
+Algo empty_algo(const ConvProblem& p) {
   Algo a;
   a.id = 0;
-  a.name = kAlgoNames[0];
+  a.name = algo_name(p.transposed, 0);
   return a;
 }
 
@@ -154,7 +170,7 @@ bool check_forward_args(const ConvProblem& p, const Algo& algo, const void* x, c
   need(y, "y");
   if (p.bias) need(bias, "bias");
   if (p.residual) need(z, "z");
-  if (algo.id < 0 || algo.id >= kAlgoCount)
+  if (algo.id < 0 || algo.id >= algo_count(p.transposed))
     throw std::invalid_argument("flow: cuDNN forward: unknown algorithm id " + std::to_string(algo.id) + " (" +
                                 problem_key(p) + ")");
   return true;
@@ -162,13 +178,15 @@ bool check_forward_args(const ConvProblem& p, const Algo& algo, const void* x, c
 
 }  // namespace
 
-std::vector<std::string> algo_names() {
-  return std::vector<std::string>(kAlgoNames, kAlgoNames + kAlgoCount);
+std::vector<std::string> algo_names(bool transposed) {
+  std::vector<std::string> names;
+  for (int i = 0; i < algo_count(transposed); ++i) names.emplace_back(algo_name(transposed, i));
+  return names;
 }
 
-int algo_id(const std::string& name) {
-  for (int i = 0; i < kAlgoCount; ++i)
-    if (name == kAlgoNames[i]) return i;
+int algo_id(const std::string& name, bool transposed) {
+  for (int i = 0; i < algo_count(transposed); ++i)
+    if (name == algo_name(transposed, i)) return i;
   return -1;
 }
 
@@ -197,6 +215,8 @@ bool supported(const ConvProblem& p, std::string* why) {
   for (const int64_t v : {p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.groups, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
                           p.dil_h, p.dil_w, p.out_h, p.out_w})
     if (v > INT_MAX) return reject("a size or parameter exceeds 2^31-1 (" + problem_key(p) + ")");
+  if (p.transposed && p.k == 0)
+    return reject("a transposed convolution of an input without channels (its output would be the bias alone)");
   if (p.c % p.groups != 0 || p.k % p.groups != 0)
     return reject("groups = " + std::to_string(p.groups) + " does not divide c = " + std::to_string(p.c) +
                   " and k = " + std::to_string(p.k));
@@ -235,6 +255,7 @@ std::string problem_key(const ConvProblem& p) {
   if (p.bias) s += "_bias";
   if (p.residual) s += "_res";
   if (p.relu) s += "_relu";
+  if (p.transposed) s += "_transposed";
   return s;
 }
 
@@ -280,6 +301,11 @@ constexpr size_t kMaxWorkspace = size_t{1} << 30;
 
 // algo_names() is the enum, in order.
 static_assert(CUDNN_CONVOLUTION_FWD_ALGO_COUNT == kAlgoCount, "cuDNN's forward algorithms changed");
+static_assert(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT == kBwdDataAlgoCount && CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 == 0 &&
+                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_1 == 1 && CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT == 2 &&
+                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING == 3 && CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD == 4 &&
+                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED == 5,
+              "algo_names(true) must follow cudnnConvolutionBwdDataAlgo_t");
 static_assert(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM == 0 && CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM == 1 &&
                   CUDNN_CONVOLUTION_FWD_ALGO_GEMM == 2 && CUDNN_CONVOLUTION_FWD_ALGO_DIRECT == 3 &&
                   CUDNN_CONVOLUTION_FWD_ALGO_FFT == 4 && CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING == 5 &&
@@ -527,11 +553,68 @@ class TempBlock {
   void* p_ = nullptr;
 };
 
-Algo make_algo(cudnnConvolutionFwdAlgo_t id, size_t workspace, double ms) {
+// The two directions flow runs: the convolution (cudnnConvolutionForward and its queries) and its
+// transpose (cudnnConvolutionBackwardData and its queries), over the same descriptors: x the
+// forward input, y the forward output (for the transpose, x is what it writes and y what it reads).
+struct Forward {
+  using Enum = cudnnConvolutionFwdAlgo_t;
+  using Perf = cudnnConvolutionFwdAlgoPerf_t;
+  static constexpr bool kTransposed = false;
+  static constexpr const char* kQuery = "cudnnGetConvolutionForwardAlgorithm_v7";
+  static constexpr const char* kFind = "cudnnFindConvolutionForwardAlgorithmEx";
+  static constexpr const char* kWorkspace = "cudnnGetConvolutionForwardWorkspaceSize";
+  static cudnnStatus_t max_count(cudnnHandle_t h, int* n) {
+    return api().cudnnGetConvolutionForwardAlgorithmMaxCount(h, n);
+  }
+  static cudnnStatus_t query(cudnnHandle_t h, const Descs& d, int requested, int* returned, Perf* perf) {
+    return api().cudnnGetConvolutionForwardAlgorithm_v7(h, d.conv.x.get(), d.conv.w.get(), d.conv.conv.get(), d.y.get(),
+                                                        requested, returned, perf);
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t h, const Descs& d, Enum algo, size_t* bytes) {
+    return api().cudnnGetConvolutionForwardWorkspaceSize(h, d.conv.x.get(), d.conv.w.get(), d.conv.conv.get(),
+                                                         d.y.get(), algo, bytes);
+  }
+  // `in` and `out` in the caller's terms (here x and y).
+  static cudnnStatus_t find(cudnnHandle_t h, const Descs& d, const void* in, const void* w, void* out, int requested,
+                            int* returned, Perf* perf, void* ws, size_t ws_bytes) {
+    return api().cudnnFindConvolutionForwardAlgorithmEx(h, d.conv.x.get(), in, d.conv.w.get(), w, d.conv.conv.get(),
+                                                        d.y.get(), out, requested, returned, perf, ws, ws_bytes);
+  }
+};
+
+struct BackwardData {
+  using Enum = cudnnConvolutionBwdDataAlgo_t;
+  using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+  static constexpr bool kTransposed = true;
+  static constexpr const char* kQuery = "cudnnGetConvolutionBackwardDataAlgorithm_v7";
+  static constexpr const char* kFind = "cudnnFindConvolutionBackwardDataAlgorithmEx";
+  static constexpr const char* kWorkspace = "cudnnGetConvolutionBackwardDataWorkspaceSize";
+  static cudnnStatus_t max_count(cudnnHandle_t h, int* n) {
+    return api().cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, n);
+  }
+  static cudnnStatus_t query(cudnnHandle_t h, const Descs& d, int requested, int* returned, Perf* perf) {
+    return api().cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.conv.w.get(), d.y.get(), d.conv.conv.get(),
+                                                             d.conv.x.get(), requested, returned, perf);
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t h, const Descs& d, Enum algo, size_t* bytes) {
+    return api().cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.conv.w.get(), d.y.get(), d.conv.conv.get(),
+                                                              d.conv.x.get(), algo, bytes);
+  }
+  // `in` is the caller's input (the forward output, dy), `out` its output (dx).
+  static cudnnStatus_t find(cudnnHandle_t h, const Descs& d, const void* in, const void* w, void* out, int requested,
+                            int* returned, Perf* perf, void* ws, size_t ws_bytes) {
+    return api().cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.conv.w.get(), w, d.y.get(), in, d.conv.conv.get(),
+                                                             d.conv.x.get(), out, requested, returned, perf, ws,
+                                                             ws_bytes);
+  }
+};
+
+template <typename Dir>
+Algo make_algo(typename Dir::Enum id, size_t workspace, double ms) {
   const int i = static_cast<int>(id);
   Algo a;
   a.id = i;
-  a.name = i >= 0 && i < kAlgoCount ? kAlgoNames[i] : "ALGO_" + std::to_string(i);
+  a.name = i >= 0 && i < algo_count(Dir::kTransposed) ? algo_name(Dir::kTransposed, i) : "ALGO_" + std::to_string(i);
   a.workspace = workspace;
   a.ms = ms;
   return a;
@@ -546,46 +629,38 @@ Caches& caches() {
   return *c;
 }
 
+template <typename Dir>
 Algo heuristic(const ConvProblem& p, const Descs& d, cudnnHandle_t h, const std::string& context) {
-  const Api& a = api();
   int max_count = 0;
-  FLOW_DNN_CHECK(a.cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max_count),
-                 "cudnnGetConvolutionForwardAlgorithmMaxCount", context);
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(std::max(max_count, 1)));
+  FLOW_DNN_CHECK(Dir::max_count(h, &max_count), "cudnnGetConvolution*AlgorithmMaxCount", context);
+  std::vector<typename Dir::Perf> perf(static_cast<size_t>(std::max(max_count, 1)));
   int returned = 0;
-  FLOW_DNN_CHECK(
-      a.cudnnGetConvolutionForwardAlgorithm_v7(h, d.conv.x.get(), d.conv.w.get(), d.conv.conv.get(), d.y.get(),
-                                               static_cast<int>(perf.size()), &returned, perf.data()),
-      "cudnnGetConvolutionForwardAlgorithm_v7", context);
+  FLOW_DNN_CHECK(Dir::query(h, d, static_cast<int>(perf.size()), &returned, perf.data()), Dir::kQuery, context);
   for (int i = 0; i < returned; ++i) {
-    const cudnnConvolutionFwdAlgoPerf_t& r = perf[static_cast<size_t>(i)];
+    const typename Dir::Perf& r = perf[static_cast<size_t>(i)];
     if (r.status != CUDNN_STATUS_SUCCESS || r.memory > kMaxWorkspace || !math_allowed(p.dtype, r.mathType)) continue;
     size_t bytes = 0;
-    if (a.cudnnGetConvolutionForwardWorkspaceSize(h, d.conv.x.get(), d.conv.w.get(), d.conv.conv.get(), d.y.get(),
-                                                  r.algo, &bytes) != CUDNN_STATUS_SUCCESS ||
-        bytes > kMaxWorkspace) {
+    if (Dir::workspace(h, d, r.algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > kMaxWorkspace) {
       last_error();  // clear the detail of the error we skip
       continue;
     }
-    return make_algo(r.algo, bytes, -1);
+    return make_algo<Dir>(r.algo, bytes, -1);
   }
   fail(CUDNN_STATUS_NOT_SUPPORTED,
-       "cudnnGetConvolutionForwardAlgorithm_v7 (no algorithm of " + std::to_string(returned) +
+       std::string(Dir::kQuery) + " (no algorithm of " + std::to_string(returned) +
            " succeeds with a workspace <= 1 GiB)",
        context);
 }
 
-Algo exhaustive(const ConvProblem& p, const Descs& d, cudnnHandle_t h, const void* x, const void* w, void* y,
+template <typename Dir>
+Algo exhaustive(const ConvProblem& p, const Descs& d, cudnnHandle_t h, const void* in, const void* w, void* out,
                 int device, const std::string& context) {
-  const Api& a = api();
+  const int count = algo_count(Dir::kTransposed);
   // The workspace: what the hungriest algorithm asks (at most 1 GiB); less if that much is not free.
   size_t bytes = 0;
-  for (int i = 0; i < kAlgoCount; ++i) {
+  for (int i = 0; i < count; ++i) {
     size_t b = 0;
-    if (a.cudnnGetConvolutionForwardWorkspaceSize(h, d.conv.x.get(), d.conv.w.get(), d.conv.conv.get(), d.y.get(),
-                                                  static_cast<cudnnConvolutionFwdAlgo_t>(i),
-                                                  &b) == CUDNN_STATUS_SUCCESS &&
-        b <= kMaxWorkspace)
+    if (Dir::workspace(h, d, static_cast<typename Dir::Enum>(i), &b) == CUDNN_STATUS_SUCCESS && b <= kMaxWorkspace)
       bytes = std::max(bytes, b);
   }
   last_error();
@@ -597,25 +672,105 @@ Algo exhaustive(const ConvProblem& p, const Descs& d, cudnnHandle_t h, const voi
     bytes = 0;  // time the algorithms that need no workspace
     ws = std::make_unique<TempBlock>(device, bytes);
   }
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(kAlgoCount);
+  std::vector<typename Dir::Perf> perf(static_cast<size_t>(count));
   int returned = 0;
-  FLOW_DNN_CHECK(
-      a.cudnnFindConvolutionForwardAlgorithmEx(h, d.conv.x.get(), x, d.conv.w.get(), w, d.conv.conv.get(), d.y.get(), y,
-                                               kAlgoCount, &returned, perf.data(), ws->get(), bytes),
-      "cudnnFindConvolutionForwardAlgorithmEx(workspace " + std::to_string(bytes) + " bytes)", context);
+  FLOW_DNN_CHECK(Dir::find(h, d, in, w, out, count, &returned, perf.data(), ws->get(), bytes),
+                 std::string(Dir::kFind) + "(workspace " + std::to_string(bytes) + " bytes)", context);
   for (int i = 0; i < returned; ++i) {  // sorted by time
-    const cudnnConvolutionFwdAlgoPerf_t& r = perf[static_cast<size_t>(i)];
+    const typename Dir::Perf& r = perf[static_cast<size_t>(i)];
     if (r.status != CUDNN_STATUS_SUCCESS || r.memory > bytes || !math_allowed(p.dtype, r.mathType)) continue;
-    return make_algo(r.algo, r.memory, static_cast<double>(r.time));
+    return make_algo<Dir>(r.algo, r.memory, static_cast<double>(r.time));
   }
   fail(CUDNN_STATUS_NOT_SUPPORTED,
-       "cudnnFindConvolutionForwardAlgorithmEx (none of " + std::to_string(returned) + " algorithms ran)", context);
+       std::string(Dir::kFind) + " (none of " + std::to_string(returned) + " algorithms ran)", context);
+}
+
+template <typename Dir>
+Algo search_algo(const ConvProblem& p, Search search, const Descs& d, cudnnHandle_t h, const void* x, const void* w,
+                 void* y, int device, const std::string& context) {
+  return search == Search::Exhaustive ? exhaustive<Dir>(p, d, h, x, w, y, device, context)
+                                      : heuristic<Dir>(p, d, h, context);
+}
+
+// The prepared call of (p, algo) on the device (made on first use); the caller holds state.mu.
+template <typename Dir>
+Prepared& prepared(DeviceState& state, const ConvProblem& p, int algo_id, const std::string& context) {
+  std::unique_ptr<Prepared>& slot = state.prepared[context + "|" + std::to_string(algo_id)];
+  if (slot) return *slot;
+  const Api& a = api();
+  auto made = std::make_unique<Prepared>(Prepared{descs(p, context), ActivationDesc(), 0, -1});
+  FLOW_DNN_CHECK(Dir::workspace(state.handle, made->d, static_cast<typename Dir::Enum>(algo_id), &made->ws_bytes),
+                 std::string(Dir::kWorkspace) + "(" + algo_name(Dir::kTransposed, algo_id) + ")", context);
+  if (p.relu) {
+    cudnnActivationDescriptor_t raw = nullptr;
+    FLOW_DNN_CHECK(a.cudnnCreateActivationDescriptor(&raw), "cudnnCreateActivationDescriptor", context);
+    made->act.reset(raw);
+    // NaN propagates, as torch.relu's does.
+    FLOW_DNN_CHECK(a.cudnnSetActivationDescriptor(raw, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0),
+                   "cudnnSetActivationDescriptor(relu)", context);
+  }
+  slot = std::move(made);
+  return *slot;
+}
+
+// The output of p (the caller's terms) as the epilogue kernel's rows: the bias is per channel, a
+// column of NHWC's rows, a row of an NCHW image.
+EpilogueShape output_epilogue_shape(const ConvProblem& p) {
+  const std::array<int64_t, 4> dims = p.transposed ? x_dims(p) : y_dims(p);
+  const int64_t n = dims[0], channels = dims[1], pixels = dims[2] * dims[3];
+  EpilogueShape shape;
+  if (p.w_nhwc) {
+    shape.rows = n * pixels;
+    shape.cols = channels;
+    shape.row_stride = channels;
+  } else {
+    shape.batch = n;
+    shape.rows = channels;
+    shape.cols = pixels;
+    shape.row_stride = pixels;
+    shape.batch_stride = channels * pixels;
+    shape.bias_per_row = true;
+  }
+  return shape;
+}
+
+// The residual's copy into the output (unless it is the output), before the library call adds
+// to it with beta = 1.
+void copy_residual(const ConvProblem& p, const void* z, void* out, Stream stream) {
+  if (!p.residual || z == out) return;
+  const std::array<int64_t, 4> dims = p.transposed ? x_dims(p) : y_dims(p);
+  const size_t bytes = static_cast<size_t>(dims[0] * dims[1] * dims[2] * dims[3]) * data_type_size(p.dtype);
+  driver::memcpy_dtod(out, z, bytes, stream);
+}
+
+// The transposed convolution: out = [relu](conv_transpose(in, w) + bias + z). cuDNN's backward data
+// has no fused epilogue: the residual is its beta = 1 operand, bias and relu one epilogue pass.
+void run_transposed(const ConvProblem& p, const Algo& algo, const void* in, const void* w, const void* bias,
+                    const void* z, void* out, Stream stream, int device, const std::string& context) {
+  const Api& a = api();
+  DeviceState& state = device_state(device);
+  std::lock_guard<std::mutex> lock(state.mu);
+  FLOW_DNN_CHECK(a.cudnnSetStream(state.handle, stream), "cudnnSetStream", context);
+  const Prepared& pr = prepared<BackwardData>(state, p, algo.id, context);
+  void* const ws = grow(state.scratch[stream], device, stream, pr.ws_bytes);
+  counter_state().unfused.fetch_add(1, std::memory_order_relaxed);
+  copy_residual(p, z, out, stream);
+  const float one = 1.0f;
+  const float beta = p.residual ? 1.0f : 0.0f;
+  FLOW_DNN_CHECK(
+      a.cudnnConvolutionBackwardData(state.handle, &one, pr.d.conv.w.get(), w, pr.d.y.get(), in, pr.d.conv.conv.get(),
+                                     static_cast<cudnnConvolutionBwdDataAlgo_t>(algo.id), ws, pr.ws_bytes, &beta,
+                                     pr.d.conv.x.get(), out),
+      std::string("cudnnConvolutionBackwardData(") + kBwdDataAlgoNames[algo.id] + ")", context);
+  if (p.bias || p.relu)
+    apply_bias_activation(p.dtype, p.relu ? EpilogueActivation::Relu : EpilogueActivation::None,
+                          p.bias ? bias : nullptr, out, output_epilogue_shape(p), stream);
 }
 
 }  // namespace
 
 Algo choose(const ConvProblem& p, Search search, const void* x, const void* w, void* y) {
-  if (!check_choose_args(p, search, x, w, y)) return empty_algo();  // nothing will run
+  if (!check_choose_args(p, search, x, w, y)) return empty_algo(p);  // nothing will run
   require_cuda();
   (void)api();
   const int device = current_device();
@@ -635,8 +790,8 @@ Algo choose(const ConvProblem& p, Search search, const void* x, const void* w, v
   {
     std::lock_guard<std::mutex> lock(state.mu);
     FLOW_DNN_CHECK(api().cudnnSetStream(state.handle, current_stream()), "cudnnSetStream", context);
-    algo = search == Search::Exhaustive ? exhaustive(p, d, state.handle, x, w, y, device, context)
-                                        : heuristic(p, d, state.handle, context);
+    algo = p.transposed ? search_algo<BackwardData>(p, search, d, state.handle, x, w, y, device, context)
+                        : search_algo<Forward>(p, search, d, state.handle, x, w, y, device, context);
   }
   Caches& c = caches();
   std::lock_guard<std::mutex> lock(c.mu);
@@ -652,6 +807,7 @@ void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* 
   const Api& a = api();
   const int device = current_device();
   ensure_context(device);
+  if (p.transposed) return run_transposed(p, algo, x, w, bias, z, y, stream, device, context);
   const auto algo_enum = static_cast<cudnnConvolutionFwdAlgo_t>(algo.id);
   const std::string algo_name = kAlgoNames[algo.id];  // algo.name may be empty (an Algo from a record)
   const float one = 1.0f;
@@ -660,24 +816,7 @@ void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* 
   std::lock_guard<std::mutex> lock(state.mu);
   const cudnnHandle_t h = state.handle;
   FLOW_DNN_CHECK(a.cudnnSetStream(h, stream), "cudnnSetStream", context);
-  std::unique_ptr<Prepared>& slot = state.prepared[context + "|" + std::to_string(algo.id)];
-  if (!slot) {
-    auto made = std::make_unique<Prepared>(Prepared{descs(p, context), ActivationDesc(), 0, -1});
-    FLOW_DNN_CHECK(
-        a.cudnnGetConvolutionForwardWorkspaceSize(h, made->d.conv.x.get(), made->d.conv.w.get(),
-                                                  made->d.conv.conv.get(), made->d.y.get(), algo_enum, &made->ws_bytes),
-        "cudnnGetConvolutionForwardWorkspaceSize(" + algo_name + ")", context);
-    if (p.relu) {
-      cudnnActivationDescriptor_t raw = nullptr;
-      FLOW_DNN_CHECK(a.cudnnCreateActivationDescriptor(&raw), "cudnnCreateActivationDescriptor", context);
-      made->act.reset(raw);
-      // NaN propagates, as torch.relu's does.
-      FLOW_DNN_CHECK(a.cudnnSetActivationDescriptor(raw, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0),
-                     "cudnnSetActivationDescriptor(relu)", context);
-    }
-    slot = std::move(made);
-  }
-  Prepared& pr = *slot;
+  Prepared& pr = prepared<Forward>(state, p, algo.id, context);
   const Descs& d = pr.d;
   const size_t ws_bytes = pr.ws_bytes;
   Scratch& scratch = state.scratch[stream];
@@ -711,31 +850,15 @@ void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* 
   }
   counter_state().unfused.fetch_add(1, std::memory_order_relaxed);
 
-  if (p.residual && z != y) {
-    const size_t y_bytes = static_cast<size_t>(p.n * p.k * p.out_h * p.out_w) * data_type_size(p.dtype);
-    driver::memcpy_dtod(y, z, y_bytes, stream);
-  }
+  copy_residual(p, z, y, stream);
   const float beta = p.residual ? 1.0f : 0.0f;
   FLOW_DNN_CHECK(a.cudnnConvolutionForward(h, &one, d.conv.x.get(), x, d.conv.w.get(), w, d.conv.conv.get(), algo_enum,
                                            ws, ws_bytes, &beta, d.y.get(), y),
                  "cudnnConvolutionForward(" + algo_name + ")", context);
   // Bias and relu in one pass over y (runtime/epilogue_kernel.h), not cuDNN's add and activation
-  // calls (two passes): the bias is per channel, a column of NHWC's rows, a row of an NCHW image.
-  EpilogueShape shape;
-  if (p.w_nhwc) {
-    shape.rows = p.n * p.out_h * p.out_w;
-    shape.cols = p.k;
-    shape.row_stride = p.k;
-  } else {
-    shape.batch = p.n;
-    shape.rows = p.k;
-    shape.cols = p.out_h * p.out_w;
-    shape.row_stride = p.out_h * p.out_w;
-    shape.batch_stride = p.k * p.out_h * p.out_w;
-    shape.bias_per_row = true;
-  }
+  // calls (two passes).
   apply_bias_activation(p.dtype, p.relu ? EpilogueActivation::Relu : EpilogueActivation::None, p.bias ? bias : nullptr,
-                        y, shape, stream);
+                        y, output_epilogue_shape(p), stream);
 }
 
 void load() {
@@ -775,7 +898,7 @@ namespace {
 }  // namespace
 
 Algo choose(const ConvProblem& p, Search search, const void* x, const void* w, void* y) {
-  if (!check_choose_args(p, search, x, w, y)) return empty_algo();
+  if (!check_choose_args(p, search, x, w, y)) return empty_algo(p);
   no_headers();
 }
 void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* w, const void* bias, const void* z,

@@ -4,8 +4,9 @@
 // Why the legacy API (cudnnConvolutionForward and friends, marked deprecated in cuDNN 9 but exported
 // by every libcudnn.so.9): PyTorch's conv was built on it for years, so its algorithms and numerics
 // are well known against torch's; it covers flow's whole need (forward conv with groups, dilation,
-// NCHW/NHWC, float32/float16/bfloat16, and the fused conv + bias + z + relu of
-// cudnnConvolutionBiasActivationForward) in a few dozen host calls with no graph building; and an
+// NCHW/NHWC, float32/float16/bfloat16, the fused conv + bias + z + relu of
+// cudnnConvolutionBiasActivationForward, and conv_transpose2d as cudnnConvolutionBackwardData) in a
+// few dozen host calls with no graph building; and an
 // algorithm is a small enum that flow can store in tuning records and ship by name. The graph
 // (backend) API would add operation graphs, engine configs and plan caches for no gain in this
 // scope; it is the way forward should cuDNN ever drop these entry points.
@@ -43,8 +44,15 @@
 
 namespace flow::runtime::cuda::cudnn {
 
+// A convolution, described in its forward terms: input x (n, c, h, w), filter (k, c / groups, r, s),
+// output y (n, k, out_h, out_w). With `transposed`, the problem is that convolution's transpose
+// (conv_transpose2d, cuDNN's backward data): the caller's input has y's dims and strides and its
+// output x's, the filter is the same (k, c / groups, r, s) tensor (torch's conv_transpose2d weight
+// [C_in, C_out / groups, R, S]), and bias (c values), residual z (x's shape) and relu apply to
+// that output. torch's output_padding is implicit in h and w (it must be below the stride: the
+// convolution of the output has to give back the input's size).
 struct ConvProblem {
-  int64_t n = 0, c = 0, h = 0, w = 0;  // input
+  int64_t n = 0, c = 0, h = 0, w = 0;  // input (transposed: output)
   int64_t k = 0, r = 0, s = 0;         // filter: k outputs, c/groups inputs per group, r x s
   int64_t groups = 1, pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
   int64_t out_h = 0, out_w = 0;
@@ -54,6 +62,7 @@ struct ConvProblem {
   bool bias = false;
   bool residual = false;
   bool relu = false;  // y = relu(conv(x) + bias + z)
+  bool transposed = false;
 };
 
 enum class Search { Heuristic, Exhaustive };
@@ -66,10 +75,12 @@ struct Algo {
 };
 
 // The CUDNN_CONVOLUTION_FWD_ALGO_* names without the prefix, in enum order: "IMPLICIT_GEMM",
-// "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED".
-std::vector<std::string> algo_names();
-// The enum value of a name of algo_names(); -1 when unknown.
-int algo_id(const std::string& name);
+// "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED";
+// for transposed problems the CUDNN_CONVOLUTION_BWD_DATA_ALGO_* ones: "ALGO_0", "ALGO_1", "FFT",
+// "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED".
+std::vector<std::string> algo_names(bool transposed = false);
+// The enum value of a name of algo_names(transposed); -1 when unknown.
+int algo_id(const std::string& name, bool transposed = false);
 
 // The output size of the convolution formula: (in + 2 pad - dil (f - 1) - 1) / stride + 1; <= 0
 // when the dilated filter does not fit the padded input.
@@ -79,7 +90,8 @@ int64_t conv_out_size(int64_t in, int64_t pad, int64_t dil, int64_t f, int64_t s
 // library call): sizes positive and within int (tensors of at most 2^31-1 elements), groups divide
 // c and k, out_h/out_w match the formula, x and y dense in the filter's layout (NCHW for KCRS,
 // NHWC for KRSC; strides of size-1 dimensions are ignored). An empty batch (n == 0) or k == 0 is
-// supported (forward does nothing); c == 0 is not (the output would be bias + z only).
+// supported (forward does nothing); c == 0 is not (the output would be bias + z only), nor is a
+// transposed problem with k == 0 (likewise).
 bool supported(const ConvProblem& p, std::string* why);
 
 // A stable text key of every field of the problem (for the caller's caches and records), e.g.
@@ -87,9 +99,10 @@ bool supported(const ConvProblem& p, std::string* why);
 std::string problem_key(const ConvProblem& p);
 
 // The algorithm for p on the current device. Heuristic: the first
-// cudnnGetConvolutionForwardAlgorithm_v7 result that succeeds with a workspace <= 1 GiB.
-// Exhaustive: cudnnFindConvolutionForwardAlgorithmEx timed on the given buffers (y is overwritten;
-// they are only read for Heuristic, and may be null then). Cached in-process per (problem_key,
+// cudnnGetConvolutionForwardAlgorithm_v7 (transposed: BackwardData) result that succeeds with a
+// workspace <= 1 GiB. Exhaustive: cudnnFindConvolutionForwardAlgorithmEx (BackwardData) timed on
+// the given buffers, x the caller's input and y its output (y is overwritten; they are only read
+// for Heuristic, and may be null then). Cached in-process per (problem_key,
 // device architecture, search). Throws std::invalid_argument when !supported(p),
 // std::runtime_error ("flow: cuDNN error in <call> (<problem>): CUDNN_STATUS_...: <message>") when
 // cuDNN fails or offers no algorithm. Runs on current_stream().
@@ -97,7 +110,10 @@ Algo choose(const ConvProblem& p, Search search, const void* x, const void* w, v
 
 // y = [relu](conv(x, w) + bias + z) on `stream` of the current device, with `algo` from choose()
 // (or from a record: only algo.id is used). `bias` (k values) is read when p.bias, `z` (y's shape
-// and strides; may be y itself) when p.residual. Throws as choose() does.
+// and strides; may be y itself) when p.residual. Throws as choose() does. For p.transposed, x is
+// the caller's input and y its output: y = [relu](conv_transpose(x, w) + bias + z), one
+// cudnnConvolutionBackwardData (beta = 1 over z for a residual) and, for a bias or relu, flow's
+// epilogue kernel.
 void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* w, const void* bias, const void* z,
              void* y, Stream stream);
 

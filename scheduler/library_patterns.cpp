@@ -174,10 +174,14 @@ const std::map<std::string, Translate>& epilogue_table() {
 
 // ---- CUDA: cuDNN and cuBLASLt epilogues ------------------------------------------------------------
 
+bool is_convolution(const Node& lib) {
+  return lib.op == "conv2d" || lib.op == "conv_transpose2d";
+}
+
 // The dim of the library output that a bias runs along: the channel dim of a convolution (last
 // under channels_last), the last dim of a matrix product.
 size_t bias_dim(const Node& lib, size_t rank) {
-  if (lib.op == "conv2d") {
+  if (is_convolution(lib)) {
     const dsl::AttrValue* cl = dsl::attr_find(lib.attrs, "channels_last");
     const int64_t* v = cl ? std::get_if<int64_t>(cl) : nullptr;
     if (v && *v != 0) return rank - 1;
@@ -187,14 +191,14 @@ size_t bias_dim(const Node& lib, size_t rank) {
 }
 
 bool library_has_bias(const Node& lib) {
-  return (lib.op == "conv2d" || lib.op == "linear") && lib.inputs.size() > 2;
+  return (is_convolution(lib) || lib.op == "linear") && lib.inputs.size() > 2;
 }
 
 // The CUDA epilogue grammar: y = act(lib(x) [+ bias] [+ residual]), each at most once, the
 // activation last. cuDNN (conv2d) takes relu; cuBLASLt (matmul, linear) relu and the tanh GELU.
 Steps cuda_epilogue(const Graph& g, const Node& lib, int chain, const Node& n, const std::vector<EpilogueStep>& so_far,
                     std::string& why) {
-  const bool gemm = lib.op != "conv2d";
+  const bool gemm = !is_convolution(lib);
   bool has_bias = library_has_bias(lib), has_residual = false, has_activation = false;
   for (const EpilogueStep& e : so_far) {
     if (e.alg == PostOpAlg::Add && e.scalar < 0) {
@@ -253,6 +257,7 @@ const std::vector<LibraryPattern>& library_patterns() {
       {"matmul", dsl::Target::CPU, "oneDNN", kOneDnnEpilogues},
       {"linear", dsl::Target::CPU, "oneDNN", kOneDnnEpilogues},
       {"conv2d", dsl::Target::CUDA, "cuDNN", kCudnnEpilogues},
+      {"conv_transpose2d", dsl::Target::CUDA, "cuDNN", kCudnnEpilogues},
       {"matmul", dsl::Target::CUDA, "cuBLASLt", kCublasLtEpilogues},
       {"linear", dsl::Target::CUDA, "cuBLASLt", kCublasLtEpilogues},
       // flow's own sorts (dsl/ops/sort.cpp): nothing to absorb, the gather of the values is a

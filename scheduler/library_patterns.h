@@ -21,8 +21,11 @@
 //   matmul, linear -> cuBLASLt: y = act(a @ b + bias + residual), act relu or tanh-GELU
 //     (cuBLASLt's GELU is the tanh form, so exact GELU stays a generated kernel); bias along the
 //     last dim.
-//   conv_transpose2d has no CUDA entry: on CUDA, flow.nn.functional writes it as a conv2d over the
-//   zero-stuffed input (python/flow/nn/functional.py, _conv_transpose2d_as_conv2d).
+//   conv_transpose2d -> cuDNN's backward data: y = relu(conv_transpose(x) + bias + residual), the
+//     same epilogue grammar as conv2d, run as the library call (residual as its beta = 1 operand)
+//     then flow's epilogue kernel for bias and relu. flow.nn.functional sends only what cuDNN can
+//     express here (output_padding below the stride); the rest it writes as a conv2d over the
+//     zero-stuffed input (_conv_transpose2d_as_conv2d).
 //
 // argsort (CPU and CUDA): "flow sort", flow's own sort (jit/sort_op.h), no epilogues.
 // scatter (CPU and CUDA): "flow scatter", flow's own (jit/scatter_op.h), no epilogues.

@@ -737,11 +737,31 @@ TEST(CudaLibs, ConvAlgoNamesRoundTrip) {
   EXPECT_EQ(dnn::algo_id("nope"), -1);
   EXPECT_EQ(dnn::algo_id(""), -1);
   EXPECT_EQ(dnn::algo_id("implicit_gemm"), -1);  // exact names only
+  // Transposed problems (backward data) have an enum of their own.
+  const std::vector<std::string> bwd = dnn::algo_names(true);
+  EXPECT_EQ(bwd, (std::vector<std::string>{"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"}));
+  for (size_t i = 0; i < bwd.size(); ++i) EXPECT_EQ(dnn::algo_id(bwd[i], true), static_cast<int>(i)) << bwd[i];
+  EXPECT_EQ(dnn::algo_id("IMPLICIT_GEMM", true), -1);
+  EXPECT_EQ(dnn::algo_id("ALGO_0"), -1);
 }
 
 TEST(CudaLibs, ConvSupported) {
   EXPECT_EQ(dnn_verdict(plain_conv(false)), "ok");
   EXPECT_EQ(dnn_verdict(plain_conv(true)), "ok");
+  {
+    // A transposed problem is checked in its forward terms; an input without channels (k == 0)
+    // would leave the output to the bias alone, which the forward path's "nothing to run" would not
+    // write.
+    dnn::ConvProblem t = plain_conv(false);
+    t.transposed = true;
+    EXPECT_EQ(dnn_verdict(t), "ok");
+    t.k = 0;
+    EXPECT_TRUE(contains(dnn_verdict(t), "without channels")) << dnn_verdict(t);
+    t = plain_conv(false);
+    t.transposed = true;
+    t.out_h += 1;  // an output_padding the convolution cannot give back
+    EXPECT_TRUE(contains(dnn_verdict(t), "the convolution gives")) << dnn_verdict(t);
+  }
 
   // x and y must be dense in the filter's layout.
   dnn::ConvProblem p = plain_conv(false);
@@ -922,6 +942,7 @@ TEST(CudaLibs, ConvProblemKeyNamesEveryField) {
       [](dnn::ConvProblem& p) { p.bias = true; },
       [](dnn::ConvProblem& p) { p.residual = true; },
       [](dnn::ConvProblem& p) { p.relu = true; },
+      [](dnn::ConvProblem& p) { p.transposed = true; },
   };
   std::set<std::string> keys = {dnn::problem_key(base)};
   for (size_t i = 0; i < changes.size(); ++i) {

@@ -276,6 +276,51 @@ def test_matmul_transposed_and_linear(dtype):
     check_lib(flow.nn.functional.linear(to_flow_cuda(x3), fb), torch.nn.functional.linear(x3, b), dtype)
 
 
+CONV_T_CASES = [  # (input, channels out, groups, kernel, stride, padding, output_padding, dilation)
+    ((2, 8, 5, 6), 6, 2, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
+    ((1, 3, 4, 4), 2, 1, (2, 3), (2, 1), (0, 1), (1, 0), (1, 2)),
+    ((2, 4, 3, 3), 4, 4, (1, 1), (3, 3), (0, 0), (2, 2), (1, 1)),  # depthwise
+    ((1, 2, 5, 5), 3, 1, (3, 3), (1, 1), (2, 2), (0, 0), (1, 1)),
+    ((3, 5, 6), 2, 1, (4, 4), (2, 2), (1, 1), (0, 0), (1, 1)),  # unbatched
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_conv_transpose2d_is_cudnn_backward_data(dtype):
+    """conv_transpose2d on CUDA is one cuDNN backward-data call (runtime/cudnn.h, transposed), eager
+    and under jit with its bias, a residual and relu as the epilogue; an output_padding at or above
+    the stride (allowed by torch below the dilation) still runs, as a convolution."""
+    g = torch.Generator().manual_seed(7)
+    for shape, cout, groups, k, s, p, op, d in CONV_T_CASES:
+        cin = shape[-3]
+        x = torch.randn(*shape, generator=g).to(TDEV, dtype)
+        w = (torch.randn(cin, cout // groups, *k, generator=g) * 0.3).to(TDEV, dtype)
+        b = torch.randn(cout, generator=g).to(TDEV, dtype)
+        args = (s, p, op, groups, d)
+        want = torch.nn.functional.conv_transpose2d(x, w, b, *args)
+        before = flow.cuda.library_counters()["cudnn_unfused"]
+        check_lib(flow.nn.functional.conv_transpose2d(to_flow_cuda(x), to_flow_cuda(w), to_flow_cuda(b), *args),
+                  want, dtype)
+        assert flow.cuda.library_counters()["cudnn_unfused"] == before + 1, f"{shape} {args}: not one cuDNN call"
+
+        def block(m):
+            return lambda x, w, b, r: m.relu(m.nn.functional.conv_transpose2d(x, w, b, *args) + r)
+
+        r = torch.randn(*want.shape, generator=g).to(TDEV, dtype)
+        jf = flow.jit(block(flow))
+        check_lib(jf(*[to_flow_cuda(t) for t in (x, w, b, r)]), block(torch)(x, w, b, r), dtype)
+        assert jf.num_kernels == 0, jf.explain(False)  # bias, residual and relu in the library step
+        assert "cuDNN" in jf.explain(False)
+    x = torch.randn(2, 4, 6, 6, generator=g).to(TDEV, dtype)
+    w = (torch.randn(4, 3, 3, 3, generator=g) * 0.3).to(TDEV, dtype)
+    want = torch.nn.functional.conv_transpose2d(x, w, None, 1, 1, 1, 1, 2)  # output_padding 1 >= stride 1
+    check_lib(flow.nn.functional.conv_transpose2d(to_flow_cuda(x), to_flow_cuda(w), None, 1, 1, 1, 1, 2), want, dtype)
+    for search in ("heuristic", "exhaustive"):
+        f = flow.jit(lambda x, w: flow.nn.functional.conv_transpose2d(x, w, None, 2, 1, 1), conv_search=search)
+        check_lib(f(to_flow_cuda(x), to_flow_cuda(w)), torch.nn.functional.conv_transpose2d(x, w, None, 2, 1, 1),
+                  dtype)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_jit_conv_epilogue_is_fused_into_cudnn(dtype):
     def block(m):

@@ -470,9 +470,9 @@ CONV_T = [  # (input, channels out, groups, kernel, stride, padding, output_padd
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
 def test_conv_transpose2d_as_a_convolution(dtype, device, gen):
-    """CUDA's conv_transpose2d is a convolution over the zero-stuffed input with the filter
-    transposed and flipped (no cuDNN backward-data path yet); on the CPU the same formula is checked
-    directly, and oneDNN's conv_transpose2d elsewhere."""
+    """The decomposition CUDA falls back to where cuDNN's backward data cannot express the problem
+    (a convolution over the zero-stuffed input with the filter transposed and flipped) is checked
+    directly on the CPU; on CUDA, conv_transpose2d itself (cuDNN's backward data)."""
     for shape, cout, groups, k, s, p, op, d in CONV_T:
         cin = shape[-3]
         x, w, b = make(shape, dtype, gen), make((cin, cout // groups) + k, dtype, gen), make((cout,), dtype, gen)

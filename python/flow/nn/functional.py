@@ -225,7 +225,10 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     attrs = {"stride": _pair(stride, 2, "stride"), "padding": _pair(padding, 2, "padding"),
              "output_padding": _pair(output_padding, 2, "output_padding"), "dilation": _pair(dilation, 2, "dilation"),
              "groups": builtins.int(groups)}
-    if input.device.type == "cuda":
+    # On CUDA, cuDNN's backward data runs it when its output is the input of a convolution giving
+    # back the input's size: output_padding below the stride (torch also allows it below the
+    # dilation). The rest is written as a convolution over the zero-stuffed input.
+    if input.device.type == "cuda" and any(op >= s for op, s in zip(attrs["output_padding"], attrs["stride"])):
         return _conv_transpose2d_as_conv2d(input, weight, bias, **attrs)
     return dispatch1("conv_transpose2d", [input, weight] + ([bias] if bias is not None else []), attrs)
 
@@ -243,8 +246,8 @@ def _dilate(v, dim, step):
 
 
 def _conv_transpose2d_as_conv2d(x, w, bias, stride, padding, output_padding, dilation, groups):
-    """conv_transpose2d on CUDA, which has no cuDNN backward-data path yet: the same sum as a
-    stride-1 convolution over x with stride - 1 zeros between its elements, padded by
+    """conv_transpose2d on CUDA when cuDNN's backward data cannot express it (output_padding at or
+    above the stride, below the dilation): the same sum as a stride-1 convolution over x with stride - 1 zeros between its elements, padded by
     dilation * (k - 1) - padding (plus output_padding after), with each group's filter transposed
     (in and out channels swapped) and flipped. Exact, but stride^2 more multiply-adds than
     cuDNN's backward data would do (the zeros); the filter's transform is weight-only work, done

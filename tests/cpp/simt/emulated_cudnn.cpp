@@ -6,8 +6,11 @@
 //  - cudnnConvolutionForward: y = alpha * conv(x, w) + beta * y;
 //  - cudnnConvolutionBiasActivationForward: y = act(alpha1 * conv(x, w) + alpha2 * z + bias), with
 //    the documented limits (activation RELU or IDENTITY; IDENTITY only with IMPLICIT_PRECOMP_GEMM);
+//  - cudnnConvolutionBackwardData: dx = alpha * conv_transpose(dy, w) + beta * dx, the adjoint of the
+//    forward convolution of dx's shape into dy's (each dy element spread over the dx positions its
+//    forward window read);
 //  - the heuristic and the timed search offer the algorithms in a fixed order, each with a
-//    workspace size that Forward then insists on, and operands must lie in live device memory.
+//    workspace size that the call then insists on, and operands must lie in live device memory.
 // The arithmetic runs in double on the host, in stream order through the emulated driver.
 #include <cuda.h>
 #include <cudnn.h>
@@ -109,6 +112,28 @@ size_t workspace_for(cudnnConvolutionFwdAlgo_t a) {
 
 bool offered(cudnnConvolutionFwdAlgo_t a) {
   for (const auto o : kAlgos)
+    if (o == a) return true;
+  return false;
+}
+
+constexpr cudnnConvolutionBwdDataAlgo_t kBwdDataAlgos[] = {
+    CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING};
+
+size_t workspace_for(cudnnConvolutionBwdDataAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0:
+      return 0;
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1:
+      return 8192;
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING:
+      return 3 << 20;
+    default:
+      return ~size_t{0};
+  }
+}
+
+bool offered(cudnnConvolutionBwdDataAlgo_t a) {
+  for (const auto o : kBwdDataAlgos)
     if (o == a) return true;
   return false;
 }
@@ -231,6 +256,62 @@ int run(void* arg) {
   return 0;
 }
 
+// cudnnConvolutionBackwardData: dx = alpha * conv_transpose(dy, w) + beta * dx.
+struct BackwardDataCall {
+  Tensor4 dx, dy;
+  Filter4 w;
+  Conv cv;
+  const void *pdy = nullptr, *pw = nullptr;
+  void* pdx = nullptr;
+  double alpha = 1, beta = 0;
+};
+
+int64_t offset(const Tensor4& t, int n, int c, int h, int w) {
+  return static_cast<int64_t>(n) * t.strides[0] + static_cast<int64_t>(c) * t.strides[1] +
+         static_cast<int64_t>(h) * t.strides[2] + static_cast<int64_t>(w) * t.strides[3];
+}
+
+int run_backward_data(void* arg) {
+  const BackwardDataCall& k = *static_cast<const BackwardDataCall*>(arg);
+  const ValueType t = value_type(k.dx.type);
+  const int N = k.dx.dims[0], C = k.dx.dims[1], H = k.dx.dims[2], W = k.dx.dims[3];
+  const int K = k.dy.dims[1], P = k.dy.dims[2], Q = k.dy.dims[3];
+  const int R = k.w.r, S = k.w.s, Cg = k.w.c, Kg = K / k.cv.groups;
+  const bool nhwc = k.w.format == CUDNN_TENSOR_NHWC;
+  std::vector<double> acc(static_cast<size_t>(N) * C * H * W, 0.0);
+  for (int n = 0; n < N; ++n)
+    for (int kk = 0; kk < K; ++kk) {
+      const int g = kk / Kg;
+      for (int p = 0; p < P; ++p)
+        for (int q = 0; q < Q; ++q) {
+          const double dy = load_value(t, k.pdy, offset(k.dy, n, kk, p, q));
+          for (int r = 0; r < R; ++r) {
+            const int h = p * k.cv.u - k.cv.pad_h + r * k.cv.dil_h;
+            if (h < 0 || h >= H) continue;
+            for (int s = 0; s < S; ++s) {
+              const int ww = q * k.cv.v - k.cv.pad_w + s * k.cv.dil_w;
+              if (ww < 0 || ww >= W) continue;
+              for (int c = 0; c < Cg; ++c) {
+                const int64_t wo = nhwc ? ((static_cast<int64_t>(kk) * R + r) * S + s) * Cg + c
+                                        : ((static_cast<int64_t>(kk) * Cg + c) * R + r) * S + s;
+                acc[((static_cast<size_t>(n) * C + g * Cg + c) * H + h) * W + ww] += dy * load_value(t, k.pw, wo);
+              }
+            }
+          }
+        }
+    }
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C; ++c)
+      for (int h = 0; h < H; ++h)
+        for (int ww = 0; ww < W; ++ww) {
+          const int64_t o = offset(k.dx, n, c, h, ww);
+          double v = k.alpha * acc[((static_cast<size_t>(n) * C + c) * H + h) * W + ww];
+          if (k.beta != 0) v += k.beta * load_value(t, k.pdx, o);
+          store_value(t, k.pdx, o, v);
+        }
+  return 0;
+}
+
 Tensor4& T(cudnnTensorDescriptor_t d) {
   return *reinterpret_cast<Tensor4*>(d);
 }
@@ -241,17 +322,23 @@ Conv& CV(cudnnConvolutionDescriptor_t d) {
   return *reinterpret_cast<Conv*>(d);
 }
 
-cudnnStatus_t enqueue(cudnnHandle_t h, std::unique_ptr<Call> call) {
+template <typename CallT>
+cudnnStatus_t enqueue(cudnnHandle_t h, std::unique_ptr<CallT> call, int (*fn)(void*)) {
   const CUresult r =
-      emulated_driver().enqueue(reinterpret_cast<CUstream>(reinterpret_cast<Handle*>(h)->stream), &run, call.release(),
-                                [](void* p) { std::unique_ptr<Call> owned(static_cast<Call*>(p)); });
+      emulated_driver().enqueue(reinterpret_cast<CUstream>(reinterpret_cast<Handle*>(h)->stream), fn, call.release(),
+                                [](void* p) { std::unique_ptr<CallT> owned(static_cast<CallT*>(p)); });
   return r == CUDA_SUCCESS ? CUDNN_STATUS_SUCCESS : fail(CUDNN_STATUS_EXECUTION_FAILED, "the emulated launch failed");
 }
 
-// The checks both forward calls make: shapes, the algorithm, its workspace, the operands' memory.
-cudnnStatus_t check_forward(const Tensor4& x, const void* px, const Filter4& w, const void* pw, const Conv& cv,
-                            cudnnConvolutionFwdAlgo_t algo, const void* ws, size_t ws_bytes, const Tensor4& y,
-                            const void* py) {
+cudnnStatus_t enqueue(cudnnHandle_t h, std::unique_ptr<Call> call) {
+  return enqueue(h, std::move(call), &run);
+}
+
+// The checks every convolution call makes: shapes, the algorithm, its workspace, the operands'
+// memory (x and y in the forward convolution's terms).
+template <typename Algo>
+cudnnStatus_t check_call(const Tensor4& x, const void* px, const Filter4& w, const void* pw, const Conv& cv, Algo algo,
+                         const void* ws, size_t ws_bytes, const Tensor4& y, const void* py) {
   if (const std::string why = validate(x, w, cv, y); !why.empty()) return fail(CUDNN_STATUS_BAD_PARAM, why);
   if (!offered(algo)) return fail(CUDNN_STATUS_NOT_SUPPORTED, "an algorithm the emulation does not offer");
   if (ws_bytes < workspace_for(algo))
@@ -264,6 +351,12 @@ cudnnStatus_t check_forward(const Tensor4& x, const void* px, const Filter4& w, 
   if (workspace_for(algo) > 0 && emulated_driver().is_device_range(ws, workspace_for(algo)) == 0)
     return fail(CUDNN_STATUS_EXECUTION_FAILED, "the workspace is not inside live device memory");
   return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t check_forward(const Tensor4& x, const void* px, const Filter4& w, const void* pw, const Conv& cv,
+                            cudnnConvolutionFwdAlgo_t algo, const void* ws, size_t ws_bytes, const Tensor4& y,
+                            const void* py) {
+  return check_call(x, px, w, pw, cv, algo, ws, ws_bytes, y, py);
 }
 
 }  // namespace
@@ -539,6 +632,106 @@ cudnnStatus_t CUDNNWINAPI cudnnFindConvolutionForwardAlgorithmEx(
     } else {
       const auto t0 = std::chrono::steady_clock::now();
       r.status = cudnnConvolutionForward(handle, &one, xd, x, wd, w, conv, a, ws, ws_bytes, &zero, yd, y);
+      if (r.status == CUDNN_STATUS_BAD_PARAM) return r.status;
+      r.time = std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
+    all.push_back(r);
+  }
+  std::stable_sort(all.begin(), all.end(), [](const auto& p, const auto& q) {
+    return (p.status == CUDNN_STATUS_SUCCESS) > (q.status == CUDNN_STATUS_SUCCESS) ||
+           ((p.status == CUDNN_STATUS_SUCCESS) == (q.status == CUDNN_STATUS_SUCCESS) && p.time < q.time);
+  });
+  *returned = std::min(requested, static_cast<int>(all.size()));
+  for (int i = 0; i < *returned; ++i) perf[i] = all[static_cast<size_t>(i)];
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// ---- backward data (flow's conv_transpose2d) ---------------------------------------------------------
+
+cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnnHandle_t, int* count) {
+  *count = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t, const cudnnFilterDescriptor_t w,
+                                                                      const cudnnTensorDescriptor_t dy,
+                                                                      const cudnnConvolutionDescriptor_t conv,
+                                                                      const cudnnTensorDescriptor_t dx,
+                                                                      const int requested, int* returned,
+                                                                      cudnnConvolutionBwdDataAlgoPerf_t* perf) {
+  if (const std::string why = validate(T(dx), F(w), CV(conv), T(dy)); !why.empty())
+    return fail(CUDNN_STATUS_BAD_PARAM, why);
+  int n = 0;
+  for (const auto a : kBwdDataAlgos) {
+    if (n == requested) break;
+    perf[n] = cudnnConvolutionBwdDataAlgoPerf_t{};
+    perf[n].algo = a;
+    perf[n].status = CUDNN_STATUS_SUCCESS;
+    perf[n].time = -1;
+    perf[n].memory = workspace_for(a);
+    perf[n].mathType = CV(conv).math;
+    ++n;
+  }
+  *returned = n;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t, const cudnnFilterDescriptor_t w,
+                                                                       const cudnnTensorDescriptor_t dy,
+                                                                       const cudnnConvolutionDescriptor_t conv,
+                                                                       const cudnnTensorDescriptor_t dx,
+                                                                       cudnnConvolutionBwdDataAlgo_t algo,
+                                                                       size_t* bytes) {
+  if (const std::string why = validate(T(dx), F(w), CV(conv), T(dy)); !why.empty())
+    return fail(CUDNN_STATUS_BAD_PARAM, why);
+  if (!offered(algo)) {  // a query, as for every algorithm in a search: no message
+    tl_last_error = "an algorithm the emulation does not offer";
+    return CUDNN_STATUS_NOT_SUPPORTED;
+  }
+  *bytes = workspace_for(algo);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alpha,
+                                                       const cudnnFilterDescriptor_t wd, const void* w,
+                                                       const cudnnTensorDescriptor_t dyd, const void* dy,
+                                                       const cudnnConvolutionDescriptor_t conv,
+                                                       cudnnConvolutionBwdDataAlgo_t algo, void* ws, size_t ws_bytes,
+                                                       const void* beta, const cudnnTensorDescriptor_t dxd, void* dx) {
+  if (const cudnnStatus_t s = check_call(T(dxd), dx, F(wd), w, CV(conv), algo, ws, ws_bytes, T(dyd), dy);
+      s != CUDNN_STATUS_SUCCESS)
+    return s;
+  auto call = std::make_unique<BackwardDataCall>();
+  call->dx = T(dxd);
+  call->dy = T(dyd);
+  call->w = F(wd);
+  call->cv = CV(conv);
+  call->pdy = dy;
+  call->pw = w;
+  call->pdx = dx;
+  call->alpha = *static_cast<const float*>(alpha);
+  call->beta = *static_cast<const float*>(beta);
+  return enqueue(handle, std::move(call), &run_backward_data);
+}
+
+// Times each offered algorithm by running it (each writes dx), fastest first.
+cudnnStatus_t CUDNNWINAPI cudnnFindConvolutionBackwardDataAlgorithmEx(
+    cudnnHandle_t handle, const cudnnFilterDescriptor_t wd, const void* w, const cudnnTensorDescriptor_t dyd,
+    const void* dy, const cudnnConvolutionDescriptor_t conv, const cudnnTensorDescriptor_t dxd, void* dx,
+    const int requested, int* returned, cudnnConvolutionBwdDataAlgoPerf_t* perf, void* ws, size_t ws_bytes) {
+  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> all;
+  const float one = 1, zero = 0;
+  for (const auto a : kBwdDataAlgos) {
+    cudnnConvolutionBwdDataAlgoPerf_t r{};
+    r.algo = a;
+    r.memory = workspace_for(a);
+    r.mathType = CV(conv).math;
+    if (r.memory > ws_bytes) {
+      r.status = CUDNN_STATUS_ALLOC_FAILED;
+      r.time = -1;
+    } else {
+      const auto t0 = std::chrono::steady_clock::now();
+      r.status = cudnnConvolutionBackwardData(handle, &one, wd, w, dyd, dy, conv, a, ws, ws_bytes, &zero, dxd, dx);
       if (r.status == CUDNN_STATUS_BAD_PARAM) return r.status;
       r.time = std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count();
     }
