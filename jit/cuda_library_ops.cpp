@@ -287,6 +287,20 @@ void plan_conv_epilogue(const LibraryStep& step, const std::vector<const Tensor*
   call.z = e.residual ? e.residual->data() : nullptr;
 }
 
+// The window attributes both convolutions share: groups, padding, stride and dilation.
+void set_window(rc::cudnn::ConvProblem& p, const dsl::Attrs& at, const std::string& op) {
+  const std::vector<int64_t> pad = dsl::attr_ints(at, "padding", op);
+  const std::vector<int64_t> stride = dsl::attr_ints(at, "stride", op);
+  const std::vector<int64_t> dil = dsl::attr_ints(at, "dilation", op);
+  p.groups = dsl::attr_int(at, "groups", op);
+  p.pad_h = pad[0];
+  p.pad_w = pad[1];
+  p.stride_h = stride[0];
+  p.stride_w = stride[1];
+  p.dil_h = dil[0];
+  p.dil_w = dil[1];
+}
+
 // A 3-D [C, H, W] tensor as [1, C, H, W]; 4-D ones as they are.
 Tensor batched(const Tensor& t) {
   if (t.sizes.size() != 3) return t;
@@ -300,15 +314,11 @@ Tensor batched(const Tensor& t) {
 ConvCall plan_transposed_conv_call(const LibraryStep& step, const std::vector<const Tensor*>& values) {
   ConvCall call;
   HeldTensors& held = call.held;
-  const dsl::Attrs& at = step.attrs;
   const Tensor out = batched(bound_value(values, step.output));
   Tensor x = batched(bound_value(values, step.operands.at(0)));
   const Tensor& w0 = bound_value(values, step.operands.at(1));
   if (w0.sizes.size() != 4) throw std::logic_error("conv_transpose2d on CUDA: weights are not [C_in, C_out/g, R, S]");
   if (!dense_as(x, nchw_strides(x.sizes))) x = held.keep(eager_contiguous(x, x.dtype));
-  const std::vector<int64_t> pad = dsl::attr_ints(at, "padding", step.op);
-  const std::vector<int64_t> stride = dsl::attr_ints(at, "stride", step.op);
-  const std::vector<int64_t> dil = dsl::attr_ints(at, "dilation", step.op);
   rc::cudnn::ConvProblem p;
   p.transposed = true;
   p.n = out.sizes[0];
@@ -318,13 +328,7 @@ ConvCall plan_transposed_conv_call(const LibraryStep& step, const std::vector<co
   p.k = x.sizes[1];
   p.r = w0.sizes[2];
   p.s = w0.sizes[3];
-  p.groups = dsl::attr_int(at, "groups", step.op);
-  p.pad_h = pad[0];
-  p.pad_w = pad[1];
-  p.stride_h = stride[0];
-  p.stride_w = stride[1];
-  p.dil_h = dil[0];
-  p.dil_w = dil[1];
+  set_window(p, step.attrs, step.op);
   p.out_h = x.sizes[2];
   p.out_w = x.sizes[3];
   p.dtype = library_data_type(out.dtype);
@@ -354,9 +358,6 @@ ConvCall plan_conv_call(const LibraryStep& step, const std::vector<const Tensor*
     throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
                        "conv2d on CUDA: asymmetric padding (padding='same' with an even kernel) is not supported by "
                        "cuDNN's convolution; pad the input explicitly");
-  const std::vector<int64_t> stride = dsl::attr_ints(at, "stride", "conv2d");
-  const std::vector<int64_t> dil = dsl::attr_ints(at, "dilation", "conv2d");
-  const int64_t groups = dsl::attr_int(at, "groups", "conv2d");
   bool channels_last = false;
   if (const dsl::AttrValue* cl = dsl::attr_find(at, "channels_last"))
     channels_last = std::get_if<int64_t>(cl) && std::get<int64_t>(*cl) != 0;
@@ -383,13 +384,7 @@ ConvCall plan_conv_call(const LibraryStep& step, const std::vector<const Tensor*
   p.k = w0.sizes[0];
   p.r = w0.sizes[2];
   p.s = w0.sizes[3];
-  p.groups = groups;
-  p.pad_h = pad[0];
-  p.pad_w = pad[1];
-  p.stride_h = stride[0];
-  p.stride_w = stride[1];
-  p.dil_h = dil[0];
-  p.dil_w = dil[1];
+  set_window(p, at, step.op);
   p.dtype = library_data_type(out.dtype);
   p.x_strides = nhwc ? nhwc_strides(x.sizes) : nchw_strides(x.sizes);
   p.out_h = rc::cudnn::conv_out_size(p.h, p.pad_h, p.dil_h, p.r, p.stride_h);

@@ -359,6 +359,64 @@ cudnnStatus_t check_forward(const Tensor4& x, const void* px, const Filter4& w, 
   return check_call(x, px, w, pw, cv, algo, ws, ws_bytes, y, py);
 }
 
+// The heuristic's answer: the offered algorithms in order, each with its workspace.
+template <typename Perf, typename Algo, size_t N>
+int offer(const Algo (&algos)[N], cudnnMathType_t math, int requested, Perf* perf) {
+  int n = 0;
+  for (const Algo a : algos) {
+    if (n == requested) break;
+    perf[n] = Perf{};
+    perf[n].algo = a;
+    perf[n].status = CUDNN_STATUS_SUCCESS;
+    perf[n].time = -1;
+    perf[n].memory = workspace_for(a);
+    perf[n].mathType = math;
+    ++n;
+  }
+  return n;
+}
+
+// A workspace query for one algorithm (NOT_SUPPORTED, quietly, for one not offered).
+template <typename Algo>
+cudnnStatus_t workspace_query(Algo algo, size_t* bytes) {
+  if (!offered(algo)) {  // a query, as for every algorithm in a search: no message
+    tl_last_error = "an algorithm the emulation does not offer";
+    return CUDNN_STATUS_NOT_SUPPORTED;
+  }
+  *bytes = workspace_for(algo);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// The timed search: runs each offered algorithm that fits the workspace (`run(algo)`), fastest first.
+template <typename Perf, typename Algo, size_t N, typename Run>
+cudnnStatus_t time_each(const Algo (&algos)[N], cudnnMathType_t math, size_t ws_bytes, int requested, int* returned,
+                        Perf* perf, Run run) {
+  std::vector<Perf> all;
+  for (const Algo a : algos) {
+    Perf r{};
+    r.algo = a;
+    r.memory = workspace_for(a);
+    r.mathType = math;
+    if (r.memory > ws_bytes) {
+      r.status = CUDNN_STATUS_ALLOC_FAILED;
+      r.time = -1;
+    } else {
+      const auto t0 = std::chrono::steady_clock::now();
+      r.status = run(a);
+      if (r.status == CUDNN_STATUS_BAD_PARAM) return r.status;
+      r.time = std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
+    all.push_back(r);
+  }
+  std::stable_sort(all.begin(), all.end(), [](const auto& p, const auto& q) {
+    return (p.status == CUDNN_STATUS_SUCCESS) > (q.status == CUDNN_STATUS_SUCCESS) ||
+           ((p.status == CUDNN_STATUS_SUCCESS) == (q.status == CUDNN_STATUS_SUCCESS) && p.time < q.time);
+  });
+  *returned = std::min(requested, static_cast<int>(all.size()));
+  for (int i = 0; i < *returned; ++i) perf[i] = all[static_cast<size_t>(i)];
+  return CUDNN_STATUS_SUCCESS;
+}
+
 }  // namespace
 
 extern "C" {
@@ -521,18 +579,7 @@ cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t, 
                                                                  int* returned, cudnnConvolutionFwdAlgoPerf_t* perf) {
   if (const std::string why = validate(T(x), F(w), CV(conv), T(y)); !why.empty())
     return fail(CUDNN_STATUS_BAD_PARAM, why);
-  int n = 0;
-  for (const auto a : kAlgos) {
-    if (n == requested) break;
-    perf[n] = cudnnConvolutionFwdAlgoPerf_t{};
-    perf[n].algo = a;
-    perf[n].status = CUDNN_STATUS_SUCCESS;
-    perf[n].time = -1;
-    perf[n].memory = workspace_for(a);
-    perf[n].mathType = CV(conv).math;
-    ++n;
-  }
-  *returned = n;
+  *returned = offer(kAlgos, CV(conv).math, requested, perf);
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -543,12 +590,7 @@ cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t,
                                                                   cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
   if (const std::string why = validate(T(x), F(w), CV(conv), T(y)); !why.empty())
     return fail(CUDNN_STATUS_BAD_PARAM, why);
-  if (!offered(algo)) {  // a query, as for every algorithm in a search: no message
-    tl_last_error = "an algorithm the emulation does not offer";
-    return CUDNN_STATUS_NOT_SUPPORTED;
-  }
-  *bytes = workspace_for(algo);
-  return CUDNN_STATUS_SUCCESS;
+  return workspace_query(algo, bytes);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha,
@@ -619,31 +661,10 @@ cudnnStatus_t CUDNNWINAPI cudnnFindConvolutionForwardAlgorithmEx(
     cudnnHandle_t handle, const cudnnTensorDescriptor_t xd, const void* x, const cudnnFilterDescriptor_t wd,
     const void* w, const cudnnConvolutionDescriptor_t conv, const cudnnTensorDescriptor_t yd, void* y,
     const int requested, int* returned, cudnnConvolutionFwdAlgoPerf_t* perf, void* ws, size_t ws_bytes) {
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> all;
   const float one = 1, zero = 0;
-  for (const auto a : kAlgos) {
-    cudnnConvolutionFwdAlgoPerf_t r{};
-    r.algo = a;
-    r.memory = workspace_for(a);
-    r.mathType = CV(conv).math;
-    if (r.memory > ws_bytes) {
-      r.status = CUDNN_STATUS_ALLOC_FAILED;
-      r.time = -1;
-    } else {
-      const auto t0 = std::chrono::steady_clock::now();
-      r.status = cudnnConvolutionForward(handle, &one, xd, x, wd, w, conv, a, ws, ws_bytes, &zero, yd, y);
-      if (r.status == CUDNN_STATUS_BAD_PARAM) return r.status;
-      r.time = std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    }
-    all.push_back(r);
-  }
-  std::stable_sort(all.begin(), all.end(), [](const auto& p, const auto& q) {
-    return (p.status == CUDNN_STATUS_SUCCESS) > (q.status == CUDNN_STATUS_SUCCESS) ||
-           ((p.status == CUDNN_STATUS_SUCCESS) == (q.status == CUDNN_STATUS_SUCCESS) && p.time < q.time);
+  return time_each(kAlgos, CV(conv).math, ws_bytes, requested, returned, perf, [&](cudnnConvolutionFwdAlgo_t a) {
+    return cudnnConvolutionForward(handle, &one, xd, x, wd, w, conv, a, ws, ws_bytes, &zero, yd, y);
   });
-  *returned = std::min(requested, static_cast<int>(all.size()));
-  for (int i = 0; i < *returned; ++i) perf[i] = all[static_cast<size_t>(i)];
-  return CUDNN_STATUS_SUCCESS;
 }
 
 // ---- backward data (flow's conv_transpose2d) ---------------------------------------------------------
@@ -661,18 +682,7 @@ cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandl
                                                                       cudnnConvolutionBwdDataAlgoPerf_t* perf) {
   if (const std::string why = validate(T(dx), F(w), CV(conv), T(dy)); !why.empty())
     return fail(CUDNN_STATUS_BAD_PARAM, why);
-  int n = 0;
-  for (const auto a : kBwdDataAlgos) {
-    if (n == requested) break;
-    perf[n] = cudnnConvolutionBwdDataAlgoPerf_t{};
-    perf[n].algo = a;
-    perf[n].status = CUDNN_STATUS_SUCCESS;
-    perf[n].time = -1;
-    perf[n].memory = workspace_for(a);
-    perf[n].mathType = CV(conv).math;
-    ++n;
-  }
-  *returned = n;
+  *returned = offer(kBwdDataAlgos, CV(conv).math, requested, perf);
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -684,12 +694,7 @@ cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHand
                                                                        size_t* bytes) {
   if (const std::string why = validate(T(dx), F(w), CV(conv), T(dy)); !why.empty())
     return fail(CUDNN_STATUS_BAD_PARAM, why);
-  if (!offered(algo)) {  // a query, as for every algorithm in a search: no message
-    tl_last_error = "an algorithm the emulation does not offer";
-    return CUDNN_STATUS_NOT_SUPPORTED;
-  }
-  *bytes = workspace_for(algo);
-  return CUDNN_STATUS_SUCCESS;
+  return workspace_query(algo, bytes);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alpha,
@@ -719,31 +724,11 @@ cudnnStatus_t CUDNNWINAPI cudnnFindConvolutionBackwardDataAlgorithmEx(
     cudnnHandle_t handle, const cudnnFilterDescriptor_t wd, const void* w, const cudnnTensorDescriptor_t dyd,
     const void* dy, const cudnnConvolutionDescriptor_t conv, const cudnnTensorDescriptor_t dxd, void* dx,
     const int requested, int* returned, cudnnConvolutionBwdDataAlgoPerf_t* perf, void* ws, size_t ws_bytes) {
-  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> all;
   const float one = 1, zero = 0;
-  for (const auto a : kBwdDataAlgos) {
-    cudnnConvolutionBwdDataAlgoPerf_t r{};
-    r.algo = a;
-    r.memory = workspace_for(a);
-    r.mathType = CV(conv).math;
-    if (r.memory > ws_bytes) {
-      r.status = CUDNN_STATUS_ALLOC_FAILED;
-      r.time = -1;
-    } else {
-      const auto t0 = std::chrono::steady_clock::now();
-      r.status = cudnnConvolutionBackwardData(handle, &one, wd, w, dyd, dy, conv, a, ws, ws_bytes, &zero, dxd, dx);
-      if (r.status == CUDNN_STATUS_BAD_PARAM) return r.status;
-      r.time = std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    }
-    all.push_back(r);
-  }
-  std::stable_sort(all.begin(), all.end(), [](const auto& p, const auto& q) {
-    return (p.status == CUDNN_STATUS_SUCCESS) > (q.status == CUDNN_STATUS_SUCCESS) ||
-           ((p.status == CUDNN_STATUS_SUCCESS) == (q.status == CUDNN_STATUS_SUCCESS) && p.time < q.time);
-  });
-  *returned = std::min(requested, static_cast<int>(all.size()));
-  for (int i = 0; i < *returned; ++i) perf[i] = all[static_cast<size_t>(i)];
-  return CUDNN_STATUS_SUCCESS;
+  return time_each(
+      kBwdDataAlgos, CV(conv).math, ws_bytes, requested, returned, perf, [&](cudnnConvolutionBwdDataAlgo_t a) {
+        return cudnnConvolutionBackwardData(handle, &one, wd, w, dyd, dy, conv, a, ws, ws_bytes, &zero, dxd, dx);
+      });
 }
 
 }  // extern "C"
