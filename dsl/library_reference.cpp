@@ -300,10 +300,11 @@ HostTensor run_library_reference(const Graph& g, const Node& n, const std::vecto
     out.data = matmul_ref(*in.at(0), *in.at(1));
   } else if (n.op == "linear") {
     out.data = linear_ref(*in.at(0), *in.at(1), bias, out_t.shape);
-  } else if (n.op == "conv2d" && attr_find(n.attrs, "channels_last")) {
+  } else if ((n.op == "conv2d" || n.op == "conv_transpose2d") && attr_find(n.attrs, "channels_last")) {
     // [N, OH, OW, C]: the NCHW result, permuted.
     const Shape& o = out_t.shape;
-    const std::vector<double> nchw = conv_ref(n, false, *in.at(0), *in.at(1), bias, Shape{o[0], o[3], o[1], o[2]});
+    const std::vector<double> nchw =
+        conv_ref(n, n.op == "conv_transpose2d", *in.at(0), *in.at(1), bias, Shape{o[0], o[3], o[1], o[2]});
     out.data.resize(nchw.size());
     for (int64_t b = 0; b < o[0]; ++b)
       for (int64_t h = 0; h < o[1]; ++h)

@@ -308,17 +308,50 @@ Tensor batched(const Tensor& t) {
                  {dsl::numel(t.sizes), t.strides[0], t.strides[1], t.strides[2]});
 }
 
+bool channels_last(const dsl::Attrs& at) {
+  const dsl::AttrValue* cl = dsl::attr_find(at, "channels_last");
+  return cl && std::get_if<int64_t>(cl) && std::get<int64_t>(*cl) != 0;
+}
+
+// An [N, C, H, W] input dense in the layout cuDNN will read (NHWC or NCHW), copied there first
+// when it is not.
+Tensor input_in_layout(const Tensor& x, bool nhwc, HeldTensors& held) {
+  if (nhwc && !dense_as(x, nhwc_strides(x.sizes))) {
+    const Tensor packed = eager_contiguous(view_of(x, {x.sizes[0], x.sizes[2], x.sizes[3], x.sizes[1]},
+                                                   {x.strides[0], x.strides[2], x.strides[3], x.strides[1]}),
+                                           x.dtype);
+    const std::array<int64_t, 4> st = nhwc_strides(x.sizes);
+    return view_of(held.keep(packed), x.sizes, {st.begin(), st.end()});
+  }
+  if (!nhwc && !dense_as(x, nchw_strides(x.sizes))) return held.keep(eager_contiguous(x, x.dtype));
+  return x;
+}
+
+// The filter in the layout cuDNN will read: KRSC for NHWC (the tensor-core layout; the same
+// permutation of a transposed convolution's [C_in, C_out / g, R, S]), else dense KCRS.
+const Tensor& filter_in_layout(const LibraryStep& step, const Tensor& w0, bool nhwc, HeldTensors& held) {
+  return nhwc ? held.keep(filter_cache().get(w0, step.weights_frozen)) : held.contiguous(w0);
+}
+
+// The output tensor as [N, C, H, W] dims and strides (a channels-last output is [N, OH, OW, C]).
+Tensor output_as_nchw(const Tensor& out, bool nhwc) {
+  if (!nhwc) return batched(out);
+  const Shape& o = out.sizes;
+  return view_of(out, {o[0], o[3], o[1], o[2]}, {out.strides[0], out.strides[3], out.strides[1], out.strides[2]});
+}
+
 // conv_transpose2d as cuDNN's backward data of the convolution that maps its output's shape to its
-// input's (runtime/cudnn.h, ConvProblem::transposed). NCHW only: the layout pass makes conv2d
-// alone channels_last.
+// input's (runtime/cudnn.h, ConvProblem::transposed), NHWC when the layout pass made it
+// channels_last (half precision on CUDA), else NCHW.
 ConvCall plan_transposed_conv_call(const LibraryStep& step, const std::vector<const Tensor*>& values) {
   ConvCall call;
   HeldTensors& held = call.held;
-  const Tensor out = batched(bound_value(values, step.output));
-  Tensor x = batched(bound_value(values, step.operands.at(0)));
+  const bool nhwc = channels_last(step.attrs);
+  const Tensor& out0 = bound_value(values, step.output);
+  const Tensor out = output_as_nchw(out0, nhwc);
+  const Tensor x = input_in_layout(batched(bound_value(values, step.operands.at(0))), nhwc, held);
   const Tensor& w0 = bound_value(values, step.operands.at(1));
   if (w0.sizes.size() != 4) throw std::logic_error("conv_transpose2d on CUDA: weights are not [C_in, C_out/g, R, S]");
-  if (!dense_as(x, nchw_strides(x.sizes))) x = held.keep(eager_contiguous(x, x.dtype));
   rc::cudnn::ConvProblem p;
   p.transposed = true;
   p.n = out.sizes[0];
@@ -332,12 +365,13 @@ ConvCall plan_transposed_conv_call(const LibraryStep& step, const std::vector<co
   p.out_h = x.sizes[2];
   p.out_w = x.sizes[3];
   p.dtype = library_data_type(out.dtype);
-  p.x_strides = nchw_strides(out.sizes);
-  p.y_strides = nchw_strides(x.sizes);
-  plan_conv_epilogue(step, values, bound_value(values, step.output), p, call);
+  p.x_strides = nhwc ? nhwc_strides(out.sizes) : nchw_strides(out.sizes);
+  p.y_strides = nhwc ? nhwc_strides(x.sizes) : nchw_strides(x.sizes);
+  p.w_nhwc = nhwc;
+  plan_conv_epilogue(step, values, out0, p, call);
   call.problem = p;
   call.x = x.data();
-  call.w = held.contiguous(w0).data();
+  call.w = filter_in_layout(step, w0, nhwc, held).data();
   call.y = out.data();
   return call;
 }
@@ -350,7 +384,6 @@ ConvCall plan_conv_call(const LibraryStep& step, const std::vector<const Tensor*
   HeldTensors& held = call.held;
   const Tensor& out = bound_value(values, step.output);
   const dsl::Attrs& at = step.attrs;
-  const Tensor& x0 = bound_value(values, step.operands.at(0));
   const Tensor& w0 = bound_value(values, step.operands.at(1));
   if (w0.sizes.size() != 4) throw std::logic_error("conv2d on CUDA: weights are not [K, C, R, S]");
   const std::vector<int64_t> pad = dsl::attr_ints(at, "padding", "conv2d");
@@ -358,24 +391,10 @@ ConvCall plan_conv_call(const LibraryStep& step, const std::vector<const Tensor*
     throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
                        "conv2d on CUDA: asymmetric padding (padding='same' with an even kernel) is not supported by "
                        "cuDNN's convolution; pad the input explicitly");
-  bool channels_last = false;
-  if (const dsl::AttrValue* cl = dsl::attr_find(at, "channels_last"))
-    channels_last = std::get_if<int64_t>(cl) && std::get<int64_t>(*cl) != 0;
-
-  // The input as [N, C, H, W] (an unbatched [C, H, W] gets N = 1).
-  Tensor x = batched(x0);
   // cuDNN's convolution wants x, y and the filter in one layout: the output's (NHWC when the layout
   // pass made this conv channels_last). An input in the other layout is copied into it first.
-  const bool nhwc = channels_last;
-  if (nhwc && !dense_as(x, nhwc_strides(x.sizes))) {
-    const Tensor packed = eager_contiguous(view_of(x, {x.sizes[0], x.sizes[2], x.sizes[3], x.sizes[1]},
-                                                   {x.strides[0], x.strides[2], x.strides[3], x.strides[1]}),
-                                           x.dtype);
-    const std::array<int64_t, 4> st = nhwc_strides(x.sizes);
-    x = view_of(held.keep(packed), x.sizes, {st.begin(), st.end()});
-  } else if (!nhwc && !dense_as(x, nchw_strides(x.sizes))) {
-    x = held.keep(eager_contiguous(x, x.dtype));
-  }
+  const bool nhwc = channels_last(at);
+  const Tensor x = input_in_layout(batched(bound_value(values, step.operands.at(0))), nhwc, held);
   rc::cudnn::ConvProblem p;
   p.n = x.sizes[0];
   p.c = x.sizes[1];
@@ -390,19 +409,12 @@ ConvCall plan_conv_call(const LibraryStep& step, const std::vector<const Tensor*
   p.out_h = rc::cudnn::conv_out_size(p.h, p.pad_h, p.dil_h, p.r, p.stride_h);
   p.out_w = rc::cudnn::conv_out_size(p.w, p.pad_w, p.dil_w, p.s, p.stride_w);
   const Shape y_nchw{p.n, p.k, p.out_h, p.out_w};
-  p.y_strides = channels_last ? nhwc_strides(y_nchw) : nchw_strides(y_nchw);
-  // The filter: KRSC for NHWC (the tensor-core layout), else dense KCRS.
-  const Tensor* w = nullptr;
-  if (nhwc) {
-    w = &held.keep(filter_cache().get(w0, step.weights_frozen));
-    p.w_nhwc = true;
-  } else {
-    w = &held.contiguous(w0);
-  }
+  p.y_strides = nhwc ? nhwc_strides(y_nchw) : nchw_strides(y_nchw);
+  p.w_nhwc = nhwc;
   plan_conv_epilogue(step, values, out, p, call);
   call.problem = p;
   call.x = x.data();
-  call.w = w->data();
+  call.w = filter_in_layout(step, w0, nhwc, held).data();
   call.y = out.data();
   return call;
 }

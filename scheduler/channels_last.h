@@ -1,6 +1,6 @@
 // Note: channels-last layout propagation for convolutions (DESIGN.md §2, the layout pass): float32
 // and half convolutions on the CPU (oneDNN), half-precision ones on CUDA (cuDNN's tensor cores take
-// NHWC).
+// NHWC), transposed convolutions on CUDA too.
 //
 // oneDNN's fast CPU convolutions (brgconv, brgconv_1x1) work on NHWC activations. With NCHW
 // tensors between them, every convolution reordered its input to NHWC and its output back (ResNet-50
@@ -29,7 +29,7 @@ namespace flow::sched {
 
 struct ChannelsLastResult {
   dsl::Graph graph;      // empty when nothing changed
-  int convolutions = 0;  // conv2d nodes that now produce NHWC
+  int convolutions = 0;  // conv2d (and, on CUDA, conv_transpose2d) nodes that now produce NHWC
   int ops = 0;           // elementwise, pad and slice nodes moved to NHWC
 };
 

@@ -9,7 +9,8 @@
 //                     kernel extent). padding may be given as an int, a pair, "valid" or "same".
 //                     "channels_last" 1 (set by the layout pass, scheduler/channels_last.h, never by
 //                     users): the output is [N, OH, OW, C], the NHWC order of torch's result.
-//   conv_transpose2d: stride [2], padding [2], output_padding [2], dilation [2], groups.
+//   conv_transpose2d: stride [2], padding [2], output_padding [2], dilation [2], groups; and
+//                     "channels_last" as conv2d's (the layout pass sets it on CUDA only).
 // Floating dtypes are supported: float64 runs by reference loops on the CPU (oneDNN has no f64
 // matmul/conv); float16/bfloat16 run on the CPU as float32 products of the half inputs rounded
 // once to the output dtype (jit/library_ops.cpp), and on CUDA through cuDNN/cuBLASLt with float32
@@ -199,7 +200,7 @@ std::vector<int64_t> pair_attr(const Attrs& a, const std::string& key, const std
 Attrs conv_canonicalize(const std::string& op, bool transposed, const Graph& g, const std::vector<int>& in,
                         const Attrs& a) {
   if (transposed) {
-    check_attrs(op, a, {"stride", "padding", "output_padding", "dilation", "groups"});
+    check_attrs(op, a, {"stride", "padding", "output_padding", "dilation", "groups", "channels_last"});
   } else {
     check_attrs(op, a, {"stride", "padding", "padding_end", "dilation", "groups", "channels_last"});
   }
@@ -247,7 +248,7 @@ Attrs conv_canonicalize(const std::string& op, bool transposed, const Graph& g, 
   out["dilation"] = dilation;
   out["groups"] = groups;
   if (!transposed && pad_end != pad) out["padding_end"] = pad_end;
-  if (!transposed && attr_find(a, "channels_last") && attr_int(a, "channels_last", op) != 0) {
+  if (attr_find(a, "channels_last") && attr_int(a, "channels_last", op) != 0) {
     if (g.value(in[0]).type.shape.size() != 4) value_error(op + ": channels_last needs a 4-D input");
     out["channels_last"] = int64_t{1};
   }

@@ -127,6 +127,46 @@ void reference_conv(const jit::ConvCall& c) {
         }
 }
 
+// What cuDNN's backward data computes for a transposed `c` (runtime/cudnn.h: the caller's input has
+// the forward output's dims and y_strides, its output the forward input's and x_strides), float32:
+// each input element spread over the output positions its forward window read.
+void reference_conv_transpose(const jit::ConvCall& c) {
+  const auto& p = c.problem;
+  const float* in = static_cast<const float*>(c.x);
+  const float* w = static_cast<const float*>(c.w);
+  const float* bias = static_cast<const float*>(c.bias);
+  const float* z = static_cast<const float*>(c.z);
+  float* out = static_cast<float*>(c.y);
+  const int64_t cg = p.c / p.groups, kg = p.k / p.groups;
+  std::vector<double> acc(static_cast<size_t>(p.n * p.c * p.h * p.w), 0.0);  // [n][c][h][w]
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t k = 0; k < p.k; ++k)
+      for (int64_t oh = 0; oh < p.out_h; ++oh)
+        for (int64_t ow = 0; ow < p.out_w; ++ow) {
+          const double v = in[n * p.y_strides[0] + k * p.y_strides[1] + oh * p.y_strides[2] + ow * p.y_strides[3]];
+          for (int64_t r = 0; r < p.r; ++r)
+            for (int64_t s = 0; s < p.s; ++s) {
+              const int64_t ih = oh * p.stride_h - p.pad_h + r * p.dil_h;
+              const int64_t iw = ow * p.stride_w - p.pad_w + s * p.dil_w;
+              if (ih < 0 || iw < 0 || ih >= p.h || iw >= p.w) continue;
+              for (int64_t ci = 0; ci < cg; ++ci) {
+                const int64_t wi = p.w_nhwc ? ((k * p.r + r) * p.s + s) * cg + ci : ((k * cg + ci) * p.r + r) * p.s + s;
+                acc[static_cast<size_t>(((n * p.c + k / kg * cg + ci) * p.h + ih) * p.w + iw)] += v * w[wi];
+              }
+            }
+        }
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t ch = 0; ch < p.c; ++ch)
+      for (int64_t h = 0; h < p.h; ++h)
+        for (int64_t x = 0; x < p.w; ++x) {
+          const int64_t o = n * p.x_strides[0] + ch * p.x_strides[1] + h * p.x_strides[2] + x * p.x_strides[3];
+          double v = acc[static_cast<size_t>(((n * p.c + ch) * p.h + h) * p.w + x)];
+          if (p.bias) v += bias[ch];
+          if (p.residual) v += z[o];
+          out[o] = static_cast<float>(p.relu && v < 0 ? 0 : v);
+        }
+}
+
 // Compiles `g` for CUDA (NVRTC only; nothing runs), plans its only library step over `inputs`
 // (bound to the graph inputs, any strides), evaluates the plan with the references and compares the
 // graph's output with the interpreter's.
@@ -318,6 +358,63 @@ TEST(CudaLibraryPlan, ConvLayoutsGroupsAndEpilogues) {
       std::string why;
       EXPECT_TRUE(rc::cudnn::supported(c.problem, &why)) << what << ": " << why;
       EXPECT_EQ(c.problem.w_nhwc, cs.channels_last) << what;  // the output's layout decides
+      EXPECT_EQ(c.problem.bias, cs.bias) << what;
+      EXPECT_EQ(c.problem.residual, cs.residual) << what;
+      EXPECT_EQ(c.problem.relu, cs.relu) << what;
+    });
+  }
+}
+
+TEST(CudaLibraryPlan, TransposedConvLayoutsGroupsAndEpilogues) {
+  REQUIRE_CPU_CODEGEN();
+  auto rng = test::rng(83);
+  struct Case {
+    Shape x, w;  // x [N, C_in, H, W], w [C_in, C_out / groups, R, S]
+    int64_t stride, pad, out_pad, dil, groups;
+    bool x_nhwc, channels_last, bias, residual, relu;
+  };
+  const Case cases[] = {
+      {{2, 4, 5, 6}, {4, 3, 3, 3}, 2, 1, 1, 1, 1, false, false, true, false, true},
+      {{2, 4, 5, 6}, {4, 3, 2, 2}, 2, 0, 0, 1, 1, true, true, true, true, true},
+      {{1, 6, 4, 4}, {6, 2, 3, 3}, 1, 2, 0, 2, 3, false, true, false, true, false},
+      {{3, 8, 3, 3}, {8, 1, 3, 3}, 3, 1, 2, 1, 8, true, false, true, false, false},
+  };
+  for (const Case& cs : cases) {
+    const jit::Tensor x = cs.x_nhwc ? permuted(random_tensor({cs.x[0], cs.x[2], cs.x[3], cs.x[1]}, rng), {0, 3, 1, 2})
+                                    : random_tensor(cs.x, rng);
+    const int64_t cout = cs.w[1] * cs.groups;
+    dsl::Graph g;
+    const int ix = g.add_input({cs.x, DType::Float32}, "x");
+    const int iw = g.add_input({cs.w, DType::Float32}, "w");
+    std::vector<jit::Tensor> in{x, random_tensor(cs.w, rng)};
+    std::vector<int> ops{ix, iw};
+    if (cs.bias) {
+      ops.push_back(g.add_input({{cout}, DType::Float32}, "b"));
+      in.push_back(random_tensor({cout}, rng));
+    }
+    dsl::Attrs a{{"stride", cs.stride},
+                 {"padding", cs.pad},
+                 {"output_padding", cs.out_pad},
+                 {"dilation", cs.dil},
+                 {"groups", cs.groups}};
+    if (cs.channels_last) a["channels_last"] = int64_t{1};
+    int y = g.add("conv_transpose2d", ops, a);
+    if (cs.residual) {
+      const Shape ys = g.value(y).type.shape;
+      const int r = g.add_input(dsl::TensorType{ys, DType::Float32}, "r");
+      in.push_back(random_tensor(ys, rng));
+      y = g.add("add", {y, r});
+    }
+    if (cs.relu) y = g.add("relu", {y});
+    g.mark_output(y);
+    const std::string what = "conv_transpose " + dsl::shape_str(cs.x) + (cs.x_nhwc ? " NHWC" : "") + " * " +
+                             dsl::shape_str(cs.w) + " groups " + std::to_string(cs.groups) +
+                             (cs.channels_last ? " -> NHWC" : "");
+    check_plan(g, in, what, plan_conv, reference_conv_transpose, [&](const jit::ConvCall& c) {
+      std::string why;
+      EXPECT_TRUE(c.problem.transposed) << what;
+      EXPECT_TRUE(rc::cudnn::supported(c.problem, &why)) << what << ": " << why;
+      EXPECT_EQ(c.problem.w_nhwc, cs.channels_last) << what;
       EXPECT_EQ(c.problem.bias, cs.bias) << what;
       EXPECT_EQ(c.problem.residual, cs.residual) << what;
       EXPECT_EQ(c.problem.relu, cs.relu) << what;

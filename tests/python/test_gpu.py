@@ -321,6 +321,30 @@ def test_conv_transpose2d_is_cudnn_backward_data(dtype):
                   dtype)
 
 
+def test_conv_transpose2d_stays_nhwc_between_half_convolutions():
+    """Under float16 autocast a decoder's upsampling runs NHWC like the convolutions around it (the
+    layout pass, scheduler/channels_last.h): no transposes between them."""
+    g = torch.Generator().manual_seed(3)
+    ws = [(torch.randn(*s, generator=g) * 0.2).to(TDEV) for s in ((16, 8, 3, 3), (16, 8, 2, 2), (4, 8, 3, 3))]
+
+    def decoder(m):
+        def f(x, w1, wt, w2):
+            h = m.relu(m.nn.functional.conv2d(x, w1, padding=1))
+            h = m.relu(m.nn.functional.conv_transpose2d(h, wt, stride=2))
+            return m.nn.functional.conv2d(h, w2, padding=1)
+        return f
+
+    x = torch.randn(2, 8, 8, 8, generator=g).to(TDEV)
+    jf = flow.jit(decoder(flow), amp="float16")
+    got = jf(to_flow_cuda(x), *[to_flow_cuda(w) for w in ws])
+    exact, want = decoder(torch)(x, *ws), None
+    with torch.autocast(TDEV, dtype=torch.float16) if TDEV == "cuda" else torch.autocast("cpu", torch.bfloat16):
+        want = decoder(torch)(x, *ws)
+    assert got.dtype.name == "float16"
+    assert _rel(got, exact) < 3 * _rel(flow.tensor(want.float().cpu().numpy()), exact) + 5e-3
+    assert jf.executable.num_channels_last == 3, jf.explain(False)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_jit_conv_epilogue_is_fused_into_cudnn(dtype):
     def block(m):
@@ -471,6 +495,14 @@ def test_densenet_on_gpu(amp):
     tm, fm = _twins("densenet", "DenseNet", growth_rate=8, block_config=(3, 3), num_init_features=16,
                     num_classes=10)
     _check_convnet_on_gpu(tm, fm, torch.randn(2, 3, 32, 32, device=TDEV), amp)
+
+
+@pytest.mark.parametrize("amp", [None, "float16"])
+def test_unet_on_gpu(amp):
+    """A U-Net: a transposed convolution (cuDNN's backward data) between NHWC half convolutions under
+    float16, group norm, nearest and bilinear upsampling, an SPPF block's chained max pools."""
+    tm, fm = _twins("unet", "unet")
+    _check_convnet_on_gpu(tm, fm, torch.randn(1, 3, 32, 32, device=TDEV), amp)
 
 
 @pytest.mark.parametrize("amp", [None, "float16"])
