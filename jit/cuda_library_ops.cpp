@@ -441,10 +441,19 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
     algo.id = rc::cudnn::algo_id(step.impl, transposed);
     algo.name = step.impl;
     if (algo.id < 0) throw std::invalid_argument(step.op + " on CUDA: unknown cuDNN algorithm '" + step.impl + "'");
+  } else if (step.exhaustive_search) {
+    // The timed search writes its output buffer: when that buffer is also the residual (in place,
+    // which runtime/cudnn.h allows), it searches into a scratch block instead.
+    void* search_out = c.y;
+    Tensor scratch;
+    if (c.problem.residual && c.z == c.y) {
+      const Tensor& out = bound_value(values, step.output);
+      scratch = Tensor::empty(out.sizes, out.dtype, out.device());
+      search_out = scratch.data();
+    }
+    algo = rc::cudnn::choose(c.problem, rc::cudnn::Search::Exhaustive, c.x, c.w, search_out);
   } else {
-    algo = rc::cudnn::choose(c.problem,
-                             step.exhaustive_search ? rc::cudnn::Search::Exhaustive : rc::cudnn::Search::Heuristic, c.x,
-                             c.w, c.y);
+    algo = rc::cudnn::choose(c.problem, rc::cudnn::Search::Heuristic, c.x, c.w, c.y);
   }
   rc::cudnn::forward(c.problem, algo, c.x, c.w, c.bias, c.z, c.y, rc::current_stream());
   if (info) {  // the autotuner's candidates: the choice made (its baseline) first, then the others

@@ -511,7 +511,6 @@ std::unique_ptr<Plan> make_plan(const MatmulProblem& p, cublasLtHandle_t h, cons
       fail(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic (no algorithm, even without the epilogue)", p);
     plan->split = true;
   }
-  plans_made_count().fetch_add(1, std::memory_order_relaxed);
   return plan;
 }
 
@@ -527,7 +526,9 @@ Plan& find_plan(const PlanKey& key, const MatmulProblem& p, cublasLtHandle_t h, 
   }
   std::unique_ptr<Plan> made = make_plan(p, h, bias, al, force_split);
   std::lock_guard<std::mutex> lock(cache.mu);
-  return *cache.plans.emplace(key, std::move(made)).first->second;
+  const auto [it, stored] = cache.plans.emplace(key, std::move(made));
+  if (stored) plans_made_count().fetch_add(1, std::memory_order_relaxed);  // the one kept, not the loser
+  return *it->second;
 }
 
 // Runs a supported, non-empty problem with k >= 1.

@@ -88,7 +88,7 @@ void matmul(const MatmulProblem& p, const void* a, const void* b, const void* bi
 void force_split_epilogue(bool on);
 // Matmuls run with the split epilogue since the process started.
 int64_t split_epilogue_runs();
-// Plans (descriptors and heuristic query, see the note) made since the process started.
+// Plans (descriptors and heuristic query, see the note) made and kept since the process started.
 int64_t plans_made();
 
 // Every cuBLASLt entry point flow resolves (the same list with or without the headers).

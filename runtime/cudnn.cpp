@@ -215,8 +215,6 @@ bool supported(const ConvProblem& p, std::string* why) {
   for (const int64_t v : {p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.groups, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
                           p.dil_h, p.dil_w, p.out_h, p.out_w})
     if (v > INT_MAX) return reject("a size or parameter exceeds 2^31-1 (" + problem_key(p) + ")");
-  if (p.transposed && p.k == 0)
-    return reject("a transposed convolution of an input without channels (its output would be the bias alone)");
   if (p.c % p.groups != 0 || p.k % p.groups != 0)
     return reject("groups = " + std::to_string(p.groups) + " does not divide c = " + std::to_string(p.c) +
                   " and k = " + std::to_string(p.k));
@@ -233,6 +231,8 @@ bool supported(const ConvProblem& p, std::string* why) {
       product({p.k, p.c / p.groups, p.r, p.s}) > INT_MAX)
     return reject("a tensor has more than 2^31-1 elements (split the batch): " + problem_key(p));
   if (empty_output(p)) return true;  // nothing to run
+  if (p.transposed && p.k == 0)
+    return reject("a transposed convolution of an input without channels (its output would be the bias alone)");
   const char* layout = p.w_nhwc ? "NHWC" : "NCHW";
   const char* filter = p.w_nhwc ? "KRSC" : "KCRS";
   if (!dense_in(x_dims(p), p.x_strides, p.w_nhwc))
@@ -560,6 +560,7 @@ struct Forward {
   using Enum = cudnnConvolutionFwdAlgo_t;
   using Perf = cudnnConvolutionFwdAlgoPerf_t;
   static constexpr bool kTransposed = false;
+  static constexpr const char* kMaxCount = "cudnnGetConvolutionForwardAlgorithmMaxCount";
   static constexpr const char* kQuery = "cudnnGetConvolutionForwardAlgorithm_v7";
   static constexpr const char* kFind = "cudnnFindConvolutionForwardAlgorithmEx";
   static constexpr const char* kWorkspace = "cudnnGetConvolutionForwardWorkspaceSize";
@@ -586,6 +587,7 @@ struct BackwardData {
   using Enum = cudnnConvolutionBwdDataAlgo_t;
   using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
   static constexpr bool kTransposed = true;
+  static constexpr const char* kMaxCount = "cudnnGetConvolutionBackwardDataAlgorithmMaxCount";
   static constexpr const char* kQuery = "cudnnGetConvolutionBackwardDataAlgorithm_v7";
   static constexpr const char* kFind = "cudnnFindConvolutionBackwardDataAlgorithmEx";
   static constexpr const char* kWorkspace = "cudnnGetConvolutionBackwardDataWorkspaceSize";
@@ -632,7 +634,7 @@ Caches& caches() {
 template <typename Dir>
 Algo heuristic(const ConvProblem& p, const Descs& d, cudnnHandle_t h, const std::string& context) {
   int max_count = 0;
-  FLOW_DNN_CHECK(Dir::max_count(h, &max_count), "cudnnGetConvolution*AlgorithmMaxCount", context);
+  FLOW_DNN_CHECK(Dir::max_count(h, &max_count), Dir::kMaxCount, context);
   std::vector<typename Dir::Perf> perf(static_cast<size_t>(std::max(max_count, 1)));
   int returned = 0;
   FLOW_DNN_CHECK(Dir::query(h, d, static_cast<int>(perf.size()), &returned, perf.data()), Dir::kQuery, context);

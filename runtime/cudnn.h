@@ -109,7 +109,7 @@ std::string problem_key(const ConvProblem& p);
 Algo choose(const ConvProblem& p, Search search, const void* x, const void* w, void* y);
 
 // y = [relu](conv(x, w) + bias + z) on `stream` of the current device, with `algo` from choose()
-// (or from a record: only algo.id is used). `bias` (k values) is read when p.bias, `z` (y's shape
+// (or from a record: only algo.id is used). `bias` (k values; c for p.transposed) is read when p.bias, `z` (y's shape
 // and strides; may be y itself) when p.residual. Throws as choose() does. For p.transposed, x is
 // the caller's input and y its output: y = [relu](conv_transpose(x, w) + bias + z), one
 // cudnnConvolutionBackwardData (beta = 1 over z for a residual) and, for a bias or relu, flow's

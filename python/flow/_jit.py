@@ -217,11 +217,12 @@ class _Variant:
                 c = t._c if isinstance(t, Tensor) else None
                 self.guards.append([kind, x, self._meta(t), weakref.ref(c) if c is not None else None])
         # The fast path of check() and bound() (see _refresh_fast): valid while the module state's
-        # version is _fast_version.
+        # version is _fast_version. Weak references too, like the guards': a variant no longer
+        # called keeps no replaced weights alive.
         self._fast_version = None
-        self._fast_guarded = []  # the guarded Tensors, in guard order
+        self._fast_guarded = []  # weak references to the guarded Tensors, in guard order
         self._fast_seen = []  # weak references to their flow._C tensors at the last full check
-        self._fast_sources = []  # per graph input: its flat argument index (int) or its Tensor
+        self._fast_sources = []  # per graph input: its flat argument index (int) or a weak reference to its Tensor
 
     @staticmethod
     def _meta(t):
@@ -247,7 +248,11 @@ class _Variant:
         state = self.module_state.get() if self.uses_module else {}
         version = self.module_state.version if self.uses_module else 0
         if version is not None and version == self._fast_version:
-            if [t._c for t in self._fast_guarded] == [r() for r in self._fast_seen]:
+            try:
+                now = [r()._c for r in self._fast_guarded]
+            except AttributeError:  # a guarded Tensor is gone (the full check below says what changed)
+                now = None
+            if now is not None and now == [r() for r in self._fast_seen]:
                 return state
         for guard in self.guards:
             kind, x, meta, seen = guard
@@ -267,9 +272,9 @@ class _Variant:
         guarded = [self._resolve(kind, x, None, state) for kind, x, _, _ in self.guards]
         if version is None or not all(isinstance(t, Tensor) and t._c is not None for t in guarded):
             return
-        self._fast_guarded = guarded
+        self._fast_guarded = [weakref.ref(t) for t in guarded]
         self._fast_seen = [weakref.ref(t._c) for t in guarded]
-        self._fast_sources = [x if kind == "arg" else self._resolve(kind, x, None, state)
+        self._fast_sources = [x if kind == "arg" else weakref.ref(self._resolve(kind, x, None, state))
                               for kind, x in self.bindings]
         self._fast_version = version
 
@@ -277,7 +282,10 @@ class _Variant:
         """The graph inputs of a call (flow._C tensors), in graph-input order."""
         version = self.module_state.version if self.uses_module else 0
         if version is not None and version == self._fast_version:
-            return [flat[s]._c if s.__class__ is int else s._c for s in self._fast_sources]
+            try:  # the referents are alive: check() just saw them
+                return [flat[s]._c if s.__class__ is int else s()._c for s in self._fast_sources]
+            except AttributeError:
+                pass
         return [self._resolve(kind, x, flat, state)._c for kind, x in self.bindings]
 
     def run(self, flat, state):

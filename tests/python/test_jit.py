@@ -328,6 +328,48 @@ def test_every_way_of_changing_module_state_is_seen(gen, monkeypatch):
     m[2]._parameters.pop("bias")
     with pytest.raises(AttributeError, match="bias"):
         jm(to_flow(x))  # seen: the retrace finds no bias, as torch's forward would
+    m[2].bias = param(4)
+    check("bias back")
+    m[0]._parameters = OrderedDict()  # an empty store: nothing set through it, still a change
+    with pytest.raises(AttributeError, match="weight"):
+        jm(to_flow(x))
+
+
+def test_replaced_weights_are_not_kept_by_variants_not_called(gen):
+    """A variant keeps weak references only (its guards and its fast path): after a weight is
+    replaced and only another variant runs, the old weight is freed."""
+    import gc
+    import weakref
+
+    m = flow.nn.Linear(8, 6)
+    jm = flow.jit(m)
+    for rows in (5, 7):  # two variants, both with an armed fast path
+        jm(to_flow(make((rows, 8), torch.float32, gen)))
+        jm(to_flow(make((rows, 8), torch.float32, gen)))
+    assert jm.num_variants == 2
+    old = weakref.ref(m.weight)
+    m.weight = flow.nn.Parameter(to_flow(make((6, 8), torch.float32, gen)))
+    x = make((5, 8), torch.float32, gen)
+    assert_same(jm(to_flow(x)), x @ to_torch(m.weight).T + to_torch(m.bias), rtol=3e-5, atol=1e-5)
+    gc.collect()
+    assert old() is None, "a variant keeps the replaced weight alive"
+
+
+def test_transformer_stacks_are_walked_once(gen, monkeypatch):
+    """TransformerEncoder's cloned layers hold ModuleStores too, so their walk is cached."""
+    from flow import _jit
+
+    walks = []
+    real_walk = _jit._walk_module_tensors
+    monkeypatch.setattr(_jit, "_walk_module_tensors", lambda m: walks.append(1) or real_walk(m))
+    layer = flow.nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0, batch_first=True)
+    enc = flow.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+    jm = flow.jit(enc)
+    x = to_flow(make((2, 3, 16), torch.float32, gen))
+    first = jm(x)
+    walks.clear()
+    assert_same(jm(x), to_torch(first))
+    assert not walks, "the transformer's module tree was walked again although nothing changed"
 
 
 def test_tied_parameters_keep_their_first_name(gen):

@@ -54,9 +54,29 @@ def test_max_pool2d_return_indices(device, dtype, kw, gen):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_max_pool2d_windows_in_the_padding(device, gen):
+    """Dilation and ceil_mode allow windows whose taps all fall in the padding (they straddle the
+    input): torch gives -inf at the window's first tap at or after 0, even past the input."""
+    for shape, kw in [((2, 3, 2, 5), {"kernel_size": 2, "padding": 1, "dilation": 3}),
+                      ((1, 2, 2, 1), {"kernel_size": (1, 3), "stride": (1, 3), "padding": (0, 1), "dilation": (1, 2),
+                                      "ceil_mode": True}),
+                      ((3, 2, 5), {"kernel_size": (2, 1), "padding": (1, 0), "dilation": (3, 1)})]:
+        t = make(shape, torch.float32, gen)
+        want = TF.max_pool2d(t, return_indices=True, **kw)
+        assert bool(torch.isinf(want[0]).any()), kw  # the case holds an empty window
+        f = to_flow(t).to(device)
+        _same_pool(F.max_pool2d(f, return_indices=True, **kw), want, f"eager {shape} {kw}")
+        _same_pool(flow.jit(lambda x: F.max_pool2d(x, return_indices=True, **kw))(f), want, f"jit {shape} {kw}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("out", [(1, 1), (4, 5), (3, 3), (11, 9), (7, None)], ids=str)
 def test_adaptive_max_pool2d_return_indices(device, out, gen):
-    """Equal and unequal adaptive windows (11 -> 4 rows: windows of 3 and 4)."""
+    """Equal and unequal adaptive windows (11 -> 4 rows: windows of 3 and 4), and a global pool of
+    a larger map (one 40 x 36 window: the scan is separable, 76 steps)."""
+    big = _input((1, 2, 40, 36), torch.float32, gen)
+    want = TF.adaptive_max_pool2d(big, out, return_indices=True)
+    _same_pool(F.adaptive_max_pool2d(to_flow(big).to(device), out, return_indices=True), want, f"40 x 36 {out}")
     t = _input((2, 3, 11, 9), torch.float32, gen)
     f = to_flow(t).to(device)
     want = TF.adaptive_max_pool2d(t, out, return_indices=True)
@@ -99,6 +119,7 @@ def test_max_unpool_bad_arguments_raise_like_torch(gen):
     tv, ti = TF.max_pool2d(t, 2, return_indices=True)
     fv, fi = to_flow(tv), to_flow(ti)
     for args, kwargs, exc in [((2,), {"output_size": (20, 20)}, ValueError),  # outside the sizes a pool gives
+                              ((2,), {"output_size": (2, 4, 4)}, ValueError),  # 2 or 4 elements only
                               ((2,), {}, None)]:
         if exc is None:
             assert_same(F.max_unpool2d(fv, fi, *args, **kwargs), TF.max_unpool2d(tv, ti, *args, **kwargs))

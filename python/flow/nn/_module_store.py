@@ -12,7 +12,7 @@ tensor (flow/_jit.py).
 """
 from collections import OrderedDict
 
-__all__ = ["ModuleStore", "structure_version"]
+__all__ = ["ModuleStore", "structure_version", "mark_changed"]
 
 _version = 0
 
@@ -25,6 +25,11 @@ def structure_version() -> int:
 def _bump():
     global _version
     _version += 1
+
+
+def mark_changed():
+    """Counts a change made other than through a ModuleStore's methods (a whole store replaced)."""
+    _bump()
 
 
 class ModuleStore(OrderedDict):

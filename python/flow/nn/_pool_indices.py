@@ -4,14 +4,16 @@ Note: one routine serves max_pool2d and adaptive_max_pool2d with return_indices=
 windows are described by two position tables: rows [OH, kh] and cols [OW, kw] hold the input row
 (column) of each window's i-th (j-th) position, -1 where the window has none (padding, or an
 adaptive window shorter than the longest). Two index_selects with those tables gather every window
-position into [..., OH, kh, OW, kw]; one elementwise pass then scans the positions in torch's order
-(row-major over the window): a value replaces the maximum so far when greater, or when NaN, and the
-index starts at the window's first position. So ties give the first maximum, a NaN the last NaN,
-and an all -inf window its first position: torch's kernels (cpu_max_pool, the CUDA
-max_pool_forward_nchw) exactly. Without indices, max_pool2d keeps its faster paths
-(functional.py): this scan does two selects per position.
+position into [..., OH, kh, OW, kw]; elementwise passes then scan the positions as torch's kernels
+(cpu_max_pool, the CUDA max_pool_forward_nchw) do, row-major over the window: a value replaces the
+maximum so far when greater, or when NaN, starting from -inf at the window's first non-negative
+position. So ties give the first maximum, a NaN the last NaN, and a window of -inf (or one wholly in
+the padding, which ceil_mode and dilation allow) -inf at its first position, exactly. The scan is
+separable (max_with_indices), kh + kw steps: a global adaptive pool of a 56 x 56 map is 112 steps,
+not 3136. Without indices, max_pool2d keeps its faster paths (functional.py).
 """
 import builtins
+import math
 
 import numpy as np
 
@@ -22,62 +24,82 @@ __all__ = ["max_with_indices", "pool_rows", "adaptive_rows", "max_unpool1d", "ma
 
 
 def pool_rows(out, k, s, p, d, size):
-    """The [out, k] position table of a pooling along one axis of `size` (-1 outside the input)."""
+    """The [out, k] position table of a pooling along one axis of `size` (-1 outside the input),
+    and each window's first non-negative position (torch's start after stepping over the left
+    padding; at or past `size` for a window that lies wholly in the right padding)."""
     pos = np.arange(out)[:, None] * s - p + np.arange(k)[None, :] * d
-    return np.where((pos >= 0) & (pos < size), pos, -1).astype(np.int64)
+    table = np.where((pos >= 0) & (pos < size), pos, -1).astype(np.int64)
+    first = np.where(pos >= 0, pos, np.iinfo(np.int64).max).min(axis=1)
+    return table, first.astype(np.int64)
 
 
 def adaptive_rows(out, size):
-    """The position table of an adaptive pooling: window o spans [floor(o * size / out),
-    ceil((o + 1) * size / out)), as torch's start_index / end_index."""
+    """The position table of an adaptive pooling (window o spans [floor(o * size / out),
+    ceil((o + 1) * size / out)), as torch's start_index / end_index) and each window's start."""
     starts = [(o * size) // out for o in range(out)]
     ends = [-((-(o + 1) * size) // out) for o in range(out)]
     k = builtins.max([e - b for b, e in zip(starts, ends)] + [1])
     table = np.full((out, k), -1, dtype=np.int64)
     for o, (b, e) in enumerate(zip(starts, ends)):
         table[o, : e - b] = np.arange(b, e)
-    return table
+    return table, np.asarray(starts, dtype=np.int64)
 
 
-def _first_valid(table):
-    """Each window's first position (0 for a window with none, which then has no output anyway)."""
-    valid = table >= 0
-    first = np.argmax(valid, axis=1)
-    return np.where(valid.any(axis=1), table[np.arange(table.shape[0]), first], 0)
+def _lowest(dtype):
+    return -math.inf if dtype.is_floating_point else builtins.int(np.iinfo(dtype.name).min)
 
 
 def max_with_indices(x, rows, cols):
     """(maximum, int64 index row * W + col into each [H, W] plane) of x [..., H, W] over the
-    windows of the position tables `rows` [OH, kh] and `cols` [OW, kw]."""
+    windows of the position tables `rows` ([OH, kh] and first positions) and `cols` ([OW, kw] and
+    first positions).
+
+    Separable, kh + kw steps instead of kh * kw: a pass over each window row's columns keeps the
+    row's maximum and its column, then a pass over the rows picks among those. It is torch's
+    row-major scan exactly: with no NaN both give the first position of the first row reaching the
+    maximum; with a NaN both give the last NaN of the last row holding one (every NaN is taken, and
+    nothing after it is greater); a window of -inf (or no position at all) keeps its first position
+    and -inf."""
     from . import functional as F
 
+    (rows, r0), (cols, c0) = rows, cols
     H, W = x.shape[-2], x.shape[-1]
     OH, kh = rows.shape
     OW, kw = cols.shape
-
-    def gathered(r, c):
-        """x at rows r and columns c (clamped into range): [..., len(r), len(c)]."""
-        ri = F._const(np.clip(r, 0, builtins.max(H - 1, 0)), x, D.int64)
-        ci = F._const(np.clip(c, 0, builtins.max(W - 1, 0)), x, D.int64)
-        return _ops.index_select(_ops.index_select(x, -2, ri), -1, ci)
-
-    r0, c0 = _first_valid(rows), _first_valid(cols)
-    out = gathered(r0, c0)
-    idx = F._const(r0[:, None] * W + c0[None, :], x, D.int64)
     lead = list(x.shape[:-2])
-    win = F._reshape(gathered(rows.reshape(-1), cols.reshape(-1)), lead + [OH, kh, OW, kw])
-    for i in range(kh):
-        for j in range(kw):
-            valid = (rows[:, i] >= 0)[:, None] & (cols[:, j] >= 0)[None, :]
-            if not valid.any():
+    ri = F._const(np.clip(rows.reshape(-1), 0, builtins.max(H - 1, 0)), x, D.int64)
+    ci = F._const(np.clip(cols.reshape(-1), 0, builtins.max(W - 1, 0)), x, D.int64)
+    win = F._reshape(_ops.index_select(_ops.index_select(x, -2, ri), -1, ci), lead + [OH, kh, OW, kw])
+    lowest = _lowest(x.dtype)
+
+    def scan(values, positions, valid, best, where_at):
+        """One pass: for each step t, take values(t) where greater than `best` or NaN (and valid)."""
+        for t in range(len(positions)):
+            if not valid[t].any():
                 continue
-            v = F._select(F._select(win, -1, j), -2, i)  # [..., OH, OW]
-            take = (v > out) | v.isnan()
-            if not valid.all():
-                take = take & F._const(valid, x, D.bool_)
-            out = _ops.where(take, v, out)
-            idx = _ops.where(take, F._const(rows[:, i][:, None] * W + cols[:, j][None, :], x, D.int64), idx)
-    return out, idx
+            v = values(t)
+            take = (v > best) | v.isnan() if x.dtype.is_floating_point else v > best
+            if not valid[t].all():
+                take = take & F._const(valid[t], x, D.bool_)
+            best = _ops.where(take, v, best)
+            where_at = [_ops.where(take, p, w) for p, w in zip(positions[t], where_at)]
+        return best, where_at
+
+    # Columns: [..., OH, kh, OW] maxima of each window row, and their columns.
+    col_valid = [(cols[:, j] >= 0)[None, None, :] for j in range(kw)]
+    col_pos = [[F._const(cols[:, j], x, D.int64)] for j in range(kw)]
+    best = _creation.full(lead + [OH, kh, OW], lowest, dtype=x.dtype, device=x.device)
+    row_max, (col_at,) = scan(lambda j: F._select(win, -1, j), col_pos, col_valid, best,
+                              [F._const(np.broadcast_to(c0, (OH, kh, OW)).copy(), x, D.int64)])
+    # Rows: pick among the window rows, carrying each row's column.
+    row_valid = [(rows[:, i] >= 0)[:, None] for i in range(kh)]
+    row_pos = [[F._const(rows[:, i][:, None], x, D.int64), F._select(col_at, -2, i)] for i in range(kh)]
+    best = _creation.full(lead + [OH, OW], lowest, dtype=x.dtype, device=x.device)
+    start = [F._const(np.broadcast_to(r0[:, None], (OH, OW)).copy(), x, D.int64),
+             F._const(np.broadcast_to(c0[None, :], (OH, OW)).copy(), x, D.int64)]
+    out, (row_at, col_at) = scan(lambda i: F._select(row_max, -2, i), row_pos, row_valid, best, start)
+    # Windows wholly in the padding take no step: their [OH, OW] start positions need the batch dims.
+    return out, F._expand(row_at * W + col_at, lead + [OH, OW]).contiguous()
 
 
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
@@ -102,10 +124,11 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
     if output_size is None:
         oh, ow = default
     else:
-        size = [builtins.int(v) for v in output_size][-2:]
-        if len(size) != 2:
+        size = [builtins.int(v) for v in output_size]
+        if len(size) not in (2, 4):
             raise ValueError(f"output_size should be a sequence containing 2 or 4 elements, but it has a length of "
-                             f"'{len(list(output_size))}'")
+                             f"'{len(size)}'")
+        size = size[-2:]
         for got, d_, st in zip(size, default, s):
             if not d_ - st < got < d_ + st:
                 raise ValueError(f"invalid output_size {size} (dim must be between {d_ - st + 1} and {d_ + st - 1})")

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .._tensor import Tensor
-from ._module_store import ModuleStore
+from ._module_store import ModuleStore, mark_changed
 
 
 class Parameter(Tensor):
@@ -136,8 +136,9 @@ class Module:
                                 "(flow.Tensor or None expected)")
             self._buffers[name] = value
         else:
-            if name in _STORES:  # a whole store replaced: flow.jit's cached walks are stale
+            if name in _STORES:  # a whole store replaced (empty, too): flow.jit's cached walks are stale
                 value = ModuleStore(value)
+                mark_changed()
             object.__setattr__(self, name, value)
 
     def __getattr__(self, name):

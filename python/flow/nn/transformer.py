@@ -23,6 +23,7 @@ from .. import _dtype as D
 from .. import _ops
 from . import functional as F
 from . import init
+from ._module_store import ModuleStore
 from .activation import GELU, ReLU
 from .layers import Dropout, LayerNorm, Linear
 from .modules import Module, ModuleList, Parameter
@@ -36,11 +37,12 @@ def _clone_module(m):
     deep-copyable through copy.deepcopy)."""
     new = copy.copy(m)
     d = new.__dict__
-    d["_parameters"] = OrderedDict((k, None if p is None else Parameter(p.clone(), p.requires_grad))
+    # ModuleStores, as Module.__init__ makes them: flow.jit caches its walk of a tree of those.
+    d["_parameters"] = ModuleStore((k, None if p is None else Parameter(p.clone(), p.requires_grad))
                                    for k, p in m._parameters.items())
-    d["_buffers"] = OrderedDict((k, None if b is None else b.clone()) for k, b in m._buffers.items())
+    d["_buffers"] = ModuleStore((k, None if b is None else b.clone()) for k, b in m._buffers.items())
     d["_non_persistent_buffers_set"] = set(m._non_persistent_buffers_set)
-    d["_modules"] = OrderedDict((k, None if c is None else _clone_module(c)) for k, c in m._modules.items())
+    d["_modules"] = ModuleStore((k, None if c is None else _clone_module(c)) for k, c in m._modules.items())
     d["_forward_hooks"] = OrderedDict(m._forward_hooks)
     d["_forward_pre_hooks"] = OrderedDict(m._forward_pre_hooks)
     return new
