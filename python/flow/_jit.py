@@ -36,7 +36,7 @@ from . import amp as _amp
 from ._dispatch import TraceContext, current_trace
 from ._errors import TraceError
 from ._profile import Profile, check_repeats, profile_executable
-from ._tensor import Tensor
+from ._tensor import Tensor, rebinds
 from .nn._module_store import ModuleStore, structure_version
 
 __all__ = ["jit", "JitFunction"]
@@ -153,6 +153,18 @@ class _ModuleState:
         self.module = module
         self.version = None  # structure_version() at the last walk; None: walk at every call
         self.tensors = {}
+        self.variants = weakref.WeakSet()  # whose graph-input templates a change drops
+        self._epoch = None
+
+    def drop_stale_templates(self):
+        """Frees the variants' graph-input templates (_Variant.bound) once module structure or a
+        tensor binding changed: called at every call, so a replaced weight is freed by the
+        function's next call, whichever variant it runs."""
+        epoch = (structure_version(), rebinds())
+        if epoch != self._epoch:
+            self._epoch = epoch
+            for v in list(self.variants):
+                v._template = None
 
     def get(self):
         """The current map (shared: callers must not change it)."""
@@ -220,9 +232,17 @@ class _Variant:
         # version is _fast_version. Weak references too, like the guards': a variant no longer
         # called keeps no replaced weights alive.
         self._fast_version = None
+        self._fast_rebinds = -1  # rebinds() when the guarded tensors were last seen unchanged
         self._fast_guarded = []  # weak references to the guarded Tensors, in guard order
         self._fast_seen = []  # weak references to their flow._C tensors at the last full check
         self._fast_sources = []  # per graph input: its flat argument index (int) or a weak reference to its Tensor
+        # The graph inputs of the last call with the arguments' slots emptied, valid while
+        # (structure_version(), rebinds()) is _template_epoch: a call then only fills in its
+        # arguments. Dropped by module_state.drop_stale_templates() when that changes.
+        self._template = None
+        self._template_epoch = None
+        self._arg_slots = [(slot, x) for slot, (kind, x) in enumerate(bindings) if kind == "arg"]
+        module_state.variants.add(self)
 
     @staticmethod
     def _meta(t):
@@ -243,16 +263,23 @@ class _Variant:
 
         Fast path: while no module structure changed (the state's version) the guarded Tensors are
         the ones of the last check, and when each still holds the flow._C tensor it held then, all
-        guards pass (a flow._C tensor never changes its meta). A list comparison of those, instead
-        of one Python-level guard at a time."""
+        guards pass (a flow._C tensor never changes its meta). When no Tensor anywhere was given
+        another flow._C tensor since (flow._tensor.rebinds()), that holds without looking; else a
+        list comparison of those, instead of one Python-level guard at a time. (Touching each
+        guarded Tensor cost ~100 us per MobileNetV3 call: after the model's kernels ran, every
+        one of those objects was a cache miss.)"""
         state = self.module_state.get() if self.uses_module else {}
         version = self.module_state.version if self.uses_module else 0
         if version is not None and version == self._fast_version:
+            now_rebinds = rebinds()
+            if now_rebinds == self._fast_rebinds:
+                return state
             try:
                 now = [r()._c for r in self._fast_guarded]
             except AttributeError:  # a guarded Tensor is gone (the full check below says what changed)
                 now = None
             if now is not None and now == [r() for r in self._fast_seen]:
+                self._fast_rebinds = now_rebinds
                 return state
         for guard in self.guards:
             kind, x, meta, seen = guard
@@ -269,6 +296,7 @@ class _Variant:
     def _refresh_fast(self, state, version):
         """Arms the fast path for `version` when every guarded input is a tensor."""
         self._fast_version = None
+        rebinds_now = rebinds()
         guarded = [self._resolve(kind, x, None, state) for kind, x, _, _ in self.guards]
         if version is None or not all(isinstance(t, Tensor) and t._c is not None for t in guarded):
             return
@@ -276,17 +304,32 @@ class _Variant:
         self._fast_seen = [weakref.ref(t._c) for t in guarded]
         self._fast_sources = [x if kind == "arg" else weakref.ref(self._resolve(kind, x, None, state))
                               for kind, x in self.bindings]
+        self._fast_rebinds = rebinds_now
         self._fast_version = version
 
     def bound(self, flat, state):
         """The graph inputs of a call (flow._C tensors), in graph-input order."""
+        epoch = (structure_version(), rebinds())
+        if self._template is not None and self._template_epoch == epoch:
+            inputs = self._template[:]
+            for slot, i in self._arg_slots:
+                inputs[slot] = flat[i]._c
+            return inputs
         version = self.module_state.version if self.uses_module else 0
+        inputs = None
         if version is not None and version == self._fast_version:
             try:  # the referents are alive: check() just saw them
-                return [flat[s]._c if s.__class__ is int else s()._c for s in self._fast_sources]
+                inputs = [flat[s]._c if s.__class__ is int else s()._c for s in self._fast_sources]
             except AttributeError:
                 pass
-        return [self._resolve(kind, x, flat, state)._c for kind, x in self.bindings]
+        if inputs is None:
+            inputs = [self._resolve(kind, x, flat, state)._c for kind, x in self.bindings]
+        if version is not None:  # the module's stores count their changes: the epoch tells them
+            template = inputs[:]
+            for slot, _ in self._arg_slots:
+                template[slot] = None  # a template keeps no argument alive
+            self._template, self._template_epoch = template, epoch
+        return inputs
 
     def run(self, flat, state):
         outs = self.exe.run(self.bound(flat, state)) if self.exe is not None else []
@@ -354,6 +397,7 @@ class JitFunction:
                 with _amp.autocast(_amp.trace_device(ctx), self._amp):
                     return self._fn(*args, **kwargs)
             return self._fn(*args, **kwargs)  # inside another trace: inline
+        self._module_state.drop_stale_templates()
         key = self._key(flat, spec)
         v = self._variants.get(key)
         state = v.check() if v is not None else None

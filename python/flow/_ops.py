@@ -18,7 +18,7 @@ from . import _dtype as D
 from . import amp as _amp
 from ._dispatch import dispatch, dispatch1
 from ._errors import trace_error
-from ._tensor import Tensor, _can_cast, _normalize_dim
+from ._tensor import Tensor, _can_cast, _normalize_dim, rebind
 
 __all__ = ["add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "pow", "neg", "negative",
            "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "silu", "clamp", "clip",
@@ -239,7 +239,7 @@ def _out(fn, out, result):
     if tuple(out.shape) != tuple(result.shape):
         if out._c is None or result._c is None:
             raise trace_error(f"{fn}(out=...)", "resizing `out` cannot be traced")
-        out._c = _cast(result, out.dtype)._c  # a fresh copy (the cast kernel always writes new storage)
+        rebind(out, _cast(result, out.dtype)._c)  # a fresh copy (the cast kernel always writes new storage)
         return out
     return out._assign(f"{fn}(out=...)", result)
 

@@ -31,6 +31,22 @@ from . import _dtype as D
 from ._dispatch import TraceContext, current_trace, dispatch1  # noqa: F401  (TraceContext re-exported for tools)
 from ._errors import TraceError, trace_error
 
+# How many times a concrete Tensor has been given another flow._C tensor (`.data =`, an out=
+# resize): the only ways a Tensor's shape, dtype or strides change. flow.jit's guards skip their
+# per-tensor comparison while this and the module structure counter stand still.
+_rebinds = 0
+
+
+def rebinds() -> int:
+    return _rebinds
+
+
+def rebind(t, c):
+    """Makes concrete Tensor `t` hold flow._C tensor `c` (counted in rebinds())."""
+    global _rebinds
+    _rebinds += 1
+    t._c = c
+
 
 def _contiguous_strides(shape):
     strides = [1] * len(shape)
@@ -512,7 +528,7 @@ class Tensor:
     def data(self, value):
         if not isinstance(value, Tensor) or value._c is None:
             raise TypeError("Tensor.data must be set to a concrete flow.Tensor")
-        self._c = value._c
+        rebind(self, value._c)
 
     # ---- conversion to Python / numpy (data-dependent: refused while tracing) ----------------
 
