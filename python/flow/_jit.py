@@ -236,11 +236,11 @@ class _Variant:
         self._fast_guarded = []  # weak references to the guarded Tensors, in guard order
         self._fast_seen = []  # weak references to their flow._C tensors at the last full check
         self._fast_sources = []  # per graph input: its flat argument index (int) or a weak reference to its Tensor
-        # The graph inputs of the last call with the arguments' slots emptied, valid while
-        # (structure_version(), rebinds()) is _template_epoch: a call then only fills in its
-        # arguments. Dropped by module_state.drop_stale_templates() when that changes.
+        # (epoch, the graph inputs of the last call with the arguments' slots emptied), valid while
+        # (structure_version(), rebinds()) is that epoch: a call then only fills in its arguments.
+        # One tuple, so that another thread never pairs one call's inputs with another's epoch.
+        # Dropped by module_state.drop_stale_templates() when the epoch moves.
         self._template = None
-        self._template_epoch = None
         self._arg_slots = [(slot, x) for slot, (kind, x) in enumerate(bindings) if kind == "arg"]
         module_state.variants.add(self)
 
@@ -310,8 +310,9 @@ class _Variant:
     def bound(self, flat, state):
         """The graph inputs of a call (flow._C tensors), in graph-input order."""
         epoch = (structure_version(), rebinds())
-        if self._template is not None and self._template_epoch == epoch:
-            inputs = self._template[:]
+        kept = self._template
+        if kept is not None and kept[0] == epoch:
+            inputs = kept[1][:]
             for slot, i in self._arg_slots:
                 inputs[slot] = flat[i]._c
             return inputs
@@ -328,7 +329,7 @@ class _Variant:
             template = inputs[:]
             for slot, _ in self._arg_slots:
                 template[slot] = None  # a template keeps no argument alive
-            self._template, self._template_epoch = template, epoch
+            self._template = (epoch, template)
         return inputs
 
     def run(self, flat, state):
