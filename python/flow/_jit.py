@@ -36,8 +36,9 @@ from . import amp as _amp
 from ._dispatch import TraceContext, current_trace
 from ._errors import TraceError
 from ._profile import Profile, check_repeats, profile_executable
-from ._tensor import Tensor, rebinds
-from .nn._module_store import ModuleStore, structure_version
+from ._epoch import on_change, rebinds, structure_version
+from ._tensor import Tensor
+from .nn._module_store import ModuleStore
 
 __all__ = ["jit", "JitFunction"]
 
@@ -153,18 +154,7 @@ class _ModuleState:
         self.module = module
         self.version = None  # structure_version() at the last walk; None: walk at every call
         self.tensors = {}
-        self.variants = weakref.WeakSet()  # whose graph-input templates a change drops
-        self._epoch = None
-
-    def drop_stale_templates(self):
-        """Frees the variants' graph-input templates (_Variant.bound) once module structure or a
-        tensor binding changed: called at every call, so a replaced weight is freed by the
-        function's next call, whichever variant it runs."""
-        epoch = (structure_version(), rebinds())
-        if epoch != self._epoch:
-            self._epoch = epoch
-            for v in list(self.variants):
-                v._template = None
+        _MODULE_STATES.add(self)
 
     def get(self):
         """The current map (shared: callers must not change it)."""
@@ -173,6 +163,28 @@ class _ModuleState:
             self.tensors, tracked = _walk_module_tensors(self.module)
             self.version = now if tracked else None
         return self.tensors
+
+
+# The variants holding a graph-input template (_Variant.bound), and every jitted module's walk.
+# Every counted change drops the templates, and a structure change the stale walks, at once
+# (flow/_epoch.py): no function, called again or not, keeps a replaced weight alive. Changes are
+# rare after a model is built.
+_TEMPLATED = weakref.WeakSet()
+_MODULE_STATES = weakref.WeakSet()
+
+
+def _drop_stale_bindings():
+    if _TEMPLATED:
+        for v in list(_TEMPLATED):
+            v._template = None
+        _TEMPLATED.clear()
+    now = structure_version()
+    for st in list(_MODULE_STATES):
+        if st.tensors and st.version != now:
+            st.tensors = {}  # walked again at its next get()
+
+
+on_change(_drop_stale_bindings)
 
 
 def build_outputs(out_spec, out_leaves, outs, input_of):
@@ -239,10 +251,9 @@ class _Variant:
         # (epoch, the graph inputs of the last call with the arguments' slots emptied), valid while
         # (structure_version(), rebinds()) is that epoch: a call then only fills in its arguments.
         # One tuple, so that another thread never pairs one call's inputs with another's epoch.
-        # Dropped by module_state.drop_stale_templates() when the epoch moves.
+        # Dropped at every counted change (_drop_templates).
         self._template = None
         self._arg_slots = [(slot, x) for slot, (kind, x) in enumerate(bindings) if kind == "arg"]
-        module_state.variants.add(self)
 
     @staticmethod
     def _meta(t):
@@ -268,10 +279,10 @@ class _Variant:
         list comparison of those, instead of one Python-level guard at a time. (Touching each
         guarded Tensor cost ~100 us per MobileNetV3 call: after the model's kernels ran, every
         one of those objects was a cache miss.)"""
+        now_rebinds = rebinds()  # before anything is read: a later rebind is seen by the next call
         state = self.module_state.get() if self.uses_module else {}
         version = self.module_state.version if self.uses_module else 0
         if version is not None and version == self._fast_version:
-            now_rebinds = rebinds()
             if now_rebinds == self._fast_rebinds:
                 return state
             try:
@@ -290,21 +301,22 @@ class _Variant:
             if self._meta(t) != meta:
                 return None
             guard[3] = weakref.ref(c) if c is not None else None
-        self._refresh_fast(state, version)
+        self._refresh_fast(state, version, now_rebinds)
         return state
 
-    def _refresh_fast(self, state, version):
-        """Arms the fast path for `version` when every guarded input is a tensor."""
+    def _refresh_fast(self, state, version, rebinds_then):
+        """Arms the fast path for `version` when every guarded input is a tensor: the flow._C
+        tensors the guards just checked (their weak references), as of `rebinds_then`."""
         self._fast_version = None
-        rebinds_now = rebinds()
         guarded = [self._resolve(kind, x, None, state) for kind, x, _, _ in self.guards]
-        if version is None or not all(isinstance(t, Tensor) and t._c is not None for t in guarded):
+        if version is None or not all(isinstance(t, Tensor) and seen is not None
+                                      for t, (_, _, _, seen) in zip(guarded, self.guards)):
             return
         self._fast_guarded = [weakref.ref(t) for t in guarded]
-        self._fast_seen = [weakref.ref(t._c) for t in guarded]
+        self._fast_seen = [seen for _, _, _, seen in self.guards]
         self._fast_sources = [x if kind == "arg" else weakref.ref(self._resolve(kind, x, None, state))
                               for kind, x in self.bindings]
-        self._fast_rebinds = rebinds_now
+        self._fast_rebinds = rebinds_then
         self._fast_version = version
 
     def bound(self, flat, state):
@@ -330,6 +342,7 @@ class _Variant:
             for slot, _ in self._arg_slots:
                 template[slot] = None  # a template keeps no argument alive
             self._template = (epoch, template)
+            _TEMPLATED.add(self)
         return inputs
 
     def run(self, flat, state):
@@ -398,7 +411,6 @@ class JitFunction:
                 with _amp.autocast(_amp.trace_device(ctx), self._amp):
                     return self._fn(*args, **kwargs)
             return self._fn(*args, **kwargs)  # inside another trace: inline
-        self._module_state.drop_stale_templates()
         key = self._key(flat, spec)
         v = self._variants.get(key)
         state = v.check() if v is not None else None

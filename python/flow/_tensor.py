@@ -26,26 +26,16 @@ import warnings
 
 import numpy as np
 
-from . import _C
+from . import _C, _epoch
 from . import _dtype as D
 from ._dispatch import TraceContext, current_trace, dispatch1  # noqa: F401  (TraceContext re-exported for tools)
 from ._errors import TraceError, trace_error
 
-# How many times a concrete Tensor has been given another flow._C tensor (`.data =`, an out=
-# resize): the only ways a Tensor's shape, dtype or strides change. flow.jit's guards skip their
-# per-tensor comparison while this and the module structure counter stand still.
-_rebinds = 0
-
-
-def rebinds() -> int:
-    return _rebinds
-
-
 def rebind(t, c):
-    """Makes concrete Tensor `t` hold flow._C tensor `c` (counted in rebinds())."""
-    global _rebinds
-    _rebinds += 1
+    """Makes concrete Tensor `t` hold flow._C tensor `c`, counted (flow/_epoch.py) after the change:
+    the only way an existing Tensor's shape, dtype or strides change."""
     t._c = c
+    _epoch.rebound()
 
 
 def _contiguous_strides(shape):

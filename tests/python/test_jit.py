@@ -348,6 +348,9 @@ def test_replaced_weights_are_not_kept_by_variants_not_called(gen):
         jm(to_flow(make((rows, 8), torch.float32, gen)))
         jm(to_flow(make((rows, 8), torch.float32, gen)))
     assert jm.num_variants == 2
+    other = flow.jit(m)  # a second jitted function of the module, never called again
+    other(to_flow(make((3, 8), torch.float32, gen)))
+    other(to_flow(make((3, 8), torch.float32, gen)))
     old, old_c = weakref.ref(m.weight), weakref.ref(m.weight._c)
     m.weight = flow.nn.Parameter(to_flow(make((6, 8), torch.float32, gen)))
     x = make((5, 8), torch.float32, gen)
@@ -365,6 +368,22 @@ def test_replaced_weights_are_not_kept_by_variants_not_called(gen):
     v.bound(flat, v.check())
     m.bias.data = to_flow(make((6,), torch.float32, gen))
     assert any(c is m.bias._c for c in v.bound(flat, v.check())), "a stale template bound the old bias"
+
+
+def test_captured_tensors_rebound_by_data_or_out_are_seen(gen):
+    """A tensor a function captures (not a module's): new data through `.data =` is used; an out=
+    that resizes it retraces for its new shape."""
+    g = to_flow(make((3,), torch.float32, gen))
+    f = flow.jit(lambda x: x * 2 + g)
+    x = make((3,), torch.float32, gen)
+    for _ in range(2):
+        assert_same(f(to_flow(x)), x * 2 + to_torch(g))
+    g.data = to_flow(make((3,), torch.float32, gen))
+    assert_same(f(to_flow(x)), x * 2 + to_torch(g))
+    flow.add(flow.ones(4), flow.ones(4), out=g)  # resized to 4 elements
+    x4 = make((4,), torch.float32, gen)
+    assert_same(f(to_flow(x4)), x4 * 2 + 2)
+    assert f.num_traces == 2
 
 
 def test_transformer_stacks_are_walked_once(gen, monkeypatch):

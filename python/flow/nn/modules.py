@@ -137,8 +137,9 @@ class Module:
             self._buffers[name] = value
         else:
             if name in _STORES:  # a whole store replaced (empty, too): flow.jit's cached walks are stale
-                value = ModuleStore(value)
-                mark_changed()
+                object.__setattr__(self, name, ModuleStore(value))
+                mark_changed()  # after the change: a reader seeing the count sees the new store
+                return
             object.__setattr__(self, name, value)
 
     def __getattr__(self, name):
