@@ -311,113 +311,89 @@ TEST(CudaLibraryPlan, LinearWithBiasResidualAndActivationEpilogues) {
   }
 }
 
+// What a convolution case shares, conv2d or conv_transpose2d: shapes, the input's storage
+// order, the output's layout and the epilogue.
+struct ConvCase {
+  Shape x, w;
+  dsl::Attrs attrs;
+  int64_t bias_len = 0;  // 0: no bias operand
+  bool x_nhwc = false, channels_last = false, residual = false, relu = false;
+};
+
+// Builds `op` over the case's input (an NHWC one stored [N, H, W, C], viewed as [N, C, H, W]),
+// filter and bias, then its residual add and relu, and checks the plan cuDNN would get against
+// `reference`.
+template <typename Reference>
+void check_conv_case(const std::string& op, const ConvCase& cs, Reference reference, std::mt19937_64& rng) {
+  const jit::Tensor x = cs.x_nhwc ? permuted(random_tensor({cs.x[0], cs.x[2], cs.x[3], cs.x[1]}, rng), {0, 3, 1, 2})
+                                  : random_tensor(cs.x, rng);
+  dsl::Graph g;
+  const int ix = g.add_input({cs.x, DType::Float32}, "x");
+  const int iw = g.add_input({cs.w, DType::Float32}, "w");
+  std::vector<jit::Tensor> in{x, random_tensor(cs.w, rng)};
+  std::vector<int> ops{ix, iw};
+  if (cs.bias_len > 0) {
+    ops.push_back(g.add_input({{cs.bias_len}, DType::Float32}, "b"));
+    in.push_back(random_tensor({cs.bias_len}, rng));
+  }
+  dsl::Attrs a = cs.attrs;
+  if (cs.channels_last) a["channels_last"] = int64_t{1};
+  int y = g.add(op, ops, a);
+  if (cs.residual) {
+    const Shape ys = g.value(y).type.shape;
+    const int r = g.add_input(dsl::TensorType{ys, DType::Float32}, "r");
+    in.push_back(random_tensor(ys, rng));
+    y = g.add("add", {y, r});
+  }
+  if (cs.relu) y = g.add("relu", {y});
+  g.mark_output(y);
+  const std::string what = op + " " + dsl::shape_str(cs.x) + (cs.x_nhwc ? " NHWC" : "") + " * " + dsl::shape_str(cs.w) +
+                           (cs.channels_last ? " -> NHWC" : "");
+  check_plan(g, in, what, plan_conv, reference, [&](const jit::ConvCall& c) {
+    std::string why;
+    EXPECT_EQ(c.problem.transposed, op == "conv_transpose2d") << what;
+    EXPECT_TRUE(rc::cudnn::supported(c.problem, &why)) << what << ": " << why;
+    EXPECT_EQ(c.problem.w_nhwc, cs.channels_last) << what;  // the output's layout decides
+    EXPECT_EQ(c.problem.bias, cs.bias_len > 0) << what;
+    EXPECT_EQ(c.problem.residual, cs.residual) << what;
+    EXPECT_EQ(c.problem.relu, cs.relu) << what;
+  });
+}
+
+dsl::Attrs conv_attrs(int64_t stride, int64_t pad, int64_t dil, int64_t groups) {
+  return {{"stride", stride}, {"padding", pad}, {"dilation", dil}, {"groups", groups}};
+}
+
 TEST(CudaLibraryPlan, ConvLayoutsGroupsAndEpilogues) {
   REQUIRE_CPU_CODEGEN();
   auto rng = test::rng(79);
-  struct Case {
-    Shape x, w;
-    int64_t stride, pad, dil, groups;
-    bool x_nhwc, channels_last, bias, residual, relu;
+  const ConvCase cases[] = {
+      // x, w, attrs (stride, pad, dilation, groups), bias, x_nhwc, channels_last, residual, relu
+      {{2, 4, 7, 6}, {6, 4, 3, 3}, conv_attrs(1, 1, 1, 1), 6, false, false, false, true},
+      {{2, 4, 7, 6}, {6, 4, 3, 3}, conv_attrs(1, 1, 1, 1), 6, true, false, true, true},
+      {{2, 4, 7, 6}, {6, 4, 3, 3}, conv_attrs(2, 1, 1, 1), 0, true, true, false, true},
+      {{1, 6, 9, 9}, {6, 2, 3, 3}, conv_attrs(1, 2, 2, 3), 6, false, true, true, false},
+      {{3, 8, 5, 5}, {8, 1, 3, 3}, conv_attrs(1, 1, 1, 8), 8, true, true, false, false},
+      {{2, 4, 6, 6}, {5, 4, 1, 1}, conv_attrs(2, 0, 1, 1), 0, false, false, true, true},
   };
-  const Case cases[] = {
-      {{2, 4, 7, 6}, {6, 4, 3, 3}, 1, 1, 1, 1, false, false, true, false, true},
-      {{2, 4, 7, 6}, {6, 4, 3, 3}, 1, 1, 1, 1, true, false, true, true, true},
-      {{2, 4, 7, 6}, {6, 4, 3, 3}, 2, 1, 1, 1, true, true, false, false, true},
-      {{1, 6, 9, 9}, {6, 2, 3, 3}, 1, 2, 2, 3, false, true, true, true, false},
-      {{3, 8, 5, 5}, {8, 1, 3, 3}, 1, 1, 1, 8, true, true, true, false, false},
-      {{2, 4, 6, 6}, {5, 4, 1, 1}, 2, 0, 1, 1, false, false, false, true, true},
-  };
-  for (const Case& cs : cases) {
-    // An NHWC input: stored [N, H, W, C] and viewed as [N, C, H, W].
-    const jit::Tensor x = cs.x_nhwc ? permuted(random_tensor({cs.x[0], cs.x[2], cs.x[3], cs.x[1]}, rng), {0, 3, 1, 2})
-                                    : random_tensor(cs.x, rng);
-    dsl::Graph g;
-    const int ix = g.add_input({cs.x, DType::Float32}, "x");
-    const int iw = g.add_input({cs.w, DType::Float32}, "w");
-    std::vector<jit::Tensor> in{x, random_tensor(cs.w, rng)};
-    std::vector<int> ops{ix, iw};
-    if (cs.bias) {
-      ops.push_back(g.add_input({{cs.w[0]}, DType::Float32}, "b"));
-      in.push_back(random_tensor({cs.w[0]}, rng));
-    }
-    dsl::Attrs a{{"stride", cs.stride}, {"padding", cs.pad}, {"dilation", cs.dil}, {"groups", cs.groups}};
-    if (cs.channels_last) a["channels_last"] = int64_t{1};
-    int y = g.add("conv2d", ops, a);
-    if (cs.residual) {
-      const Shape ys = g.value(y).type.shape;
-      const int r = g.add_input(dsl::TensorType{ys, DType::Float32}, "r");
-      in.push_back(random_tensor(ys, rng));
-      y = g.add("add", {y, r});
-    }
-    if (cs.relu) y = g.add("relu", {y});
-    g.mark_output(y);
-    const std::string what = "conv " + dsl::shape_str(cs.x) + (cs.x_nhwc ? " NHWC" : "") + " * " +
-                             dsl::shape_str(cs.w) + " groups " + std::to_string(cs.groups) +
-                             (cs.channels_last ? " -> NHWC" : "");
-    check_plan(g, in, what, plan_conv, reference_conv, [&](const jit::ConvCall& c) {
-      std::string why;
-      EXPECT_TRUE(rc::cudnn::supported(c.problem, &why)) << what << ": " << why;
-      EXPECT_EQ(c.problem.w_nhwc, cs.channels_last) << what;  // the output's layout decides
-      EXPECT_EQ(c.problem.bias, cs.bias) << what;
-      EXPECT_EQ(c.problem.residual, cs.residual) << what;
-      EXPECT_EQ(c.problem.relu, cs.relu) << what;
-    });
-  }
+  for (const ConvCase& cs : cases) check_conv_case("conv2d", cs, reference_conv, rng);
 }
 
 TEST(CudaLibraryPlan, TransposedConvLayoutsGroupsAndEpilogues) {
   REQUIRE_CPU_CODEGEN();
   auto rng = test::rng(83);
-  struct Case {
-    Shape x, w;  // x [N, C_in, H, W], w [C_in, C_out / groups, R, S]
-    int64_t stride, pad, out_pad, dil, groups;
-    bool x_nhwc, channels_last, bias, residual, relu;
+  auto attrs = [](int64_t stride, int64_t pad, int64_t out_pad, int64_t dil, int64_t groups) {
+    dsl::Attrs a = conv_attrs(stride, pad, dil, groups);
+    a["output_padding"] = out_pad;
+    return a;
   };
-  const Case cases[] = {
-      {{2, 4, 5, 6}, {4, 3, 3, 3}, 2, 1, 1, 1, 1, false, false, true, false, true},
-      {{2, 4, 5, 6}, {4, 3, 2, 2}, 2, 0, 0, 1, 1, true, true, true, true, true},
-      {{1, 6, 4, 4}, {6, 2, 3, 3}, 1, 2, 0, 2, 3, false, true, false, true, false},
-      {{3, 8, 3, 3}, {8, 1, 3, 3}, 3, 1, 2, 1, 8, true, false, true, false, false},
+  const ConvCase cases[] = {
+      // x [N, C_in, H, W], w [C_in, C_out / groups, R, S], attrs (stride, pad, output_padding,
+      // dilation, groups), bias (C_out values), x_nhwc, channels_last, residual, relu
+      {{2, 4, 5, 6}, {4, 3, 3, 3}, attrs(2, 1, 1, 1, 1), 3, false, false, false, true},
+      {{2, 4, 5, 6}, {4, 3, 2, 2}, attrs(2, 0, 0, 1, 1), 3, true, true, true, true},
+      {{1, 6, 4, 4}, {6, 2, 3, 3}, attrs(1, 2, 0, 2, 3), 0, false, true, true, false},
+      {{3, 8, 3, 3}, {8, 1, 3, 3}, attrs(3, 1, 2, 1, 8), 8, true, false, false, false},
   };
-  for (const Case& cs : cases) {
-    const jit::Tensor x = cs.x_nhwc ? permuted(random_tensor({cs.x[0], cs.x[2], cs.x[3], cs.x[1]}, rng), {0, 3, 1, 2})
-                                    : random_tensor(cs.x, rng);
-    const int64_t cout = cs.w[1] * cs.groups;
-    dsl::Graph g;
-    const int ix = g.add_input({cs.x, DType::Float32}, "x");
-    const int iw = g.add_input({cs.w, DType::Float32}, "w");
-    std::vector<jit::Tensor> in{x, random_tensor(cs.w, rng)};
-    std::vector<int> ops{ix, iw};
-    if (cs.bias) {
-      ops.push_back(g.add_input({{cout}, DType::Float32}, "b"));
-      in.push_back(random_tensor({cout}, rng));
-    }
-    dsl::Attrs a{{"stride", cs.stride},
-                 {"padding", cs.pad},
-                 {"output_padding", cs.out_pad},
-                 {"dilation", cs.dil},
-                 {"groups", cs.groups}};
-    if (cs.channels_last) a["channels_last"] = int64_t{1};
-    int y = g.add("conv_transpose2d", ops, a);
-    if (cs.residual) {
-      const Shape ys = g.value(y).type.shape;
-      const int r = g.add_input(dsl::TensorType{ys, DType::Float32}, "r");
-      in.push_back(random_tensor(ys, rng));
-      y = g.add("add", {y, r});
-    }
-    if (cs.relu) y = g.add("relu", {y});
-    g.mark_output(y);
-    const std::string what = "conv_transpose " + dsl::shape_str(cs.x) + (cs.x_nhwc ? " NHWC" : "") + " * " +
-                             dsl::shape_str(cs.w) + " groups " + std::to_string(cs.groups) +
-                             (cs.channels_last ? " -> NHWC" : "");
-    check_plan(g, in, what, plan_conv, reference_conv_transpose, [&](const jit::ConvCall& c) {
-      std::string why;
-      EXPECT_TRUE(c.problem.transposed) << what;
-      EXPECT_TRUE(rc::cudnn::supported(c.problem, &why)) << what << ": " << why;
-      EXPECT_EQ(c.problem.w_nhwc, cs.channels_last) << what;
-      EXPECT_EQ(c.problem.bias, cs.bias) << what;
-      EXPECT_EQ(c.problem.residual, cs.residual) << what;
-      EXPECT_EQ(c.problem.relu, cs.relu) << what;
-    });
-  }
+  for (const ConvCase& cs : cases) check_conv_case("conv_transpose2d", cs, reference_conv_transpose, rng);
 }
