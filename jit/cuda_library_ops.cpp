@@ -12,6 +12,7 @@
 #include "runtime/cublaslt.h"
 #include "runtime/cuda_stream.h"
 #include "runtime/cudnn.h"
+#include "scheduler/library_patterns.h"
 
 namespace flow::jit {
 
@@ -270,10 +271,6 @@ FilterCache& filter_cache() {
   return *cache;
 }
 
-}  // namespace
-
-namespace {
-
 // The bias operand and the fused epilogue of a convolution step into call and p.
 void plan_conv_epilogue(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out,
                         rc::cudnn::ConvProblem& p, ConvCall& call) {
@@ -285,20 +282,6 @@ void plan_conv_epilogue(const LibraryStep& step, const std::vector<const Tensor*
   p.relu = e.relu;
   call.bias = bias ? bias->data() : nullptr;
   call.z = e.residual ? e.residual->data() : nullptr;
-}
-
-// The window attributes both convolutions share: groups, padding, stride and dilation.
-void set_window(rc::cudnn::ConvProblem& p, const dsl::Attrs& at, const std::string& op) {
-  const std::vector<int64_t> pad = dsl::attr_ints(at, "padding", op);
-  const std::vector<int64_t> stride = dsl::attr_ints(at, "stride", op);
-  const std::vector<int64_t> dil = dsl::attr_ints(at, "dilation", op);
-  p.groups = dsl::attr_int(at, "groups", op);
-  p.pad_h = pad[0];
-  p.pad_w = pad[1];
-  p.stride_h = stride[0];
-  p.stride_w = stride[1];
-  p.dil_h = dil[0];
-  p.dil_w = dil[1];
 }
 
 // A 3-D [C, H, W] tensor as [1, C, H, W]; 4-D ones as they are.
@@ -340,80 +323,59 @@ Tensor output_as_nchw(const Tensor& out, bool nhwc) {
   return view_of(out, {o[0], o[3], o[1], o[2]}, {out.strides[0], out.strides[3], out.strides[1], out.strides[2]});
 }
 
-// conv_transpose2d as cuDNN's backward data of the convolution that maps its output's shape to its
-// input's (runtime/cudnn.h, ConvProblem::transposed), NHWC when the layout pass made it
-// channels_last (half precision on CUDA), else NCHW.
-ConvCall plan_transposed_conv_call(const LibraryStep& step, const std::vector<const Tensor*>& values) {
-  ConvCall call;
-  HeldTensors& held = call.held;
-  const bool nhwc = channels_last(step.attrs);
-  const Tensor& out0 = bound_value(values, step.output);
-  const Tensor out = output_as_nchw(out0, nhwc);
-  const Tensor x = input_in_layout(batched(bound_value(values, step.operands.at(0))), nhwc, held);
-  const Tensor& w0 = bound_value(values, step.operands.at(1));
-  if (w0.sizes.size() != 4) throw std::logic_error("conv_transpose2d on CUDA: weights are not [C_in, C_out/g, R, S]");
-  rc::cudnn::ConvProblem p;
-  p.transposed = true;
-  p.n = out.sizes[0];
-  p.c = out.sizes[1];
-  p.h = out.sizes[2];
-  p.w = out.sizes[3];
-  p.k = x.sizes[1];
-  p.r = w0.sizes[2];
-  p.s = w0.sizes[3];
-  set_window(p, step.attrs, step.op);
-  p.out_h = x.sizes[2];
-  p.out_w = x.sizes[3];
-  p.dtype = library_data_type(out.dtype);
-  p.x_strides = nhwc ? nhwc_strides(out.sizes) : nchw_strides(out.sizes);
-  p.y_strides = nhwc ? nhwc_strides(x.sizes) : nchw_strides(x.sizes);
-  p.w_nhwc = nhwc;
-  plan_conv_epilogue(step, values, out0, p, call);
-  call.problem = p;
-  call.x = x.data();
-  call.w = filter_in_layout(step, w0, nhwc, held).data();
-  call.y = out.data();
-  return call;
-}
-
 }  // namespace
 
+// conv2d, and conv_transpose2d as cuDNN's backward data of the convolution from its output's shape
+// to its input's (runtime/cudnn.h, ConvProblem::transposed). Either is described in the forward
+// convolution's terms: its input X (n, c, h, w) is the step's input, or a transposed step's output;
+// its output Y (n, k, out_h, out_w) the other. x, y and the filter share one layout, the output's:
+// NHWC when the layout pass made the step channels_last, else NCHW.
 ConvCall plan_conv_call(const LibraryStep& step, const std::vector<const Tensor*>& values) {
-  if (step.op == "conv_transpose2d") return plan_transposed_conv_call(step, values);
   ConvCall call;
   HeldTensors& held = call.held;
-  const Tensor& out = bound_value(values, step.output);
   const dsl::Attrs& at = step.attrs;
+  const bool transposed = step.op == "conv_transpose2d";
   const Tensor& w0 = bound_value(values, step.operands.at(1));
-  if (w0.sizes.size() != 4) throw std::logic_error("conv2d on CUDA: weights are not [K, C, R, S]");
-  const std::vector<int64_t> pad = dsl::attr_ints(at, "padding", "conv2d");
+  if (w0.sizes.size() != 4) throw std::logic_error(step.op + " on CUDA: weights are not 4-D");
+  const std::vector<int64_t> pad = dsl::attr_ints(at, "padding", step.op);
   if (const dsl::AttrValue* pe = dsl::attr_find(at, "padding_end"); pe && std::get<std::vector<int64_t>>(*pe) != pad)
     throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
                        "conv2d on CUDA: asymmetric padding (padding='same' with an even kernel) is not supported by "
                        "cuDNN's convolution; pad the input explicitly");
-  // cuDNN's convolution wants x, y and the filter in one layout: the output's (NHWC when the layout
-  // pass made this conv channels_last). An input in the other layout is copied into it first.
+  const std::vector<int64_t> stride = dsl::attr_ints(at, "stride", step.op);
+  const std::vector<int64_t> dil = dsl::attr_ints(at, "dilation", step.op);
   const bool nhwc = channels_last(at);
-  const Tensor x = input_in_layout(batched(bound_value(values, step.operands.at(0))), nhwc, held);
+  const Tensor& out0 = bound_value(values, step.output);
+  const Tensor out = output_as_nchw(out0, nhwc);
+  const Tensor in = input_in_layout(batched(bound_value(values, step.operands.at(0))), nhwc, held);
+  const Tensor& fx = transposed ? out : in;  // the forward convolution's input
+  const Tensor& fy = transposed ? in : out;  // and output
+  auto layout_strides = [&](const Shape& s) { return nhwc ? nhwc_strides(s) : nchw_strides(s); };
   rc::cudnn::ConvProblem p;
-  p.n = x.sizes[0];
-  p.c = x.sizes[1];
-  p.h = x.sizes[2];
-  p.w = x.sizes[3];
-  p.k = w0.sizes[0];
+  p.transposed = transposed;
+  p.n = fx.sizes[0];
+  p.c = fx.sizes[1];
+  p.h = fx.sizes[2];
+  p.w = fx.sizes[3];
+  p.k = w0.sizes[0];  // conv2d's [K, C/g, R, S]; conv_transpose2d's [C_in, C_out/g, R, S]
   p.r = w0.sizes[2];
   p.s = w0.sizes[3];
-  set_window(p, at, step.op);
+  p.groups = dsl::attr_int(at, "groups", step.op);
+  p.pad_h = pad[0];
+  p.pad_w = pad[1];
+  p.stride_h = stride[0];
+  p.stride_w = stride[1];
+  p.dil_h = dil[0];
+  p.dil_w = dil[1];
+  p.out_h = fy.sizes[2];
+  p.out_w = fy.sizes[3];
   p.dtype = library_data_type(out.dtype);
-  p.x_strides = nhwc ? nhwc_strides(x.sizes) : nchw_strides(x.sizes);
-  p.out_h = rc::cudnn::conv_out_size(p.h, p.pad_h, p.dil_h, p.r, p.stride_h);
-  p.out_w = rc::cudnn::conv_out_size(p.w, p.pad_w, p.dil_w, p.s, p.stride_w);
-  const Shape y_nchw{p.n, p.k, p.out_h, p.out_w};
-  p.y_strides = nhwc ? nhwc_strides(y_nchw) : nchw_strides(y_nchw);
+  p.x_strides = layout_strides(fx.sizes);
+  p.y_strides = layout_strides(fy.sizes);
   p.w_nhwc = nhwc;
-  plan_conv_epilogue(step, values, out, p, call);
+  plan_conv_epilogue(step, values, out0, p, call);
   call.problem = p;
-  call.x = x.data();
+  call.x = in.data();
   call.w = filter_in_layout(step, w0, nhwc, held).data();
   call.y = out.data();
   return call;
@@ -469,7 +431,7 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
 void run_cuda_library_group(const dsl::Graph& g, const LibraryStep& step, const std::vector<const Tensor*>& values,
                             runtime::onednn::ImplInfo* info) {
   (void)g;
-  if (step.op == "conv2d" || step.op == "conv_transpose2d") return run_conv(step, values, info);
+  if (sched::is_convolution(step.op)) return run_conv(step, values, info);
   if (step.op == "matmul" || step.op == "linear") return run_gemm(step, values);
   throw dsl::OpError(dsl::OpError::Kind::NotImplemented, "op '" + step.op + "' has no CUDA library implementation");
 }

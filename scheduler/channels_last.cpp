@@ -5,6 +5,7 @@
 
 #include "dsl/graph_replay.h"
 #include "dsl/op_table.h"
+#include "scheduler/library_patterns.h"
 
 namespace flow::sched {
 namespace {
@@ -13,17 +14,13 @@ const std::vector<int64_t> kToNchw{0, 3, 1, 2};  // permute dims: NHWC value -> 
 const std::vector<int64_t> kToNhwc{0, 2, 3, 1};  // permute dims: NCHW value -> NHWC view
 constexpr int64_t kNhwcPos[4] = {0, 3, 1, 2};    // where NCHW dim d sits in NHWC order
 
-bool is_conv(const dsl::Node& n) {
-  return n.op == "conv2d" || n.op == "conv_transpose2d";
-}
-
 // CPU: float32 and half convolutions (oneDNN's brgconv; bf16 on AVX-512/AMX). CUDA: half-precision
 // ones (cuDNN's tensor-core kernels want NHWC; its float32 kernels run NCHW as fast, so those stay),
 // transposed ones included (cuDNN's backward data), so that a U-Net decoder's upsampling between
 // NHWC convolutions needs no transposes. Transposed convolutions stay NCHW on the CPU, where
 // oneDNN 2.6's NHWC deconvolution was not measured.
 bool convertible_conv(const dsl::Graph& g, const dsl::Node& n, dsl::Target target) {
-  if (!is_conv(n) || dsl::attr_find(n.attrs, "channels_last")) return false;
+  if (!is_convolution(n.op) || dsl::attr_find(n.attrs, "channels_last")) return false;
   if (n.op == "conv_transpose2d" && target != dsl::Target::CUDA) return false;
   const dsl::TensorType& x = g.value(n.inputs[0]).type;
   if (x.shape.size() != 4) return false;
@@ -131,7 +128,7 @@ ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target) {
         allowed[p.id] = false;
         changed = true;
       }
-      if (!is_conv(p))
+      if (!is_convolution(p.op))
         for (int i : p.inputs) changed = self(i, self) || changed;
       return changed;
     };
@@ -199,7 +196,7 @@ ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target) {
     const int v = n.outputs[0];
     const dsl::Shape& shape = g.value(v).type.shape;
     int made = -1;
-    if (is_conv(n)) {
+    if (is_convolution(n.op)) {
       std::vector<int> ins;
       for (int i : n.inputs) ins.push_back(nchw(i));  // an NHWC input: its view, read as NHWC strides
       dsl::Attrs a = n.attrs;

@@ -174,14 +174,10 @@ const std::map<std::string, Translate>& epilogue_table() {
 
 // ---- CUDA: cuDNN and cuBLASLt epilogues ------------------------------------------------------------
 
-bool is_convolution(const Node& lib) {
-  return lib.op == "conv2d" || lib.op == "conv_transpose2d";
-}
-
 // The dim of the library output that a bias runs along: the channel dim of a convolution (last
 // under channels_last), the last dim of a matrix product.
 size_t bias_dim(const Node& lib, size_t rank) {
-  if (is_convolution(lib)) {
+  if (is_convolution(lib.op)) {
     const dsl::AttrValue* cl = dsl::attr_find(lib.attrs, "channels_last");
     const int64_t* v = cl ? std::get_if<int64_t>(cl) : nullptr;
     if (v && *v != 0) return rank - 1;
@@ -191,14 +187,14 @@ size_t bias_dim(const Node& lib, size_t rank) {
 }
 
 bool library_has_bias(const Node& lib) {
-  return (is_convolution(lib) || lib.op == "linear") && lib.inputs.size() > 2;
+  return (is_convolution(lib.op) || lib.op == "linear") && lib.inputs.size() > 2;
 }
 
 // The CUDA epilogue grammar: y = act(lib(x) [+ bias] [+ residual]), each at most once, the
 // activation last. cuDNN (conv2d) takes relu; cuBLASLt (matmul, linear) relu and the tanh GELU.
 Steps cuda_epilogue(const Graph& g, const Node& lib, int chain, const Node& n, const std::vector<EpilogueStep>& so_far,
                     std::string& why) {
-  const bool gemm = !is_convolution(lib);
+  const bool gemm = !is_convolution(lib.op);
   bool has_bias = library_has_bias(lib), has_residual = false, has_activation = false;
   for (const EpilogueStep& e : so_far) {
     if (e.alg == PostOpAlg::Add && e.scalar < 0) {
@@ -270,6 +266,10 @@ const std::vector<LibraryPattern>& library_patterns() {
       {"embedding_bag", dsl::Target::CUDA, "flow embedding_bag", {}, /*flow_own=*/true},
   };
   return table;
+}
+
+bool is_convolution(const std::string& op) {
+  return op == "conv2d" || op == "conv_transpose2d";
 }
 
 const LibraryPattern* find_library_pattern(const std::string& op, dsl::Target target) {

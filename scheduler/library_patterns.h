@@ -77,6 +77,9 @@ struct LibraryPattern {
 const std::vector<LibraryPattern>& library_patterns();
 const LibraryPattern* find_library_pattern(const std::string& op, dsl::Target target);
 
+// conv2d or conv_transpose2d: the library ops with a channel dim, a per-channel bias and a layout.
+bool is_convolution(const std::string& op);
+
 // May elementwise node `n`, which reads `chain` (the current output of a library group whose
 // library node is `lib` and whose epilogue so far is `so_far`), join that group's epilogue? Checks rules (b) and (c):
 // the op is in the table, its other operand is a constant scalar or a float32 tensor broadcasting to the output, and

@@ -240,18 +240,13 @@ class _Variant:
                 t = self._resolve(kind, x, None, state)
                 c = t._c if isinstance(t, Tensor) else None
                 self.guards.append([kind, x, self._meta(t), weakref.ref(c) if c is not None else None])
-        # The fast path of check() and bound() (see _refresh_fast): valid while the module state's
-        # version is _fast_version. Weak references too, like the guards': a variant no longer
-        # called keeps no replaced weights alive.
-        self._fast_version = None
-        self._fast_rebinds = -1  # rebinds() when the guarded tensors were last seen unchanged
-        self._fast_guarded = []  # weak references to the guarded Tensors, in guard order
-        self._fast_seen = []  # weak references to their flow._C tensors at the last full check
-        self._fast_sources = []  # per graph input: its flat argument index (int) or a weak reference to its Tensor
+        # (structure_version(), rebinds()) at the last full check that passed (None: none yet, or
+        # the module holds a store that does not count its changes): check()'s fast path.
+        self._checked_epoch = None
         # (epoch, the graph inputs of the last call with the arguments' slots emptied), valid while
         # (structure_version(), rebinds()) is that epoch: a call then only fills in its arguments.
         # One tuple, so that another thread never pairs one call's inputs with another's epoch.
-        # Dropped at every counted change (_drop_templates).
+        # Dropped at every counted change (_drop_stale_bindings).
         self._template = None
         self._arg_slots = [(slot, x) for slot, (kind, x) in enumerate(bindings) if kind == "arg"]
 
@@ -272,26 +267,17 @@ class _Variant:
         """The module state of this call if every non-argument input still matches what was traced
         (shape, dtype, layout), else None.
 
-        Fast path: while no module structure changed (the state's version) the guarded Tensors are
-        the ones of the last check, and when each still holds the flow._C tensor it held then, all
-        guards pass (a flow._C tensor never changes its meta). When no Tensor anywhere was given
-        another flow._C tensor since (flow._tensor.rebinds()), that holds without looking; else a
-        list comparison of those, instead of one Python-level guard at a time. (Touching each
-        guarded Tensor cost ~100 us per MobileNetV3 call: after the model's kernels ran, every
-        one of those objects was a cache miss.)"""
+        Fast path: while no module structure changed and no Tensor anywhere was given another
+        flow._C tensor (flow/_epoch.py) since the last full check passed, the guarded inputs are the
+        same flow._C tensors, whose meta never changes: all guards pass without touching one.
+        (Touching each guarded Tensor cost ~100 us per MobileNetV3 call: after the model's kernels
+        ran, every one of those objects was a cache miss.)"""
         now_rebinds = rebinds()  # before anything is read: a later rebind is seen by the next call
         state = self.module_state.get() if self.uses_module else {}
         version = self.module_state.version if self.uses_module else 0
-        if version is not None and version == self._fast_version:
-            if now_rebinds == self._fast_rebinds:
-                return state
-            try:
-                now = [r()._c for r in self._fast_guarded]
-            except AttributeError:  # a guarded Tensor is gone (the full check below says what changed)
-                now = None
-            if now is not None and now == [r() for r in self._fast_seen]:
-                self._fast_rebinds = now_rebinds
-                return state
+        epoch = (version, now_rebinds) if version is not None else None
+        if epoch is not None and epoch == self._checked_epoch:
+            return state
         for guard in self.guards:
             kind, x, meta, seen = guard
             t = self._resolve(kind, x, None, state)
@@ -301,23 +287,8 @@ class _Variant:
             if self._meta(t) != meta:
                 return None
             guard[3] = weakref.ref(c) if c is not None else None
-        self._refresh_fast(state, version, now_rebinds)
+        self._checked_epoch = epoch
         return state
-
-    def _refresh_fast(self, state, version, rebinds_then):
-        """Arms the fast path for `version` when every guarded input is a tensor: the flow._C
-        tensors the guards just checked (their weak references), as of `rebinds_then`."""
-        self._fast_version = None
-        guarded = [self._resolve(kind, x, None, state) for kind, x, _, _ in self.guards]
-        if version is None or not all(isinstance(t, Tensor) and seen is not None
-                                      for t, (_, _, _, seen) in zip(guarded, self.guards)):
-            return
-        self._fast_guarded = [weakref.ref(t) for t in guarded]
-        self._fast_seen = [seen for _, _, _, seen in self.guards]
-        self._fast_sources = [x if kind == "arg" else weakref.ref(self._resolve(kind, x, None, state))
-                              for kind, x in self.bindings]
-        self._fast_rebinds = rebinds_then
-        self._fast_version = version
 
     def bound(self, flat, state):
         """The graph inputs of a call (flow._C tensors), in graph-input order."""
@@ -328,16 +299,8 @@ class _Variant:
             for slot, i in self._arg_slots:
                 inputs[slot] = flat[i]._c
             return inputs
-        version = self.module_state.version if self.uses_module else 0
-        inputs = None
-        if version is not None and version == self._fast_version:
-            try:  # the referents are alive: check() just saw them
-                inputs = [flat[s]._c if s.__class__ is int else s()._c for s in self._fast_sources]
-            except AttributeError:
-                pass
-        if inputs is None:
-            inputs = [self._resolve(kind, x, flat, state)._c for kind, x in self.bindings]
-        if version is not None:  # the module's stores count their changes: the epoch tells them
+        inputs = [self._resolve(kind, x, flat, state)._c for kind, x in self.bindings]
+        if not self.uses_module or self.module_state.version is not None:  # the epoch tells every change
             template = inputs[:]
             for slot, _ in self._arg_slots:
                 template[slot] = None  # a template keeps no argument alive

@@ -31,6 +31,7 @@ from . import _dtype as D
 from ._dispatch import TraceContext, current_trace, dispatch1  # noqa: F401  (TraceContext re-exported for tools)
 from ._errors import TraceError, trace_error
 
+
 def rebind(t, c):
     """Makes concrete Tensor `t` hold flow._C tensor `c`, counted (flow/_epoch.py) after the change:
     the only way an existing Tensor's shape, dtype or strides change."""

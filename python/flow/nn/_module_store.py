@@ -2,24 +2,17 @@
 
 Note: every change to any module's parameters, buffers or children (assignment, deletion,
 register_*, ``_apply``, direct writes to ``module._parameters[...]``) bumps one process-wide
-counter (flow/_epoch.py), after the change, so that flow.jit can reuse its name -> tensor walk of a module tree for as long as the
-counter stands still. The walk cost ~0.3 ms per call on MobileNetV3 (267 tensors under ~200
-modules), more than the rest of the call's Python together. One counter for all trees: a change
-in an unrelated model only costs the next call one walk.
-
-A tensor's *data* (``param.data = ...``, in-place ops) is not structure; flow.jit guards it per
-tensor (flow/_jit.py).
+counter (flow/_epoch.py) after the change, so that flow.jit can reuse its name -> tensor walk of
+a module tree for as long as the counter stands still. The walk cost ~0.3 ms per call on
+MobileNetV3 (267 tensors under ~200 modules), more than the rest of the call's Python together.
+One counter for all trees: a change in an unrelated model only costs the next call one walk.
+(Module.__setattr__ counts a whole store replaced.)
 """
 from collections import OrderedDict
 
-from .._epoch import structure_changed, structure_version
+from .._epoch import structure_changed
 
-__all__ = ["ModuleStore", "structure_version", "mark_changed"]
-
-
-def mark_changed():
-    """Counts a change made other than through a ModuleStore's methods (a whole store replaced)."""
-    structure_changed()
+__all__ = ["ModuleStore"]
 
 
 class ModuleStore(OrderedDict):

@@ -49,10 +49,10 @@ def _lowest(dtype):
     return -math.inf if dtype.is_floating_point else builtins.int(np.iinfo(dtype.name).min)
 
 
-def max_with_indices(x, rows, cols):
+def max_with_indices(x, row_windows, col_windows):
     """(maximum, int64 index row * W + col into each [H, W] plane) of x [..., H, W] over the
-    windows of the position tables `rows` ([OH, kh] and first positions) and `cols` ([OW, kw] and
-    first positions).
+    windows of `row_windows` and `col_windows`: each a position table ([OH, kh], [OW, kw]) and the
+    windows' first positions, as pool_rows and adaptive_rows give them.
 
     Separable, kh + kw steps instead of kh * kw: a pass over each window row's columns keeps the
     row's maximum and its column, then a pass over the rows picks among those. It is torch's
@@ -62,7 +62,7 @@ def max_with_indices(x, rows, cols):
     and -inf."""
     from . import functional as F
 
-    (rows, r0), (cols, c0) = rows, cols
+    (rows, r0), (cols, c0) = row_windows, col_windows
     H, W = x.shape[-2], x.shape[-1]
     OH, kh = rows.shape
     OW, kw = cols.shape

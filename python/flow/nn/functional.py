@@ -247,8 +247,9 @@ def _dilate(v, dim, step):
 
 def _conv_transpose2d_as_conv2d(x, w, bias, stride, padding, output_padding, dilation, groups):
     """conv_transpose2d on CUDA when cuDNN's backward data cannot express it (output_padding at or
-    above the stride, below the dilation): the same sum as a stride-1 convolution over x with stride - 1 zeros between its elements, padded by
-    dilation * (k - 1) - padding (plus output_padding after), with each group's filter transposed
+    above the stride, below the dilation): the same sum as a stride-1 convolution over x with
+    stride - 1 zeros between its elements, padded by dilation * (k - 1) - padding (plus
+    output_padding after), with each group's filter transposed
     (in and out channels swapped) and flipped. Exact, but stride^2 more multiply-adds than
     cuDNN's backward data would do (the zeros); the filter's transform is weight-only work, done
     once for a frozen weight (docs/decisions.md)."""

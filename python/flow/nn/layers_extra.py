@@ -19,8 +19,7 @@ __all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LocalResponseN
            "ConstantPad2d", "ConstantPad3d", "ZeroPad1d", "ZeroPad3d", "ReflectionPad1d", "ReflectionPad2d",
            "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "CircularPad1d",
            "CircularPad2d", "CircularPad3d", "Fold", "Unfold", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "MaxUnpool1d",
-           "MaxUnpool2d", "LPPool1d",
-           "LPPool2d", "PairwiseDistance", "ChannelShuffle", "Bilinear", "EmbeddingBag", "AlphaDropout",
+           "MaxUnpool2d", "LPPool1d", "LPPool2d", "PairwiseDistance", "ChannelShuffle", "Bilinear", "EmbeddingBag", "AlphaDropout",
            "FeatureAlphaDropout", "Dropout1d", "Dropout2d", "Dropout3d", "UpsamplingNearest2d",
            "UpsamplingBilinear2d", "ConvTranspose1d", "ParameterDict"]
 

@@ -15,8 +15,9 @@ from collections import OrderedDict, namedtuple
 import numpy as np
 
 from .. import _dtype as D
+from .._epoch import structure_changed
 from .._tensor import Tensor
-from ._module_store import ModuleStore, mark_changed
+from ._module_store import ModuleStore
 
 
 class Parameter(Tensor):
@@ -138,7 +139,7 @@ class Module:
         else:
             if name in _STORES:  # a whole store replaced (empty, too): flow.jit's cached walks are stale
                 object.__setattr__(self, name, ModuleStore(value))
-                mark_changed()  # after the change: a reader seeing the count sees the new store
+                structure_changed()  # after the change: a reader seeing the count sees the new store
                 return
             object.__setattr__(self, name, value)
 
