@@ -473,6 +473,11 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs) const {
   return run_impl(inputs, {}, nullptr, nullptr, true);
 }
 
+std::vector<Tensor> Executable::run_checked(const std::vector<Tensor>& inputs) const {
+  if (graph_runner_) return graph_runner_->run(inputs);
+  return run_impl(inputs, {}, nullptr, nullptr, true, nullptr, /*check_inputs=*/false);
+}
+
 bool Executable::graph_captured() const {
   return graph_runner_ && graph_runner_->captured();
 }
@@ -522,16 +527,20 @@ std::string target_id(const CompileOptions& opt) {
 std::vector<Tensor> Executable::run_impl(const std::vector<Tensor>& inputs,
                                          const std::vector<std::pair<int, double>>& constants, const KernelHook* hook,
                                          const LibraryHook* library_hook, bool use_frozen_cache,
-                                         std::vector<Tensor>* keep_alive) const {
+                                         std::vector<Tensor>* keep_alive, bool check_inputs) const {
   const bool gpu = opt_.target == dsl::Target::CUDA;
   const auto dev = gpu ? runtime::DeviceType::CUDA : runtime::DeviceType::CPU;
   const Graph& g = graph_;
   if (inputs.size() != g.inputs().size())
     throw std::invalid_argument("expected " + std::to_string(g.inputs().size()) + " inputs, got " +
                                 std::to_string(inputs.size()));
+  // Values computed or re-viewed by this run; inputs are bound where the caller holds them (a
+  // copy each would be two allocations per weight per call).
   std::vector<Tensor> slots(g.values().size());
   std::vector<const Tensor*> bound(g.values().size(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {
+    bound[g.inputs()[i]] = &inputs[i];
+    if (!check_inputs) continue;
     const auto& want = g.value(g.inputs()[i]).type;
     if (inputs[i].sizes != want.shape || inputs[i].dtype != want.dtype)
       throw std::invalid_argument("input " + std::to_string(i) + " does not match the compiled signature " +
@@ -545,8 +554,6 @@ std::vector<Tensor> Executable::run_impl(const std::vector<Tensor>& inputs,
       if (inputs[i].sizes[d] > 1 && inputs[i].strides[d] != st[d])
         throw std::invalid_argument("input " + std::to_string(i) + " has strides " + dsl::shape_str(inputs[i].strides) +
                                     ", compiled for " + dsl::shape_str(st));
-    slots[g.inputs()[i]] = inputs[i];
-    bound[g.inputs()[i]] = &slots[g.inputs()[i]];
   }
   // Parameter-only groups: reuse their results while the frozen inputs are the ones they came from.
   const bool caching = !cached_values_.empty() && constants.empty();
@@ -675,9 +682,12 @@ std::vector<Tensor> Executable::run_impl(const std::vector<Tensor>& inputs,
     }
     outs.push_back(*bound[v]);
   }
-  if (keep_alive)
+  if (keep_alive) {
+    for (const Tensor& t : inputs)
+      if (t.storage) keep_alive->push_back(t);
     for (const Tensor& t : slots)
       if (t.storage) keep_alive->push_back(t);
+  }
   return outs;
 }
 

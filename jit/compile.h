@@ -91,6 +91,10 @@ class Executable {
   // reuses one Executable per signature this way.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs,
                           const std::vector<std::pair<int, double>>& constants) const;
+  // run() for inputs the caller has checked against the graph's inputs already (shapes, dtypes,
+  // devices, the compiled strides): skips those checks. A jitted model's weights are graph inputs,
+  // hundreds per call, and checked once each when a caller keeps them (python/py_executable.h).
+  std::vector<Tensor> run_checked(const std::vector<Tensor>& inputs) const;
 
   const dsl::Graph& graph() const { return graph_; }
   const sched::FusionPlan& plan() const { return plan_; }
@@ -145,7 +149,7 @@ class Executable {
   // (inputs, cached results, intermediates, outputs); the frozen-results cache must then be current.
   std::vector<Tensor> run_impl(const std::vector<Tensor>& inputs, const std::vector<std::pair<int, double>>& constants,
                                const KernelHook* hook, const LibraryHook* library_hook, bool use_frozen_cache,
-                               std::vector<Tensor>* keep_alive = nullptr) const;
+                               std::vector<Tensor>* keep_alive = nullptr, bool check_inputs = true) const;
   // Whether the frozen-results cache holds the results for these inputs' frozen inputs (or there
   // is nothing to cache).
   bool frozen_cache_current(const std::vector<Tensor>& inputs) const;

@@ -124,8 +124,20 @@ void bind_jit(py::module_& m) {
       py::arg("op"), py::arg("tensor"), py::arg("attrs") = py::dict(),
       "Runs a view op eagerly: a zero-copy alias of `tensor` (reshape of an unviewable layout copies)");
 
+  py::class_<PyInputTemplate>(m, "InputTemplate",
+                              "A compiled graph's inputs, checked, with the argument slots empty "
+                              "(Executable.template)")
+      .def_property_readonly("num_inputs", [](const PyInputTemplate& t) { return t.inputs.size(); })
+      .def_property_readonly("arg_slots", [](const PyInputTemplate& t) { return t.arg_slots; });
+
   py::class_<PyExecutable>(m, "Executable", "A compiled graph (flow::jit::Executable)")
       .def("run", &PyExecutable::run, py::arg("inputs"), "Runs the graph on inputs in graph-input order")
+      .def("template", &PyExecutable::make_template, py::arg("inputs"), py::arg("arg_slots"),
+           "Checks `inputs` (graph-input order) and keeps them with the slots `arg_slots` emptied, for "
+           "run_template")
+      .def("run_template", &PyExecutable::run_template, py::arg("template"), py::arg("args"),
+           "Runs on a template's inputs with `args` in its argument slots (checked; the template keeps "
+           "none of them)")
       .def(
           "explain", [](const PyExecutable& e, bool with_source) { return e.exe->explain(with_source); },
           py::arg("with_source") = true)

@@ -210,6 +210,10 @@ void bind_tensor(py::module_& m) {
             return t.storage->version();
           },
           "How many in-place writes the storage has seen (torch's Tensor._version)")
+      .def_property_readonly(
+          "_storage_refs", [](const Tensor& t) { return t.storage ? t.storage.use_count() : 0L; },
+          "How many flow._C tensors (views and copies held inside flow included) share this storage: for "
+          "tests of what keeps memory alive")
       .def(
           "bump_version",
           [](const Tensor& t) {

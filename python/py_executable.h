@@ -2,6 +2,7 @@
 // by the binding files (bind_jit.cpp defines the class, bind_autotune.cpp adds tuning).
 #pragma once
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -21,40 +22,104 @@ inline bool same_layout(const jit::Tensor& t, const std::vector<int64_t>& expect
   return true;
 }
 
+// The graph inputs of a jitted call that stay the same from call to call (a module's weights: hundreds
+// of them) with the argument slots empty, checked once when made. A call fills in its arguments,
+// checks only those, and runs: no Python list of every input is converted, and no weight is checked,
+// copied or touched from Python (after a model's kernels ran, every such object is a cache miss).
+struct PyInputTemplate {
+  std::vector<jit::Tensor> inputs;  // argument slots hold empty tensors between calls
+  std::vector<size_t> arg_slots;
+  std::mutex busy;  // held by the call running on `inputs`; a concurrent call runs on a copy
+};
+
 // An Executable with the input strides it was compiled for.
 struct PyExecutable {
   std::shared_ptr<jit::Executable> exe;
   std::vector<std::vector<int64_t>> input_strides;
 
+  // Raises ValueError unless `t` matches graph input i: shape, dtype, device and compiled strides.
+  void check_input(size_t i, const jit::Tensor& t) const {
+    const dsl::Graph& g = exe->graph();
+    const dsl::TensorType& want = g.value(g.inputs()[i]).type;
+    const std::string what = "Executable.run: input " + std::to_string(i);
+    if (!t.storage) throw py::value_error(what + " has no storage");
+    if (t.sizes != want.shape || t.dtype != want.dtype) {
+      throw py::value_error(what + " is " + dsl::dtype_name(t.dtype) + dsl::shape_str(t.sizes) +
+                            " but the graph was compiled for " + want.str());
+    }
+    const runtime::DeviceType device =
+        exe->options().target == dsl::Target::CUDA ? runtime::DeviceType::CUDA : runtime::DeviceType::CPU;
+    if (t.device() != device) {
+      throw py::value_error(what + " is on " + runtime::device_type_name(t.device()) + ", the graph was compiled for " +
+                            runtime::device_type_name(device));
+    }
+    const std::vector<int64_t> expected =
+        input_strides[i].empty() ? jit::contiguous_strides_of(t.sizes) : input_strides[i];
+    if (expected.size() != t.strides.size() || !same_layout(t, expected)) {
+      throw py::value_error(what + " has strides " + dsl::shape_str(t.strides) +
+                            " but the graph was compiled for strides " + dsl::shape_str(expected));
+    }
+  }
+
   // Raises ValueError unless `inputs` match the graph's inputs and the compiled strides.
   void check_inputs(const std::vector<jit::Tensor>& inputs) const {
-    const dsl::Graph& g = exe->graph();
-    if (inputs.size() != g.inputs().size()) {
-      throw py::value_error("Executable.run: expected " + std::to_string(g.inputs().size()) + " inputs, got " +
+    const size_t n = exe->graph().inputs().size();
+    if (inputs.size() != n) {
+      throw py::value_error("Executable.run: expected " + std::to_string(n) + " inputs, got " +
                             std::to_string(inputs.size()));
     }
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const jit::Tensor& t = inputs[i];
-      const dsl::TensorType& want = g.value(g.inputs()[i]).type;
-      if (!t.storage) throw py::value_error("Executable.run: input " + std::to_string(i) + " has no storage");
-      if (t.sizes != want.shape || t.dtype != want.dtype) {
-        throw py::value_error("Executable.run: input " + std::to_string(i) + " is " + dsl::dtype_name(t.dtype) +
-                              dsl::shape_str(t.sizes) + " but the graph was compiled for " + want.str());
-      }
-      const std::vector<int64_t> expected =
-          input_strides[i].empty() ? jit::contiguous_strides_of(t.sizes) : input_strides[i];
-      if (expected.size() != t.strides.size() || !same_layout(t, expected)) {
-        throw py::value_error("Executable.run: input " + std::to_string(i) + " has strides " +
-                              dsl::shape_str(t.strides) + " but the graph was compiled for strides " +
-                              dsl::shape_str(expected));
-      }
-    }
+    for (size_t i = 0; i < inputs.size(); ++i) check_input(i, inputs[i]);
   }
 
   std::vector<jit::Tensor> run(const std::vector<jit::Tensor>& inputs) const {
     check_inputs(inputs);
     py::gil_scoped_release release;
-    return exe->run(inputs);
+    return exe->run_checked(inputs);
+  }
+
+  // A template of `inputs` (all checked) with the slots `arg_slots` emptied.
+  std::unique_ptr<PyInputTemplate> make_template(std::vector<jit::Tensor> inputs,
+                                                 const std::vector<size_t>& arg_slots) const {
+    check_inputs(inputs);
+    auto tmpl = std::make_unique<PyInputTemplate>();
+    for (size_t slot : arg_slots) {
+      if (slot >= inputs.size()) throw py::value_error("Executable.template: argument slot out of range");
+      inputs[slot] = jit::Tensor();
+    }
+    tmpl->inputs = std::move(inputs);
+    tmpl->arg_slots = arg_slots;
+    return tmpl;
+  }
+
+  // Runs on `tmpl`'s inputs with `args` (flow._C tensors, in the order of its argument slots).
+  std::vector<jit::Tensor> run_template(PyInputTemplate& tmpl, const py::list& args) const {
+    if (args.size() != tmpl.arg_slots.size()) {
+      throw py::value_error("Executable.run_template: expected " + std::to_string(tmpl.arg_slots.size()) +
+                            " arguments, got " + std::to_string(args.size()));
+    }
+    std::unique_lock<std::mutex> lock(tmpl.busy, std::try_to_lock);
+    std::vector<jit::Tensor> copy;
+    if (!lock.owns_lock()) copy = tmpl.inputs;
+    std::vector<jit::Tensor>& inputs = lock.owns_lock() ? tmpl.inputs : copy;
+    // Empties the argument slots again on the way out (with the GIL held: declared before the
+    // release), so that the template keeps no argument alive.
+    struct EmptySlots {
+      std::vector<jit::Tensor>& inputs;
+      const std::vector<size_t>& slots;
+      ~EmptySlots() {
+        for (size_t s : slots) inputs[s] = jit::Tensor();
+      }
+    } empty_slots{inputs, tmpl.arg_slots};
+    for (size_t k = 0; k < args.size(); ++k) {
+      const size_t slot = tmpl.arg_slots[k];
+      if (!py::isinstance<jit::Tensor>(args[k])) {
+        throw py::type_error("Executable.run_template: argument " + std::to_string(k) + " is not a flow._C.Tensor");
+      }
+      inputs[slot] = args[k].cast<const jit::Tensor&>();
+      check_input(slot, inputs[slot]);
+    }
+    py::gil_scoped_release release;
+    return exe->run_checked(inputs);
   }
 };
 

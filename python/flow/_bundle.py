@@ -23,10 +23,12 @@ import tempfile
 
 from . import _C
 from . import amp as _amp
-from ._jit import JitFunction, JitModule, _flatten, _layout_key, _module_tensors, build_outputs
+from ._epoch import structure_changed
+from ._jit import JitFunction, JitModule, _flatten, _layout_key, _module_tensors, build_outputs, run_executable
 from ._profile import check_repeats, profile_executable
 from ._safetensors import load_file, save_file
 from ._tensor import Tensor
+from .nn._module_store import ModuleStore
 
 __all__ = ["save", "load", "LoadedModel", "BUNDLE_FORMAT"]
 
@@ -202,6 +204,8 @@ class _LoadedVariant:
         self.exe, self.bindings = exe, bindings
         self.out_spec, self.out_leaves = out_spec, out_leaves
         self.mutations = mutations  # [(weight name, output index)]: written back after each run
+        self._arg_slots = [(slot, x) for slot, (kind, x) in enumerate(bindings) if kind == "arg"]
+        self._template = None  # flow._jit.run_executable
 
     def matches(self, spec, flat, device):
         if spec != self.spec or len(flat) != len(self.leaves):
@@ -226,17 +230,27 @@ class LoadedModel:
         self.path = path
         self.device = device  # where inputs must live (the bundle's device, or load(target=...))
         self.manifest = manifest
-        self.weights = weights
+        self.weights = weights  # a ModuleStore (the property below)
         self._variants = variants
         self.num_compiled = num_compiled
         self.num_kernels = num_kernels
         self.target_matches = target_matches
         self.training = False
 
+    @property
+    def weights(self):
+        """name -> tensor; assigning an entry (or the whole dict) binds the new tensor at the next call."""
+        return self._weights
+
+    @weights.setter
+    def weights(self, value):
+        self._weights = ModuleStore(value)
+        structure_changed()  # the variants' input templates hold the old weights (an empty dict sets nothing)
+
     def __call__(self, *args, **kwargs):
         flat, spec = _flatten((args, kwargs))
         v = self._select(flat, spec)
-        outs = v.exe.run(self._inputs(v, flat))
+        outs = run_executable(v, flat, lambda: self._inputs(v, flat))
         for name, k in v.mutations:
             self.weights[name].copy_(Tensor._wrap(outs[k]))
 

@@ -254,3 +254,34 @@ def test_loaded_model_folds_batch_norm_sees_weight_writes_and_profiles(tmp_path)
     assert np.abs(j(x).numpy() - ref.numpy()).max() > 1e-3
     prof = loaded.profile(x, repeats=2)
     assert sum(1 for s in prof.steps if s.kind == "library") == 4  # 3 convolutions and the Linear
+
+
+def test_loaded_model_binds_replaced_weights(tmp_path):
+    """A loaded model's repeated calls run on a kept input template (the weights, checked once):
+    a weight replaced in `weights`, given new data, or a whole new `weights` dict, is bound at the
+    next call, and a replaced weight is not kept alive."""
+    lin = nn.Linear(6, 4)
+    j = flow.jit(lin)
+    x = flow.randn(3, 6)
+    j(x)
+    flow.save(j, tmp_path / "lin")
+    loaded = flow.load(tmp_path / "lin")
+
+    def want():
+        w, b = loaded.weights["weight"].numpy(), loaded.weights["bias"].numpy()
+        return x.numpy() @ w.T + b
+
+    for _ in range(2):
+        np.testing.assert_allclose(loaded(x).numpy(), want(), rtol=1e-5, atol=1e-6)
+    old = loaded.weights["weight"]
+    refs = old._c._storage_refs
+    loaded.weights["weight"] = flow.randn(4, 6)
+    np.testing.assert_allclose(loaded(x).numpy(), want(), rtol=1e-5, atol=1e-6)
+    assert old._c._storage_refs < refs, "the loaded model keeps the replaced weight"
+    loaded.weights["bias"].data = flow.randn(4)
+    np.testing.assert_allclose(loaded(x).numpy(), want(), rtol=1e-5, atol=1e-6)
+    loaded.weights = {"weight": flow.randn(4, 6), "bias": flow.randn(4)}
+    np.testing.assert_allclose(loaded(x).numpy(), want(), rtol=1e-5, atol=1e-6)
+    loaded.weights["bias"] = flow.randn(5)
+    with pytest.raises(ValueError, match=r"input 2 is float32\[5\] but the graph was compiled for"):
+        loaded(x)

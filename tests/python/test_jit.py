@@ -370,6 +370,62 @@ def test_replaced_weights_are_not_kept_by_variants_not_called(gen):
     assert any(c is m.bias._c for c in v.bound(flat, v.check())), "a stale template bound the old bias"
 
 
+def test_calls_run_on_a_checked_input_template(gen):
+    """A repeated call passes only its arguments to the executable (the weights stay in a
+    flow._C.InputTemplate, checked once): the template has every graph input with the argument slots
+    empty, keeps no argument alive after the call, checks what is passed, and serves threads calling
+    at once (a second caller runs on a copy)."""
+    import threading
+
+    m = flow.nn.Sequential(flow.nn.Linear(8, 6), flow.nn.ReLU(), flow.nn.Linear(6, 3))
+    jm = flow.jit(m)
+
+    def want(x):
+        w0, b0, w2, b2 = (to_torch(t) for t in (m[0].weight, m[0].bias, m[2].weight, m[2].bias))
+        return torch.relu(x @ w0.T + b0) @ w2.T + b2
+
+    x = make((5, 8), torch.float32, gen)
+    assert_same(jm(to_flow(x)), want(x), rtol=3e-5, atol=1e-5)
+    v = jm._jit._latest
+    epoch, template = v._template
+    assert template.num_inputs == len(v.bindings) == 5
+    assert template.arg_slots == [slot for slot, (kind, _) in enumerate(v.bindings) if kind == "arg"]
+
+    arg = to_flow(make((5, 8), torch.float32, gen))
+    refs = arg._c._storage_refs
+    assert_same(jm(arg), want(to_torch(arg)), rtol=3e-5, atol=1e-5)
+    assert v._template[1] is template, "the call did not run on the kept template"
+    assert arg._c._storage_refs == refs, "the input template keeps the last call's argument alive"
+
+    with pytest.raises(ValueError, match=r"input 0 is float64\[5, 8\] but the graph was compiled for"):
+        v.exe.run_template(template, [to_flow(make((5, 8), torch.float64, gen))._c])
+    with pytest.raises(ValueError, match="has strides"):
+        v.exe.run_template(template, [to_flow(make((8, 5), torch.float32, gen)).t()._c])
+    with pytest.raises(ValueError, match="expected 1 arguments, got 2"):
+        v.exe.run_template(template, [to_flow(x)._c, to_flow(x)._c])
+    with pytest.raises(TypeError, match="not a flow._C.Tensor"):
+        v.exe.run_template(template, [x])
+    assert_same(jm(to_flow(x)), want(x), rtol=3e-5, atol=1e-5)  # a failed check leaves it usable
+
+    xs = [make((5, 8), torch.float32, gen) for _ in range(4)]
+    errors = []
+
+    def caller(k):
+        try:
+            for _ in range(40):
+                assert_same(jm(to_flow(xs[k])), want(xs[k]), rtol=3e-5, atol=1e-5, msg=f"thread {k}")
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=caller, args=(k,)) for k in range(len(xs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert jm.num_traces == 1
+
+
 def test_captured_tensors_rebound_by_data_or_out_are_seen(gen):
     """A tensor a function captures (not a module's): new data through `.data =` is used; an out=
     that resizes it retraces for its new shape."""
