@@ -1,8 +1,17 @@
-// Note: the two backends. The CPU backend exists only in builds with LLVM (FLOW_HAS_LLVM); the
-// CUDA backend compiles with NVRTC (loaded with dlopen) to a cubin, which jit/cuda_launch.cpp
-// loads through the driver API when the kernel first runs on a device.
+// Note: the backends. The CPU backend compiles with LLVM in builds that have it (FLOW_HAS_LLVM).
+// Without LLVM (the GPU machines' build), or with FLOW_CPU_BACKEND=interpreter, CPU kernels run on
+// the reference interpreter (dsl/interpreter.h): correct and slow, so that the CPU work a GPU
+// program still does (a model's initialization, say `randn(...) * 0.02`, before it moves to the
+// device) runs instead of failing; a warning says so once. (The environment switch lets the
+// builds with LLVM test that path.) The CUDA backend compiles with NVRTC (loaded with dlopen) to a
+// cubin, which jit/cuda_launch.cpp loads through the driver API when the kernel first runs on a
+// device.
 #include "jit/backend.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
 #include <stdexcept>
 
 #include "dsl/ir_visitor.h"
@@ -34,6 +43,42 @@ class LlvmBackend final : public Backend {
 };
 #endif
 
+// FLOW_CPU_BACKEND=interpreter (read once).
+bool interpreter_requested() {
+  static const bool requested = [] {
+    const char* e = std::getenv("FLOW_CPU_BACKEND");
+    return e != nullptr && std::strcmp(e, "interpreter") == 0;
+  }();
+  return requested;
+}
+
+// The "binary" is a marker naming the kernel: the loop nest itself (CompiledKernel::scheduled.func)
+// is what runs (launch_cpu).
+class InterpreterBackend final : public Backend {
+ public:
+  const char* name() const override { return "interpreter"; }
+  std::string host_target() const override { return "interpreter"; }
+  std::string compiler_id() const override { return "flow-interpreter"; }
+  std::string flags() const override { return "default"; }
+  std::string compile(const dsl::LoweredFunc& f, const CompileOptions&) const override { return kMarker + f.name; }
+  void load(CompiledKernel& k, const std::string& binary, const CompileOptions&) const override {
+    if (binary.rfind(kMarker, 0) != 0)
+      throw std::runtime_error("kernel " + k.scheduled.func.name + ": the cached entry is not an interpreter kernel");
+    static std::once_flag warned;
+    std::call_once(warned, [] {
+      std::fprintf(stderr, "[flow] warning: %s: CPU kernels run on the reference interpreter, correct but slow\n",
+                   interpreter_requested() ? "FLOW_CPU_BACKEND=interpreter"
+                                           : "this build of flow has no CPU code generator (LLVM 14 was not "
+                                             "found at configure time)");
+    });
+    k.interpreted = true;
+  }
+  std::string source(const dsl::LoweredFunc& f) const override { return dsl::to_string(f.body); }
+
+ private:
+  static constexpr const char* kMarker = "flow-interpreter-kernel:";
+};
+
 class NvrtcBackend final : public Backend {
  public:
   const char* name() const override { return "nvrtc"; }
@@ -58,11 +103,13 @@ const Backend& backend_for(dsl::Target t) {
     return cuda;
   }
 #ifdef FLOW_HAS_LLVM
-  static const LlvmBackend cpu;
-  return cpu;
-#else
-  throw std::runtime_error("this build of flow has no CPU code generator (LLVM 14 was not found at configure time)");
+  if (!interpreter_requested()) {
+    static const LlvmBackend cpu;
+    return cpu;
+  }
 #endif
+  static const InterpreterBackend interpreter;
+  return interpreter;
 }
 
 }  // namespace flow::jit

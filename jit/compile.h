@@ -65,6 +65,7 @@ struct CompiledKernel {
   std::string cuda_source;     // CUDA target
   std::string ptx;
   bool checks_indices = false;  // the body calls CheckIndex: the kernel takes an error word last
+  bool interpreted = false;     // CPU without LLVM: the reference interpreter runs scheduled.func
 };
 
 // The architecture of the current CUDA device ("sm_90"), or "sm_90" without a GPU.

@@ -29,7 +29,7 @@ TOL = {torch.float32: (2e-5, 2e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16:
 
 def to_flow_cuda(t: torch.Tensor) -> "flow.Tensor":
     """A flow CUDA tensor with t's values (through the host: flow and torch keep separate memory)."""
-    # Conversions run on the device: the GPU build has no CPU code generator.
+    # Conversions run on the device: the GPU build (no LLVM) runs CPU kernels on the slow interpreter.
     c = t.detach().cpu()
     if c.dtype == torch.bfloat16:
         return flow.tensor(c.float().numpy()).cuda().to(flow.bfloat16)

@@ -560,6 +560,8 @@ cudnnStatus_t CUDNNWINAPI cudnnGetConvolution2dForwardOutputDim(const cudnnConvo
                                                                 int* wo) {
   int out[4];
   output_dims(CV(conv), T(x), F(w), out);
+  if (out[2] <= 0 || out[3] <= 0)  // as cuDNN: a filter larger than the padded input has no output
+    return fail(CUDNN_STATUS_BAD_PARAM, "the dilated filter is larger than the padded input");
   *n = out[0];
   *c = out[1];
   *h = out[2];
