@@ -23,6 +23,7 @@
 #include "jit/log.h"
 #include "jit/scatter_op.h"
 #include "jit/sort_op.h"
+#include "runtime/dense_layout.h"
 #include "runtime/onednn.h"
 #include "scheduler/kernel_instance.h"
 
@@ -550,13 +551,8 @@ void run_linear(const LibraryStep& step, const std::vector<const Tensor*>& value
                  post, step.impl, info);
 }
 
-bool conv_src_ok(const Arg& a) {  // NCHW-dense or NHWC-dense
-  const auto& d = a.dims;
-  const auto& s = a.strides;
-  auto eq = [&](size_t i, int64_t v) { return d[i] == 1 || s[i] == v; };
-  const bool nchw = eq(3, 1) && eq(2, d[3]) && eq(1, d[2] * d[3]) && eq(0, d[1] * d[2] * d[3]);
-  const bool nhwc = eq(1, 1) && eq(3, d[1]) && eq(2, d[1] * d[3]) && eq(0, d[1] * d[2] * d[3]);
-  return nchw || nhwc;
+bool conv_src_ok(const Arg& a) {
+  return runtime::dense_nchw(a.dims, a.strides) || runtime::dense_nhwc(a.dims, a.strides);
 }
 
 void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out, HeldTensors& copies,

@@ -19,6 +19,7 @@
 #include <unordered_map>
 
 #include "runtime/buffer.h"
+#include "runtime/dense_layout.h"
 #include "runtime/parallel.h"
 
 #ifdef FLOW_HAVE_ONEDNN
@@ -804,11 +805,6 @@ void fix_scalar_ranks(std::vector<PostOp>& post, size_t rank) {
 
 // Whether a 4-D [N, C, H, W] tensor is dense with C innermost (NHWC memory); unit dims' strides
 // are free, as in torch.
-bool nhwc_dense(const std::vector<int64_t>& d, const std::vector<int64_t>& s) {
-  auto eq = [&](size_t i, int64_t v) { return d[i] == 1 || s[i] == v; };
-  return eq(1, 1) && eq(3, d[1]) && eq(2, d[1] * d[3]) && eq(0, d[1] * d[2] * d[3]);
-}
-
 // A [N, C, 1, 1] tensor (squeeze-and-excitation's pooled vector and its 1x1 convolutions) is NCHW
 // and NHWC at once, but oneDNN tells layouts apart by the strides of unit dims too: an "NCHW"
 // source against an "NHWC" destination got its reference implementation (MobileNetV3's 16 such
@@ -826,7 +822,7 @@ std::vector<int64_t> unit_spatial_strides(const std::vector<int64_t>& dims, cons
 memory::desc plain_conv_src_md(const std::vector<int64_t>& src_dims, const std::vector<int64_t>& src_strides,
                                const std::vector<int64_t>& dst_dims, const std::vector<int64_t>& dst_strides,
                                DataType t) {
-  const bool src_nhwc = nhwc_dense(src_dims, src_strides), dst_nhwc = nhwc_dense(dst_dims, dst_strides);
+  const bool src_nhwc = dense_nhwc(src_dims, src_strides), dst_nhwc = dense_nhwc(dst_dims, dst_strides);
   if (src_nhwc == dst_nhwc) return md_of(src_dims, src_strides, t);
   return memory::desc(Dims(src_dims.begin(), src_dims.end()), dnnl_type(t), dst_nhwc ? Tag::nhwc : Tag::nchw);
 }
