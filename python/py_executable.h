@@ -97,6 +97,8 @@ struct PyExecutable {
       throw py::value_error("Executable.run_template: expected " + std::to_string(tmpl.arg_slots.size()) +
                             " arguments, got " + std::to_string(args.size()));
     }
+    // The slots are written and emptied with the GIL held, and a concurrent caller copies the
+    // inputs with the GIL held: a copy never sees a slot half written.
     std::unique_lock<std::mutex> lock(tmpl.busy, std::try_to_lock);
     std::vector<jit::Tensor> copy;
     if (!lock.owns_lock()) copy = tmpl.inputs;
