@@ -1,5 +1,5 @@
 # The two commands: `make demo` and `make test`. Both install what is missing first.
-.PHONY: deps build demo test test-cpp test-python test-emulated-gpu bench gpu-check format clean
+.PHONY: deps build demo test test-cpp test-python test-emulated-gpu bench gpu-check gpu-rehearsal format clean
 
 BUILD ?= build
 PY := $(CURDIR)/.venv/bin/python
@@ -42,6 +42,11 @@ bench: build
 
 gpu-check:
 	bash tools/gpu_check.sh
+
+# gpu-check's build (no LLVM, no oneDNN, static libstdc++ in the module) with the GPU tests on the
+# emulated device: run it before a GPU session (tools/gpu_rehearsal.sh).
+gpu-rehearsal: build
+	BUILD=$(CURDIR)/$(BUILD) PYTHON=$(PY) bash tools/gpu_rehearsal.sh
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cc' '*.cuh')

@@ -93,16 +93,10 @@ print(":".join(d for p in nvidia.__path__ for d in sorted(glob.glob(os.path.join
   export FLOW_CUDA_LIB_PATH
 fi
 echo "FLOW_CUDA_LIB_PATH=${FLOW_CUDA_LIB_PATH:-}" >> "$OUT/env.log"
-# The Python module links libstdc++ statically and hides it: in the GPU host's Python process a
-# dynamically linked _C crashed in std::ostream number formatting (a libstdc++ clash) while the C++
-# test binaries ran fine (2026-11-30).
-cmake_args=(-S "$root" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DFLOW_WITH_LLVM=OFF -DFLOW_WERROR=OFF
-            -DFLOW_BUILD_EMULATED_DEVICE=OFF
-            -DPython_EXECUTABLE="$PY"
-            "-DCMAKE_MODULE_LINKER_FLAGS=-static-libstdc++ -static-libgcc -Wl,--exclude-libs,ALL")
-if [ -f "$root/.deps/include/xxhash.h" ] && [ ! -f /usr/include/xxhash.h ]; then
-  cmake_args+=(-DFLOW_XXHASH_INCLUDE_DIR="$root/.deps/include")
-fi
+# How the GPU machine configures flow (no LLVM; the module's libstdc++ static and hidden).
+# shellcheck source=tools/gpu_cmake_args.sh
+source "$root/tools/gpu_cmake_args.sh"
+gpu_cmake_args "$root" "$BUILD" "$PY"
 have_pybind=0
 if PYTHONPATH="$root/.deps${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m pybind11 --cmakedir > /dev/null 2>&1; then have_pybind=1; fi
 python_module=OFF
