@@ -27,7 +27,8 @@ inline bool same_layout(const jit::Tensor& t, const std::vector<int64_t>& expect
 // checks only those, and runs: no Python list of every input is converted, and no weight is checked,
 // copied or touched from Python (after a model's kernels ran, every such object is a cache miss).
 struct PyInputTemplate {
-  std::vector<jit::Tensor> inputs;  // argument slots hold empty tensors between calls
+  const jit::Executable* owner = nullptr;  // the executable whose inputs these are (checked for it)
+  std::vector<jit::Tensor> inputs;         // argument slots hold empty tensors between calls
   std::vector<size_t> arg_slots;
   std::mutex busy;  // held by the call running on `inputs`; a concurrent call runs on a copy
 };
@@ -86,6 +87,7 @@ struct PyExecutable {
       if (slot >= inputs.size()) throw py::value_error("Executable.template: argument slot out of range");
       inputs[slot] = jit::Tensor();
     }
+    tmpl->owner = exe.get();
     tmpl->inputs = std::move(inputs);
     tmpl->arg_slots = arg_slots;
     return tmpl;
@@ -93,6 +95,8 @@ struct PyExecutable {
 
   // Runs on `tmpl`'s inputs with `args` (flow._C tensors, in the order of its argument slots).
   std::vector<jit::Tensor> run_template(PyInputTemplate& tmpl, const py::list& args) const {
+    if (tmpl.owner != exe.get())  // its inputs were checked against another graph
+      throw py::value_error("Executable.run_template: the template was made by another executable");
     if (args.size() != tmpl.arg_slots.size()) {
       throw py::value_error("Executable.run_template: expected " + std::to_string(tmpl.arg_slots.size()) +
                             " arguments, got " + std::to_string(args.size()));

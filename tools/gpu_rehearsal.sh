@@ -27,14 +27,20 @@ fi
 # times kept, so that the reused build recompiles only what changed.
 rm -rf "$tree"
 mkdir -p "$tree"
-(cd "$root" && git ls-files -z --cached --others --exclude-standard | xargs -0 -r stat --printf '%n\0' 2>/dev/null |
+# (A tracked file deleted in the working tree is left out.)
+(cd "$root" && git ls-files -z --cached --others --exclude-standard |
+  while IFS= read -r -d '' f; do if [ -e "$f" ] || [ -L "$f" ]; then printf '%s\0' "$f"; fi; done |
   tar --null -T - -cf -) | tar -xf - -C "$tree"
 
 # shellcheck source=tools/gpu_cmake_args.sh
 source "$root/tools/gpu_cmake_args.sh"
-gpu_cmake_args "$tree" "$work/build" "$PY"
+gpu_cmake_args "$tree" "$work/build" "$PY" "$root"  # .deps/ (git-ignored) is the clone's
 echo "[gpu_rehearsal] configure and build as the GPU machine does (no LLVM, no oneDNN)"
-cmake "${cmake_args[@]}" -DFLOW_WITH_ONEDNN=OFF -DFLOW_BUILD_PYTHON=ON > "$work/configure.log"
+PYTHONPATH="$root/.deps${PYTHONPATH:+:$PYTHONPATH}" cmake "${cmake_args[@]}" -DFLOW_WITH_ONEDNN=OFF \
+  -DFLOW_BUILD_PYTHON=ON > "$work/configure.log" 2>&1 || {
+  tail -n 30 "$work/configure.log" >&2
+  exit 1
+}
 cmake --build "$work/build" -j "$JOBS" --target _C > "$work/build.log" 2>&1 || {
   tail -n 30 "$work/build.log" >&2
   exit 1

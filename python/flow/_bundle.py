@@ -239,7 +239,8 @@ class LoadedModel:
 
     @property
     def weights(self):
-        """name -> tensor; assigning an entry (or the whole dict) binds the new tensor at the next call."""
+        """name -> tensor; assigning an entry (or the whole dict) binds the new tensor at the next call.
+        An assigned dict is copied: later changes to the dict passed in are not seen."""
         return self._weights
 
     @weights.setter

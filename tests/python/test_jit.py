@@ -408,12 +408,13 @@ def test_calls_run_on_a_checked_input_template(gen):
     assert_same(jm(to_flow(x)), want(x), rtol=3e-5, atol=1e-5)  # a failed check leaves it usable
 
     xs = [make((5, 8), torch.float32, gen) for _ in range(4)]
+    args = [to_flow(x) for x in xs]
     errors = []
 
     def caller(k):
         try:
             for _ in range(40):
-                assert_same(jm(to_flow(xs[k])), want(xs[k]), rtol=3e-5, atol=1e-5, msg=f"thread {k}")
+                assert_same(jm(args[k]), want(xs[k]), rtol=3e-5, atol=1e-5, msg=f"thread {k}")
         except Exception as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
@@ -424,6 +425,12 @@ def test_calls_run_on_a_checked_input_template(gen):
         t.join()
     assert not errors, errors[0]
     assert jm.num_traces == 1
+    assert [a._c._storage_refs for a in args] == [1] * len(args), "a template keeps a thread's argument alive"
+    other = flow.jit(m)
+    other(to_flow(x))
+    other(to_flow(x))
+    with pytest.raises(ValueError, match="made by another executable"):
+        v.exe.run_template(other._jit._latest._template[1], [to_flow(x)._c])
 
 
 def test_captured_tensors_rebound_by_data_or_out_are_seen(gen):
