@@ -24,7 +24,8 @@ import tempfile
 from . import _C
 from . import amp as _amp
 from ._epoch import structure_changed
-from ._jit import JitFunction, JitModule, _flatten, _layout_key, _module_tensors, build_outputs, run_executable
+from ._jit import (JitFunction, JitModule, _flatten, _layout_key, _module_tensors, arg_slots, build_outputs,
+                   run_executable)
 from ._profile import check_repeats, profile_executable
 from ._safetensors import load_file, save_file
 from ._tensor import Tensor
@@ -204,7 +205,7 @@ class _LoadedVariant:
         self.exe, self.bindings = exe, bindings
         self.out_spec, self.out_leaves = out_spec, out_leaves
         self.mutations = mutations  # [(weight name, output index)]: written back after each run
-        self._arg_slots = [(slot, x) for slot, (kind, x) in enumerate(bindings) if kind == "arg"]
+        self._arg_slots = arg_slots(bindings)
         self._template = None  # flow._jit.run_executable
 
     def matches(self, spec, flat, device):

@@ -187,6 +187,11 @@ def _drop_stale_bindings():
 on_change(_drop_stale_bindings)
 
 
+def arg_slots(bindings):
+    """[(graph-input slot, flat argument index)] of the bindings that are the call's arguments."""
+    return [(slot, x) for slot, (kind, x) in enumerate(bindings) if kind == "arg"]
+
+
 def run_executable(holder, flat, inputs_of, keep=True):
     """holder.exe's outputs for a call with flat arguments `flat`. `holder` (a compiled variant) has
     `exe`, `_arg_slots` ([(graph-input slot, flat index)]) and `_template`: (epoch, a
@@ -268,7 +273,7 @@ class _Variant:
         # (epoch, flow._C.InputTemplate of the graph inputs with the argument slots empty):
         # run_executable.
         self._template = None
-        self._arg_slots = [(slot, x) for slot, (kind, x) in enumerate(bindings) if kind == "arg"]
+        self._arg_slots = arg_slots(bindings)
 
     @staticmethod
     def _meta(t):
