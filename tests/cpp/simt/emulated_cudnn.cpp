@@ -196,13 +196,14 @@ int run(void* arg) {
   const int N = k.x.dims[0], C = k.x.dims[1], H = k.x.dims[2], W = k.x.dims[3];
   const int K = k.y.dims[1], P = k.y.dims[2], Q = k.y.dims[3];
   const int R = k.w.r, S = k.w.s, Cg = k.w.c, Kg = K / k.cv.groups;
-  // Dense double copies: x as [n][c][h][w], w as [k][c][r][s].
+  // Dense double copies, channels innermost so that the inner loop is one contiguous dot product:
+  // x as [n][h][w][c], w as [k][r][s][c].
   std::vector<double> x(static_cast<size_t>(N) * C * H * W), w(static_cast<size_t>(K) * Cg * R * S);
   for (int n = 0; n < N; ++n)
     for (int c = 0; c < C; ++c)
       for (int h = 0; h < H; ++h)
         for (int ww = 0; ww < W; ++ww)
-          x[((static_cast<size_t>(n) * C + c) * H + h) * W + ww] =
+          x[((static_cast<size_t>(n) * H + h) * W + ww) * C + c] =
               load_value(t, k.px,
                          static_cast<int64_t>(n) * k.x.strides[0] + static_cast<int64_t>(c) * k.x.strides[1] +
                              static_cast<int64_t>(h) * k.x.strides[2] + static_cast<int64_t>(ww) * k.x.strides[3]);
@@ -211,27 +212,25 @@ int run(void* arg) {
     for (int c = 0; c < Cg; ++c)
       for (int r = 0; r < R; ++r)
         for (int s = 0; s < S; ++s)
-          w[((static_cast<size_t>(kk) * Cg + c) * R + r) * S + s] =
+          w[((static_cast<size_t>(kk) * R + r) * S + s) * Cg + c] =
               load_value(t, k.pw,
                          nhwc ? ((static_cast<int64_t>(kk) * R + r) * S + s) * Cg + c
                               : ((static_cast<int64_t>(kk) * Cg + c) * R + r) * S + s);
   for (int n = 0; n < N; ++n) {
-    for (int kk = 0; kk < K; ++kk) {
-      const int g = kk / Kg;
-      for (int p = 0; p < P; ++p) {
-        for (int q = 0; q < Q; ++q) {
+    for (int p = 0; p < P; ++p) {
+      for (int q = 0; q < Q; ++q) {
+        for (int kk = 0; kk < K; ++kk) {  // the input window stays in cache over the output channels
+          const int g = kk / Kg;
           double acc = 0;
-          for (int c = 0; c < Cg; ++c) {
-            const double* xc = x.data() + (static_cast<size_t>(n) * C + g * Cg + c) * H * W;
-            const double* wc = w.data() + (static_cast<size_t>(kk) * Cg + c) * R * S;
-            for (int r = 0; r < R; ++r) {
-              const int h = p * k.cv.u - k.cv.pad_h + r * k.cv.dil_h;
-              if (h < 0 || h >= H) continue;
-              for (int s = 0; s < S; ++s) {
-                const int ww = q * k.cv.v - k.cv.pad_w + s * k.cv.dil_w;
-                if (ww < 0 || ww >= W) continue;
-                acc += xc[static_cast<size_t>(h) * W + ww] * wc[r * S + s];
-              }
+          for (int r = 0; r < R; ++r) {
+            const int h = p * k.cv.u - k.cv.pad_h + r * k.cv.dil_h;
+            if (h < 0 || h >= H) continue;
+            for (int s = 0; s < S; ++s) {
+              const int ww = q * k.cv.v - k.cv.pad_w + s * k.cv.dil_w;
+              if (ww < 0 || ww >= W) continue;
+              const double* xp = x.data() + ((static_cast<size_t>(n) * H + h) * W + ww) * C + g * Cg;
+              const double* wp = w.data() + ((static_cast<size_t>(kk) * R + r) * S + s) * Cg;
+              for (int c = 0; c < Cg; ++c) acc += xp[c] * wp[c];
             }
           }
           const int64_t yo = static_cast<int64_t>(n) * k.y.strides[0] + static_cast<int64_t>(kk) * k.y.strides[1] +
