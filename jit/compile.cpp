@@ -484,6 +484,32 @@ std::vector<Tensor> Executable::run_checked(const std::vector<Tensor>& inputs) c
   return run_impl(inputs, {}, nullptr, nullptr, true, nullptr, /*check_inputs=*/false);
 }
 
+std::string Executable::input_mismatch(size_t i, const Tensor& t) const {
+  const Graph& g = graph_;
+  if (i >= g.inputs().size()) return "does not exist: the graph has " + std::to_string(g.inputs().size()) + " inputs";
+  const dsl::TensorType& want = g.value(g.inputs()[i]).type;
+  if (!t.storage) return "has no storage";
+  if (t.sizes != want.shape || t.dtype != want.dtype)
+    return std::string("is ") + dsl::dtype_name(t.dtype) + dsl::shape_str(t.sizes) +
+           " but the graph was compiled for " + want.str();
+  const auto device = opt_.target == dsl::Target::CUDA ? runtime::DeviceType::CUDA : runtime::DeviceType::CPU;
+  if (t.device() != device)
+    return std::string("is on ") + runtime::device_type_name(t.device()) + ", the graph was compiled for " +
+           runtime::device_type_name(device);
+  const std::vector<int64_t>& st = layouts_.layout[g.inputs()[i]].strides;
+  bool fits = t.strides.size() == t.sizes.size();
+  if (fits && t.numel() != 0)
+    for (size_t d = 0; d < st.size(); ++d) fits = fits && (t.sizes[d] == 1 || t.strides[d] == st[d]);
+  if (!fits)
+    return "has strides " + dsl::shape_str(t.strides) + " but the graph was compiled for strides " + dsl::shape_str(st);
+  return {};
+}
+
+void Executable::check_input(size_t i, const Tensor& t) const {
+  if (std::string why = input_mismatch(i, t); !why.empty())
+    throw std::invalid_argument("input " + std::to_string(i) + " " + why);
+}
+
 bool Executable::graph_captured() const {
   return graph_runner_ && graph_runner_->captured();
 }
@@ -546,20 +572,7 @@ std::vector<Tensor> Executable::run_impl(const std::vector<Tensor>& inputs,
   std::vector<const Tensor*> bound(g.values().size(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {
     bound[g.inputs()[i]] = &inputs[i];
-    if (!check_inputs) continue;
-    const auto& want = g.value(g.inputs()[i]).type;
-    if (inputs[i].sizes != want.shape || inputs[i].dtype != want.dtype)
-      throw std::invalid_argument("input " + std::to_string(i) + " does not match the compiled signature " +
-                                  want.str());
-    if (inputs[i].device() != dev)
-      throw std::invalid_argument("input " + std::to_string(i) + " is on " +
-                                  runtime::device_type_name(inputs[i].device()) + ", the executable was compiled for " +
-                                  runtime::device_type_name(dev));
-    const auto& st = layouts_.layout[g.inputs()[i]].strides;
-    for (size_t d = 0; d < st.size(); ++d)
-      if (inputs[i].sizes[d] > 1 && inputs[i].strides[d] != st[d])
-        throw std::invalid_argument("input " + std::to_string(i) + " has strides " + dsl::shape_str(inputs[i].strides) +
-                                    ", compiled for " + dsl::shape_str(st));
+    if (check_inputs) check_input(i, inputs[i]);
   }
   // Parameter-only groups: reuse their results while the frozen inputs are the ones they came from.
   const bool caching = !cached_values_.empty() && constants.empty();

@@ -96,6 +96,13 @@ class Executable {
   // devices, the compiled strides): skips those checks. A jitted model's weights are graph inputs,
   // hundreds per call, and checked once each when a caller keeps them (python/py_executable.h).
   std::vector<Tensor> run_checked(const std::vector<Tensor>& inputs) const;
+  // Why `t` cannot be graph input `i` ("is float32[4] but the graph was compiled for float32[5]",
+  // "is on cpu, ...", "has strides ..."), or "" when it can: shape, dtype, device type and the
+  // compiled strides (size-1 dims and empty tensors match any). The one definition of an input
+  // check: run(), CUDA graph replays and the Python binding (which checks once per kept input).
+  std::string input_mismatch(size_t i, const Tensor& t) const;
+  // Throws std::invalid_argument ("input <i> " + input_mismatch) unless `t` can be graph input `i`.
+  void check_input(size_t i, const Tensor& t) const;
 
   const dsl::Graph& graph() const { return graph_; }
   const sched::FusionPlan& plan() const { return plan_; }

@@ -137,19 +137,10 @@ std::vector<Tensor> CudaGraphRunner::run_normally(const std::vector<Tensor>& inp
 }
 
 bool CudaGraphRunner::fits_signature(const std::vector<Tensor>& inputs) const {
-  const dsl::Graph& g = exe_.graph_;
-  if (inputs.size() != g.inputs().size()) return false;
+  if (inputs.size() != exe_.graph_.inputs().size()) return false;
   const int device = rc::current_device();
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const Tensor& t = inputs[i];
-    const dsl::TensorType& want = g.value(g.inputs()[i]).type;
-    if (!t.storage || t.storage->device() != runtime::DeviceType::CUDA || t.storage->device_index() != device ||
-        t.sizes != want.shape || t.dtype != want.dtype || t.strides.size() != t.sizes.size())
-      return false;
-    const std::vector<int64_t>& st = exe_.layouts_.layout[g.inputs()[i]].strides;
-    for (size_t d = 0; d < st.size(); ++d)
-      if (t.sizes[d] > 1 && t.strides[d] != st[d]) return false;
-  }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!exe_.input_mismatch(i, inputs[i]).empty() || inputs[i].storage->device_index() != device) return false;
   return true;
 }
 

@@ -12,16 +12,6 @@
 
 namespace flow::python {
 
-// Whether `t` addresses its elements exactly as a tensor with strides `expected` would (dims of
-// size 1 may have any stride; a tensor with no elements matches anything of its shape).
-inline bool same_layout(const jit::Tensor& t, const std::vector<int64_t>& expected) {
-  if (t.numel() == 0) return true;
-  for (size_t d = 0; d < t.sizes.size(); ++d) {
-    if (t.sizes[d] != 1 && t.strides[d] != expected[d]) return false;
-  }
-  return true;
-}
-
 // The graph inputs of a jitted call that stay the same from call to call (a module's weights: hundreds
 // of them) with the argument slots empty, checked once when made. A call fills in its arguments,
 // checks only those, and runs: no Python list of every input is converted, and no weight is checked,
@@ -38,28 +28,10 @@ struct PyExecutable {
   std::shared_ptr<jit::Executable> exe;
   std::vector<std::vector<int64_t>> input_strides;
 
-  // Raises ValueError unless `t` matches graph input i: shape, dtype, device and compiled strides.
+  // Raises ValueError unless `t` can be graph input i (jit::Executable::input_mismatch).
   void check_input(size_t i, const jit::Tensor& t) const {
-    const dsl::Graph& g = exe->graph();
-    const dsl::TensorType& want = g.value(g.inputs()[i]).type;
-    const std::string what = "Executable.run: input " + std::to_string(i);
-    if (!t.storage) throw py::value_error(what + " has no storage");
-    if (t.sizes != want.shape || t.dtype != want.dtype) {
-      throw py::value_error(what + " is " + dsl::dtype_name(t.dtype) + dsl::shape_str(t.sizes) +
-                            " but the graph was compiled for " + want.str());
-    }
-    const runtime::DeviceType device =
-        exe->options().target == dsl::Target::CUDA ? runtime::DeviceType::CUDA : runtime::DeviceType::CPU;
-    if (t.device() != device) {
-      throw py::value_error(what + " is on " + runtime::device_type_name(t.device()) + ", the graph was compiled for " +
-                            runtime::device_type_name(device));
-    }
-    const std::vector<int64_t> expected =
-        input_strides[i].empty() ? jit::contiguous_strides_of(t.sizes) : input_strides[i];
-    if (expected.size() != t.strides.size() || !same_layout(t, expected)) {
-      throw py::value_error(what + " has strides " + dsl::shape_str(t.strides) +
-                            " but the graph was compiled for strides " + dsl::shape_str(expected));
-    }
+    if (std::string why = exe->input_mismatch(i, t); !why.empty())
+      throw py::value_error("Executable.run: input " + std::to_string(i) + " " + why);
   }
 
   // Raises ValueError unless `inputs` match the graph's inputs and the compiled strides.

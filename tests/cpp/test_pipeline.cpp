@@ -114,6 +114,49 @@ TEST(Pipeline, NonContiguousInputUsesStrides) {
       ASSERT_NEAR(f32(out)[i * 5 + j], std::exp(f32(base)[j * 9 + i]), 1e-5 * std::exp(f32(base)[j * 9 + i]));
 }
 
+// Every run checks its inputs against the compiled signature (Executable::input_mismatch, the one
+// definition shared with CUDA graph replays and the Python binding): dtype, shape, device and the
+// compiled strides, where size-1 dims and empty tensors may have any.
+TEST(Pipeline, InputsAreCheckedAgainstTheCompiledSignature) {
+  auto rng = test::rng(4);
+  dsl::Graph g;
+  const int x = g.add_input({{9, 5}, DType::Float32});
+  g.mark_output(g.add("neg", {x}));
+  auto exe = jit::compile(g, {{1, 9}}, {});
+  jit::Tensor xt = random_tensor({5, 9}, rng);
+  xt.sizes = {9, 5};
+  xt.strides = {1, 9};
+  EXPECT_EQ(exe->input_mismatch(0, xt), "");
+  auto message_of = [&](const std::vector<jit::Tensor>& inputs) {
+    try {
+      exe->run(inputs);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message_of({random_tensor({9, 5}, rng)}),
+            "input 0 has strides [5, 1] but the graph was compiled for strides [1, 9]");
+  EXPECT_EQ(message_of({jit::Tensor::empty({9, 5}, DType::Float64)}),
+            "input 0 is float64[9, 5] but the graph was compiled for float32[9, 5]");
+  EXPECT_EQ(message_of({random_tensor({9, 4}, rng)}),
+            "input 0 is float32[9, 4] but the graph was compiled for float32[9, 5]");
+  EXPECT_EQ(message_of({jit::Tensor()}), "input 0 has no storage");
+  EXPECT_EQ(message_of({xt, xt}), "expected 1 inputs, got 2");
+
+  // A size-1 dim's stride and an empty tensor's strides do not matter.
+  dsl::Graph g1;
+  g1.mark_output(g1.add("neg", {g1.add_input({{1, 5}, DType::Float32})}));
+  auto row = random_tensor({1, 5}, rng);
+  row.strides = {77, 1};
+  EXPECT_EQ(jit::compile(g1, {}, {})->run({row}).at(0).numel(), 5);
+  dsl::Graph g0;
+  g0.mark_output(g0.add("neg", {g0.add_input({{0, 5}, DType::Float32})}));
+  auto none = jit::Tensor::empty({0, 5}, DType::Float32);
+  none.strides = {1, 3};
+  EXPECT_EQ(jit::compile(g0, {}, {})->run({none}).at(0).numel(), 0);
+}
+
 // Intermediates are dropped after their last use and their blocks reused while still in cache: in
 // an unfused chain x -> a -> b -> c -> d, b dies after c, so d is written into b's block; a stays
 // alive until its view's last use at the end; the results are unchanged.
