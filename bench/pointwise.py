@@ -1,8 +1,9 @@
 """Benchmark (not a test): fused pointwise and row-normalization kernels on the CPU.
 
-Four workloads at 2^24 elements -- the 6-op chain relu(x*a+b)*sigmoid(x)+1, softmax over rows of
-4096, a layer-norm-like row normalization (float32), and where(m, x, y) (a bool mask picking between
-two float32 tensors) -- each timed in one run for flow jit, flow
+Five workloads at 2^24 elements -- the 6-op chain relu(x*a+b)*sigmoid(x)+1, softmax over rows of
+4096, a layer-norm-like row normalization (float32), where(m, x, y) (a bool mask picking between
+two float32 tensors) and ResNet's max pool (3x3, stride 2, padding 1) of a channels-last
+[N, 64, 128, 128] float32 input -- each timed in one run for flow jit, flow
 eager, torch eager, torch.compile and numpy, next to the memory floor (bytes that must move divided
 by the copy bandwidth measured in this run). Then the chain's cold compile time and warm
 (disk-cache) start time, each in a fresh process.
@@ -54,6 +55,23 @@ def select(m):
     def f(c, x, y):
         return m.where(c, x, y)
     return f
+
+
+def max_pool(m):
+    def f(x_nhwc):  # the input as a CNN holds it after a convolution: channels-last
+        return m.nn.functional.max_pool2d(x_nhwc.permute(0, 3, 1, 2), 3, 2, 1)
+    return f
+
+
+def np_max_pool(x_nhwc):
+    n, h, w, c = x_nhwc.shape
+    xp = np.pad(x_nhwc, ((0, 0), (1, 1), (1, 1), (0, 0)), constant_values=-np.inf)
+    oh, ow = (h - 1) // 2 + 1, (w - 1) // 2 + 1
+    out = np.full((n, oh, ow, c), -np.inf, dtype=x_nhwc.dtype)
+    for i in range(3):
+        for j in range(3):
+            out = np.maximum(out, xp[:, i:i + 2 * oh - 1:2, j:j + 2 * ow - 1:2, :])
+    return out.transpose(0, 3, 1, 2)
 
 
 def np_select(c, x, y):
@@ -127,11 +145,13 @@ def main() -> None:
     w2 = rng.standard_normal(cols).astype(np.float32)
     c2 = rng.standard_normal(cols).astype(np.float32)
 
+    x4 = rng.standard_normal((n // (128 * 128 * 64), 128, 128, 64)).astype(np.float32)
     workloads = [
         ("chain (6 ops)", chain, np_chain, (x1, a1, b1), 4 * n * 4),
         ("softmax rows 4096", softmax, np_softmax, (x2,), 2 * n * 4),
         ("row norm 4096", rownorm, np_rownorm, (x2, w2, c2), 2 * n * 4),
         ("where(m, x, y)", select, np_select, (x1 > 0, a1, b1), n * (1 + 3 * 4)),
+        ("max_pool 3x3/2 NHWC", max_pool, np_max_pool, (x4,), n * 4 + n // 4 * 4),
     ]
     results = []
     for name, make, np_fn, arrays, nbytes in workloads:

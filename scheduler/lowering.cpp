@@ -1,10 +1,13 @@
 #include "scheduler/lowering.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
 #include "dsl/interpreter.h"
+#include "dsl/ir_visitor.h"
 #include "dsl/op_table.h"
 
 namespace flow::sched {
@@ -205,6 +208,47 @@ bool exact_in(const Expr& e, DType half, const std::map<std::string, DType>& exa
   return false;
 }
 
+// The range [lo, hi] of index expression `e` of an injective op, when index arithmetic shows it:
+// constants, the op's output indices (each within its output dim), sums, differences, products by
+// constants, min and max. Anything else (a loaded index, a division) has no range here.
+std::optional<std::pair<int64_t, int64_t>> index_range(const Expr& e, const std::vector<Expr>& out_idx,
+                                                       const Shape& out_shape) {
+  using Range = std::optional<std::pair<int64_t, int64_t>>;
+  if (const IntImm* c = e.as<IntImm>()) return std::make_pair(c->value, c->value);
+  for (size_t j = 0; j < out_idx.size(); ++j)
+    if (dsl::equal(e, out_idx[j])) return out_shape[j] > 0 ? Range({0, out_shape[j] - 1}) : std::nullopt;
+  const auto* bin = static_cast<const BinaryNode*>(e.get());
+  switch (e.kind()) {
+    case ExprKind::Add:
+    case ExprKind::Sub:
+    case ExprKind::Min:
+    case ExprKind::Max:
+    case ExprKind::Mul:
+      break;
+    default:
+      return std::nullopt;
+  }
+  const Range a = index_range(bin->a, out_idx, out_shape), b = index_range(bin->b, out_idx, out_shape);
+  if (!a || !b) return std::nullopt;
+  switch (e.kind()) {
+    case ExprKind::Add:
+      return std::make_pair(a->first + b->first, a->second + b->second);
+    case ExprKind::Sub:
+      return std::make_pair(a->first - b->second, a->second - b->first);
+    case ExprKind::Min:
+      return std::make_pair(std::min(a->first, b->first), std::min(a->second, b->second));
+    case ExprKind::Max:
+      return std::make_pair(std::max(a->first, b->first), std::max(a->second, b->second));
+    default: {  // Mul: by a constant
+      const bool ca = a->first == a->second, cb = b->first == b->second;
+      if (!ca && !cb) return std::nullopt;
+      const int64_t k = ca ? a->first : b->first;
+      const auto& r = ca ? *b : *a;
+      return k >= 0 ? std::make_pair(k * r.first, k * r.second) : std::make_pair(k * r.second, k * r.first);
+    }
+  }
+}
+
 }  // namespace
 
 Expr GroupValues::round_to_storage(Expr e, DType storage) {
@@ -224,6 +268,8 @@ Expr GroupValues::compute_node(int node) {
     // Output indices are the domain indices (injective groups keep every dim of the domain).
     const size_t rank = ki_.graph->value(n.outputs.at(0)).type.shape.size();
     std::vector<Expr> out_idx(kept_idx.begin(), kept_idx.begin() + static_cast<std::ptrdiff_t>(rank));
+    const Shape& out_shape = ki_.graph->value(n.outputs.at(0)).type.shape;
+    int taps = 0;
     const InputLoader loader = [&](int k, const std::vector<Expr>& idx) {
       const int v = n.inputs.at(k);
       const KernelBuffer* b = ki_.buffer_for(v);
@@ -234,7 +280,21 @@ Expr GroupValues::compute_node(int node) {
         const Expr t = idx[d] * sig_.own_stride(*b, d);
         flat = flat.defined() ? flat + t : t;
       }
-      return cast(compute_dtype(b->dtype), load(b->dtype, b->name, flat.defined() ? flat : make_int(0)));
+      const Expr e = cast(compute_dtype(b->dtype), load(b->dtype, b->name, flat.defined() ? flat : make_int(0)));
+      // A load in range at every output index (pad's clamped taps, flip) is bound before the op's
+      // expression: the code generators then read it unconditionally, where under a select arm
+      // (pad's fill) they would guard it lane by lane and lose the vector loop.
+      const Shape& in_shape = ki_.graph->value(v).type.shape;
+      bool in_range = body_ != nullptr;
+      for (size_t d = 0; d < idx.size() && in_range; ++d) {
+        const auto r = index_range(idx[d], out_idx, out_shape);
+        in_range = r && r->first >= 0 && r->second < in_shape[d];
+      }
+      if (!in_range) return e;
+      const std::string name = "t" + std::to_string(n.outputs.at(0)) + "_" + std::to_string(taps++);
+      body_->let(name, e);
+      if (is_storage_only(b->dtype)) exact_vars_[name] = b->dtype;
+      return var(name, e.type());
     };
     const DType out = ki_.graph->value(n.outputs.at(0)).type.dtype;
     Expr e = def.injective(out_idx, loader, make_op_context(*ki_.graph, n));

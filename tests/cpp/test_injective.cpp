@@ -434,3 +434,71 @@ TEST(Injective, CatAlongTheInnermostDimSplitsRowsAtTheInputs) {
     EXPECT_EQ(count.choices, 0) << widths.size() << " inputs, first width " << widths[0];
   }
 }
+
+namespace {
+
+struct GuardedLoads : dsl::IRVisitor {
+  int guarded = 0, loads = 0;  // loads under a select arm; all loads
+  int depth = 0;
+  void visit_Load(const dsl::Load* op) override {
+    ++loads;
+    if (depth > 0) ++guarded;
+    dsl::IRVisitor::visit_Load(op);
+  }
+  void visit_Select(const dsl::Select* op) override {
+    visit(op->cond);
+    ++depth;
+    visit(op->true_value);
+    visit(op->false_value);
+    --depth;
+  }
+};
+
+}  // namespace
+
+// A pad's taps read clamped indices, in range at every output index (scheduler/lowering.cpp,
+// index_range): they are bound before the select that picks the fill, so the code generators read
+// them unconditionally and keep the vector loop. A max pool's nine taps (pad of a strided slice)
+// are one kernel with no guarded load. A load at an index the op does not keep in range (cat's
+// inputs past their own extent) stays under its select.
+TEST(Injective, PadTapsAreReadUnconditionally) {
+  auto rng = test::rng(25);
+  dsl::Graph g;
+  const dsl::Shape s{2, 9, 7, 16};  // NHWC: rows and columns padded, channels innermost
+  const int x = g.add_input({s, DType::Float32});
+  int out = -1;
+  // Outputs [lo, hi] of a 3x3 max pool (stride 2, padding 1) whose tap `k` lands inside `size`.
+  auto range = [](int64_t size, int64_t out, int64_t k) {
+    const int64_t shift = k - 1;
+    return std::pair<int64_t, int64_t>{shift < 0 ? 1 : 0, std::min(out - 1, (size - 1 - shift) / 2)};
+  };
+  const int64_t OH = 5, OW = 4;
+  for (int64_t i = 0; i < 3; ++i) {
+    for (int64_t j = 0; j < 3; ++j) {
+      const auto [r_lo, r_hi] = range(9, OH, i);
+      const auto [c_lo, c_hi] = range(7, OW, j);
+      const int64_t r0 = r_lo * 2 + i - 1, c0 = c_lo * 2 + j - 1;
+      int t = g.add("slice", {x},
+                    {{"dim", int64_t{1}}, {"start", r0}, {"end", r0 + (r_hi - r_lo) * 2 + 1}, {"step", int64_t{2}}});
+      t = g.add("slice", {t},
+                {{"dim", int64_t{2}}, {"start", c0}, {"end", c0 + (c_hi - c_lo) * 2 + 1}, {"step", int64_t{2}}});
+      t = g.add(
+          "pad", {t},
+          {{"pads", std::vector<int64_t>{0, 0, c_lo, OW - 1 - c_hi, r_lo, OH - 1 - r_hi, 0, 0}}, {"value", -INFINITY}});
+      out = out < 0 ? t : g.add("maximum", {out, t});
+    }
+  }
+  g.mark_output(out);
+  check_graph(g, {random_f32(s, rng)}, {}, 1);
+  GuardedLoads pool;
+  pool.visit(cpu_loops_of(g));
+  EXPECT_GT(pool.loads, 0);
+  EXPECT_EQ(pool.guarded, 0);
+
+  dsl::Graph c;
+  const int a = c.add_input({{3, 8}, DType::Float32}), b = c.add_input({{5, 8}, DType::Float32});
+  c.mark_output(c.add("cat", {a, b}, {{"dim", int64_t{0}}}));
+  GuardedLoads cat;
+  cat.visit(cpu_loops_of(c));
+  EXPECT_GT(cat.guarded, 0);
+}

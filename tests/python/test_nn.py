@@ -806,6 +806,19 @@ def test_max_pool2d_paths_nan_and_layouts(gen, dtype, kw):
     assert_same(F.max_pool2d(to_flow(x), **kw), TF.max_pool2d(x, **kw), msg="channels-last input")
 
 
+@pytest.mark.parametrize("kw, kernels", [
+    ({"kernel_size": 3, "stride": 2, "padding": 1}, 1),                  # every tap one read of x
+    ({"kernel_size": 5, "stride": 1, "padding": 2, "ceil_mode": True}, 2),  # separable: columns, rows
+], ids=["3x3", "5x5"])
+def test_max_pool2d_reads_its_input_without_a_padded_copy(gen, kw, kernels):
+    """The window taps are pads of strided slices of the input (functional._pool_tap), so a padded
+    pool is one kernel per pass, with no kernel writing a padded copy of the input first."""
+    x = make((2, 8, 13, 12), torch.float32, gen, special=True)
+    jitted = flow.jit(lambda t: F.max_pool2d(t, **kw))
+    assert_same(jitted(to_flow(x)), TF.max_pool2d(x, **kw), msg=str(kw))
+    assert jitted.num_kernels == kernels, jitted.explain(with_source=False)
+
+
 def _pool_cases():
     """(size, kernel, stride, padding, dilation) around the edges of torch's output-size formula:
     inputs shorter than the (dilated) window, the ceil_mode window that would start in the right

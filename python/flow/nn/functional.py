@@ -3,8 +3,9 @@
 Every function calls the one dispatcher (``flow._dispatch``) directly, views included, so each one
 works both eagerly and inside a ``@flow.jit`` trace. Composites (the pattern each one lowers to):
 
-- conv1d: conv2d over a unit height dim; max_pool: pad(-inf) + as_strided window view + amax over
-  the window dims; avg_pool: pad(0) + window view + mean (or sum / a constant divisor tensor for
+- conv1d: conv2d over a unit height dim; max_pool: the maximum of the window taps, each a strided
+  slice of the input padded with -inf to the output size (no padded copy of the input; separable
+  for windows over 16 elements); avg_pool: pad(0) + window view + mean (or sum / a constant divisor tensor for
   count_include_pad=False, ceil_mode or divisor_override), torch's divisor formula;
   adaptive pools: a window pool when the size divides, else per-output slices + cat (torch's
   start/end formula);
@@ -437,19 +438,48 @@ def _windows(input, fn, kernel_size, stride, padding, dilation, ceil_mode, pad_v
     return win, (OH, OW), k, s, p
 
 
-def _window_offset(x, axis, out_size, s, d, offset):
-    """`x` strided along its spatial axis `axis` (0: rows, 1: columns) at window offset `offset`:
-    the out_size[axis] window starts, each shifted by offset * d[axis]."""
-    start = offset * d[axis]
-    return dispatch1("slice", [x], {"dim": x.ndim - 2 + axis, "start": start,
-                                    "end": start + (out_size[axis] - 1) * s[axis] + 1, "step": s[axis]})
+def _tap_range(size, out, s, d, p, offset):
+    """The outputs [lo, hi] whose window tap `offset` (along one axis) lands inside an input of
+    `size` (input position o * s + offset * d - p), or None when none does."""
+    shift = offset * d - p
+    lo = builtins.max(0, -(shift // s) if shift < 0 else 0)
+    hi = builtins.min(out - 1, (size - 1 - shift) // s)
+    return (lo, hi) if lo <= hi else None
 
 
-def _window_position(xp, out_size, s, d, i, j):
-    """The [..., OH, OW] strided slice of the padded input `xp` at window position (i, j). Slices,
-    not as_strided, so the graph's layout pass can run the pool on NHWC values
-    (scheduler/channels_last.h)."""
-    return _window_offset(_window_offset(xp, 0, out_size, s, d, i), 1, out_size, s, d, j)
+def _pool_tap(x, axes, out_size, s, d, p, offsets, fill):
+    """Window tap `offsets` of a pooling of `x` along `axes` (0: rows, 1: columns), without a padded
+    copy of `x`: the strided slice of `x` the tap reads inside the input, padded with `fill` to the
+    output size. None when the tap lies wholly in the padding. A pad of a view is one injective
+    read of `x`, so every tap of a pool and their maximum are one kernel (a pad of `x`, sliced per
+    tap, was a kernel writing the whole padded input first)."""
+    pads = [0, 0, 0, 0]  # [w_lo, w_hi, h_lo, h_hi], as the pad op takes them
+    for axis, off in zip(axes, offsets):
+        dim = x.ndim - 2 + axis
+        r = _tap_range(x.shape[dim], out_size[axis], s[axis], d[axis], p[axis], off)
+        if r is None:
+            return None
+        lo, hi = r
+        start = lo * s[axis] + off * d[axis] - p[axis]
+        x = dispatch1("slice", [x], {"dim": dim, "start": start, "end": start + (hi - lo) * s[axis] + 1,
+                                     "step": s[axis]})
+        pads[2 - 2 * axis] = lo
+        pads[3 - 2 * axis] = out_size[axis] - 1 - hi
+    if any(pads):
+        x = dispatch1("pad", [x], {"pads": pads, "value": builtins.float(fill)})
+    return x
+
+
+def _max_of(taps, like, out_size):
+    """The elementwise maximum of `taps` (None ones skipped; -inf where none is left)."""
+    out = None
+    for t in taps:
+        if t is not None:
+            out = t if out is None else dispatch1("maximum", [out, t])
+    if out is None:  # every window wholly in the padding (a dilation can allow it): -inf, as torch
+        from .._creation import full
+        out = full(list(like.shape[:-2]) + list(out_size), -math.inf, dtype=like.dtype, device=like.device)
+    return out
 
 
 _MAX_POOL_UNROLLED_WINDOW = 16  # windows up to this many elements are unrolled (see max_pool2d)
@@ -457,38 +487,30 @@ _MAX_POOL_UNROLLED_WINDOW = 16  # windows up to this many elements are unrolled 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     _check_tensor("max_pool2d", input)
+    (OH, OW), k, s, p, d = _pool_geometry(input, "max_pool2d", kernel_size, stride, padding, dilation, ceil_mode)
     if return_indices:
-        (OH, OW), k, s, p, d = _pool_geometry(input, "max_pool2d", kernel_size, stride, padding, dilation, ceil_mode)
         H, W = input.shape[-2], input.shape[-1]
         return _pool_indices.max_with_indices(input, _pool_indices.pool_rows(OH, k[0], s[0], p[0], d[0], H),
                                               _pool_indices.pool_rows(OW, k[1], s[1], p[1], d[1], W))
-    k = _pair(kernel_size, 2, "kernel_size")
-    xp, out_size, k, s, _, d = _padded_for_pool(input, "max_pool2d", kernel_size, stride, padding, dilation,
-                                                ceil_mode, -math.inf)
+    out_size = (OH, OW)
+    # Each window tap is a strided slice of the input padded with -inf to the output size
+    # (_pool_tap); NaN propagates as in amax. Windows reaching past the input (ceil_mode) read -inf
+    # there, as torch's padding does.
     if k[0] * k[1] > _MAX_POOL_UNROLLED_WINDOW:
         # Larger windows (SPPF's 5x5, 7x7): separable, the maximum over the window's columns and
-        # then over its rows, kH + kW strided slices instead of kH * kW (exact: max is associative;
-        # NaN propagates as in amax). As a reduction over a [kH, kW] window view the 5x5 pool ran
-        # ~40x slower than its bytes allow.
-        cols = None
-        for j in range(k[1]):
-            pos = _window_offset(xp, 1, out_size, s, d, j)
-            cols = pos if cols is None else dispatch1("maximum", [cols, pos])
-        out = None
-        for i in range(k[0]):
-            pos = _window_offset(cols, 0, out_size, s, d, i)
-            out = pos if out is None else dispatch1("maximum", [out, pos])
-        return out
-    # Small windows: the elementwise maximum of the k*k window positions (each a strided view of the
-    # padded input), one pointwise kernel vectorized along the output row. A reduction over a 3x3
-    # window is a 9-element row per output, which the row-reduction schedule runs 2-3x slower
-    # (ResNet-50's max pool at batch 8, alone: 18 ms against 7.5 ms). NaN propagates as in amax.
-    out = None
-    for i in range(k[0]):
-        for j in range(k[1]):
-            pos = _window_position(xp, out_size, s, d, i, j)
-            out = pos if out is None else dispatch1("maximum", [out, pos])
-    return out
+        # then over its rows, kH + kW taps instead of kH * kW (exact: max is associative). As a
+        # reduction over a [kH, kW] window view the 5x5 pool ran ~40x slower than its bytes allow.
+        cols_size = (input.shape[-2], OW)
+        cols = _max_of([_pool_tap(input, (1,), cols_size, s, d, p, (j,), -math.inf) for j in range(k[1])], input,
+                       cols_size)
+        return _max_of([_pool_tap(cols, (0,), out_size, s, d, p, (i,), -math.inf) for i in range(k[0])], input,
+                       out_size)
+    # Small windows: the elementwise maximum of the k*k taps, one pointwise kernel vectorized along
+    # the output row. A reduction over a 3x3 window is a 9-element row per output, which the
+    # row-reduction schedule runs 2-3x slower (ResNet-50's max pool at batch 8, alone: 18 ms against
+    # 7.5 ms).
+    return _max_of([_pool_tap(input, (0, 1), out_size, s, d, p, (i, j), -math.inf)
+                    for i in range(k[0]) for j in range(k[1])], input, out_size)
 
 
 @_amp.autocast_op("avg_pool2d")
