@@ -376,17 +376,18 @@ std::shared_ptr<Executable> compile(const Graph& g_in, const std::vector<std::ve
     }
   }
   // Activations stay NHWC between oneDNN convolutions (float32, CPU) or cuDNN's tensor-core ones
-  // (half precision, CUDA).
+  // (half precision, CUDA), and after channels-last inputs.
   sched::ChannelsLastResult nhwc;
   const bool nhwc_library = options.target == dsl::Target::CUDA || runtime::onednn::available();
-  if (options.fuse && options.inline_constants && nhwc_library && channels_last_enabled()) {
-    nhwc = sched::to_channels_last(*g, options.target);
+  if (options.fuse && options.inline_constants && channels_last_enabled()) {
+    nhwc = sched::to_channels_last(*g, options.target, input_strides, nhwc_library);
     exe->num_channels_last_ = nhwc.convolutions;
-    if (nhwc.convolutions > 0) {
+    exe->num_channels_last_ops_ = nhwc.ops;
+    if (nhwc.convolutions > 0 || nhwc.ops > 0) {
       g = &nhwc.graph;
       if (log_enabled("fusion"))
         log_line("fusion", "channels-last: " + std::to_string(nhwc.convolutions) + " convolution(s) and " +
-                               std::to_string(nhwc.ops) + " op(s) between them run on NHWC values");
+                               std::to_string(nhwc.ops) + " op(s) run on NHWC values");
     }
   }
   exe->graph_ = materialize_unviewable(*g, input_strides);
@@ -717,9 +718,9 @@ std::string Executable::explain(bool with_source) const {
   os << "== kernels: " << kernels_.size() << " generated, " << library_steps_.size() << " library calls ("
      << dsl::target_name(opt_.target) << ") ==\n";
   if (num_folded_pads_ > 0) os << "folded " << num_folded_pads_ << " zero pad(s) into convolution padding\n";
-  if (num_channels_last_ > 0)
-    os << "channels-last: " << num_channels_last_
-       << " convolution(s) produce NHWC, and the elementwise, pad and slice ops between them run on NHWC "
+  if (num_channels_last_ > 0 || num_channels_last_ops_ > 0)
+    os << "channels-last: " << num_channels_last_ << " convolution(s) produce NHWC, and " << num_channels_last_ops_
+       << " elementwise, pad, slice and cat op(s) after them or after channels-last inputs run on NHWC "
           "(FLOW_CHANNELS_LAST=0 turns this off)\n";
   if (opt_.cuda_graphs)
     os << "CUDA graph: " << (graph_runner_ ? graph_runner_->status() : std::string("off (the target is the CPU)"))

@@ -185,6 +185,7 @@ class Executable {
   int num_folded_ = 0;
   int num_folded_pads_ = 0;
   int num_channels_last_ = 0;
+  int num_channels_last_ops_ = 0;   // ops moved to NHWC values (sched::ChannelsLastResult::ops)
   std::vector<bool> group_cached_;  // per plan group
   std::vector<int> cached_values_;  // the outputs of cached groups
   // Per plan group: the values a CPU run drops right after that group, their last use (see

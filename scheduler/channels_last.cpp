@@ -65,15 +65,38 @@ bool view_prefers_nchw(const dsl::Graph& g, const dsl::Node& n, int v) {
   return false;
 }
 
-// Which nodes run on NHWC values, given the convolutions allowed to: a forward pass over the graph.
-std::vector<bool> plan(const dsl::Graph& g, const std::vector<bool>& allowed) {
+// Whether 4-D `strides` address [N, C, H, W] `shape` as a dense NHWC buffer and not also as a
+// contiguous NCHW one (size-1 dims have any stride).
+bool nhwc_dense(const dsl::Shape& shape, const std::vector<int64_t>& strides) {
+  if (shape.size() != 4 || strides.size() != 4) return false;
+  const int64_t C = shape[1], H = shape[2], W = shape[3];
+  const int64_t nhwc[4] = {H * W * C, 1, W * C, C}, nchw[4] = {C * H * W, H * W, W, 1};
+  bool is_nhwc = true, is_nchw = true;
+  for (size_t d = 0; d < 4; ++d) {
+    if (shape[d] == 1) continue;
+    is_nhwc = is_nhwc && strides[d] == nhwc[d];
+    is_nchw = is_nchw && strides[d] == nchw[d];
+  }
+  return is_nhwc && !is_nchw;
+}
+
+// A channels-last permute: an NCHW view of an [N, H, W, C] value.
+bool nchw_view_of_nhwc(const dsl::Graph& g, const dsl::Node& n) {
+  return n.op == "permute" && g.value(n.inputs[0]).type.shape.size() == 4 &&
+         dsl::attr_ints(n.attrs, "dims", "permute") == kToNchw;
+}
+
+// Which nodes run on NHWC values, given the convolutions allowed to and the graph inputs that are
+// NHWC buffers: a forward pass over the graph.
+std::vector<bool> plan(const dsl::Graph& g, const std::vector<bool>& allowed, const std::vector<bool>& nhwc_inputs) {
   std::vector<bool> node_nhwc(g.nodes().size(), false), value_nhwc(g.values().size(), false);
+  for (size_t i = 0; i < nhwc_inputs.size(); ++i) value_nhwc[g.inputs()[i]] = nhwc_inputs[i];
   for (const dsl::Node& n : g.nodes()) {
     if (n.outputs.size() != 1) continue;
     const int v = n.outputs[0];
     const dsl::Shape& shape = g.value(v).type.shape;
     bool ok = false;
-    if (allowed[n.id]) {
+    if (allowed[n.id] || nchw_view_of_nhwc(g, n)) {
       ok = true;
     } else if (shape.size() == 4 && !n.inputs.empty() && value_nhwc[n.inputs[0]] &&
                (n.op == "slice" || (n.op == "pad" && n.inputs.size() == 1))) {
@@ -106,16 +129,24 @@ std::vector<bool> plan(const dsl::Graph& g, const std::vector<bool>& allowed) {
 
 }  // namespace
 
-ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target) {
+ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target,
+                                    const std::vector<std::vector<int64_t>>& input_strides, bool convolutions) {
   ChannelsLastResult r;
+  std::vector<bool> nhwc_inputs(g.inputs().size(), false);
+  bool seeded = false;
+  for (size_t i = 0; i < g.inputs().size() && i < input_strides.size(); ++i) {
+    nhwc_inputs[i] = nhwc_dense(g.value(g.inputs()[i]).type.shape, input_strides[i]);
+    seeded = seeded || nhwc_inputs[i];
+  }
+  for (const dsl::Node& n : g.nodes()) seeded = seeded || nchw_view_of_nhwc(g, n);
   // Convert every eligible convolution, then drop those whose NHWC result (or a value computed
   // from it in NHWC) an elementwise op would still read in NCHW: that op would lose the post-op
   // fusion and read its input transposed. Repeat until nothing changes.
   std::vector<bool> allowed(g.nodes().size(), false);
-  for (const dsl::Node& n : g.nodes()) allowed[n.id] = convertible_conv(g, n, target);
+  for (const dsl::Node& n : g.nodes()) allowed[n.id] = convolutions && convertible_conv(g, n, target);
   std::vector<bool> nhwc_node;
   for (;;) {
-    nhwc_node = plan(g, allowed);
+    nhwc_node = plan(g, allowed, nhwc_inputs);
     // The convolutions an NHWC value comes from, through NHWC nodes (each node visited once).
     std::vector<bool> visited(g.nodes().size(), false);
     auto disallow_sources = [&](int v, auto&& self) -> bool {
@@ -156,7 +187,7 @@ ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target) {
     }
     if (!changed) break;
   }
-  if (std::find(allowed.begin(), allowed.end(), true) == allowed.end()) return r;
+  if (!seeded && std::find(allowed.begin(), allowed.end(), true) == allowed.end()) return r;
 
   dsl::GraphReplay replay(g);
   dsl::Graph& out = replay.out();
@@ -175,6 +206,13 @@ ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target) {
   // NCHW value, so an NHWC value reaches it as a contiguous NCHW copy, not as the permute view
   // (an NHWC value behind views never reaches it: the plan keeps those NCHW).
   std::vector<int> dense(g.values().size(), -1);
+  // An NHWC graph input's NHWC form is a permute view of it (its readers in NCHW read the input).
+  for (size_t i = 0; i < nhwc_inputs.size(); ++i) {
+    if (!nhwc_inputs[i]) continue;
+    const int v = g.inputs()[i];
+    nhwc[v] = out.add("permute", {replay[v]}, {{"dims", kToNhwc}});
+    view_made[v] = true;
+  }
   auto nchw_dense = [&](int v) {
     if (nhwc[v] < 0) return replay[v];
     if (dense[v] < 0) {
@@ -196,7 +234,9 @@ ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target) {
     const int v = n.outputs[0];
     const dsl::Shape& shape = g.value(v).type.shape;
     int made = -1;
-    if (is_convolution(n.op)) {
+    if (nchw_view_of_nhwc(g, n)) {
+      made = nchw(n.inputs[0]);  // the [N, H, W, C] value this view permutes
+    } else if (is_convolution(n.op)) {
       std::vector<int> ins;
       for (int i : n.inputs) ins.push_back(nchw(i));  // an NHWC input: its view, read as NHWC strides
       dsl::Attrs a = n.attrs;

@@ -1412,3 +1412,49 @@ TEST(OnednnConv, MixedSourceAndDestinationLayoutsAvoidTheReferenceImplementation
     }
   }
 }
+
+// Channels-last data seeds the layout pass without any convolution, as torch's memory-format
+// propagation does: a graph input with NHWC strides, or an in-graph permute of an [N, H, W, C]
+// value to NCHW. A max pool's taps and the elementwise ops after it then run on the NHWC values
+// (channels innermost) and the output is returned channels-last; a contiguous input changes nothing.
+TEST(ChannelsLast, ChannelsLastDataSeedsThePassWithoutConvolutions) {
+  REQUIRE_BACKENDS();
+  auto rng = test::rng(74);
+  const Shape s{2, 6, 9, 7};
+  auto pool_relu = [](dsl::Graph& g, int x) {  // two taps of a 2x2 pool, stride 2, then relu + bias
+    const int b = g.add_input({{6, 1, 1}, DType::Float32}, "b");
+    auto tap = [&](int64_t i) {
+      int t = g.add("slice", {x}, {{"dim", int64_t{2}}, {"start", i}, {"end", int64_t{8} + i}, {"step", int64_t{2}}});
+      t = g.add("slice", {t}, {{"dim", int64_t{3}}, {"start", int64_t{0}}, {"end", int64_t{7}}, {"step", int64_t{2}}});
+      return g.add("pad", {t}, {{"pads", std::vector<int64_t>{0, 1, 0, 0}}, {"value", -INFINITY}});
+    };
+    g.mark_output(g.add("add", {g.add("relu", {g.add("maximum", {tap(0), tap(1)})}), b}));
+  };
+  const std::vector<int64_t> nhwc_strides{9 * 7 * 6, 1, 7 * 6, 6};
+  for (const bool nhwc_input : {false, true}) {
+    dsl::Graph g;
+    pool_relu(g, g.add_input({s, DType::Float32}, "x"));
+    const std::vector<std::vector<int64_t>> strides{nhwc_input ? nhwc_strides : std::vector<int64_t>{}, {}};
+    const sched::ChannelsLastResult r = sched::to_channels_last(g, dsl::Target::CPU, strides);
+    EXPECT_EQ(r.convolutions, 0);
+    EXPECT_EQ(r.ops, nhwc_input ? 4 + 2 + 3 : 0) << r.graph.to_string();  // slices; pads; max, relu, add
+    std::vector<jit::Tensor> in{nhwc_input ? permuted_tensor(s, {0, 2, 3, 1}, rng) : random_tensor(s, rng),
+                                random_tensor({6, 1, 1}, rng)};
+    auto exe = check(g, in, nhwc_input ? "NHWC input" : "NCHW input");
+    EXPECT_EQ(exe->num_kernels(), 1) << exe->explain(false);
+    const jit::Tensor out = exe->run(in).at(0);
+    EXPECT_EQ(out.is_contiguous(), !nhwc_input);
+    if (nhwc_input) {
+      EXPECT_EQ(out.strides, (std::vector<int64_t>{4 * 5 * 6, 1, 5 * 6, 6}));  // [2, 6, 4, 5] in NHWC
+    }
+  }
+  // An in-graph permute of NHWC data (a model that computes in [N, H, W, C], then permutes).
+  dsl::Graph g;
+  const int nhwc = g.add_input({{2, 9, 7, 6}, DType::Float32}, "x_nhwc");
+  pool_relu(g, g.add("permute", {nhwc}, {{"dims", std::vector<int64_t>{0, 3, 1, 2}}}));
+  const sched::ChannelsLastResult r = sched::to_channels_last(g);
+  EXPECT_EQ(r.ops, 4 + 2 + 3) << r.graph.to_string();
+  std::vector<jit::Tensor> in{random_tensor({2, 9, 7, 6}, rng), random_tensor({6, 1, 1}, rng)};
+  auto exe = check(g, in, "permuted input");
+  EXPECT_FALSE(exe->run(in).at(0).is_contiguous());
+}

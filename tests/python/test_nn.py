@@ -819,6 +819,28 @@ def test_max_pool2d_reads_its_input_without_a_padded_copy(gen, kw, kernels):
     assert jitted.num_kernels == kernels, jitted.explain(with_source=False)
 
 
+@pytest.mark.parametrize("fn", ["max_pool", "pool_relu_add"])
+def test_jit_keeps_a_channels_last_input_channels_last(gen, fn):
+    """As torch's memory-format propagation: ops on a channels-last input run on its NHWC data
+    (a pool's taps read channels innermost, no transposing read) and return channels-last."""
+    def f(F, x, b):
+        y = F.max_pool2d(x, 3, 2, 1)
+        return y if fn == "max_pool" else F.relu(y) + b
+
+    x = make((2, 5, 11, 9), torch.float32, gen, special=True).contiguous(memory_format=torch.channels_last)
+    b = make((5, 1, 1), torch.float32, gen)
+    want = f(TF, x, b)
+    xf = to_flow(x).contiguous(memory_format=flow.channels_last)
+    jitted = flow.jit(lambda t, c: f(F, t, c))
+    got = jitted(xf, to_flow(b))
+    assert_same(got, want, msg=fn)
+    assert got.stride() == want.stride(), (got.stride(), want.stride())
+    assert jitted.num_kernels == 1, jitted.explain(with_source=False)
+    # A contiguous input stays contiguous.
+    plain = flow.jit(lambda t, c: f(F, t, c))(to_flow(x.contiguous()), to_flow(b))
+    assert plain.is_contiguous()
+
+
 def _pool_cases():
     """(size, kernel, stride, padding, dilation) around the edges of torch's output-size formula:
     inputs shorter than the (dilated) window, the ceil_mode window that would start in the right
