@@ -72,6 +72,20 @@ struct Conv {
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
 };
 
+// Calls f(r, s, h, w) for each filter tap (r, s) of output position (p, q) that lands inside the
+// H x W input, at input position (h, w).
+template <class F>
+void for_each_tap(const Conv& cv, int R, int S, int H, int W, int p, int q, F f) {
+  for (int r = 0; r < R; ++r) {
+    const int h = p * cv.u - cv.pad_h + r * cv.dil_h;
+    if (h < 0 || h >= H) continue;
+    for (int s = 0; s < S; ++s) {
+      const int w = q * cv.v - cv.pad_w + s * cv.dil_w;
+      if (w >= 0 && w < W) f(r, s, h, w);
+    }
+  }
+}
+
 struct Activation {
   cudnnActivationMode_t mode{};
   cudnnNanPropagation_t nan{};
@@ -222,17 +236,11 @@ int run(void* arg) {
         for (int kk = 0; kk < K; ++kk) {  // the input window stays in cache over the output channels
           const int g = kk / Kg;
           double acc = 0;
-          for (int r = 0; r < R; ++r) {
-            const int h = p * k.cv.u - k.cv.pad_h + r * k.cv.dil_h;
-            if (h < 0 || h >= H) continue;
-            for (int s = 0; s < S; ++s) {
-              const int ww = q * k.cv.v - k.cv.pad_w + s * k.cv.dil_w;
-              if (ww < 0 || ww >= W) continue;
-              const double* xp = x.data() + ((static_cast<size_t>(n) * H + h) * W + ww) * C + g * Cg;
-              const double* wp = w.data() + ((static_cast<size_t>(kk) * R + r) * S + s) * Cg;
-              for (int c = 0; c < Cg; ++c) acc += xp[c] * wp[c];
-            }
-          }
+          for_each_tap(k.cv, R, S, H, W, p, q, [&](int r, int s, int h, int ww) {
+            const double* xp = x.data() + ((static_cast<size_t>(n) * H + h) * W + ww) * C + g * Cg;
+            const double* wp = w.data() + ((static_cast<size_t>(kk) * R + r) * S + s) * Cg;
+            for (int c = 0; c < Cg; ++c) acc += xp[c] * wp[c];
+          });
           const int64_t yo = static_cast<int64_t>(n) * k.y.strides[0] + static_cast<int64_t>(kk) * k.y.strides[1] +
                              static_cast<int64_t>(p) * k.y.strides[2] + static_cast<int64_t>(q) * k.y.strides[3];
           double v = k.alpha * acc;
@@ -284,19 +292,13 @@ int run_backward_data(void* arg) {
       for (int p = 0; p < P; ++p)
         for (int q = 0; q < Q; ++q) {
           const double dy = load_value(t, k.pdy, offset(k.dy, n, kk, p, q));
-          for (int r = 0; r < R; ++r) {
-            const int h = p * k.cv.u - k.cv.pad_h + r * k.cv.dil_h;
-            if (h < 0 || h >= H) continue;
-            for (int s = 0; s < S; ++s) {
-              const int ww = q * k.cv.v - k.cv.pad_w + s * k.cv.dil_w;
-              if (ww < 0 || ww >= W) continue;
-              for (int c = 0; c < Cg; ++c) {
-                const int64_t wo = nhwc ? ((static_cast<int64_t>(kk) * R + r) * S + s) * Cg + c
-                                        : ((static_cast<int64_t>(kk) * Cg + c) * R + r) * S + s;
-                acc[((static_cast<size_t>(n) * C + g * Cg + c) * H + h) * W + ww] += dy * load_value(t, k.pw, wo);
-              }
+          for_each_tap(k.cv, R, S, H, W, p, q, [&](int r, int s, int h, int ww) {
+            for (int c = 0; c < Cg; ++c) {
+              const int64_t wo = nhwc ? ((static_cast<int64_t>(kk) * R + r) * S + s) * Cg + c
+                                      : ((static_cast<int64_t>(kk) * Cg + c) * R + r) * S + s;
+              acc[((static_cast<size_t>(n) * C + g * Cg + c) * H + h) * W + ww] += dy * load_value(t, k.pw, wo);
             }
-          }
+          });
         }
     }
   for (int n = 0; n < N; ++n)
