@@ -88,7 +88,8 @@ bool nchw_view_of_nhwc(const dsl::Graph& g, const dsl::Node& n) {
 
 // Which nodes run on NHWC values, given the convolutions allowed to and the graph inputs that are
 // NHWC buffers: a forward pass over the graph.
-std::vector<bool> plan(const dsl::Graph& g, const std::vector<bool>& allowed, const std::vector<bool>& nhwc_inputs) {
+std::vector<bool> plan(const dsl::Graph& g, const std::vector<bool>& allowed, const std::vector<bool>& nhwc_inputs,
+                       const std::vector<bool>& seed_nodes) {
   std::vector<bool> node_nhwc(g.nodes().size(), false), value_nhwc(g.values().size(), false);
   for (size_t i = 0; i < nhwc_inputs.size(); ++i) value_nhwc[g.inputs()[i]] = nhwc_inputs[i];
   for (const dsl::Node& n : g.nodes()) {
@@ -96,7 +97,7 @@ std::vector<bool> plan(const dsl::Graph& g, const std::vector<bool>& allowed, co
     const int v = n.outputs[0];
     const dsl::Shape& shape = g.value(v).type.shape;
     bool ok = false;
-    if (allowed[n.id] || nchw_view_of_nhwc(g, n)) {
+    if (allowed[n.id] || seed_nodes[n.id]) {
       ok = true;
     } else if (shape.size() == 4 && !n.inputs.empty() && value_nhwc[n.inputs[0]] &&
                (n.op == "slice" || (n.op == "pad" && n.inputs.size() == 1))) {
@@ -134,11 +135,30 @@ ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target,
   ChannelsLastResult r;
   std::vector<bool> nhwc_inputs(g.inputs().size(), false);
   bool seeded = false;
-  for (size_t i = 0; i < g.inputs().size() && i < input_strides.size(); ++i) {
+  for (size_t i = 0; i < g.inputs().size() && i < input_strides.size(); ++i)
     nhwc_inputs[i] = nhwc_dense(g.value(g.inputs()[i]).type.shape, input_strides[i]);
-    seeded = seeded || nhwc_inputs[i];
+  std::vector<bool> seed_nodes(g.nodes().size(), false);
+  for (const dsl::Node& n : g.nodes()) seed_nodes[n.id] = nchw_view_of_nhwc(g, n);
+  // as_strided addresses the buffer at the root of its input's views, as it was when traced: a
+  // seed it reaches through views (or directly) stays as it is, with the views after it.
+  for (const dsl::Node& n : g.nodes()) {
+    if (n.op != "as_strided") continue;
+    for (int v = n.inputs[0];;) {
+      const dsl::Value& val = g.value(v);
+      if (val.kind == dsl::ValueKind::Input) {
+        for (size_t i = 0; i < nhwc_inputs.size(); ++i)
+          if (g.inputs()[i] == v) nhwc_inputs[i] = false;
+        break;
+      }
+      if (val.kind != dsl::ValueKind::OpResult) break;
+      const dsl::Node& p = g.node(val.producer);
+      if (dsl::lookup_op(p.op).pattern != dsl::OpPattern::View) break;
+      seed_nodes[p.id] = false;
+      v = p.inputs[0];
+    }
   }
-  for (const dsl::Node& n : g.nodes()) seeded = seeded || nchw_view_of_nhwc(g, n);
+  for (size_t i = 0; i < nhwc_inputs.size(); ++i) seeded = seeded || nhwc_inputs[i];
+  for (const dsl::Node& n : g.nodes()) seeded = seeded || seed_nodes[n.id];
   // Convert every eligible convolution, then drop those whose NHWC result (or a value computed
   // from it in NHWC) an elementwise op would still read in NCHW: that op would lose the post-op
   // fusion and read its input transposed. Repeat until nothing changes.
@@ -146,7 +166,7 @@ ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target,
   for (const dsl::Node& n : g.nodes()) allowed[n.id] = convolutions && convertible_conv(g, n, target);
   std::vector<bool> nhwc_node;
   for (;;) {
-    nhwc_node = plan(g, allowed, nhwc_inputs);
+    nhwc_node = plan(g, allowed, nhwc_inputs, seed_nodes);
     // The convolutions an NHWC value comes from, through NHWC nodes (each node visited once).
     std::vector<bool> visited(g.nodes().size(), false);
     auto disallow_sources = [&](int v, auto&& self) -> bool {
@@ -234,7 +254,7 @@ ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target,
     const int v = n.outputs[0];
     const dsl::Shape& shape = g.value(v).type.shape;
     int made = -1;
-    if (nchw_view_of_nhwc(g, n)) {
+    if (seed_nodes[n.id]) {
       made = nchw(n.inputs[0]);  // the [N, H, W, C] value this view permutes
     } else if (is_convolution(n.op)) {
       std::vector<int> ins;

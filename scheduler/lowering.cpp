@@ -291,9 +291,15 @@ Expr GroupValues::compute_node(int node) {
         in_range = r && r->first >= 0 && r->second < in_shape[d];
       }
       if (!in_range) return e;
-      const std::string name = "t" + std::to_string(n.outputs.at(0)) + "_" + std::to_string(taps++);
+      // Named by node, input and tap: one name is one input's dtype in every body.
+      const std::string name =
+          "t" + std::to_string(n.outputs.at(0)) + "_" + std::to_string(k) + "_" + std::to_string(taps++);
       body_->let(name, e);
-      if (is_storage_only(b->dtype)) exact_vars_[name] = b->dtype;
+      if (is_storage_only(b->dtype)) {
+        exact_vars_[name] = b->dtype;
+      } else {
+        exact_vars_.erase(name);
+      }
       return var(name, e.type());
     };
     const DType out = ki_.graph->value(n.outputs.at(0)).type.dtype;

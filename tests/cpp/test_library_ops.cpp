@@ -1458,3 +1458,33 @@ TEST(ChannelsLast, ChannelsLastDataSeedsThePassWithoutConvolutions) {
   auto exe = check(g, in, "permuted input");
   EXPECT_FALSE(exe->run(in).at(0).is_contiguous());
 }
+
+// The seeding rules alone (no compiler needed): without a convolution library no convolution goes
+// NHWC, while the ops after a channels-last input still do; an input that an as_strided reads
+// (directly or through views) is no seed, since as_strided addresses the input's own memory.
+TEST(ChannelsLast, SeedsWithoutALibraryAndBesideAsStrided) {
+  const std::vector<int64_t> nhwc_strides{9 * 7 * 6, 1, 7 * 6, 6};
+  {
+    dsl::Graph g;
+    const int x = g.add_input({{2, 6, 9, 7}, DType::Float32}, "x");
+    const int w = g.add_input({{4, 6, 3, 3}, DType::Float32}, "w");
+    g.mark_output(g.add("relu", {x}));
+    g.mark_output(g.add("conv2d", {x, w}));
+    const auto with = sched::to_channels_last(g, dsl::Target::CPU, {nhwc_strides, {}}, true);
+    const auto without = sched::to_channels_last(g, dsl::Target::CPU, {nhwc_strides, {}}, false);
+    EXPECT_EQ(with.convolutions, 1);
+    EXPECT_EQ(without.convolutions, 0);
+    EXPECT_EQ(without.ops, 1) << without.graph.to_string();  // the relu
+  }
+  for (const bool through_view : {false, true}) {
+    dsl::Graph g;
+    const int x = g.add_input({{2, 6, 9, 7}, DType::Float32}, "x");
+    g.mark_output(g.add("relu", {x}));
+    const int src =
+        through_view ? g.add("slice", {x}, {{"dim", int64_t{2}}, {"start", int64_t{1}}, {"end", int64_t{9}}}) : x;
+    g.mark_output(g.add("as_strided", {src},
+                        {{"size", std::vector<int64_t>{2, 6, 4, 7}}, {"stride", std::vector<int64_t>{378, 63, 7, 1}}}));
+    const auto r = sched::to_channels_last(g, dsl::Target::CPU, {nhwc_strides});
+    EXPECT_EQ(r.ops, 0) << r.graph.to_string();
+  }
+}

@@ -841,6 +841,32 @@ def test_jit_keeps_a_channels_last_input_channels_last(gen, fn):
     assert plain.is_contiguous()
 
 
+def test_jit_as_strided_of_a_channels_last_input_reads_its_memory(gen):
+    """as_strided addresses the input's own (NHWC) memory, as torch's does, while ops beside it
+    go channels-last (scheduler/channels_last.cpp leaves such an input unseeded)."""
+    x = make((2, 3, 4, 5), torch.float32, gen).contiguous(memory_format=torch.channels_last)
+    size, stride = (2, 3, 3, 5), (60, 20, 5, 1)
+
+    def f(t):
+        return t.relu() + 1, t.as_strided(size, stride), t[:, :, 1:].as_strided((1,) + size[1:], stride)
+
+    got = flow.jit(f)(to_flow(x).contiguous(memory_format=flow.channels_last))
+    for g, w in zip(got, f(x)):
+        assert_same(g, w)
+
+
+def test_max_pool2d_of_a_1x1_window_is_a_new_tensor(gen):
+    """A 1x1 window with stride 2 reads a strided view of the input; the result is still a copy,
+    as torch's (Detectron2's LastLevelMaxPool is such a pool)."""
+    x = make((1, 2, 5, 5), torch.float32, gen)
+    for pool in (lambda t: F.max_pool2d(t, 1, 2, 0), flow.jit(lambda t: F.max_pool2d(t, 1, 2, 0))):
+        xf = to_flow(x)
+        y = pool(xf)
+        y.add_(1)
+        assert_same(xf, x)
+        assert_same(y, TF.max_pool2d(x, 1, 2, 0) + 1)
+
+
 def _pool_cases():
     """(size, kernel, stride, padding, dilation) around the edges of torch's output-size formula:
     inputs shorter than the (dilated) window, the ceil_mode window that would start in the right

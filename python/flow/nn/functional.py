@@ -471,14 +471,17 @@ def _pool_tap(x, axes, out_size, s, d, p, offsets, fill):
 
 
 def _max_of(taps, like, out_size):
-    """The elementwise maximum of `taps` (None ones skipped; -inf where none is left)."""
+    """The elementwise maximum of `taps` (None ones skipped; -inf where none is left), a new tensor
+    as torch's pools return (a lone unpadded tap is a view of the input: 1x1 windows)."""
     out = None
     for t in taps:
         if t is not None:
             out = t if out is None else dispatch1("maximum", [out, t])
     if out is None:  # every window wholly in the padding (a dilation can allow it): -inf, as torch
         from .._creation import full
-        out = full(list(like.shape[:-2]) + list(out_size), -math.inf, dtype=like.dtype, device=like.device)
+        return full(list(like.shape[:-2]) + list(out_size), -math.inf, dtype=like.dtype, device=like.device)
+    if sum(t is not None for t in taps) == 1:
+        out = _ops._cast(out, out.dtype)  # a copy, not the input's view
     return out
 
 

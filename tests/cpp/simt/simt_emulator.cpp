@@ -4,9 +4,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#if !defined(__x86_64__)
-#include <ucontext.h>  // fibers elsewhere (see FiberContext)
-#endif
 
 #include <algorithm>
 #include <cstdint>
@@ -22,6 +19,13 @@
 #include <stdexcept>
 
 #include "simt/simt_abi.h"
+
+#if defined(__x86_64__) && defined(__ELF__) && !defined(__ILP32__)
+#define FLOW_SIMT_OWN_SWITCH 1  // see FiberContext
+#else
+#define FLOW_SIMT_OWN_SWITCH 0
+#include <ucontext.h>  // fibers elsewhere (see FiberContext)
+#endif
 
 #ifndef FLOW_SIMT_CXX
 #error "FLOW_SIMT_CXX (the host C++ compiler) must be defined by the build"
@@ -112,8 +116,10 @@ constexpr size_t kStackBytes = size_t{256} << 10;
 // Note: a fiber switch on x86-64 saves what the ABI says a call preserves (rbx, rbp, r12-r15, the
 // MXCSR and x87 control words) on the old stack and resumes the other. glibc's swapcontext also
 // saves and restores the signal mask, a system call per switch: a quarter of the host time of a
-// ResNet-50 on the emulated device. Other machines keep ucontext.
-#if defined(__x86_64__)
+// ResNet-50 on the emulated device. Other machines (and ABIs: x32, non-ELF) keep ucontext. The
+// switch returns into another stack, which a CET shadow stack would refuse: the build compiles this
+// file without CET markings (tests/cpp/CMakeLists.txt), so no binary linking it enables one.
+#if FLOW_SIMT_OWN_SWITCH
 struct FiberContext {
   void* sp = nullptr;
 };
@@ -156,12 +162,18 @@ void switch_context(FiberContext& from, const FiberContext& to) {
 // frame flow_simt_switch pops, with `entry` as its return address.
 void make_context(FiberContext& c, char* stack, size_t bytes, void (*entry)()) {
   auto top = reinterpret_cast<uintptr_t>(stack + bytes) & ~uintptr_t{15};
-  top -= 16;  // `entry` starts as if called: its return-address slot 16-byte aligned
+  top -= 16;
+  // flow_simt_switch's `ret` pops `entry` from `top`, so `entry` starts with rsp = top + 8 (8 mod 16,
+  // as after a call); its own return address, at top + 8, is null, where unwinders stop.
   *reinterpret_cast<void (**)()>(top) = entry;
+  *reinterpret_cast<uintptr_t*>(top + 8) = 0;
   const uintptr_t sp = top - 7 * 8;  // six registers and the control words
   std::memset(reinterpret_cast<void*>(sp), 0, 7 * 8);
-  const uint32_t mxcsr = 0x1F80;  // the defaults: every exception masked, round to nearest
-  const uint16_t fpu_cw = 0x037F;
+  // The thread's floating-point modes (MXCSR, x87 control word), as getcontext would capture them.
+  uint32_t mxcsr = 0;
+  uint16_t fpu_cw = 0;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  asm volatile("fnstcw %0" : "=m"(fpu_cw));
   std::memcpy(reinterpret_cast<void*>(sp), &mxcsr, sizeof mxcsr);
   std::memcpy(reinterpret_cast<void*>(sp + 4), &fpu_cw, sizeof fpu_cw);
   c.sp = reinterpret_cast<void*>(sp);
