@@ -28,7 +28,7 @@ def _place(t, device):
     """Moves a freshly created (CPU) tensor to `device` when one is asked for."""
     if device is None or str(device).split(":")[0] == "cpu":
         return t
-    return t.cuda()
+    return t.cuda(device)
 
 def manual_seed(seed):
     """Seeds flow's default generator (rand, randn, randint, nn.init, ...) and the in-graph

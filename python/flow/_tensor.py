@@ -486,6 +486,8 @@ class Tensor:
         return Tensor._wrap(self._c.to_device("cpu"))
 
     def cuda(self, device=None, non_blocking=False):
+        from . import cuda as _cuda
+        _cuda._require_current(device)
         if self.device.type == "cuda":
             return self
         self._need_data("Tensor.cuda()")
@@ -1153,7 +1155,7 @@ class Tensor:
                 dtype = a
         out = self
         if device is not None:
-            out = out.cuda() if str(device).startswith("cuda") else out.cpu()
+            out = out.cuda(device) if str(device).startswith("cuda") else out.cpu()
         if dtype is None:
             return out
         self = out

@@ -33,6 +33,22 @@ def set_device(device: Union[int, str, "_dtype.device"]) -> None:
                                   f"would select another")
 
 
+def _require_current(device: Union[int, str, "_dtype.device", None]) -> None:
+    """flow places CUDA tensors on the current device only: an explicit other index is refused
+    (torch's "invalid device ordinal" where no such device exists), never silently redirected."""
+    if device is None or isinstance(device, bool):
+        return
+    if isinstance(device, str):
+        device = _dtype.device(device)
+    index = device.index if isinstance(device, _dtype.device) else device
+    if index is None or index == current_device():
+        return
+    if not 0 <= index < device_count():
+        raise RuntimeError(f"CUDA error: invalid device ordinal (device {index}; {device_count()} device(s))")
+    raise NotImplementedError(f"flow runs on the current CUDA device ({current_device()}); cuda:{index} is another "
+                              f"device")
+
+
 def get_device_capability(device: Union[int, str, "_dtype.device", None] = None) -> Tuple[int, int]:
     return tuple(_C.cuda_device_capability(_device_index(device)))
 

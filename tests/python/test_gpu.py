@@ -222,6 +222,21 @@ def test_mixed_devices_raise():
     assert out.device.type == "cuda" and out.cpu().tolist() == [3.0, 3.0, 3.0]
 
 
+def test_another_device_index_is_refused_not_redirected():
+    """flow runs on the current device: asking for another index raises (torch's "invalid device
+    ordinal" where there is no such device) instead of placing the tensor on the current one."""
+    here = flow.cuda.current_device()
+    other = flow.cuda.device_count()  # no such device
+    x = flow.ones(3)
+    for place in (lambda: x.to(f"cuda:{other}"), lambda: x.cuda(other), lambda: x.to(flow.device("cuda", other)),
+                  lambda: flow.zeros(3, device=f"cuda:{other}"), lambda: flow.ones(3).cuda().cuda(other)):
+        with pytest.raises(RuntimeError, match="invalid device ordinal"):
+            place()
+    for place in (lambda: x.to(f"cuda:{here}"), lambda: x.cuda(here), lambda: flow.zeros(3, device="cuda"),
+                  lambda: x.to(flow.ones(1).cuda())):
+        assert place().device.type == "cuda"
+
+
 # ---- library calls: cuDNN convolutions, cuBLASLt matrix products -----------------------------------
 
 # float32 library calls are strict FP32 in flow (no TF32), as torch's matmul default; torch's cuDNN
