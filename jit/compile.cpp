@@ -27,6 +27,7 @@
 #include "jit/log.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/cuda_stream.h"
+#include "runtime/dense_layout.h"
 #include "runtime/onednn.h"
 #include "scheduler/channels_last.h"
 #include "scheduler/fold_pad.h"
@@ -380,7 +381,15 @@ std::shared_ptr<Executable> compile(const Graph& g_in, const std::vector<std::ve
   sched::ChannelsLastResult nhwc;
   const bool nhwc_library = options.target == dsl::Target::CUDA || runtime::onednn::available();
   if (options.fuse && options.inline_constants && channels_last_enabled()) {
-    nhwc = sched::to_channels_last(*g, options.target, input_strides, nhwc_library);
+    // Inputs that are dense NHWC buffers (and not also dense NCHW ones) seed the pass.
+    std::vector<bool> nhwc_inputs(g->inputs().size(), false);
+    for (size_t i = 0; i < nhwc_inputs.size() && i < input_strides.size(); ++i) {
+      const dsl::Shape& shape = g->value(g->inputs()[i]).type.shape;
+      const std::vector<int64_t>& st = input_strides[i];
+      nhwc_inputs[i] =
+          shape.size() == 4 && st.size() == 4 && runtime::dense_nhwc(shape, st) && !runtime::dense_nchw(shape, st);
+    }
+    nhwc = sched::to_channels_last(*g, options.target, std::move(nhwc_inputs), nhwc_library);
     exe->num_channels_last_ = nhwc.convolutions;
     exe->num_channels_last_ops_ = nhwc.ops;
     if (nhwc.convolutions > 0 || nhwc.ops > 0) {

@@ -65,21 +65,6 @@ bool view_prefers_nchw(const dsl::Graph& g, const dsl::Node& n, int v) {
   return false;
 }
 
-// Whether 4-D `strides` address [N, C, H, W] `shape` as a dense NHWC buffer and not also as a
-// contiguous NCHW one (size-1 dims have any stride).
-bool nhwc_dense(const dsl::Shape& shape, const std::vector<int64_t>& strides) {
-  if (shape.size() != 4 || strides.size() != 4) return false;
-  const int64_t C = shape[1], H = shape[2], W = shape[3];
-  const int64_t nhwc[4] = {H * W * C, 1, W * C, C}, nchw[4] = {C * H * W, H * W, W, 1};
-  bool is_nhwc = true, is_nchw = true;
-  for (size_t d = 0; d < 4; ++d) {
-    if (shape[d] == 1) continue;
-    is_nhwc = is_nhwc && strides[d] == nhwc[d];
-    is_nchw = is_nchw && strides[d] == nchw[d];
-  }
-  return is_nhwc && !is_nchw;
-}
-
 // A channels-last permute: an NCHW view of an [N, H, W, C] value.
 bool nchw_view_of_nhwc(const dsl::Graph& g, const dsl::Node& n) {
   return n.op == "permute" && g.value(n.inputs[0]).type.shape.size() == 4 &&
@@ -130,13 +115,10 @@ std::vector<bool> plan(const dsl::Graph& g, const std::vector<bool>& allowed, co
 
 }  // namespace
 
-ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target,
-                                    const std::vector<std::vector<int64_t>>& input_strides, bool convolutions) {
+ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target, std::vector<bool> nhwc_inputs,
+                                    bool convolutions) {
   ChannelsLastResult r;
-  std::vector<bool> nhwc_inputs(g.inputs().size(), false);
-  bool seeded = false;
-  for (size_t i = 0; i < g.inputs().size() && i < input_strides.size(); ++i)
-    nhwc_inputs[i] = nhwc_dense(g.value(g.inputs()[i]).type.shape, input_strides[i]);
+  nhwc_inputs.resize(g.inputs().size(), false);
   std::vector<bool> seed_nodes(g.nodes().size(), false);
   for (const dsl::Node& n : g.nodes()) seed_nodes[n.id] = nchw_view_of_nhwc(g, n);
   // as_strided addresses the buffer at the root of its input's views, as it was when traced: a
@@ -157,8 +139,8 @@ ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target,
       v = p.inputs[0];
     }
   }
-  for (size_t i = 0; i < nhwc_inputs.size(); ++i) seeded = seeded || nhwc_inputs[i];
-  for (const dsl::Node& n : g.nodes()) seeded = seeded || seed_nodes[n.id];
+  const bool seeded = std::find(nhwc_inputs.begin(), nhwc_inputs.end(), true) != nhwc_inputs.end() ||
+                      std::find(seed_nodes.begin(), seed_nodes.end(), true) != seed_nodes.end();
   // Convert every eligible convolution, then drop those whose NHWC result (or a value computed
   // from it in NHWC) an elementwise op would still read in NCHW: that op would lose the post-op
   // fusion and read its input transposed. Repeat until nothing changes.

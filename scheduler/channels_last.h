@@ -22,7 +22,6 @@
 // result an elementwise op would still read in NCHW stays NCHW (that op would lose the post-op
 // fusion and read its input transposed); the decision is iterated to a fixed point.
 #pragma once
-#include <cstdint>
 #include <vector>
 
 #include "dsl/graph.h"
@@ -39,12 +38,11 @@ struct ChannelsLastResult {
 // `target` picks the convolutions that go NHWC: float32 and half ones on the CPU (oneDNN),
 // float16/bfloat16 ones on CUDA (cuDNN's tensor cores); none without `convolutions` (no library to
 // run them). Channels-last data seeds the pass too, as torch's memory-format propagation does:
-// graph inputs whose `input_strides` (as jit::compile takes them) are a dense NHWC buffer, and
-// in-graph permutes of an [N, H, W, C] value to NCHW. The ops after them run on the NHWC values
+// the graph inputs marked in `nhwc_inputs` (dense NHWC buffers: the caller knows their strides),
+// and in-graph permutes of an [N, H, W, C] value to NCHW. The ops after them run on the NHWC values
 // (a max pool's taps read channels innermost) and a graph output computed so is returned as the
 // NCHW view of NHWC data: channels-last, as torch returns it.
 ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target = dsl::Target::CPU,
-                                    const std::vector<std::vector<int64_t>>& input_strides = {},
-                                    bool convolutions = true);
+                                    std::vector<bool> nhwc_inputs = {}, bool convolutions = true);
 
 }  // namespace flow::sched

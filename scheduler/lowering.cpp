@@ -292,15 +292,8 @@ Expr GroupValues::compute_node(int node) {
       }
       if (!in_range) return e;
       // Named by node, input and tap: one name is one input's dtype in every body.
-      const std::string name =
-          "t" + std::to_string(n.outputs.at(0)) + "_" + std::to_string(k) + "_" + std::to_string(taps++);
-      body_->let(name, e);
-      if (is_storage_only(b->dtype)) {
-        exact_vars_[name] = b->dtype;
-      } else {
-        exact_vars_.erase(name);
-      }
-      return var(name, e.type());
+      return bind("t" + std::to_string(n.outputs.at(0)) + "_" + std::to_string(k) + "_" + std::to_string(taps++), e,
+                  b->dtype);
     };
     const DType out = ki_.graph->value(n.outputs.at(0)).type.dtype;
     Expr e = def.injective(out_idx, loader, make_op_context(*ki_.graph, n));
@@ -344,10 +337,7 @@ Expr GroupValues::value(int v) {
       // at the domain's indices is always in range, and a load left inside a select arm
       // (where(m, x, y)) is one the code generators may evaluate only on the chosen side, which
       // costs the CPU its SIMD and the GPU its vector loads.
-      const std::string name = "v" + std::to_string(v);
-      body_->let(name, e);
-      if (is_storage_only(val.type.dtype)) exact_vars_[name] = val.type.dtype;
-      e = var(name, e.type());
+      e = bind("v" + std::to_string(v), e, val.type.dtype);
     }
     body_values_[v] = e;
     return e;
@@ -355,14 +345,20 @@ Expr GroupValues::value(int v) {
   if (val.kind != ValueKind::OpResult)
     throw std::logic_error("value %" + std::to_string(v) + " has no source in kernel");
   if (!body_) throw std::logic_error("value %" + std::to_string(v) + " requested outside a loop body");
-  e = compute_node(val.producer);
-  const std::string name = "v" + std::to_string(v);
-  body_->let(name, e);
   // compute_node rounded it to its storage type (or it was exact there already).
-  if (is_storage_only(val.type.dtype)) exact_vars_[name] = val.type.dtype;
-  Expr bound = var(name, e.type());
+  Expr bound = bind("v" + std::to_string(v), compute_node(val.producer), val.type.dtype);
   body_values_[v] = bound;
   return bound;
+}
+
+Expr GroupValues::bind(const std::string& name, const Expr& e, DType storage) {
+  body_->let(name, e);
+  if (is_storage_only(storage)) {
+    exact_vars_[name] = storage;
+  } else {
+    exact_vars_.erase(name);
+  }
+  return var(name, e.type());
 }
 
 Expr GroupValues::stored_value(int v) {

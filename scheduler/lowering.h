@@ -104,6 +104,9 @@ class GroupValues {
   // storage type).
   dsl::Expr round_in_body(dsl::Expr e, dsl::DType storage) const;
   std::map<std::string, dsl::DType> exact_vars_;  // let name -> the half type its value is exact in
+  // Binds `e` (a value stored as `storage`, in its compute type, exact there) as Let `name` in the
+  // current body, noting whether `name` holds a half value; returns the variable.
+  dsl::Expr bind(const std::string& name, const dsl::Expr& e, dsl::DType storage);
   const KernelInstance& ki_;
   const KernelSignature& sig_;
   StmtList* body_ = nullptr;

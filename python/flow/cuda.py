@@ -38,10 +38,10 @@ def _require_current(device: Union[int, str, "_dtype.device", None]) -> None:
     (torch's "invalid device ordinal" where no such device exists), never silently redirected."""
     if device is None or isinstance(device, bool):
         return
-    if isinstance(device, str):
-        device = _dtype.device(device)
-    index = device.index if isinstance(device, _dtype.device) else device
-    if index is None or index == current_device():
+    if not isinstance(device, int) and _dtype.device(device).index is None:
+        return  # "cuda": the current device, whatever it is
+    index = _device_index(device)
+    if index == current_device():
         return
     if not 0 <= index < device_count():
         raise RuntimeError(f"CUDA error: invalid device ordinal (device {index}; {device_count()} device(s))")
