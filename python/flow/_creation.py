@@ -270,7 +270,16 @@ def uniform_draw(shape, dtype, device, generator, fn):
     in-graph generator under @flow.jit (24 random bits: float32 numbers, widened for float64)."""
     if _traced_draw(fn, generator):
         return counter_rand(shape, device or "cpu").to(dtype)
-    return _place(_from_array(np_rng(generator).random(shape), dtype), device)
+    u = np_rng(generator).random(shape)
+    if dtype is not D.float64:
+        # As many random bits as the type holds (torch's uniform does the same): a float64 draw
+        # rounded to float32 or a half type could round up to 1.0 (a float16 one in 2^12 draws).
+        bits = _UNIFORM_BITS[dtype]
+        u = np.floor(u * 2.0 ** bits) * 2.0 ** -bits
+    return _place(_from_array(u, dtype), device)
+
+
+_UNIFORM_BITS = {D.float32: 24, D.float16: 11, D.bfloat16: 8}  # significand bits
 
 
 def normal_draw(shape, dtype, device, generator, fn):

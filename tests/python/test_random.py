@@ -97,6 +97,14 @@ def test_generators_replay_and_are_independent():
         flow.rand(3, generator=np.random.default_rng())
 
 
+@pytest.mark.parametrize("dtype", [flow.float16, flow.bfloat16, flow.float32], ids=str)
+def test_rand_never_draws_one(dtype):
+    """rand is [0, 1) in every dtype: a float64 draw rounded to float16 reaches 1.0 about once in
+    2^12 draws, so 2^20 of them would show it."""
+    u = flow.rand(1 << 20, dtype=dtype).to(flow.float32).numpy()
+    assert u.min() >= 0 and u.max() < 1, u.max()
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
 def test_creation_distributions(device, jit):
