@@ -29,21 +29,8 @@ Expr lit(double v, DType t) {
   return make_int(i, t);
 }
 
-Expr is_nan(const Expr& x) {
-  return call(Intrinsic::IsNan, {x});
-}
 Expr fn(Intrinsic f, const Expr& x) {
   return call(f, {x});
-}
-
-// NaN-propagating minimum/maximum (torch.minimum/maximum, clamp): Min/Max nodes ignore NaN.
-Expr nan_min(const Expr& a, const Expr& b) {
-  if (!is_floating(a.type())) return min(a, b);
-  return select(is_nan(a), a, select(is_nan(b), b, min(a, b)));
-}
-Expr nan_max(const Expr& a, const Expr& b) {
-  if (!is_floating(a.type())) return max(a, b);
-  return select(is_nan(a), a, select(is_nan(b), b, max(a, b)));
 }
 
 DType out_compute_type(const OpContext& ctx) {
@@ -183,8 +170,9 @@ void register_binary_ops() {
              [](const Expr& a, const Expr& b, const OpContext&) { return a.type() == DType::Bool ? (a && b) : a * b; });
   add_binary("div", C::Div, [](const Expr& a, const Expr& b, const OpContext&) { return a / b; });
   add_binary("pow", C::Arith, [](const Expr& a, const Expr& b, const OpContext&) { return pow_expr(a, b); });
-  add_binary("minimum", C::MinMax, [](const Expr& a, const Expr& b, const OpContext&) { return nan_min(a, b); });
-  add_binary("maximum", C::MinMax, [](const Expr& a, const Expr& b, const OpContext&) { return nan_max(a, b); });
+  // IR Min/Max are torch.minimum/maximum: NaN-propagating, -0 below +0 (dsl/interpreter.cpp).
+  add_binary("minimum", C::MinMax, [](const Expr& a, const Expr& b, const OpContext&) { return min(a, b); });
+  add_binary("maximum", C::MinMax, [](const Expr& a, const Expr& b, const OpContext&) { return max(a, b); });
   add_binary("eq", C::Compare, [](const Expr& a, const Expr& b, const OpContext&) { return a == b; });
   add_binary("ne", C::Compare, [](const Expr& a, const Expr& b, const OpContext&) { return a != b; });
   add_binary("lt", C::Compare, [](const Expr& a, const Expr& b, const OpContext&) { return a < b; });
@@ -362,7 +350,7 @@ void register_clamp_where_cast() {
     const DType out = ctx.outputs.at(0).dtype;
     if (const AttrValue* lo = attr_find(attrs, "min")) r = max(r, lit(clamp_bound(*lo, out, "min"), ct));
     if (const AttrValue* hi = attr_find(attrs, "max")) r = min(r, lit(clamp_bound(*hi, out, "max"), ct));
-    return is_floating(ct) ? select(is_nan(x), x, r) : r;
+    return r;  // a NaN x stays NaN: IR Min/Max propagate NaN
   };
   register_builtin(std::move(clamp));
 

@@ -42,16 +42,6 @@ Expr is_nan(const Expr& x) {
   return fn(Intrinsic::IsNan, x);
 }
 
-// NaN-propagating min/max (std::min/max with NaN first, or torch.minimum/maximum).
-Expr nan_min(const Expr& a, const Expr& b) {
-  if (!is_floating(a.type())) return min(a, b);
-  return select(is_nan(a), a, select(is_nan(b), b, min(a, b)));
-}
-Expr nan_max(const Expr& a, const Expr& b) {
-  if (!is_floating(a.type())) return max(a, b);
-  return select(is_nan(a), a, select(is_nan(b), b, max(a, b)));
-}
-
 const Attrs& attrs_of(const OpContext& ctx) {
   static const Attrs none;
   return ctx.attrs ? *ctx.attrs : none;
@@ -360,11 +350,10 @@ void register_activations() {
               return select(x > lit(0, t), x * lit(scale, t), neg);
             },
             {"alpha", "scale", "input_scale"});
-  // hardtanh = clamp(x, min_val, max_val), NaN kept.
+  // hardtanh = clamp(x, min_val, max_val); NaN stays NaN (IR Min/Max propagate it).
   auto hardtanh = [](const Expr& x, double lo, double hi) {
     const DType t = x.type();
-    const Expr r = min(max(x, lit(lo, t)), lit(hi, t));
-    return is_floating(t) ? select(is_nan(x), x, r) : r;
+    return min(max(x, lit(lo, t)), lit(hi, t));
   };
   add_unary(
       "hardtanh", keep_no_bool,
@@ -380,11 +369,11 @@ void register_activations() {
   add_unary("relu6", keep_no_bool, [hardtanh](const Expr& x, const OpContext&) { return hardtanh(x, 0.0, 6.0); });
   add_unary("hardsigmoid", float_only, [](const Expr& x, const OpContext&) {
     const DType t = x.type();
-    return nan_min(nan_max(x + lit(3, t), lit(0, t)), lit(6, t)) / lit(6, t);
+    return min(max(x + lit(3, t), lit(0, t)), lit(6, t)) / lit(6, t);
   });
   add_unary("hardswish", float_only, [](const Expr& x, const OpContext&) {
     const DType t = x.type();
-    return x * nan_min(nan_max(x + lit(3, t), lit(0, t)), lit(6, t)) / lit(6, t);
+    return x * min(max(x + lit(3, t), lit(0, t)), lit(6, t)) / lit(6, t);
   });
   add_unary("softplus", float_only,
             [](const Expr& x, const OpContext& ctx) {
