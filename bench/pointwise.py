@@ -1,9 +1,9 @@
 """Benchmark (not a test): fused pointwise and row-normalization kernels on the CPU.
 
-Five workloads at 2^24 elements -- the 6-op chain relu(x*a+b)*sigmoid(x)+1, softmax over rows of
+Six workloads at 2^24 elements -- the 6-op chain relu(x*a+b)*sigmoid(x)+1, softmax over rows of
 4096, a layer-norm-like row normalization (float32), where(m, x, y) (a bool mask picking between
-two float32 tensors) and ResNet's max pool (3x3, stride 2, padding 1) of a channels-last
-[N, 64, 128, 128] float32 input -- each timed in one run for flow jit, flow
+two float32 tensors), ResNet's max pool (3x3, stride 2, padding 1) and DenseNet's average pool
+(2x2) of a channels-last [N, 64, 128, 128] float32 input -- each timed in one run for flow jit, flow
 eager, torch eager, torch.compile and numpy, next to the memory floor (bytes that must move divided
 by the copy bandwidth measured in this run). Then the chain's cold compile time and warm
 (disk-cache) start time, each in a fresh process.
@@ -61,6 +61,18 @@ def max_pool(m):
     def f(x_nhwc):  # the input as a CNN holds it after a convolution: channels-last
         return m.nn.functional.max_pool2d(x_nhwc.permute(0, 3, 1, 2), 3, 2, 1)
     return f
+
+
+def avg_pool(m):
+    def f(x_nhwc):  # DenseNet's transition pool, on a convolution's channels-last output
+        return m.nn.functional.avg_pool2d(x_nhwc.permute(0, 3, 1, 2), 2)
+    return f
+
+
+def np_avg_pool(x_nhwc):
+    n, h, w, c = x_nhwc.shape
+    win = x_nhwc[:, :h // 2 * 2, :w // 2 * 2].reshape(n, h // 2, 2, w // 2, 2, c)
+    return (win.sum(axis=(2, 4), dtype=np.float32) / np.float32(4)).transpose(0, 3, 1, 2)
 
 
 def np_max_pool(x_nhwc):
@@ -152,6 +164,7 @@ def main() -> None:
         ("row norm 4096", rownorm, np_rownorm, (x2, w2, c2), 2 * n * 4),
         ("where(m, x, y)", select, np_select, (x1 > 0, a1, b1), n * (1 + 3 * 4)),
         ("max_pool 3x3/2 NHWC", max_pool, np_max_pool, (x4,), n * 4 + n // 4 * 4),
+        ("avg_pool 2x2 NHWC", avg_pool, np_avg_pool, (x4,), n * 4 + n // 4 * 4),
     ]
     results = []
     for name, make, np_fn, arrays, nbytes in workloads:

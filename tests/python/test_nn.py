@@ -855,6 +855,58 @@ def test_jit_as_strided_of_a_channels_last_input_reads_its_memory(gen):
         assert_same(g, w)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64],
+                         ids=str)
+@pytest.mark.parametrize("kw", [
+    {"kernel_size": 2},                                                  # DenseNet's transition
+    {"kernel_size": 3, "stride": 2, "padding": 1},
+    {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False},
+    {"kernel_size": (2, 3), "stride": (1, 2), "ceil_mode": True},       # partial last windows
+    {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False},
+    {"kernel_size": 5, "stride": 3, "padding": 2},                      # 25 > 16: separable
+    {"kernel_size": 3, "padding": 1, "divisor_override": 4},
+    {"kernel_size": 1, "stride": 2},
+], ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
+def test_avg_pool2d_paths_dtypes_and_layouts(gen, dtype, kw):
+    """avg_pool2d as a sum of window taps: torch's divisors (padding counted or not, ceil_mode's
+    partial windows, divisor_override), half types summed in float32, int64 divided truncating."""
+    for shape in [(2, 3, 11, 9), (3, 7, 8), (1, 1, 5, 5)]:
+        x = make(shape, dtype, gen, special=True)
+        want = TF.avg_pool2d(x, **kw)
+        assert_same(F.avg_pool2d(to_flow(x), **kw), want, msg=f"eager {shape}")
+        jitted = flow.jit(lambda t: F.avg_pool2d(t, **kw))
+        assert_same(jitted(to_flow(x)), want, msg=f"jit {shape}")
+    x = make((2, 4, 9, 10), dtype, gen, special=True).contiguous(memory_format=torch.channels_last)
+    assert_same(F.avg_pool2d(to_flow(x), **kw), TF.avg_pool2d(x, **kw), msg="channels-last input")
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.uint8, torch.bool], ids=str)
+def test_avg_pool2d_refuses_what_torch_refuses(dtype):
+    x = torch.ones((1, 1, 4, 4), dtype=dtype)
+    with pytest.raises(NotImplementedError) as want:
+        TF.avg_pool2d(x, 2)
+    with pytest.raises(NotImplementedError) as got:
+        F.avg_pool2d(to_flow(x), 2)
+    assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("kw", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1,
+                                                     "count_include_pad": False}], ids=["2x2", "3x3-pad"])
+def test_avg_pool2d_is_one_kernel_reading_its_input_in_place(gen, kw, channels_last):
+    """The taps read the input where it lies (no padded copy, no contiguous copy of a channels-last
+    input for a window view), summed and divided in one kernel; a channels-last input stays so."""
+    x = make((2, 8, 13, 12), torch.float32, gen)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    jitted = flow.jit(lambda t: F.avg_pool2d(t, **kw))
+    got = jitted(to_flow(x).contiguous(memory_format=flow.channels_last) if channels_last else to_flow(x))
+    want = TF.avg_pool2d(x, **kw)
+    assert_same(got, want)
+    assert got.stride() == want.stride()
+    assert jitted.num_kernels == 1, jitted.explain(with_source=False)
+
+
 def test_max_pool2d_of_a_1x1_window_is_a_new_tensor(gen):
     """A 1x1 window with stride 2 reads a strided view of the input; the result is still a copy,
     as torch's (Detectron2's LastLevelMaxPool is such a pool)."""

@@ -409,35 +409,6 @@ def _pool_geometry(input, fn, kernel_size, stride, padding, dilation, ceil_mode)
     return (OH, OW), k, s, p, d
 
 
-def _padded_for_pool(input, fn, kernel_size, stride, padding, dilation, ceil_mode, pad_value):
-    """The padded 4-D [N, C, Hp, Wp] (or 3-D) input of a pooling, with (OH, OW), kernel, stride,
-    padding and dilation pairs. The padding covers ceil_mode's last partial window too."""
-    (OH, OW), k, s, p, d = _pool_geometry(input, fn, kernel_size, stride, padding, dilation, ceil_mode)
-    H, W = input.shape[-2], input.shape[-1]
-    need_h = (OH - 1) * s[0] + d[0] * (k[0] - 1) + 1
-    need_w = (OW - 1) * s[1] + d[1] * (k[1] - 1) + 1
-    ph_hi, pw_hi = builtins.max(p[0], need_h - H - p[0]), builtins.max(p[1], need_w - W - p[1])
-    xp = dispatch1("pad", [input], {"pads": [p[1], pw_hi, p[0], ph_hi], "value": builtins.float(pad_value)})
-    return xp, (OH, OW), k, s, p, d
-
-
-def _windows(input, fn, kernel_size, stride, padding, dilation, ceil_mode, pad_value):
-    """The pooling windows of a 4-D [N, C, H, W] (or 3-D [C, H, W]) input as a 6-D (5-D) view
-    [..., OH, OW, kH, kW] of the padded input, and (OH, OW)."""
-    xp, (OH, OW), k, s, p, d = _padded_for_pool(input, fn, kernel_size, stride, padding, dilation, ceil_mode,
-                                                pad_value)
-    lead = list(input.shape[:-2])
-    Hp, Wp = xp.shape[-2], xp.shape[-1]
-    lead_strides = []
-    acc = Hp * Wp
-    for n in reversed(lead):
-        lead_strides.insert(0, acc)
-        acc *= n
-    win = dispatch1("as_strided", [xp], {"size": lead + [OH, OW, k[0], k[1]],
-                                         "stride": lead_strides + [s[0] * Wp, s[1], d[0] * Wp, d[1]]})
-    return win, (OH, OW), k, s, p
-
-
 def _tap_range(size, out, s, d, p, offset):
     """The outputs [lo, hi] whose window tap `offset` (along one axis) lands inside an input of
     `size` (input position o * s + offset * d - p), or None when none does."""
@@ -470,22 +441,38 @@ def _pool_tap(x, axes, out_size, s, d, p, offsets, fill):
     return x
 
 
-def _max_of(taps, like, out_size):
-    """The elementwise maximum of `taps` (None ones skipped; -inf where none is left), a new tensor
-    as torch's pools return (a lone unpadded tap is a view of the input: 1x1 windows)."""
+def _combine_taps(taps, op, like, out_size, empty):
+    """`op` ("maximum" or "add") over `taps` (None ones skipped; `empty` where none is left), a new
+    tensor as torch's pools return (a lone unpadded tap is a view of the input: 1x1 windows)."""
     out = None
     for t in taps:
         if t is not None:
-            out = t if out is None else dispatch1("maximum", [out, t])
-    if out is None:  # every window wholly in the padding (a dilation can allow it): -inf, as torch
+            out = t if out is None else dispatch1(op, [out, t])
+    if out is None:  # every window wholly in the padding (a dilation can allow it), as torch
         from .._creation import full
-        return full(list(like.shape[:-2]) + list(out_size), -math.inf, dtype=like.dtype, device=like.device)
+        return full(list(like.shape[:-2]) + list(out_size), empty, dtype=like.dtype, device=like.device)
     if sum(t is not None for t in taps) == 1:
         out = _ops._cast(out, out.dtype)  # a copy, not the input's view
     return out
 
 
-_MAX_POOL_UNROLLED_WINDOW = 16  # windows up to this many elements are unrolled (see max_pool2d)
+def _pool_taps(x, op, out_size, k, s, d, p, fill):
+    """`op` ("maximum" or "add") over every tap of the k[0] x k[1] windows of `x`, each a strided
+    slice of `x` padded with `fill` (_pool_tap): one pointwise kernel vectorized along the output
+    row. Windows over _POOL_UNROLLED_WINDOW elements are separable, `op` over the window's columns
+    and then over its rows, k[0] + k[1] taps instead of k[0] * k[1] (max and sum are associative;
+    a sum then adds in another order than torch's loop, within float tolerance)."""
+    if k[0] * k[1] > _POOL_UNROLLED_WINDOW:
+        cols_size = (x.shape[-2], out_size[1])
+        cols = _combine_taps([_pool_tap(x, (1,), cols_size, s, d, p, (j,), fill) for j in range(k[1])], op, x,
+                             cols_size, fill)
+        return _combine_taps([_pool_tap(cols, (0,), out_size, s, d, p, (i,), fill) for i in range(k[0])], op, x,
+                             out_size, fill)
+    return _combine_taps([_pool_tap(x, (0, 1), out_size, s, d, p, (i, j), fill)
+                          for i in range(k[0]) for j in range(k[1])], op, x, out_size, fill)
+
+
+_POOL_UNROLLED_WINDOW = 16  # windows up to this many elements are unrolled (see _pool_taps)
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
@@ -495,36 +482,31 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
         H, W = input.shape[-2], input.shape[-1]
         return _pool_indices.max_with_indices(input, _pool_indices.pool_rows(OH, k[0], s[0], p[0], d[0], H),
                                               _pool_indices.pool_rows(OW, k[1], s[1], p[1], d[1], W))
-    out_size = (OH, OW)
     # Each window tap is a strided slice of the input padded with -inf to the output size
     # (_pool_tap); NaN propagates as in amax. Windows reaching past the input (ceil_mode) read -inf
-    # there, as torch's padding does.
-    if k[0] * k[1] > _MAX_POOL_UNROLLED_WINDOW:
-        # Larger windows (SPPF's 5x5, 7x7): separable, the maximum over the window's columns and
-        # then over its rows, kH + kW taps instead of kH * kW (exact: max is associative). As a
-        # reduction over a [kH, kW] window view the 5x5 pool ran ~40x slower than its bytes allow.
-        cols_size = (input.shape[-2], OW)
-        cols = _max_of([_pool_tap(input, (1,), cols_size, s, d, p, (j,), -math.inf) for j in range(k[1])], input,
-                       cols_size)
-        return _max_of([_pool_tap(cols, (0,), out_size, s, d, p, (i,), -math.inf) for i in range(k[0])], input,
-                       out_size)
-    # Small windows: the elementwise maximum of the k*k taps, one pointwise kernel vectorized along
-    # the output row. A reduction over a 3x3 window is a 9-element row per output, which the
-    # row-reduction schedule runs 2-3x slower (ResNet-50's max pool at batch 8, alone: 18 ms against
-    # 7.5 ms).
-    return _max_of([_pool_tap(input, (0, 1), out_size, s, d, p, (i, j), -math.inf)
-                    for i in range(k[0]) for j in range(k[1])], input, out_size)
+    # there, as torch's padding does. As a reduction over a [kH, kW] window view (a 9-element row
+    # per output) the row-reduction schedule ran 2-3x slower (ResNet-50's max pool at batch 8,
+    # alone: 18 ms against 7.5 ms), and a 5x5 window ~40x slower than its bytes allow.
+    return _pool_taps(input, "maximum", (OH, OW), k, s, d, p, -math.inf)
 
 
 @_amp.autocast_op("avg_pool2d")
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     _check_tensor("avg_pool2d", input)
-    win, (OH, OW), k, s, p = _windows(input, "avg_pool2d", kernel_size, stride, padding, 1, ceil_mode, 0.0)
-    n = win.ndim
+    dtype = input.dtype
+    if not dtype.is_floating_point and dtype != D.int64:
+        raise NotImplementedError(f"\"avg_pool2d\" not implemented for '{dtype._torch_short}'")
+    (OH, OW), k, s, p, d = _pool_geometry(input, "avg_pool2d", kernel_size, stride, padding, 1, ceil_mode)
     H, W = input.shape[-2], input.shape[-1]
-    if divisor_override is not None:
-        return dispatch1("sum", [win], {"dims": [n - 2, n - 1], "keepdim": False}) / builtins.float(divisor_override)
+    # The window sum is a sum of taps (zero-padded strided slices, _pool_taps): one kernel that
+    # reads the input in place, channels-last included. As a mean over a [kH, kW] window view it
+    # was three (a padded copy, a contiguous copy for the view, a reduction of 4-element rows):
+    # DenseNet-121's first transition pool took 2.0 ms of kernels for 0.4M outputs. Half types
+    # add in float32 and round once, as torch's float accumulator.
+    acc = D.float32 if dtype in (D.float16, D.bfloat16) else dtype
+    x = input if acc == dtype else _ops._cast(input, acc)
+    total = _pool_taps(x, "add", (OH, OW), k, s, d, p, 0.0)
 
     def divisors(O, size, kk, ss, pp):  # torch's avg_pool2d divisor per output index, along one axis
         full, valid = [], []
@@ -533,15 +515,18 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
             end = builtins.min(start + kk, size + pp)
             full.append(end - start)
             valid.append(builtins.min(end, size) - builtins.max(start, 0))
-        return np.array(full if count_include_pad else valid, dtype=np.float64)
+        return np.array(full if count_include_pad else valid, dtype=np.int64)
 
-    dh, dw = divisors(OH, H, k[0], s[0], p[0]), divisors(OW, W, k[1], s[1], p[1])
-    if np.all(dh == k[0]) and np.all(dw == k[1]):
-        return dispatch1("mean", [win], {"dims": [n - 2, n - 1], "keepdim": False})
-    total = dispatch1("sum", [win], {"dims": [n - 2, n - 1], "keepdim": False})
-    # The divisor expanded to the full output shape: a [OH, OW] operand broadcast into a reduction's
-    # epilogue trips the LLVM backend (unbound loop variable) at the moment.
-    return total / _expand(_const(np.outer(dh, dw), total), list(total.shape))
+    if divisor_override is not None:
+        divisor = builtins.int(divisor_override)
+    else:
+        dh, dw = divisors(OH, H, k[0], s[0], p[0]), divisors(OW, W, k[1], s[1], p[1])
+        table = np.outer(dh, dw)
+        divisor = builtins.int(table[0, 0]) if np.all(table == table[0, 0]) else _const(table, total)
+    if acc == D.int64:  # torch divides integer sums truncating
+        return _ops.div(total, divisor, rounding_mode="trunc")
+    out = _ops.div(total, builtins.float(divisor) if isinstance(divisor, builtins.int) else divisor)
+    return out if acc == dtype else _ops._cast(out, dtype)
 
 
 def _unit_dim_pool(fn2d, input, kernel_size, stride, padding, **kw):
