@@ -729,7 +729,7 @@ std::string Executable::explain(bool with_source) const {
   if (num_folded_pads_ > 0) os << "folded " << num_folded_pads_ << " zero pad(s) into convolution padding\n";
   if (num_channels_last_ > 0 || num_channels_last_ops_ > 0)
     os << "channels-last: " << num_channels_last_ << " convolution(s) produce NHWC, and " << num_channels_last_ops_
-       << " elementwise, pad, slice and cat op(s) after them or after channels-last inputs run on NHWC "
+       << " elementwise, pad, slice, index_select and cat op(s) after them or after channels-last inputs run on NHWC "
           "(FLOW_CHANNELS_LAST=0 turns this off)\n";
   if (opt_.cuda_graphs)
     os << "CUDA graph: " << (graph_runner_ ? graph_runner_->status() : std::string("off (the target is the CPU)"))

@@ -85,7 +85,8 @@ std::vector<bool> plan(const dsl::Graph& g, const std::vector<bool>& allowed, co
     if (allowed[n.id] || seed_nodes[n.id]) {
       ok = true;
     } else if (shape.size() == 4 && !n.inputs.empty() && value_nhwc[n.inputs[0]] &&
-               (n.op == "slice" || (n.op == "pad" && n.inputs.size() == 1))) {
+               (n.op == "slice" || n.op == "index_select" || (n.op == "pad" && n.inputs.size() == 1))) {
+      // index_select along H or W: nearest and bilinear resizing's row and column taps.
       ok = true;
     } else if (shape.size() == 4 && n.op == "cat") {
       // A concatenation of NHWC values (DenseNet's feature maps): its other inputs are read
@@ -262,12 +263,14 @@ ChannelsLastResult to_channels_last(const dsl::Graph& g, dsl::Target target, std
       a["dim"] = kNhwcPos[d];
       made = out.add("cat", ins, a);
       ++r.ops;
-    } else if (n.op == "slice") {
+    } else if (n.op == "slice" || n.op == "index_select") {
       dsl::Attrs a = n.attrs;
-      int64_t d = dsl::attr_int(n.attrs, "dim", "slice");
+      int64_t d = dsl::attr_int(n.attrs, "dim", n.op);
       if (d < 0) d += 4;
       a["dim"] = kNhwcPos[d];
-      made = out.add("slice", {nhwc[n.inputs[0]]}, a);
+      std::vector<int> ins{nhwc[n.inputs[0]]};
+      for (size_t k = 1; k < n.inputs.size(); ++k) ins.push_back(nchw(n.inputs[k]));  // the index
+      made = out.add(n.op, ins, a);
       ++r.ops;
     } else {  // elementwise
       std::vector<int> ins;

@@ -1485,3 +1485,27 @@ TEST(ChannelsLast, SeedsWithoutALibraryAndBesideAsStrided) {
     EXPECT_EQ(r.ops, 0) << r.graph.to_string();
   }
 }
+
+// Resizing's taps, index_select along H and W, run on an NHWC input's data along H and W of the
+// NHWC value (dims 1 and 2), and the result matches the NCHW graph's.
+TEST(ChannelsLast, IndexSelectAlongHAndWRunsOnNhwc) {
+  REQUIRE_BACKENDS();
+  auto rng = test::rng(75);
+  const Shape s{2, 5, 6, 7};
+  dsl::Graph g;
+  const int x = g.add_input({s, DType::Float32}, "x");
+  const int rows = g.add_input({{9}, DType::Int64}, "rows");
+  const int cols = g.add_input({{4}, DType::Int64}, "cols");
+  const int h = g.add("index_select", {x, rows}, {{"dim", int64_t{2}}});
+  g.mark_output(g.add("relu", {g.add("index_select", {h, cols}, {{"dim", int64_t{-1}}})}));
+  const sched::ChannelsLastResult r = sched::to_channels_last(g, dsl::Target::CPU, {true, false, false});
+  EXPECT_EQ(r.ops, 3) << r.graph.to_string();
+  std::vector<int64_t> dims;
+  for (const dsl::Node& n : r.graph.nodes())
+    if (n.op == "index_select") dims.push_back(dsl::attr_int(n.attrs, "dim", "index_select"));
+  EXPECT_EQ(dims, (std::vector<int64_t>{1, 2})) << r.graph.to_string();
+  std::vector<jit::Tensor> in{permuted_tensor(s, {0, 2, 3, 1}, rng), int64_tensor({0, 5, 1, 1, 4, 3, 2, 0, 5}),
+                              int64_tensor({6, 0, 3, 3})};
+  auto exe = check(g, in, "NHWC input");
+  EXPECT_FALSE(exe->run(in).at(0).is_contiguous());
+}

@@ -136,3 +136,49 @@ def test_group_norm_keeps_its_convolution_nchw(gen):
     want, got = _outputs(tm, jm, x)
     assert_same(got, want, rtol=1e-4, atol=1e-4)
     assert "channels-last: 2 convolution(s) produce NHWC" in jm.explain(with_source=False)
+
+
+def _decoder(lib):
+    nn = lib.nn
+
+    class Decoder(nn.Module):
+        """A U-Net decoder step: upsample a convolution's output, concatenate the skip, convolve."""
+
+        def __init__(self, mode):
+            super().__init__()
+            self.mode = mode
+            self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+            self.skip = nn.Conv2d(3, 4, 3, stride=1, padding=1)
+            self.c2 = nn.Conv2d(12, 6, 3, padding=1)
+
+        def forward(self, x):
+            kw = {"align_corners": False} if self.mode == "bilinear" else {}
+            up = lib.nn.functional.interpolate(lib.relu(self.c1(x)), scale_factor=2, mode=self.mode, **kw)
+            s = lib.nn.functional.interpolate(self.skip(x), size=up.shape[2:], mode="nearest")
+            y = self.c2(lib.cat([up, s], 1))
+            return y, up
+
+    return Decoder
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_resizing_runs_on_nhwc_values(mode, gen):
+    """Resizing's row and column taps (index_select along H and W) run on the convolutions' NHWC
+    values, channels innermost, so the concatenation after them reads no transposed input. A
+    resized channels-last input is returned channels-last, as torch returns it."""
+    tm, jm = _jitted_twins(lambda lib: _decoder(lib)(mode), gen)
+    x = torch.randn(2, 3, 9, 7, generator=gen)
+    want, got = _outputs(tm, jm, x)
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-4, atol=1e-4)
+    text = jm.explain(with_source=False)
+    assert "channels-last: 3 convolution(s) produce NHWC" in text, text[-3000:]
+    graph = text[:text.index("== fusion")]
+    assert all("dim=1" in line or "dim=2" in line for line in graph.splitlines() if "index_select(" in line), graph
+    x = torch.randn(2, 5, 6, 7, generator=gen).contiguous(memory_format=torch.channels_last)
+    kw = {"align_corners": False} if mode == "bilinear" else {}
+    want = torch.nn.functional.interpolate(x, scale_factor=2, mode=mode, **kw)
+    got = flow.jit(lambda t: flow.nn.functional.interpolate(t, scale_factor=2, mode=mode, **kw))(
+        to_flow(x).contiguous(memory_format=flow.channels_last))
+    assert_same(got, want, rtol=1e-5, atol=1e-5)
+    assert got.stride() == want.stride(), (got.stride(), want.stride())
