@@ -11,7 +11,9 @@
 
 #include "dsl/op_table.h"
 #include "scheduler/arg_scan_lowering.h"
+#include "scheduler/column_reduction.h"
 #include "scheduler/lowering.h"
+#include "scheduler/reduction_parts.h"
 #include "scheduler/scheduler.h"
 
 namespace flow::sched {
@@ -19,24 +21,6 @@ namespace flow::sched {
 using namespace flow::dsl;
 
 namespace {
-
-struct ReductionInfo {
-  ReduceOp op;
-  bool mean;
-  DType acc;
-};
-
-ReductionInfo reduction_info(const Graph& g, int node) {
-  const Node& n = g.node(node);
-  const OpDef& def = lookup_op(n.op);
-  if (!def.reduce) throw std::logic_error("op '" + n.op + "' has no reduce spec");
-  const DType out = g.value(n.outputs[0]).type.dtype;
-  return {def.reduce->op, def.reduce->mean, def.reduce->acc_dtype ? def.reduce->acc_dtype(out) : compute_dtype(out)};
-}
-
-bool is_reduction_node(const Graph& g, int node) {
-  return lookup_op(g.node(node).op).pattern == OpPattern::Reduction;
-}
 
 // Softmax's exp(x - max) feeds both the last reduction (the sum) and the output (the division):
 // rather than compute it again in the final pass, the last reduction's pass stores it into the
@@ -120,7 +104,11 @@ class ReductionScheduler final : public Scheduler {
       sk.func.body = lower_scan(ki, sig, *p, t, sk.func);
       return sk;
     }
-    sk.func.body = t == Target::CPU ? lower_cpu(ki, sig, *p) : lower_gpu(ki, sig, *p, sk.func);
+    if (t == Target::CPU) {
+      sk.func.body = column_reduction_fits(ki) ? lower_column_reduction_cpu(ki, sig, *p) : lower_cpu(ki, sig, *p);
+    } else {
+      sk.func.body = lower_gpu(ki, sig, *p, sk.func);
+    }
     return sk;
   }
 
@@ -150,11 +138,6 @@ class ReductionScheduler final : public Scheduler {
     bool any_full = false;
     for (const auto& b : ki.buffers) any_full = any_full || (b.is_output && !gv.is_row_value(b.value));
     if (any_full) full_pass(row);
-  }
-
-  static Expr finish_reduction(const ReductionInfo& info, Expr acc, const KernelSignature& sig, DType out) {
-    if (info.mean) acc = acc / cast(acc.type(), sig.reduced_total());
-    return GroupValues::round_to_storage(cast(compute_dtype(out), cast(out, acc)), out);
   }
 
   static Stmt lower_cpu(const KernelInstance& ki, const KernelSignature& sig, const ReductionParams& p) {

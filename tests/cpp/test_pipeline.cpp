@@ -444,3 +444,56 @@ TEST(Pipeline, ShortInnermostDimsRunAsOneFlatLoop) {
   }
 }
 #endif
+
+#ifdef FLOW_HAS_LLVM
+// Reductions over strided rows whose neighbours are adjacent in memory (a mean over H and W of
+// channels-last data, a sum over dim 0) take the column schedule (scheduler/column_reduction.h):
+// SIMD across adjacent rows, a tail tile of fewer lanes, blocked sums. Results equal the
+// interpreter's for mean, sum and a row op, var (two reductions, the second reading the first's
+// per-lane result), amax with NaN, and sizes with tail lanes and rows longer than a block; a
+// contiguous row keeps the row schedule.
+TEST(Pipeline, StridedRowsReduceAcrossAdjacentRows) {
+  auto rng = test::rng(77);
+  for (const dsl::Shape& shape : {dsl::Shape{1, 5, 7, 32}, dsl::Shape{2, 3, 300, 19}, dsl::Shape{3, 1, 2, 3}}) {
+    for (const std::string op : {"mean", "sum", "var", "amax"}) {
+      for (const bool nhwc : {true, false}) {
+        dsl::Graph g;
+        const int x = g.add_input({shape, DType::Float32}, "x");
+        // NHWC data viewed as NCHW, reduced over H and W; or plain NCHW data reduced over its
+        // last two dims (contiguous rows).
+        const int v = nhwc ? g.add("permute", {x}, {{"dims", std::vector<int64_t>{0, 3, 1, 2}}}) : x;
+        int r = g.add(op, {v}, {{"dims", std::vector<int64_t>{2, 3}}, {"keepdim", true}});
+        if (op == "sum") r = g.add("mul", {r, g.add_constant(2.0, DType::Float64, true)});
+        g.mark_output(r);
+        jit::Tensor xt = random_tensor(shape, rng);
+        if (op == "amax") static_cast<float*>(xt.data())[xt.numel() / 2] = NAN;
+        dsl::HostTensor xh{{shape, DType::Float32}, {}};
+        for (int64_t i = 0; i < xt.numel(); ++i) xh.data.push_back(f32(xt)[i]);
+        auto exe = jit::compile(g, {}, {});
+        const auto out = exe->run({xt}).at(0);
+        const auto ref = dsl::interpret_graph(g, {xh}, /*float64_math=*/true);
+        const std::string what = op + (nhwc ? " nhwc " : " rows ") + dsl::shape_str(shape);
+        ASSERT_EQ(out.numel(), static_cast<int64_t>(ref[0].data.size())) << what;
+        for (int64_t i = 0; i < out.numel(); ++i) {
+          const double want = ref[0].data[static_cast<size_t>(i)];
+          const double got = f32(out)[i];
+          if (std::isnan(want)) {
+            EXPECT_TRUE(std::isnan(got)) << what << " at " << i;
+          } else {
+            // A float32 sum of n terms of |x| <= 3 (doubled) may cancel: its error scales with n.
+            const double n = static_cast<double>(shape[1] * shape[2]);
+            EXPECT_NEAR(got, want, 2e-5 * (1 + std::fabs(want)) + (op == "sum" ? 6e-6 * n : 0.0))
+                << what << " at " << i;
+          }
+        }
+        bool column = false;
+        for (const auto& k : exe->kernels()) {
+          const std::string nest = dsl::to_string(k->scheduled.func);
+          column = column || nest.find("allocate local float32 part") != std::string::npos;
+        }
+        EXPECT_EQ(column, nhwc && shape[3] > 1) << what << "\n" << exe->explain(false);
+      }
+    }
+  }
+}
+#endif
