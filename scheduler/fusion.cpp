@@ -68,6 +68,7 @@ class Fuser {
     bool alive = true;
     bool has_injective = false;
     std::vector<EpilogueStep> epilogue = {};  // Library groups
+    std::vector<int> inlined = {};            // see FusionGroup::inlined
   };
 
   // The group computing `v`; a view's value belongs to the group computing what it aliases.
@@ -236,6 +237,38 @@ class Fuser {
     return "";
   }
 
+  // Whether pointwise group `pg` can be computed inside injective node `n`'s kernel, at the indices
+  // where `n` reads its value: `n` reads each input element at most once (no work is repeated),
+  // and nothing but `n` reads what `pg` computes (else it would be computed twice).
+  std::string inline_fits(int pg, const dsl::Node& n) const {
+    static const std::set<std::string> once{"cat", "pad", "flip", "roll"};
+    const Work& w = groups_[pg];
+    if (!once.count(n.op) || w.kind != GroupKind::Pointwise || w.has_injective)
+      return "injective op reads its inputs from memory";
+    if (std::string why = frozen_mismatch(pg, n); !why.empty()) return why;
+    const auto& outs = g_.outputs();
+    for (int m : w.nodes)
+      for (int o : g_.node(m).outputs) {
+        if (std::find(outs.begin(), outs.end(), o) != outs.end()) return "producer value is a graph output";
+        for (int c : g_.consumers(o))
+          if (c != n.id && node_group_[c] != pg) return "producer value has readers besides the injective op";
+      }
+    std::vector<int> nodes = w.nodes;
+    nodes.push_back(n.id);
+    if (count_buffers(nodes) > opt_.max_buffers) return "kernel argument cap";
+    return "";
+  }
+
+  int count_buffers(const std::vector<int>& nodes) const {
+    std::set<int> produced, read;
+    for (int m : nodes)
+      for (int o : g_.node(m).outputs) produced.insert(o);
+    for (int m : nodes)
+      for (int in : g_.node(m).inputs)
+        if (!produced.count(in)) read.insert(in);
+    return static_cast<int>(read.size() + produced.size());
+  }
+
   std::string reduction_fits(int gi, const dsl::Node& n, const std::vector<int64_t>& dims) const {
     if (has_scan(gi)) return "a scan kernel takes no consumers";
     if (std::string why = frozen_mismatch(gi, n); !why.empty()) return why;
@@ -264,7 +297,11 @@ class Fuser {
       groups_[into].nodes.push_back(m);
       node_group_[m] = into;
     }
+    auto& inl = groups_[into].inlined;
+    inl.insert(inl.end(), groups_[from].inlined.begin(), groups_[from].inlined.end());
+    std::sort(inl.begin(), inl.end());
     groups_[from].nodes.clear();
+    groups_[from].inlined.clear();
     groups_[from].alive = false;
     std::sort(groups_[into].nodes.begin(), groups_[into].nodes.end());
   }
@@ -289,11 +326,21 @@ class Fuser {
       return;
     }
     // An injective op reads its inputs from memory at remapped indices: it starts a pointwise
-    // kernel (its producers stay separate) that its elementwise consumers can join.
+    // kernel that its elementwise consumers can join. A producer kernel of elementwise work that
+    // only it reads is computed inside it instead, at those indices (inline_fits).
     if (def.pattern == OpPattern::Injective && opt_.enable) {
-      for (int pg : producer_groups(n)) reject(pg, n.id, "injective op reads its inputs from memory");
+      const std::vector<int> producers = producer_groups(n);
       const int gi = new_group(n, GroupKind::Pointwise, g_.value(n.outputs[0]).type.shape, {});
       groups_[gi].has_injective = true;
+      for (int pg : producers) {
+        const std::string why = inline_fits(pg, n);
+        if (!why.empty()) {
+          reject(pg, n.id, why);
+          continue;
+        }
+        groups_[pg].inlined = groups_[pg].nodes;  // carried over by absorb
+        absorb(gi, pg);
+      }
       return;
     }
     // A scan (cumsum, cumprod) is a kernel of its own: producers and consumers stay separate.
@@ -430,6 +477,7 @@ class Fuser {
       grp.reduce_dims = w.reduce_dims;
       grp.has_injective = w.has_injective;
       grp.epilogue = w.epilogue;
+      grp.inlined = w.inlined;
       std::set<int> produced;
       for (int n : grp.nodes)
         for (int o : g_.node(n).outputs) produced.insert(o);
@@ -477,6 +525,10 @@ std::string FusionPlan::to_string(const Graph& g) const {
     if (grp.kind == GroupKind::Reduction) os << ", reduce dims " << dsl::shape_str(grp.reduce_dims);
     os << "):";
     for (int n : grp.nodes) os << " " << g.node(n).op << "#" << n;
+    if (!grp.inlined.empty()) {
+      os << "  computed where read:";
+      for (int n : grp.inlined) os << " " << g.node(n).op << "#" << n;
+    }
     if (grp.kind == GroupKind::Library && !grp.epilogue.empty()) {
       os << "  post-ops [";
       for (size_t k = 0; k < grp.epilogue.size(); ++k) os << (k ? ", " : "") << post_op_alg_name(grp.epilogue[k].alg);

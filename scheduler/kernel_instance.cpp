@@ -93,6 +93,9 @@ KernelInstance specialize(const dsl::Graph& g, const FusionGroup& grp, const Gro
       injective = true;
       for (int in : g.node(n).inputs) indexed.insert(in);
     }
+  // Inputs of nodes computed where an injective op reads them are read at its indices too.
+  for (int n : grp.inlined)
+    for (int in : g.node(n).inputs) indexed.insert(in);
   ki.shape_specialized = inline_constants || injective;
   std::vector<Raw> raws;
   auto add = [&](int v, bool out) {

@@ -272,15 +272,7 @@ Expr GroupValues::compute_node(int node) {
     int taps = 0;
     const InputLoader loader = [&](int k, const std::vector<Expr>& idx) {
       const int v = n.inputs.at(k);
-      const KernelBuffer* b = ki_.buffer_for(v);
-      if (!b || b->own_strides.size() != idx.size())
-        throw std::logic_error("injective op '" + n.op + "' input %" + std::to_string(v) + " is not an indexed buffer");
-      Expr flat;
-      for (size_t d = 0; d < idx.size(); ++d) {
-        const Expr t = idx[d] * sig_.own_stride(*b, d);
-        flat = flat.defined() ? flat + t : t;
-      }
-      const Expr e = cast(compute_dtype(b->dtype), load(b->dtype, b->name, flat.defined() ? flat : make_int(0)));
+      const Expr e = value_at(v, idx);
       // A load in range at every output index (pad's clamped taps, flip) is bound before the op's
       // expression: the code generators then read it unconditionally, where under a select arm
       // (pad's fill) they would guard it lane by lane and lose the vector loop.
@@ -293,7 +285,7 @@ Expr GroupValues::compute_node(int node) {
       if (!in_range) return e;
       // Named by node, input and tap: one name is one input's dtype in every body.
       return bind("t" + std::to_string(n.outputs.at(0)) + "_" + std::to_string(k) + "_" + std::to_string(taps++), e,
-                  b->dtype);
+                  ki_.graph->value(v).type.dtype);
     };
     const DType out = ki_.graph->value(n.outputs.at(0)).type.dtype;
     Expr e = def.injective(out_idx, loader, make_op_context(*ki_.graph, n));
@@ -313,6 +305,47 @@ Expr GroupValues::compute_node(int node) {
     throw std::logic_error("op '" + n.op + "' computed " + dtype_name(e.type()) + ", expected " +
                            dtype_name(compute_dtype(out)));
   return round_in_body(std::move(e), out);
+}
+
+bool GroupValues::is_inlined(int node) const {
+  const auto& inl = ki_.group->inlined;
+  return std::binary_search(inl.begin(), inl.end(), node);
+}
+
+Expr GroupValues::value_at(int v, const std::vector<Expr>& idx) {
+  const auto& val = ki_.graph->value(v);
+  if (val.kind == ValueKind::Constant) return value(v);
+  if (val.kind == ValueKind::OpResult && is_inlined(val.producer)) {
+    const Node& p = ki_.graph->node(val.producer);
+    const OpDef& def = lookup_op(p.op);
+    if (def.pattern != OpPattern::Elementwise || !def.compute)
+      throw std::logic_error("op '" + p.op + "' cannot be computed where it is read");
+    std::vector<Expr> in;
+    for (int u : p.inputs) {
+      // Right-aligned broadcasting: a size-1 dim of the operand reads its index 0.
+      const Shape& us = ki_.graph->value(u).type.shape;
+      const size_t off = idx.size() - us.size();
+      std::vector<Expr> ui;
+      for (size_t d = 0; d < us.size(); ++d) ui.push_back(us[d] == 1 ? make_int(0) : idx[off + d]);
+      in.push_back(value_at(u, ui));
+    }
+    const OpContext ctx = make_op_context(*ki_.graph, p);
+    const DType out = ctx.outputs.at(0).dtype;
+    Expr e = def.compute(in, ctx);
+    if (e.type() != compute_dtype(out))
+      throw std::logic_error("op '" + p.op + "' computed " + dtype_name(e.type()) + ", expected " +
+                             dtype_name(compute_dtype(out)));
+    return round_to_storage(std::move(e), out);
+  }
+  const KernelBuffer* b = ki_.buffer_for(v);
+  if (!b || b->own_strides.size() != idx.size())
+    throw std::logic_error("value %" + std::to_string(v) + " is not a buffer read at computed indices");
+  Expr flat;
+  for (size_t d = 0; d < idx.size(); ++d) {
+    const Expr t = idx[d] * sig_.own_stride(*b, d);
+    flat = flat.defined() ? flat + t : t;
+  }
+  return cast(compute_dtype(b->dtype), load(b->dtype, b->name, flat.defined() ? flat : make_int(0)));
 }
 
 Expr GroupValues::value(int v) {
@@ -344,6 +377,8 @@ Expr GroupValues::value(int v) {
   }
   if (val.kind != ValueKind::OpResult)
     throw std::logic_error("value %" + std::to_string(v) + " has no source in kernel");
+  if (is_inlined(val.producer))
+    throw std::logic_error("value %" + std::to_string(v) + " is computed only where an injective op reads it");
   if (!body_) throw std::logic_error("value %" + std::to_string(v) + " requested outside a loop body");
   // compute_node rounded it to its storage type (or it was exact there already).
   Expr bound = bind("v" + std::to_string(v), compute_node(val.producer), val.type.dtype);

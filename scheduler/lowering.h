@@ -95,6 +95,8 @@ class GroupValues {
   dsl::Expr index(const KernelBuffer& b) const;  // element offset at the current indices
   // The op compute expression of node `n` over its inputs' values (no binding).
   dsl::Expr compute_node(int node);
+  // Whether node `n` is computed where an injective op reads it (FusionGroup::inlined).
+  bool is_inlined(int node) const;
   // Rounds a compute-dtype value through its storage dtype, as eager torch would (unless the value
   // is already exact in it: see lowering.cpp).
   static dsl::Expr round_to_storage(dsl::Expr e, dsl::DType storage);
@@ -104,6 +106,9 @@ class GroupValues {
   // storage type).
   dsl::Expr round_in_body(dsl::Expr e, dsl::DType storage) const;
   std::map<std::string, dsl::DType> exact_vars_;  // let name -> the half type its value is exact in
+  // Value `v` at indices `idx` of its own shape: an inlined node's result computed there (its
+  // operands broadcast to it), or a buffer read through its own strides; a pure expression.
+  dsl::Expr value_at(int v, const std::vector<dsl::Expr>& idx);
   // Binds `e` (a value stored as `storage`, in its compute type, exact there) as Let `name` in the
   // current body, noting whether `name` holds a half value; returns the variable.
   dsl::Expr bind(const std::string& name, const dsl::Expr& e, dsl::DType storage);

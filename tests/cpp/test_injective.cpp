@@ -502,3 +502,60 @@ TEST(Injective, PadTapsAreReadUnconditionally) {
   cat.visit(cpu_loops_of(c));
   EXPECT_GT(cat.guarded, 0);
 }
+
+// Elementwise work read only by a cat, pad, flip or roll is computed inside that kernel, at the
+// indices where the op reads it (operands broadcast there): one kernel, results equal the
+// interpreter's on the CPU and in the GPU schedules. Work that something else reads too stays a
+// kernel of its own (computing it twice would repeat it).
+TEST(Injective, ElementwiseProducersAreComputedWhereTheInjectiveOpReadsThem) {
+  auto rng = test::rng(24);
+  {  // cat along channels of relu(a) and sigmoid(b) * bias, beside a plain input
+    dsl::Graph g;
+    const int a = g.add_input({{2, 3, 4, 5}, DType::Float32});
+    const int b = g.add_input({{2, 2, 4, 5}, DType::Float32});
+    const int bias = g.add_input({{2, 1, 1}, DType::Float32});
+    const int c = g.add_input({{2, 4, 4, 5}, DType::Float32});
+    const int sb = g.add("mul", {g.add("sigmoid", {b}), bias});
+    g.mark_output(g.add("cat", {g.add("relu", {a}), sb, c}, {{"dim", int64_t{1}}}));
+    check_graph(g,
+                {random_f32({2, 3, 4, 5}, rng), random_f32({2, 2, 4, 5}, rng), random_f32({2, 1, 1}, rng),
+                 random_f32({2, 4, 4, 5}, rng)},
+                {}, 1);
+    const auto plan = sched::fuse(g);
+    ASSERT_EQ(plan.groups.size(), 1u);
+    EXPECT_EQ(plan.groups[0].inlined.size(), 3u) << plan.to_string(g);  // relu, sigmoid, mul
+    EXPECT_NE(plan.to_string(g).find("computed where read: sigmoid#"), std::string::npos) << plan.to_string(g);
+  }
+  {  // cat along the innermost dim (a row split at the inputs' bounds), then a consumer
+    dsl::Graph g;
+    const int a = g.add_input({{2, 4, 3}, DType::Float32});
+    const int b = g.add_input({{2, 4, 5}, DType::Float32});
+    const int cat = g.add("cat", {g.add("relu", {a}), b}, {{"dim", int64_t{-1}}});
+    g.mark_output(g.add("mul", {cat, cat}));
+    check_graph(g, {random_f32({2, 4, 3}, rng), random_f32({2, 4, 5}, rng)}, {}, 1);
+  }
+  {  // pad of x * 2 + 1 (a transposed input), flip of exp(x)
+    jit::Tensor base = random_f32({6, 4}, rng);
+    jit::Tensor t = base;  // logical [4, 6], strides [1, 4]
+    t.sizes = {4, 6};
+    t.strides = {1, 4};
+    dsl::Graph g;
+    const int x = g.add_input({{4, 6}, DType::Float32});
+    const int two = g.add_constant(2.0, DType::Float64, true);
+    const int one = g.add_constant(1.0, DType::Float64, true);
+    const int lin = g.add("add", {g.add("mul", {x, two}), one});
+    g.mark_output(g.add("pad", {lin}, {{"pads", std::vector<int64_t>{1, 2, 0, 1}}, {"value", -1.0}}));
+    g.mark_output(g.add("flip", {g.add("exp", {x})}, {{"dims", std::vector<int64_t>{1}}}));
+    check_graph(g, {t}, {{1, 4}}, 2);
+  }
+  {  // relu(a) read by the cat and by a graph output: it stays a kernel
+    dsl::Graph g;
+    const int a = g.add_input({{2, 3, 4}, DType::Float32});
+    const int b = g.add_input({{2, 3, 4}, DType::Float32});
+    const int r = g.add("relu", {a});
+    g.mark_output(g.add("cat", {r, b}, {{"dim", int64_t{0}}}));
+    g.mark_output(r);
+    check_graph(g, {random_f32({2, 3, 4}, rng), random_f32({2, 3, 4}, rng)}, {}, 2);
+    EXPECT_TRUE(sched::fuse(g).groups[1].inlined.empty());
+  }
+}

@@ -42,6 +42,31 @@ def test_chain_jit_eager_torch_one_kernel(dtype, gen):
         assert f.num_kernels == 1, f.explain(with_source=False)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str)
+@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
+def test_elementwise_work_read_by_a_cat_or_pad_is_computed_in_its_kernel(dtype, layout, gen):
+    """ShuffleNet's relu -> cat and a pad of an activation: the elementwise producers run inside
+    the cat's or pad's kernel, at the indices it reads (one kernel), with torch's values."""
+    def f(m, a, b, bias):
+        y = m.cat([m.relu(a), m.sigmoid(b) * bias, a], 1)
+        return y, m.nn.functional.pad(m.tanh(b) + 1.0, (1, 2, 0, 1), value=-1.0)
+
+    for shape in [(2, 3, 5, 7), (1, 1, 1, 1), (2, 4, 3, 17)]:
+        a, b = make(shape, dtype, gen, special=True), make(shape, dtype, gen, special=True)
+        if layout == "channels_last":
+            a, b = a.contiguous(memory_format=torch.channels_last), b.contiguous(memory_format=torch.channels_last)
+        bias = make((shape[1], 1, 1), dtype, gen)
+        want = f(torch, a, b, bias)
+        jf = flow.jit(lambda *t: f(flow, *t))
+        fa, fb = to_flow(a), to_flow(b)
+        if layout == "channels_last":
+            fa, fb = fa.contiguous(memory_format=flow.channels_last), fb.contiguous(memory_format=flow.channels_last)
+        got = jf(fa, fb, to_flow(bias))
+        for g, w in zip(got, want):
+            assert_same(g, w, msg=f"{shape} {layout}")
+        assert jf.num_kernels == 2, jf.explain(with_source=False)
+
+
 def test_unfused_chain_has_one_kernel_per_op(gen):
     f = flow.jit(chain, fuse=False)
     x, a, b = (make((100,), torch.float32, gen) for _ in range(3))
