@@ -249,6 +249,18 @@ std::optional<std::pair<int64_t, int64_t>> index_range(const Expr& e, const std:
   }
 }
 
+// Elementwise node `n`'s compute expression over its operands' values `in`, checked to be in its
+// output's compute dtype (not yet rounded to its storage dtype).
+Expr elementwise_expr(const Graph& g, const Node& n, const std::vector<Expr>& in) {
+  const OpContext ctx = make_op_context(g, n);
+  const DType out = ctx.outputs.at(0).dtype;
+  Expr e = lookup_op(n.op).compute(in, ctx);
+  if (e.type() != compute_dtype(out))
+    throw std::logic_error("op '" + n.op + "' computed " + dtype_name(e.type()) + ", expected " +
+                           dtype_name(compute_dtype(out)));
+  return e;
+}
+
 }  // namespace
 
 Expr GroupValues::round_to_storage(Expr e, DType storage) {
@@ -296,15 +308,10 @@ Expr GroupValues::compute_node(int node) {
   }
   if (def.pattern != OpPattern::Elementwise || !def.compute)
     throw std::logic_error("op '" + n.op + "' has no elementwise definition");
-  const OpContext ctx = make_op_context(*ki_.graph, n);
   std::vector<Expr> in;
   for (int v : n.inputs) in.push_back(value(v));
-  const DType out = ctx.outputs.at(0).dtype;
-  Expr e = def.compute(in, ctx);
-  if (e.type() != compute_dtype(out))
-    throw std::logic_error("op '" + n.op + "' computed " + dtype_name(e.type()) + ", expected " +
-                           dtype_name(compute_dtype(out)));
-  return round_in_body(std::move(e), out);
+  const DType out = ki_.graph->value(n.outputs.at(0)).type.dtype;
+  return round_in_body(elementwise_expr(*ki_.graph, n, in), out);
 }
 
 bool GroupValues::is_inlined(int node) const {
@@ -329,13 +336,7 @@ Expr GroupValues::value_at(int v, const std::vector<Expr>& idx) {
       for (size_t d = 0; d < us.size(); ++d) ui.push_back(us[d] == 1 ? make_int(0) : idx[off + d]);
       in.push_back(value_at(u, ui));
     }
-    const OpContext ctx = make_op_context(*ki_.graph, p);
-    const DType out = ctx.outputs.at(0).dtype;
-    Expr e = def.compute(in, ctx);
-    if (e.type() != compute_dtype(out))
-      throw std::logic_error("op '" + p.op + "' computed " + dtype_name(e.type()) + ", expected " +
-                             dtype_name(compute_dtype(out)));
-    return round_to_storage(std::move(e), out);
+    return round_to_storage(elementwise_expr(*ki_.graph, p, in), ki_.graph->value(v).type.dtype);
   }
   const KernelBuffer* b = ki_.buffer_for(v);
   if (!b || b->own_strides.size() != idx.size())

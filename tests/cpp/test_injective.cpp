@@ -32,6 +32,14 @@ jit::Tensor random_f32(const dsl::Shape& s, std::mt19937_64& rng) {
   return t;
 }
 
+// A [4, 6] view of random [6, 4] data: strides [1, 4].
+jit::Tensor transposed_4x6(std::mt19937_64& rng) {
+  jit::Tensor t = random_f32({6, 4}, rng);
+  t.sizes = {4, 6};
+  t.strides = {1, 4};
+  return t;
+}
+
 jit::Tensor random_index(const dsl::Shape& s, int64_t n, std::mt19937_64& rng) {
   jit::Tensor t = jit::Tensor::empty(s, DType::Int64);
   std::uniform_int_distribution<int64_t> d(0, n - 1);
@@ -135,10 +143,7 @@ TEST(Injective, CatWithConsumerIsOneKernel) {
 
 TEST(Injective, CatOfTransposedInput) {
   auto rng = test::rng(22);
-  jit::Tensor base = random_f32({6, 4}, rng);
-  jit::Tensor t = base;  // logical [4, 6], strides [1, 4]
-  t.sizes = {4, 6};
-  t.strides = {1, 4};
+  const jit::Tensor t = transposed_4x6(rng);
   dsl::Graph g;
   const int a = g.add_input({{4, 6}, DType::Float32});
   const int b = g.add_input({{4, 2}, DType::Float32});
@@ -535,10 +540,7 @@ TEST(Injective, ElementwiseProducersAreComputedWhereTheInjectiveOpReadsThem) {
     check_graph(g, {random_f32({2, 4, 3}, rng), random_f32({2, 4, 5}, rng)}, {}, 1);
   }
   {  // pad of x * 2 + 1 (a transposed input), flip of exp(x)
-    jit::Tensor base = random_f32({6, 4}, rng);
-    jit::Tensor t = base;  // logical [4, 6], strides [1, 4]
-    t.sizes = {4, 6};
-    t.strides = {1, 4};
+    const jit::Tensor t = transposed_4x6(rng);
     dsl::Graph g;
     const int x = g.add_input({{4, 6}, DType::Float32});
     const int two = g.add_constant(2.0, DType::Float64, true);
