@@ -238,13 +238,27 @@ class Fuser {
   }
 
   // Whether pointwise group `pg` can be computed inside injective node `n`'s kernel, at the indices
-  // where `n` reads its value: `n` reads each input element at most once (no work is repeated),
-  // and nothing but `n` reads what `pg` computes (else it would be computed twice).
+  // where `n` reads its value: nothing but `n` reads what `pg` computes (else it would be computed
+  // twice), and either `n` reads each input element at most once (cat, pad, flip, roll) or `pg` is
+  // data movement and cheap arithmetic (a read repeated by an upsampling index_select then costs
+  // about what reading `pg`'s stored result would).
   std::string inline_fits(int pg, const dsl::Node& n) const {
     static const std::set<std::string> once{"cat", "pad", "flip", "roll"};
+    static const std::set<std::string> cheap{"relu", "neg",     "abs",     "cast",  "add",  "sub",
+                                             "mul",  "maximum", "minimum", "clamp", "where"};
     const Work& w = groups_[pg];
-    if (!once.count(n.op) || w.kind != GroupKind::Pointwise || w.has_injective)
-      return "injective op reads its inputs from memory";
+    if (w.kind != GroupKind::Pointwise || !opt_.inline_producers) return "injective op reads its inputs from memory";
+    if (!once.count(n.op))
+      for (int m : w.nodes) {
+        const dsl::Node& node = g_.node(m);
+        const bool injective = dsl::lookup_op(node.op).pattern == OpPattern::Injective;
+        if (!injective && !cheap.count(node.op))
+          return "injective op reads its inputs repeatedly; " + node.op + " would be recomputed per read";
+        // An index_select or gather checks its indices where it reads them; one that `n` might not
+        // read wholly would leave a bad index unreported.
+        if (injective && node.inputs.size() > 1 && node.op != "cat")
+          return "injective op may skip elements of an index-checking producer";
+      }
     if (std::string why = frozen_mismatch(pg, n); !why.empty()) return why;
     const auto& outs = g_.outputs();
     for (int m : w.nodes)
@@ -512,6 +526,11 @@ LibraryEpilogues library_epilogues_default() {
   if (v == "0") return LibraryEpilogues::None;
   if (v == "eltwise") return LibraryEpilogues::Eltwise;
   return LibraryEpilogues::Exact;
+}
+
+bool inline_producers_default() {
+  const char* e = std::getenv("FLOW_FUSE_INLINE");
+  return !(e && std::string(e) == "0");
 }
 
 FusionPlan fuse(const Graph& g, const FusionOptions& opt) {

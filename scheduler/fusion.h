@@ -66,6 +66,8 @@ enum class LibraryEpilogues {
 // FLOW_LIBRARY_EPILOGUES: "0" None, unset or "exact" Exact, "eltwise" Eltwise, "1" or "all" All.
 LibraryEpilogues library_epilogues_default();
 
+bool inline_producers_default();  // FLOW_FUSE_INLINE, default on
+
 struct FusionOptions {
   bool enable = true;                     // false: one group per node (eager mode, debugging)
   int max_buffers = 64;                   // kernel argument cap (NVRTC parameter space and launch limits)
@@ -79,6 +81,9 @@ struct FusionOptions {
   // Per graph value: computed from frozen inputs only (scheduler/frozen.h). Frozen and per-call
   // nodes never share a group. Empty: nothing is frozen.
   std::vector<bool> frozen;
+  // Compute elementwise (and data-movement) producers inside the injective op that alone reads them
+  // (FusionGroup::inlined). FLOW_FUSE_INLINE=0 turns it off (A/B measurements, debugging).
+  bool inline_producers = inline_producers_default();
 };
 
 FusionPlan fuse(const dsl::Graph& g, const FusionOptions& opt = {});

@@ -325,6 +325,15 @@ Expr GroupValues::value_at(int v, const std::vector<Expr>& idx) {
   if (val.kind == ValueKind::OpResult && is_inlined(val.producer)) {
     const Node& p = ki_.graph->node(val.producer);
     const OpDef& def = lookup_op(p.op);
+    if (def.pattern == OpPattern::Injective && def.injective) {  // reads its inputs at remapped indices
+      const InputLoader loader = [&](int k, const std::vector<Expr>& ui) { return value_at(p.inputs.at(k), ui); };
+      const DType out = val.type.dtype;
+      Expr e = def.injective(idx, loader, make_op_context(*ki_.graph, p));
+      if (e.type() != compute_dtype(out))
+        throw std::logic_error("op '" + p.op + "' computed " + dtype_name(e.type()) + ", expected " +
+                               dtype_name(compute_dtype(out)));
+      return round_to_storage(std::move(e), out);
+    }
     if (def.pattern != OpPattern::Elementwise || !def.compute)
       throw std::logic_error("op '" + p.op + "' cannot be computed where it is read");
     std::vector<Expr> in;

@@ -510,7 +510,8 @@ TEST(Injective, PadTapsAreReadUnconditionally) {
 
 // Elementwise work read only by a cat, pad, flip or roll is computed inside that kernel, at the
 // indices where the op reads it (operands broadcast there): one kernel, results equal the
-// interpreter's on the CPU and in the GPU schedules. Work that something else reads too stays a
+// interpreter's on the CPU and in the GPU schedules. A gather takes only data movement and cheap
+// arithmetic (it may read an element many times). Work that something else reads too stays a
 // kernel of its own (computing it twice would repeat it).
 TEST(Injective, ElementwiseProducersAreComputedWhereTheInjectiveOpReadsThem) {
   auto rng = test::rng(24);
@@ -549,6 +550,28 @@ TEST(Injective, ElementwiseProducersAreComputedWhereTheInjectiveOpReadsThem) {
     g.mark_output(g.add("pad", {lin}, {{"pads", std::vector<int64_t>{1, 2, 0, 1}}, {"value", -1.0}}));
     g.mark_output(g.add("flip", {g.add("exp", {x})}, {{"dims", std::vector<int64_t>{1}}}));
     check_graph(g, {t}, {{1, 4}}, 2);
+  }
+  {  // nearest upsampling between a relu and a cat: relu and the row gather in one kernel, the
+     // column gather (it checks indices the second gather might not read) inside the cat's
+    dsl::Graph g;
+    const int x = g.add_input({{1, 3, 4, 2}, DType::Float32});
+    const int rows = g.add_input({{8}, DType::Int64});
+    const int cols = g.add_input({{6}, DType::Int64});
+    const int skip = g.add_input({{1, 8, 6, 2}, DType::Float32});
+    const int up_h = g.add("index_select", {g.add("relu", {x}), rows}, {{"dim", int64_t{1}}});
+    const int up = g.add("index_select", {up_h, cols}, {{"dim", int64_t{2}}});
+    g.mark_output(g.add("cat", {up, skip}, {{"dim", int64_t{3}}}));
+    check_graph(g,
+                {random_f32({1, 3, 4, 2}, rng), random_index({8}, 3, rng), random_index({6}, 4, rng),
+                 random_f32({1, 8, 6, 2}, rng)},
+                {}, 2);
+  }
+  {  // an exp read repeatedly by a gather would be recomputed per read: it stays a kernel
+    dsl::Graph g;
+    const int x = g.add_input({{5, 3}, DType::Float32});
+    const int idx = g.add_input({{9}, DType::Int64});
+    g.mark_output(g.add("index_select", {g.add("exp", {x}), idx}, {{"dim", int64_t{0}}}));
+    check_graph(g, {random_f32({5, 3}, rng), random_index({9}, 5, rng)}, {}, 2);
   }
   {  // relu(a) read by the cat and by a graph output: it stays a kernel
     dsl::Graph g;

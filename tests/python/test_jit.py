@@ -44,7 +44,7 @@ def test_chain_jit_eager_torch_one_kernel(dtype, gen):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str)
 @pytest.mark.parametrize("layout", ["nchw", "channels_last"])
-def test_elementwise_work_read_by_a_cat_or_pad_is_computed_in_its_kernel(dtype, layout, gen):
+def test_elementwise_work_read_by_a_cat_or_pad_is_computed_in_its_kernel(dtype, layout, gen, monkeypatch):
     """ShuffleNet's relu -> cat and a pad of an activation: the elementwise producers run inside
     the cat's or pad's kernel, at the indices it reads (one kernel), with torch's values."""
     def f(m, a, b, bias):
@@ -65,6 +65,11 @@ def test_elementwise_work_read_by_a_cat_or_pad_is_computed_in_its_kernel(dtype, 
         for g, w in zip(got, want):
             assert_same(g, w, msg=f"{shape} {layout}")
         assert jf.num_kernels == 2, jf.explain(with_source=False)
+    monkeypatch.setenv("FLOW_FUSE_INLINE", "0")  # the producers as kernels of their own
+    off = flow.jit(lambda *t: f(flow, *t))
+    for g, w in zip(off(fa, fb, to_flow(bias)), want):
+        assert_same(g, w, msg="FLOW_FUSE_INLINE=0")
+    assert off.num_kernels == 5, off.explain(with_source=False)
 
 
 def test_unfused_chain_has_one_kernel_per_op(gen):
