@@ -36,6 +36,13 @@ Expr wrap_index(Expr i, int64_t n, int64_t dim, bool negatives = true) {
   return max(make_int(0), min(w, make_int(std::max<int64_t>(n - 1, 0))));
 }
 
+// index_select and gather wrap negative indices (advanced indexing, take) unless "nonnegative" is
+// set (torch.index_select and torch.gather themselves, which refuse them).
+bool negatives_allowed(const OpContext& ctx) {
+  const AttrValue* v = attr_find(*ctx.attrs, "nonnegative");
+  return !(v && attr_int(*ctx.attrs, "nonnegative", "index op") != 0);
+}
+
 // Any index into a dim of size 0 is out of range: raised when the graph is built, since the kernel
 // would have no element to read while it reports (torch's message for index_select and embedding).
 void check_indexable(int64_t size, const Shape& index_shape) {
@@ -157,11 +164,11 @@ void register_injective_ops() {
         return cast(compute_dtype(ctx.outputs[0].dtype), load(0, idx));
       });
 
-  // index_select(x, index, dim): index is a 1-D int32/int64 tensor.
+  // index_select(x, index, dim): index is a 1-D int32/int64 tensor. Attr "nonnegative" (0/1).
   add_injective(
       "index_select", 2,
       [](const Graph& g, const std::vector<int>& in, const Attrs& a) {
-        check_attrs("index_select", a, {"dim"});
+        check_attrs("index_select", a, {"dim", "nonnegative"});
         TensorType t = g.value(in.at(0)).type;
         const TensorType& ix = g.value(in.at(1)).type;
         if (ix.dtype != DType::Int64 && ix.dtype != DType::Int32)
@@ -178,16 +185,17 @@ void register_injective_ops() {
         std::vector<Expr> idx = oi;
         if (!oi.empty()) {
           const std::vector<Expr> at = ctx.inputs[1].shape.empty() ? std::vector<Expr>{} : std::vector<Expr>{oi[dim]};
-          idx[dim] = wrap_index(idx_load_as_int(load, 1, at), ctx.inputs[0].shape[dim], dim);
+          idx[dim] = wrap_index(idx_load_as_int(load, 1, at), ctx.inputs[0].shape[dim], dim, negatives_allowed(ctx));
         }
         return cast(compute_dtype(ctx.outputs[0].dtype), load(0, idx));
       });
 
-  // gather(x, index, dim): out[i] = x[i with i[dim] = index[i]]; out has index's shape.
+  // gather(x, index, dim): out[i] = x[i with i[dim] = index[i]]; out has index's shape. Attr
+  // "nonnegative" (0/1), as index_select's.
   add_injective(
       "gather", 2,
       [](const Graph& g, const std::vector<int>& in, const Attrs& a) {
-        check_attrs("gather", a, {"dim"});
+        check_attrs("gather", a, {"dim", "nonnegative"});
         const TensorType& x = g.value(in.at(0)).type;
         const TensorType& ix = g.value(in.at(1)).type;
         if (ix.dtype != DType::Int64) throw OpError(OpError::Kind::Value, "gather(): Expected dtype int64 for index");
@@ -200,7 +208,7 @@ void register_injective_ops() {
       [](const std::vector<Expr>& oi, const InputLoader& load, const OpContext& ctx) {
         const int64_t dim = normalize_dim(attr_int(*ctx.attrs, "dim", "gather"), static_cast<int64_t>(oi.size()));
         std::vector<Expr> idx = oi;
-        idx[dim] = wrap_index(idx_load_as_int(load, 1, oi), ctx.inputs[0].shape[dim], dim);
+        idx[dim] = wrap_index(idx_load_as_int(load, 1, oi), ctx.inputs[0].shape[dim], dim, negatives_allowed(ctx));
         return cast(compute_dtype(ctx.outputs[0].dtype), load(0, idx));
       });
 

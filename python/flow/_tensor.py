@@ -164,7 +164,7 @@ def _mask_index(x, pos, mask):
     idx_c = _C.Tensor.from_numpy(idx)
     if x._c.device != "cpu":
         idx_c = idx_c.to_device(x._c.device)
-    return F.index_select(merged, pos, Tensor._wrap(idx_c))
+    return F._index_select_wrapping(merged, pos, Tensor._wrap(idx_c))
 
 
 def _check_no_self_overlap(c):
@@ -209,7 +209,7 @@ def _wrap_index(ix, size, dim):
     from . import _creation
 
     positions = _creation.arange(size, device=ix.device).reshape([1] * dim + [size])
-    return F.index_select(positions, dim, ix.reshape(-1)).reshape(list(ix.shape))
+    return F._index_select_wrapping(positions, dim, ix.reshape(-1)).reshape(list(ix.shape))
 
 
 def _multi_index(x, adv):
@@ -241,7 +241,7 @@ def _multi_index(x, adv):
         ix = _wrap_index(ix.to(D.int64), size, d) * stride
         linear = ix if linear is None else linear + ix
     linear = linear.expand(bshape).reshape(-1)
-    out = F.index_select(flat, 0, linear).reshape(bshape + rest)
+    out = F._index_select_wrapping(flat, 0, linear).reshape(bshape + rest)
     adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
     if not adjacent or dims[0] == 0:
         return out
@@ -901,7 +901,7 @@ class Tensor:
         if ix._c is not None and ix.numel() > 0:
             _check_index_range(ix, s[pos], pos)
         flat = ix.reshape(-1) if ix.ndim != 1 else ix
-        out = F.index_select(x, pos, flat)
+        out = F._index_select_wrapping(x, pos, flat)
         if ix.ndim != 1:
             out = out.reshape(s[:pos] + list(ix.shape) + s[pos + 1:])
         return out

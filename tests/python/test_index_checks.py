@@ -62,8 +62,8 @@ def test_compiled_code_raises_for_an_index_out_of_range(name, fn, shape, device,
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_negative_indices_follow_torch_under_jit(device, gen):
-    """Python indexing and take wrap a negative index; embedding refuses it, as torch does (flow's
-    index_select and gather also wrap one, where torch raises: see docs/decisions.md)."""
+    """Python indexing and take wrap a negative index; embedding, index_select and gather refuse
+    it, as torch does: eagerly on the host, compiled in the kernel that reads it."""
     x = torch.randn(10, 4, generator=gen)
     i = torch.tensor([3, -1, -10, 0])
     assert_same(flow.jit(lambda x, i: x[i])(_on(x, device), _on(i, device)).cpu(), x[i])
@@ -73,6 +73,17 @@ def test_negative_indices_follow_torch_under_jit(device, gen):
         flow.cuda.synchronize()
     with pytest.raises(IndexError):
         torch.nn.functional.embedding(i, x)
+    g = torch.tensor([[3, 0, 1, 2], [0, -1, 1, 2]])
+    for name, fn, ix in (("index_select", lambda m, x, i: m.index_select(x, 0, i), i),
+                         ("gather", lambda m, x, i: m.gather(x, 1, i), g)):
+        with pytest.raises((IndexError, RuntimeError)):
+            fn(torch, x, ix)
+        with pytest.raises((IndexError, RuntimeError), match="out of"):
+            fn(flow, _on(x, device), _on(ix, device)).cpu()
+            flow.cuda.synchronize()
+        with pytest.raises((IndexError, RuntimeError), match="index -1 is out of bounds"):
+            flow.jit(lambda x, i: fn(flow, x, i))(_on(x, device), _on(ix, device)).cpu()
+            flow.cuda.synchronize()
 
 
 def test_a_model_with_an_unknown_token_raises():
