@@ -237,28 +237,35 @@ class Fuser {
     return "";
   }
 
-  // Whether pointwise group `pg` can be computed inside injective node `n`'s kernel, at the indices
-  // where `n` reads its value: nothing but `n` reads what `pg` computes (else it would be computed
-  // twice), and either `n` reads each input element at most once (cat, pad, flip, roll) or `pg` is
-  // data movement and cheap arithmetic (a read repeated by an upsampling index_select then costs
-  // about what reading `pg`'s stored result would).
-  std::string inline_fits(int pg, const dsl::Node& n) const {
+  // Whether pointwise group `pg` can be computed inside the kernel `gi` of injective node `n`, at
+  // the indices where `n` reads its value: nothing but `n` reads what `pg` computes (else it would
+  // be computed twice), and either `n` reads each input element exactly once (cat, flip, roll, a
+  // pad that crops nothing) or `pg` is data movement and cheap arithmetic (a read repeated by an
+  // upsampling index_select then costs about what reading `pg`'s stored result would). An
+  // index_select or gather in `pg` checks its indices where its value is read: only `n` itself may
+  // read it, and only when `n` reads every element (a where in `pg`, a cropping pad or a gather
+  // could skip a bad index).
+  std::string inline_fits(int pg, int gi, const dsl::Node& n) const {
     static const std::set<std::string> once{"cat", "pad", "flip", "roll"};
     static const std::set<std::string> cheap{"relu", "neg",     "abs",     "cast",  "add",  "sub",
                                              "mul",  "maximum", "minimum", "clamp", "where"};
     const Work& w = groups_[pg];
     if (w.kind != GroupKind::Pointwise || !opt_.inline_producers) return "injective op reads its inputs from memory";
-    if (!once.count(n.op))
-      for (int m : w.nodes) {
-        const dsl::Node& node = g_.node(m);
-        const bool injective = dsl::lookup_op(node.op).pattern == OpPattern::Injective;
-        if (!injective && !cheap.count(node.op))
-          return "injective op reads its inputs repeatedly; " + node.op + " would be recomputed per read";
-        // An index_select or gather checks its indices where it reads them; one that `n` might not
-        // read wholly would leave a bad index unreported.
-        if (injective && node.inputs.size() > 1 && node.op != "cat")
-          return "injective op may skip elements of an index-checking producer";
+    bool reads_all = once.count(n.op) > 0;
+    if (n.op == "pad")
+      for (int64_t p : dsl::attr_ints(n.attrs, "pads", "pad")) reads_all = reads_all && p >= 0;
+    for (int m : w.nodes) {
+      const dsl::Node& node = g_.node(m);
+      const bool injective = dsl::lookup_op(node.op).pattern == OpPattern::Injective;
+      if (!reads_all && !injective && !cheap.count(node.op))
+        return "injective op reads its inputs repeatedly; " + node.op + " would be recomputed per read";
+      if (injective && node.inputs.size() > 1 && node.op != "cat") {
+        bool read_by_n_only = reads_all;
+        for (int o : node.outputs)
+          for (int c : g_.consumers(o)) read_by_n_only = read_by_n_only && c == n.id;
+        if (!read_by_n_only) return "an index-checking producer must be read wholly by the injective op itself";
       }
+    }
     if (std::string why = frozen_mismatch(pg, n); !why.empty()) return why;
     const auto& outs = g_.outputs();
     for (int m : w.nodes)
@@ -267,8 +274,8 @@ class Fuser {
         for (int c : g_.consumers(o))
           if (c != n.id && node_group_[c] != pg) return "producer value has readers besides the injective op";
       }
-    std::vector<int> nodes = w.nodes;
-    nodes.push_back(n.id);
+    std::vector<int> nodes = groups_[gi].nodes;  // n and the producers inlined before this one
+    nodes.insert(nodes.end(), w.nodes.begin(), w.nodes.end());
     if (count_buffers(nodes) > opt_.max_buffers) return "kernel argument cap";
     return "";
   }
@@ -347,7 +354,7 @@ class Fuser {
       const int gi = new_group(n, GroupKind::Pointwise, g_.value(n.outputs[0]).type.shape, {});
       groups_[gi].has_injective = true;
       for (int pg : producers) {
-        const std::string why = inline_fits(pg, n);
+        const std::string why = inline_fits(pg, gi, n);
         if (!why.empty()) {
           reject(pg, n.id, why);
           continue;

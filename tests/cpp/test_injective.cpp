@@ -566,6 +566,23 @@ TEST(Injective, ElementwiseProducersAreComputedWhereTheInjectiveOpReadsThem) {
                  random_f32({1, 8, 6, 2}, rng)},
                 {}, 2);
   }
+  {  // an index_select whose checks a where or a cropping pad could skip stays a kernel of its own
+    dsl::Graph g;
+    const int x = g.add_input({{4, 3}, DType::Float32});
+    const int idx = g.add_input({{2}, DType::Int64});
+    const int m = g.add_input({{2, 1}, DType::Bool});
+    const int z = g.add_input({{1, 3}, DType::Float32});
+    const int sel = g.add("index_select", {x, idx}, {{"dim", int64_t{0}}});
+    const int zero = g.add_constant(0.0, DType::Float64, true);
+    g.mark_output(g.add("cat", {g.add("where", {m, sel, zero}), z}, {{"dim", int64_t{0}}}));
+    EXPECT_EQ(sched::fuse(g).groups.size(), 2u) << sched::fuse(g).to_string(g);
+    dsl::Graph h;
+    const int hx = h.add_input({{4, 3}, DType::Float32});
+    const int hidx = h.add_input({{2}, DType::Int64});
+    const int hsel = h.add("index_select", {hx, hidx}, {{"dim", int64_t{0}}});
+    h.mark_output(h.add("pad", {hsel}, {{"pads", std::vector<int64_t>{0, 0, -1, 0}}}));
+    EXPECT_EQ(sched::fuse(h).groups.size(), 2u) << sched::fuse(h).to_string(h);
+  }
   {  // an exp read repeatedly by a gather would be recomputed per read: it stays a kernel
     dsl::Graph g;
     const int x = g.add_input({{5, 3}, DType::Float32});

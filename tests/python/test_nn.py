@@ -890,6 +890,16 @@ def test_avg_pool2d_refuses_what_torch_refuses(dtype):
     assert str(got.value) == str(want.value)
 
 
+@pytest.mark.parametrize("divisor", [0, 2.5, True])
+def test_avg_pool2d_refuses_a_bad_divisor_override_as_torch(divisor):
+    x = torch.ones((1, 1, 4, 4))
+    with pytest.raises((TypeError, RuntimeError)) as want:
+        TF.avg_pool2d(x, 2, divisor_override=divisor)
+    with pytest.raises(want.type) as got:
+        F.avg_pool2d(to_flow(x), 2, divisor_override=divisor)
+    assert str(got.value) == str(want.value)
+
+
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
 @pytest.mark.parametrize("kw", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1,
                                                      "count_include_pad": False}], ids=["2x2", "3x3-pad"])

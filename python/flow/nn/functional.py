@@ -497,6 +497,14 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     dtype = input.dtype
     if not dtype.is_floating_point and dtype != D.int64:
         raise NotImplementedError(f"\"avg_pool2d\" not implemented for '{dtype._torch_short}'")
+    if dtype == D.int64 and input.device.type == "cuda":
+        raise NotImplementedError("\"avg_pool2d_out_cuda_frame\" not implemented for 'Long'")
+    if divisor_override is not None:
+        if not isinstance(divisor_override, numbers.Integral) or isinstance(divisor_override, builtins.bool):
+            raise TypeError(f"avg_pool2d(): argument 'divisor_override' must be int, not "
+                            f"{type(divisor_override).__name__}")
+        if divisor_override == 0:
+            raise RuntimeError("divisor must be not zero")
     (OH, OW), k, s, p, d = _pool_geometry(input, "avg_pool2d", kernel_size, stride, padding, 1, ceil_mode)
     H, W = input.shape[-2], input.shape[-1]
     # The window sum is a sum of taps (zero-padded strided slices, _pool_taps): one kernel that
