@@ -249,16 +249,26 @@ std::optional<std::pair<int64_t, int64_t>> index_range(const Expr& e, const std:
   }
 }
 
-// Elementwise node `n`'s compute expression over its operands' values `in`, checked to be in its
-// output's compute dtype (not yet rounded to its storage dtype).
-Expr elementwise_expr(const Graph& g, const Node& n, const std::vector<Expr>& in) {
-  const OpContext ctx = make_op_context(g, n);
+// `e`, computed by node `n`, checked to be in its output's compute dtype.
+Expr checked_compute_type(const Node& n, const OpContext& ctx, Expr e) {
   const DType out = ctx.outputs.at(0).dtype;
-  Expr e = lookup_op(n.op).compute(in, ctx);
   if (e.type() != compute_dtype(out))
     throw std::logic_error("op '" + n.op + "' computed " + dtype_name(e.type()) + ", expected " +
                            dtype_name(compute_dtype(out)));
   return e;
+}
+
+// Elementwise node `n`'s compute expression over its operands' values `in` (not yet rounded to its
+// storage dtype).
+Expr elementwise_expr(const Graph& g, const Node& n, const std::vector<Expr>& in) {
+  const OpContext ctx = make_op_context(g, n);
+  return checked_compute_type(n, ctx, lookup_op(n.op).compute(in, ctx));
+}
+
+// Injective node `n`'s expression at output indices `idx`, reading its inputs through `loader`.
+Expr injective_expr(const Graph& g, const Node& n, const std::vector<Expr>& idx, const InputLoader& loader) {
+  const OpContext ctx = make_op_context(g, n);
+  return checked_compute_type(n, ctx, lookup_op(n.op).injective(idx, loader, ctx));
 }
 
 }  // namespace
@@ -299,12 +309,7 @@ Expr GroupValues::compute_node(int node) {
       return bind("t" + std::to_string(n.outputs.at(0)) + "_" + std::to_string(k) + "_" + std::to_string(taps++), e,
                   ki_.graph->value(v).type.dtype);
     };
-    const DType out = ki_.graph->value(n.outputs.at(0)).type.dtype;
-    Expr e = def.injective(out_idx, loader, make_op_context(*ki_.graph, n));
-    if (e.type() != compute_dtype(out))
-      throw std::logic_error("op '" + n.op + "' computed " + dtype_name(e.type()) + ", expected " +
-                             dtype_name(compute_dtype(out)));
-    return round_in_body(std::move(e), out);
+    return round_in_body(injective_expr(*ki_.graph, n, out_idx, loader), ki_.graph->value(n.outputs.at(0)).type.dtype);
   }
   if (def.pattern != OpPattern::Elementwise || !def.compute)
     throw std::logic_error("op '" + n.op + "' has no elementwise definition");
@@ -327,12 +332,7 @@ Expr GroupValues::value_at(int v, const std::vector<Expr>& idx) {
     const OpDef& def = lookup_op(p.op);
     if (def.pattern == OpPattern::Injective && def.injective) {  // reads its inputs at remapped indices
       const InputLoader loader = [&](int k, const std::vector<Expr>& ui) { return value_at(p.inputs.at(k), ui); };
-      const DType out = val.type.dtype;
-      Expr e = def.injective(idx, loader, make_op_context(*ki_.graph, p));
-      if (e.type() != compute_dtype(out))
-        throw std::logic_error("op '" + p.op + "' computed " + dtype_name(e.type()) + ", expected " +
-                               dtype_name(compute_dtype(out)));
-      return round_to_storage(std::move(e), out);
+      return round_to_storage(injective_expr(*ki_.graph, p, idx, loader), val.type.dtype);
     }
     if (def.pattern != OpPattern::Elementwise || !def.compute)
       throw std::logic_error("op '" + p.op + "' cannot be computed where it is read");
