@@ -880,6 +880,18 @@ def test_avg_pool2d_paths_dtypes_and_layouts(gen, dtype, kw):
     assert_same(F.avg_pool2d(to_flow(x), **kw), TF.avg_pool2d(x, **kw), msg="channels-last input")
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+    not flow.cuda.is_available(), reason="no CUDA device: " + flow.cuda.unavailable_reason()[:80])])])
+def test_avg_pool2d_of_int64_truncates_on_every_device(device, gen):
+    """torch computes int64 average pools on the CPU only (truncating the sum's quotient); flow on
+    CUDA too, with the CPU's result, as its integer matrix products."""
+    x = make((2, 3, 9, 8), torch.int64, gen, low=-50, high=50)
+    for kw in ({"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False}):
+        want = TF.avg_pool2d(x, **kw)
+        assert_same(F.avg_pool2d(to_flow(x).to(device), **kw).cpu(), want, msg=str(kw))
+        assert_same(flow.jit(lambda t: F.avg_pool2d(t, **kw))(to_flow(x).to(device)).cpu(), want, msg=f"jit {kw}")
+
+
 @pytest.mark.parametrize("dtype", [torch.int32, torch.uint8, torch.bool], ids=str)
 def test_avg_pool2d_refuses_what_torch_refuses(dtype):
     x = torch.ones((1, 1, 4, 4), dtype=dtype)

@@ -497,8 +497,6 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     dtype = input.dtype
     if not dtype.is_floating_point and dtype != D.int64:
         raise NotImplementedError(f"\"avg_pool2d\" not implemented for '{dtype._torch_short}'")
-    if dtype == D.int64 and input.device.type == "cuda":
-        raise NotImplementedError("\"avg_pool2d_out_cuda_frame\" not implemented for 'Long'")
     if divisor_override is not None:
         if not isinstance(divisor_override, numbers.Integral) or isinstance(divisor_override, builtins.bool):
             raise TypeError(f"avg_pool2d(): argument 'divisor_override' must be int, not "
@@ -511,7 +509,8 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     # reads the input in place, channels-last included. As a mean over a [kH, kW] window view it
     # was three (a padded copy, a contiguous copy for the view, a reduction of 4-element rows):
     # DenseNet-121's first transition pool took 2.0 ms of kernels for 0.4M outputs. Half types
-    # add in float32 and round once, as torch's float accumulator.
+    # add in float32 and round once, as torch's float accumulator. int64 runs on CUDA too (where
+    # torch refuses it), truncating as torch's CPU kernel, like flow's integer matrix products.
     acc = D.float32 if dtype in (D.float16, D.bfloat16) else dtype
     x = input if acc == dtype else _ops._cast(input, acc)
     total = _pool_taps(x, "add", (OH, OW), k, s, d, p, 0.0)
