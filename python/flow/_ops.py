@@ -778,26 +778,11 @@ def vstack(tensors, *, out=None):
     return cat(ts, 0, out=out)
 
 
-def _check_range(ix, size, dim):
+def _check_range(ix, size, dim, refusing_negatives=None):
     if ix._c is not None and ix.numel() > 0:
         from ._tensor import _check_index_range
 
-        _check_index_range(ix, size, dim)
-
-
-def _check_nonnegative(ix, size, dim, op):
-    """torch.index_select and torch.gather refuse negative indices (advanced indexing wraps them).
-    Checked on the host where the indices are (CPU, eager); compiled and CUDA kernels check each
-    index they read against [0, size) (the op's "nonnegative" attribute)."""
-    from ._tensor import _host_array, _host_checks_indices
-
-    if ix._c is None or ix.numel() == 0 or not _host_checks_indices(ix):
-        return
-    lo = int(_host_array(ix._c).min())
-    if lo < 0:
-        if op == "index_select":
-            raise IndexError("index out of range in self")
-        raise RuntimeError(f"index {lo} is out of bounds for dimension {dim} with size {size}")
+        _check_index_range(ix, size, dim, refusing_negatives)
 
 
 def _index_select_wrapping(x, dim, ix):
@@ -815,8 +800,8 @@ def index_select(input, dim, index, *, out=None):
     if ix.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
     if ix.dtype in (D.int32, D.int64):
-        _check_nonnegative(ix, x.shape[d] if x.ndim else 1, d, "index_select")
-        _check_range(ix, x.shape[d] if x.ndim else 1, d)
+        # Compiled and CUDA kernels check each index they read against [0, size) ("nonnegative").
+        _check_range(ix, x.shape[d] if x.ndim else 1, d, "index_select")
     return _out("index_select", out, dispatch1("index_select", [x, ix], {"dim": d, "nonnegative": 1}))
 
 
@@ -835,8 +820,7 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
                                    f"larger than self {list(x.shape)} apart from dimension {d}")
     if x.ndim == 0 or ix.ndim == 0:
         raise NotImplementedError("flow: gather() of 0-dim tensors is not supported")
-    _check_nonnegative(ix, x.shape[d], d, "gather")
-    _check_range(ix, x.shape[d], d)
+    _check_range(ix, x.shape[d], d, "gather")
     return _out("gather", out, dispatch1("gather", [x, ix], {"dim": d, "nonnegative": 1}))
 
 

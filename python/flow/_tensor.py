@@ -188,11 +188,18 @@ def _host_checks_indices(ix) -> bool:
     return ix._c is not None and ix._c.device == "cpu" and current_trace() is None
 
 
-def _check_index_range(ix, size, dim):
+def _check_index_range(ix, size, dim, refusing_negatives=None):
+    """Indices in [-size, size), or in [0, size) for `refusing_negatives` ("index_select" or
+    "gather": torch's functions refuse negatives, where advanced indexing wraps them), checked on
+    the host in one pass, with torch's messages."""
     if not _host_checks_indices(ix):
         return
     a = _host_array(ix._c)
     lo, hi = int(a.min()), int(a.max())
+    if refusing_negatives and lo < 0:
+        if refusing_negatives == "index_select":
+            raise IndexError("index out of range in self")
+        raise RuntimeError(f"index {lo} is out of bounds for dimension {dim} with size {size}")
     bad = lo if lo < -size else hi if hi >= size else None
     if bad is not None:
         raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")

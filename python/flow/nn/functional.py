@@ -5,8 +5,8 @@ works both eagerly and inside a ``@flow.jit`` trace. Composites (the pattern eac
 
 - conv1d: conv2d over a unit height dim; max_pool: the maximum of the window taps, each a strided
   slice of the input padded with -inf to the output size (no padded copy of the input; separable
-  for windows over 16 elements); avg_pool: pad(0) + window view + mean (or sum / a constant divisor tensor for
-  count_include_pad=False, ceil_mode or divisor_override), torch's divisor formula;
+  for windows over 16 elements); avg_pool: the sum of the same taps padded with 0, divided by
+  torch's divisor (a scalar, or an [OH, OW] table for count_include_pad=False and ceil_mode);
   adaptive pools: a window pool when the size divides, else per-output slices + cat (torch's
   start/end formula);
 - interpolate (nearest, nearest-exact, bilinear with align_corners either way) and pad's reflect /
