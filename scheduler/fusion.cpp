@@ -125,18 +125,21 @@ class Fuser {
     return false;
   }
 
-  int count_buffers_if_merged(int gi, const dsl::Node& n) const {
+  // Buffers (values read from outside, values produced) of a kernel holding `nodes`.
+  int count_buffers(const std::vector<int>& nodes) const {
     std::set<int> produced, read;
-    for (int m : groups_[gi].nodes)
+    for (int m : nodes)
       for (int o : g_.node(m).outputs) produced.insert(o);
-    for (int o : n.outputs) produced.insert(o);
-    auto add_reads = [&](const dsl::Node& node) {
-      for (int in : node.inputs)
+    for (int m : nodes)
+      for (int in : g_.node(m).inputs)
         if (!produced.count(in)) read.insert(in);
-    };
-    for (int m : groups_[gi].nodes) add_reads(g_.node(m));
-    add_reads(n);
     return static_cast<int>(read.size() + produced.size());
+  }
+
+  int count_buffers_if_merged(int gi, const dsl::Node& n) const {
+    std::vector<int> nodes = groups_[gi].nodes;
+    nodes.push_back(n.id);
+    return count_buffers(nodes);
   }
 
   // Elementwise node `n` joining group `gi`: empty string if allowed, else the reason.
@@ -254,40 +257,27 @@ class Fuser {
     bool reads_all = once.count(n.op) > 0;
     if (n.op == "pad")
       for (int64_t p : dsl::attr_ints(n.attrs, "pads", "pad")) reads_all = reads_all && p >= 0;
+    if (std::string why = frozen_mismatch(pg, n); !why.empty()) return why;
+    const auto& outs = g_.outputs();
     for (int m : w.nodes) {
       const dsl::Node& node = g_.node(m);
       const bool injective = dsl::lookup_op(node.op).pattern == OpPattern::Injective;
       if (!reads_all && !injective && !cheap.count(node.op))
         return "injective op reads its inputs repeatedly; " + node.op + " would be recomputed per read";
-      if (injective && node.inputs.size() > 1 && node.op != "cat") {
-        bool read_by_n_only = reads_all;
-        for (int o : node.outputs)
-          for (int c : g_.consumers(o)) read_by_n_only = read_by_n_only && c == n.id;
-        if (!read_by_n_only) return "an index-checking producer must be read wholly by the injective op itself";
+      const bool checks_indices = injective && node.inputs.size() > 1 && node.op != "cat";
+      for (int o : node.outputs) {
+        if (std::find(outs.begin(), outs.end(), o) != outs.end()) return "producer value is a graph output";
+        for (int c : g_.consumers(o)) {
+          if (c != n.id && node_group_[c] != pg) return "producer value has readers besides the injective op";
+          if (checks_indices && (c != n.id || !reads_all))
+            return "an index-checking producer must be read wholly by the injective op itself";
+        }
       }
     }
-    if (std::string why = frozen_mismatch(pg, n); !why.empty()) return why;
-    const auto& outs = g_.outputs();
-    for (int m : w.nodes)
-      for (int o : g_.node(m).outputs) {
-        if (std::find(outs.begin(), outs.end(), o) != outs.end()) return "producer value is a graph output";
-        for (int c : g_.consumers(o))
-          if (c != n.id && node_group_[c] != pg) return "producer value has readers besides the injective op";
-      }
     std::vector<int> nodes = groups_[gi].nodes;  // n and the producers inlined before this one
     nodes.insert(nodes.end(), w.nodes.begin(), w.nodes.end());
     if (count_buffers(nodes) > opt_.max_buffers) return "kernel argument cap";
     return "";
-  }
-
-  int count_buffers(const std::vector<int>& nodes) const {
-    std::set<int> produced, read;
-    for (int m : nodes)
-      for (int o : g_.node(m).outputs) produced.insert(o);
-    for (int m : nodes)
-      for (int in : g_.node(m).inputs)
-        if (!produced.count(in)) read.insert(in);
-    return static_cast<int>(read.size() + produced.size());
   }
 
   std::string reduction_fits(int gi, const dsl::Node& n, const std::vector<int64_t>& dims) const {

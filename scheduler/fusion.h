@@ -37,9 +37,9 @@ struct FusionGroup {
   // post-ops (scheduler/library_patterns.h). Library groups have no generated kernel.
   std::vector<EpilogueStep> epilogue;
   bool has_injective = false;  // holds an injective op (cat, pad, gather, ...): dims kept as is
-  // Elementwise nodes computed where an injective op of the group reads their value (at its
-  // remapped indices), not over the domain: a relu feeding only a cat is computed inside the cat's
-  // kernel (sorted node ids; see inline_fits in fusion.cpp).
+  // Nodes (elementwise or injective) computed where an injective op of the group reads their value
+  // (at its remapped indices), not over the domain: a relu feeding only a cat is computed inside the
+  // cat's kernel (sorted node ids; see inline_fits in fusion.cpp).
   std::vector<int> inlined;
 };
 
