@@ -28,12 +28,10 @@ bool column_reduction_fits(const KernelInstance& ki) {
     const OpDef& def = lookup_op(g.node(n).op);
     if (def.pattern == OpPattern::Reduction && (!def.reduce || def.reduce->arg)) return false;
   }
-  const KernelSignature sig(ki);
-  const GroupValues gv(ki, sig);
   bool strided_rows = false;
   for (const KernelBuffer& b : ki.buffers) {
     if (b.is_output) {
-      if (!gv.is_row_value(b.value)) return false;
+      if (!is_row_value(ki, b.value)) return false;
       continue;
     }
     if (!has_reduced_extent(b, K)) continue;  // a per-row operand

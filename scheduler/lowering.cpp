@@ -135,14 +135,18 @@ void GroupValues::begin_body(StmtList* body) {
   body_values_.clear();
 }
 
-bool GroupValues::is_row_value(int v) const {
-  const FusionGroup& grp = *ki_.group;
+bool is_row_value(const KernelInstance& ki, int v) {
+  const FusionGroup& grp = *ki.group;
   if (grp.kind != GroupKind::Reduction) return false;
-  const auto& val = ki_.graph->value(v);
-  if (val.kind == ValueKind::OpResult && lookup_op(ki_.graph->node(val.producer).op).pattern == OpPattern::Reduction)
+  const auto& val = ki.graph->value(v);
+  if (val.kind == ValueKind::OpResult && lookup_op(ki.graph->node(val.producer).op).pattern == OpPattern::Reduction)
     return true;
   if (val.type.shape == grp.domain) return false;
   return is_row_shape(grp, val.type.shape);
+}
+
+bool GroupValues::is_row_value(int v) const {
+  return sched::is_row_value(ki_, v);
 }
 
 Expr GroupValues::index(const KernelBuffer& b) const {

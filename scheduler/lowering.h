@@ -69,6 +69,9 @@ class KernelSignature {
   std::map<std::string, dsl::Expr> vars_;
 };
 
+// Whether value `v` of a reduction group is per row (a reduction's result, or of the kept shape).
+bool is_row_value(const KernelInstance& ki, int v);
+
 // Evaluates group values at the current loop indices. `kept_idx`/`red_idx` hold the index
 // expressions of each coalesced dim in the current loop context.
 class GroupValues {
