@@ -149,6 +149,28 @@ def test_layer_norm_like(gen):
         assert 1 <= f.num_kernels <= 3, f.explain(with_source=False)
 
 
+def window_sums_over_tables(m, x, table, row):
+    w = m.nn.functional.pad(x, (1, 1, 1, 1)).unfold(2, 3, 3).unfold(3, 3, 3)
+    return w.sum((4, 5)) / table, x.mean(1) * row + 1
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+def test_reduction_epilogue_reads_operands_broadcast_over_kept_dims(channels_last, gen):
+    # Sums over window views divided by an [OH, OW] table (avg_pool2d's old form): operands indexed
+    # by some kept loop variables only. This once tripped the LLVM backend (unbound loop variable).
+    f = flow.jit(lambda x, table, row: window_sums_over_tables(flow, x, table, row))
+    for shape in [(2, 3, 8, 8), (1, 5, 7, 10)]:
+        x = make(shape, torch.float32, gen)
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        table = make(((shape[2] - 1) // 3 + 1, (shape[3] - 1) // 3 + 1), torch.float32, gen).abs() + 0.5
+        row = make(shape[3:], torch.float32, gen)
+        expected = window_sums_over_tables(torch, x, table, row)
+        got = f(to_flow(x), to_flow(table), to_flow(row))
+        for g, e in zip(got, expected):
+            assert_same(g, e, rtol=1e-5, atol=1e-6, msg=str(shape))
+
+
 def multi_output(x, y):
     s = x + y
     return s, flow.exp(s) * 2, {"max": s.amax(-1), "mean": s.mean()}
