@@ -448,13 +448,16 @@ TEST(Pipeline, ShortInnermostDimsRunAsOneFlatLoop) {
 #ifdef FLOW_HAS_LLVM
 // Reductions over strided rows whose neighbours are adjacent in memory (a mean over H and W of
 // channels-last data, a sum over dim 0) take the column schedule (scheduler/column_reduction.h):
-// SIMD across adjacent rows, a tail tile of fewer lanes, blocked sums. Results equal the
-// interpreter's for mean, sum and a row op, var (two reductions, the second reading the first's
-// per-lane result), amax with NaN, and sizes with tail lanes and rows longer than a block; a
+// SIMD across adjacent rows, tiles narrower than the vector width for small kept extents, the
+// last tile overlapping its neighbour, blocked sums. Results equal the interpreter's for mean, sum
+// and a row op, var (two reductions, the second reading the first's per-lane result), amax with
+// NaN, and kept extents of 2 to 40 (overlaps at every tile width) and rows longer than a block; a
 // contiguous row keeps the row schedule.
 TEST(Pipeline, StridedRowsReduceAcrossAdjacentRows) {
   auto rng = test::rng(77);
-  for (const dsl::Shape& shape : {dsl::Shape{1, 5, 7, 32}, dsl::Shape{2, 3, 300, 19}, dsl::Shape{3, 1, 2, 3}}) {
+  for (const dsl::Shape& shape :
+       {dsl::Shape{1, 5, 7, 32}, dsl::Shape{2, 3, 300, 19}, dsl::Shape{3, 1, 2, 3}, dsl::Shape{1, 4, 9, 9},
+        dsl::Shape{2, 2, 3, 40}, dsl::Shape{2, 3, 3, 2}, dsl::Shape{1, 2, 5, 6}}) {
     for (const std::string op : {"mean", "sum", "var", "amax"}) {
       for (const bool nhwc : {true, false}) {
         dsl::Graph g;
