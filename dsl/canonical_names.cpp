@@ -8,21 +8,28 @@
 namespace flow::dsl {
 namespace {
 
-// Let-bound names, numbered in order of first binding (a pre-order walk).
-class CollectLetNames : public IRVisitor {
+// Let-bound names and allocation names, each kind numbered in order of first binding (a pre-order
+// walk). A name bound twice (the same buffer allocated in both arms of an if) maps to one name.
+class CollectBoundNames : public IRVisitor {
  public:
-  std::map<std::string, std::string> names;
+  std::map<std::string, std::string> names;    // let-bound values
+  std::map<std::string, std::string> buffers;  // Local and Shared allocations
 
  protected:
   void visit_LetStmt(const LetStmt* op) override {
     if (names.count(op->name) == 0) names.emplace(op->name, "val" + std::to_string(names.size()));
     IRVisitor::visit_LetStmt(op);
   }
+  void visit_Allocate(const Allocate* op) override {
+    if (buffers.count(op->name) == 0) buffers.emplace(op->name, "loc" + std::to_string(buffers.size()));
+    IRVisitor::visit_Allocate(op);
+  }
 };
 
-class RenameLetNames : public IRMutator {
+class RenameBoundNames : public IRMutator {
  public:
-  explicit RenameLetNames(const std::map<std::string, std::string>& names) : names_(names) {}
+  RenameBoundNames(const std::map<std::string, std::string>& names, const std::map<std::string, std::string>& buffers)
+      : names_(names), buffers_(buffers) {}
 
  protected:
   Expr mutate_Var(const Var* op, const Expr& self) override {
@@ -36,18 +43,48 @@ class RenameLetNames : public IRMutator {
     if (it == names_.end() && value.same_as(op->value) && body.same_as(op->body)) return self;
     return make_let(it == names_.end() ? op->name : it->second, value, body);
   }
+  Expr mutate_Load(const Load* op, const Expr& self) override {
+    const Expr index = mutate(op->index);
+    const std::string& buffer = buffer_name(op->buffer);
+    if (index.same_as(op->index) && buffer == op->buffer) return self;
+    return load(op->type, buffer, index);
+  }
+  Stmt mutate_Store(const Store* op, const Stmt& self) override {
+    const Expr index = mutate(op->index);
+    const Expr value = mutate(op->value);
+    const std::string& buffer = buffer_name(op->buffer);
+    if (index.same_as(op->index) && value.same_as(op->value) && buffer == op->buffer) return self;
+    return make_store(buffer, index, value);
+  }
+  Stmt mutate_Allocate(const Allocate* op, const Stmt& self) override {
+    const Stmt body = mutate(op->body);
+    const std::string& name = buffer_name(op->name);
+    if (body.same_as(op->body) && name == op->name) return self;
+    return make_allocate(name, op->dtype, op->size, op->scope, body);
+  }
+  Stmt mutate_BlockReduce(const BlockReduce* op, const Stmt& self) override {
+    const std::string& buffer = buffer_name(op->buffer);
+    return buffer == op->buffer ? self : make_block_reduce(op->op, buffer, op->dtype);
+  }
 
  private:
+  // Parameters (kernel arguments) are not allocated and keep their names.
+  const std::string& buffer_name(const std::string& name) const {
+    auto it = buffers_.find(name);
+    return it == buffers_.end() ? name : it->second;
+  }
+
   const std::map<std::string, std::string>& names_;
+  const std::map<std::string, std::string>& buffers_;
 };
 
 }  // namespace
 
 LoweredFunc canonical_value_names(const LoweredFunc& f) {
-  CollectLetNames collect;
+  CollectBoundNames collect;
   collect.visit(f.body);
-  if (collect.names.empty()) return f;
-  RenameLetNames rename(collect.names);
+  if (collect.names.empty() && collect.buffers.empty()) return f;
+  RenameBoundNames rename(collect.names, collect.buffers);
   LoweredFunc out = f;
   out.body = rename.mutate(f.body);
   for (int d = 0; d < 3; ++d) {

@@ -382,5 +382,42 @@ TEST(CanonicalNames, LetBoundValuesAreRenumberedInBindingOrder) {
   EXPECT_EQ(ts, t7);
 }
 
+// Local and shared buffers named after graph values ("acc17") are renamed "loc0", ... in order of
+// first allocation, in their Allocate, Load, Store and BlockReduce alike; a name allocated in both
+// arms of an if keeps one name; parameters keep theirs.
+TEST(CanonicalNames, AllocatedBuffersAreRenumberedInBindingOrder) {
+  auto kernel = [](const std::string& acc, const std::string& shared) {
+    const Expr i = var("i");
+    auto arm = [&](int64_t size) {
+      return make_allocate(
+          acc, DType::Float32, size, MemoryScope::Local,
+          make_block({make_store(acc, 0, load(DType::Float32, "in0", i)),
+                      make_allocate(shared, DType::Float32, 32, MemoryScope::Shared,
+                                    make_block({make_store(shared, i, load(DType::Float32, acc, 0)),
+                                                make_block_reduce(ReduceOp::Sum, acc, DType::Float32)})),
+                      make_store("out1", i, load(DType::Float32, acc, 0))}));
+    };
+    LoweredFunc f;
+    f.name = "k";
+    f.body = make_for("i", 0, var("n"), ForKind::Serial, make_if(var("n") > make_int(4), arm(4), arm(1)));
+    return f;
+  };
+  std::string a, b;
+  serialize(canonical_value_names(kernel("acc17", "red3")), a);
+  serialize(canonical_value_names(kernel("acc40", "red9")), b);
+  EXPECT_EQ(a, b);
+  const LoweredFunc c = canonical_value_names(kernel("acc17", "red3"));
+  const std::string printed = to_string(c.body);
+  for (const char* gone : {"acc17", "red3"}) EXPECT_EQ(printed.find(gone), std::string::npos) << printed;
+  EXPECT_NE(printed.find("allocate local float32 loc0[4]"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("allocate local float32 loc0[1]"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("loc1[i] = loc0[0]"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("out1[i] = loc0[0]"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("in0[i]"), std::string::npos) << printed;
+  std::string renamed_twice;
+  serialize(canonical_value_names(c), renamed_twice);
+  EXPECT_EQ(renamed_twice, a);
+}
+
 }  // namespace
 }  // namespace flow::dsl
