@@ -77,13 +77,17 @@ class ReductionScheduler final : public Scheduler {
 
   bool can_schedule(const KernelInstance& ki, Target) const override { return ki.group->kind == GroupKind::Reduction; }
 
-  Params heuristics(const KernelInstance& ki, Target) const override {
+  Params heuristics(const KernelInstance& ki, Target t) const override {
     ReductionParams p;
-    const int64_t r = ki.row_size();
     // Two 256-bit registers of partial accumulators per step: two independent chains hide the
     // add/max latency (softmax over rows of 128-4096: 1.1-1.2x over one). Not size-dependent, so
     // one eager kernel serves every row length: short rows run the one-register remainder loop.
     p.cpu_vector_width = static_cast<int>(register_lanes(ki)) * 2;
+    // The block size follows the row length. CPU kernels keep the default: the params are part of
+    // the cache key, and EfficientNet-B0's means compiled four identical CPU kernels, one per block
+    // size the CPU never uses.
+    if (t == Target::CPU) return p;
+    const int64_t r = ki.row_size();
     p.gpu_block_x = r >= 2048 ? 512 : r >= 512 ? 256 : r >= 128 ? 128 : 64;
     p.gpu_block_y = 1;
     return p;

@@ -243,6 +243,23 @@ def test_guards_recompile_on_new_shape_dtype_layout_only(gen):
     assert f.num_traces == 4 and f.num_variants == 4
 
 
+def test_the_same_normalization_on_other_values_and_row_lengths_is_one_kernel(gen):
+    # Two layer norms and two means over rows of 64 and 1000: the kernels differ only in the graph
+    # values they read (after which schedulers name let-bound values and local buffers) and in the
+    # row length (which picks the GPU block size, unused on the CPU). Each pair is one cache key.
+    def fn(x, y):
+        return layer_norm_like(x, 1.0, 0.0), layer_norm_like(y, 1.0, 0.0), (x * 2).mean(-1), (y * 2).mean(-1)
+
+    f = flow.jit(fn)
+    x, y = make((4, 64), torch.float32, gen), make((3, 1000), torch.float32, gen)
+    got = f(to_flow(x), to_flow(y))
+    for g, e in zip(got, (TF.layer_norm(x, (64,)), TF.layer_norm(y, (1000,)), (x * 2).mean(-1), (y * 2).mean(-1))):
+        assert_same(g, e, rtol=1e-4, atol=1e-5)
+    text = f.explain(with_source=False)
+    keys = [line.split("key=")[1].split()[0] for line in text.splitlines() if "key=" in line]
+    assert len(keys) == 4 and len(set(keys)) == 2, text
+
+
 def test_same_graph_second_function_compiles_nothing(gen):
     # An inlined constant no earlier run has compiled into the on-disk cache: drawn from the OS,
     # not from the seeded generator, so rerunning with the same FLOW_TEST_SEED stays cold.
