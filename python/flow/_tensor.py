@@ -461,10 +461,15 @@ class Tensor:
 
     def clone(self, memory_format=None):
         if memory_format is D.channels_last:
-            return self.permute(0, 2, 3, 1).clone().permute(0, 3, 1, 2)
-        if self._c is None:  # a new graph value (a copy), so in-place ops on the clone are allowed
-            return F._cast(self, self.dtype)
-        return Tensor._wrap(self._c.contiguous())
+            return self.permute(0, 2, 3, 1).clone(memory_format=D.contiguous_format).permute(0, 3, 1, 2)
+        if memory_format is D.contiguous_format and self._c is not None:
+            return Tensor._wrap(self._c.contiguous())
+        if memory_format not in (None, D.contiguous_format, D.preserve_format):
+            raise RuntimeError(f"clone(): unsupported memory format {memory_format}")
+        # torch.preserve_format: an eager copy keeps its source's order of dims in memory (a dense
+        # tensor its strides: jit/eager_layout.h). In a trace, a new graph value (a copy), so
+        # in-place ops on the clone are allowed.
+        return F._cast(self, self.dtype)
 
     def detach(self):
         return self
@@ -490,7 +495,7 @@ class Tensor:
         if self.device.type == "cpu":  # (also a traced tensor already there: nothing to move)
             return self
         self._need_data("Tensor.cpu()")
-        return Tensor._wrap(self._c.to_device("cpu"))
+        return Tensor._wrap(_moved(self._c, "cpu"))
 
     def cuda(self, device=None, non_blocking=False):
         from . import cuda as _cuda
@@ -498,7 +503,7 @@ class Tensor:
         if self.device.type == "cuda":
             return self
         self._need_data("Tensor.cuda()")
-        return Tensor._wrap(self._c.to_device("cuda"))
+        return Tensor._wrap(_moved(self._c, "cuda"))
 
     def pin_memory(self, device=None):
         """torch pins host memory for asynchronous uploads; flow's host-to-device copies are
@@ -1400,6 +1405,18 @@ from . import _ops as F  # noqa: E402  (the functions use Tensor; Tensor's metho
 
 
 # ---- methods mirroring the functions of flow._ops (one line each) ------------------------------
+
+
+def _moved(c, device):
+    """_C tensor `c` copied to `device` as torch's preserve_format copies it: a dense tensor (a
+    permutation of a contiguous one: channels-last, transposed) keeps its strides, any other comes
+    out contiguous."""
+    if c.is_contiguous() or not c.is_dense:
+        return c.to_device(device)
+    order = sorted(range(len(c.shape)), key=lambda d: -c.strides[d] if c.shape[d] > 1 else 0)
+    inverse = [order.index(d) for d in range(len(order))]
+    dense = _C.view("permute", c, {"dims": order}).to_device(device)  # a contiguous view: one copy
+    return _C.view("permute", dense, {"dims": inverse})
 
 
 def _unpickle_tensor(dtype_name, shape, raw, device, is_parameter, requires_grad):
