@@ -12,6 +12,7 @@ import torch.nn.functional as TF
 
 import flow
 import flow.nn.functional as F
+from flow import _eager_fusion
 from conftest import FLOW_OF, assert_same, make, to_flow, to_torch
 
 RTOL, ATOL = 2e-5, 2e-5
@@ -483,20 +484,22 @@ def test_bicubic_and_antialiased_resize(gen, kw):
 
 
 def test_eager_resize_runs_as_one_compiled_function(gen):
-    """Eagerly, a resize (a gather, multiply and add per tap) runs as one cached compiled function:
-    repeated calls reuse it, new sizes add one each, and the cache keeps the 32 used last."""
-    cache = F._EAGER_COMPOSITES
-    cache.clear()
+    """Eagerly, a resize (a gather, multiply and add per tap) runs as one compiled function
+    (flow/_eager_fusion.py): repeated calls reuse its variant, new sizes add one each, and it keeps
+    the last _MAX_VARIANTS."""
     x = to_flow(torch.rand((1, 2, 12, 10), generator=gen))
+    F.interpolate(x, size=(5, 4), mode="bicubic", antialias=True)
+    jitted = F.interpolate.jitted
+    traces = jitted.num_traces
+    flow.reset_launch_count()
     for _ in range(3):
         F.interpolate(x, size=(5, 4), mode="bicubic", antialias=True)
-    assert len(cache) == 1
-    (fn,) = cache.values()
-    assert fn.num_kernels == 2  # one per axis
-    for k in range(40):
+    assert jitted.num_traces == traces
+    assert flow.launch_count() == 3 * 2  # one kernel per axis
+    for k in range(80):
         close(F.interpolate(x, size=(3 + k, 4), mode="bilinear"),
               TF.interpolate(to_torch(x), size=(3 + k, 4), mode="bilinear"), 1e-5, 1e-5)
-    assert len(cache) == 32
+    assert len(jitted._variants) == _eager_fusion._MAX_VARIANTS
 
 
 def test_antialiased_resize_keeps_infinities_where_torch_does(gen):

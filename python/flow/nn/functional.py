@@ -20,10 +20,8 @@ dsl/ops/random.cpp): the mask is computed inside the kernel that uses it, and un
 call draws a new one (the generator's counter is a mutation of the trace).
 """
 import builtins
-import collections
 import math
 import numbers
-import threading
 import warnings
 
 import numpy as np
@@ -31,7 +29,8 @@ import numpy as np
 from .. import _dtype as D
 from .. import _ops
 from .. import amp as _amp
-from .._dispatch import current_trace, dispatch, dispatch1
+from .._dispatch import dispatch, dispatch1
+from .._eager_fusion import fused_in_eager
 from .._ops import gelu, relu, sigmoid, silu, tanh  # noqa: F401
 from .._tensor import Tensor, _host_array, _host_checks_indices
 
@@ -441,40 +440,46 @@ def _pool_tap(x, axes, out_size, s, d, p, offsets, fill):
     return x
 
 
-def _combine_taps(taps, op, like, out_size, empty):
+def _combine_taps(taps, op, like, out_size, empty, acc=None):
     """`op` ("maximum" or "add") over `taps` (None ones skipped; `empty` where none is left), a new
-    tensor as torch's pools return (a lone unpadded tap is a view of the input: 1x1 windows)."""
+    tensor as torch's pools return (a lone unpadded tap is a view of the input: 1x1 windows). Taps
+    are cast to `acc` first where given: a cast of each tap is computed inside the pool's kernel,
+    where a cast of the whole input was a kernel of its own (the taps read it through views)."""
     out = None
     for t in taps:
         if t is not None:
+            if acc is not None and t.dtype != acc:
+                t = _ops._cast(t, acc)
             out = t if out is None else dispatch1(op, [out, t])
     if out is None:  # every window wholly in the padding (a dilation can allow it), as torch
         from .._creation import full
-        return full(list(like.shape[:-2]) + list(out_size), empty, dtype=like.dtype, device=like.device)
+        return full(list(like.shape[:-2]) + list(out_size), empty, dtype=acc or like.dtype, device=like.device)
     if sum(t is not None for t in taps) == 1:
         out = _ops._cast(out, out.dtype)  # a copy, not the input's view
     return out
 
 
-def _pool_taps(x, op, out_size, k, s, d, p, fill):
+def _pool_taps(x, op, out_size, k, s, d, p, fill, acc=None):
     """`op` ("maximum" or "add") over every tap of the k[0] x k[1] windows of `x`, each a strided
-    slice of `x` padded with `fill` (_pool_tap): one pointwise kernel vectorized along the output
-    row. Windows over _POOL_UNROLLED_WINDOW elements are separable, `op` over the window's columns
-    and then over its rows, k[0] + k[1] taps instead of k[0] * k[1] (max and sum are associative;
-    a sum then adds in another order than torch's loop, within float tolerance)."""
+    slice of `x` padded with `fill` (_pool_tap) and cast to `acc` where given: one pointwise kernel
+    vectorized along the output row. Windows over _POOL_UNROLLED_WINDOW elements are separable, `op`
+    over the window's columns and then over its rows, k[0] + k[1] taps instead of k[0] * k[1] (max
+    and sum are associative; a sum then adds in another order than torch's loop, within float
+    tolerance)."""
     if k[0] * k[1] > _POOL_UNROLLED_WINDOW:
         cols_size = (x.shape[-2], out_size[1])
         cols = _combine_taps([_pool_tap(x, (1,), cols_size, s, d, p, (j,), fill) for j in range(k[1])], op, x,
-                             cols_size, fill)
+                             cols_size, fill, acc)
         return _combine_taps([_pool_tap(cols, (0,), out_size, s, d, p, (i,), fill) for i in range(k[0])], op, x,
-                             out_size, fill)
+                             out_size, fill, acc)
     return _combine_taps([_pool_tap(x, (0, 1), out_size, s, d, p, (i, j), fill)
-                          for i in range(k[0]) for j in range(k[1])], op, x, out_size, fill)
+                          for i in range(k[0]) for j in range(k[1])], op, x, out_size, fill, acc)
 
 
 _POOL_UNROLLED_WINDOW = 16  # windows up to this many elements are unrolled (see _pool_taps)
 
 
+@fused_in_eager  # its taps and maxima as one kernel (flow/_eager_fusion.py)
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     _check_tensor("max_pool2d", input)
     (OH, OW), k, s, p, d = _pool_geometry(input, "max_pool2d", kernel_size, stride, padding, dilation, ceil_mode)
@@ -491,6 +496,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 
 @_amp.autocast_op("avg_pool2d")
+@fused_in_eager
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     _check_tensor("avg_pool2d", input)
@@ -512,8 +518,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     # add in float32 and round once, as torch's float accumulator. int64 runs on CUDA too (where
     # torch refuses it), truncating as torch's CPU kernel, like flow's integer matrix products.
     acc = D.float32 if dtype in (D.float16, D.bfloat16) else dtype
-    x = input if acc == dtype else _ops._cast(input, acc)
-    total = _pool_taps(x, "add", (OH, OW), k, s, d, p, 0.0)
+    total = _pool_taps(input, "add", (OH, OW), k, s, d, p, 0.0, acc)
 
     def divisors(O, size, kk, ss, pp):  # torch's avg_pool2d divisor per output index, along one axis
         full, valid = [], []
@@ -816,36 +821,10 @@ def _resample_axis(x, dim, indices, weights, valid=None):
     return out
 
 
-_EAGER_COMPOSITES: "collections.OrderedDict" = collections.OrderedDict()
-_EAGER_COMPOSITES_LOCK = threading.Lock()
-
-
-def _run_compiled(key, fn, *tensors):
-    """An eager call of a composite of many kernels (a resize: a gather, a multiply and an add per
-    tap and axis) runs as one compiled function, as if under @flow.jit, so it reads and writes each
-    image once per axis instead of once per op. The functions are cached by `key` (the 32 used
-    last; flow.jit keys their variants on the tensors' shapes, dtypes and layouts)."""
-    from .._jit import jit
-
-    with _EAGER_COMPOSITES_LOCK:  # (data-loading threads may resize at once)
-        f = _EAGER_COMPOSITES.get(key)
-        if f is None:
-            f = _EAGER_COMPOSITES[key] = jit(fn)
-            if len(_EAGER_COMPOSITES) > 32:
-                _EAGER_COMPOSITES.popitem(last=False)
-        else:
-            _EAGER_COMPOSITES.move_to_end(key)
-    return f(*tensors)
-
-
+@fused_in_eager  # a gather, a multiply and an add per tap and axis, as one kernel per axis
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     _check_tensor("interpolate", input)
-    if (mode in ("linear", "bilinear", "bicubic", "trilinear") and current_trace() is None and
-            input._c is not None and input.numel() > 0):
-        args = (size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
-        key = ("interpolate",) + tuple(tuple(a) if isinstance(a, list) else a for a in args)
-        return _run_compiled(key, lambda x: interpolate(x, *args), input)
     if antialias and (mode not in ("bilinear", "bicubic") or input.ndim != 4):
         raise ValueError("Anti-alias option is restricted to bilinear and bicubic modes and requires a 4-D tensor "
                          "as input")
