@@ -1,6 +1,6 @@
-"""Eager calls of composite functions (max_pool2d, avg_pool2d) run as one compiled graph
-(flow/_eager_fusion.py): one kernel launch, torch's values and strides, one variant per signature
-with a cap, inline in a trace, op by op under flow.autocast."""
+"""Eager calls of composite functions (the pools, grid_sample, unfold, ...) run as one compiled
+graph (flow/_eager_fusion.py): fewer launches (one for the pools), torch's values and strides, one
+variant per signature with a cap, inline in a trace, op by op under flow.autocast."""
 import pytest
 import torch
 import torch.nn.functional as TF
@@ -39,6 +39,39 @@ def test_eager_pool_is_one_kernel_with_torchs_values(pool, dtype, channels_last,
             assert got.is_contiguous(memory_format=flow.channels_last) == channels_last, got.stride()
 
 
+COMPOSITES = {  # name: (inputs, fn(F, *inputs), the decorated function)
+    "grid_sample": (lambda g: [make((2, 3, 9, 8), torch.float32, g), torch.rand(2, 5, 4, 2, generator=g) * 2.2 - 1.1],
+                    lambda F, x, grid: F.grid_sample(x, grid, align_corners=False), FF.grid_sample),
+    "unfold": (lambda g: [make((2, 3, 7, 6), torch.float32, g)], lambda F, x: F.unfold(x, 3, padding=1), FF.unfold),
+    "lp_pool2d": (lambda g: [make((2, 3, 8, 8), torch.float32, g)], lambda F, x: F.lp_pool2d(x, 2, 2), FF.lp_pool2d),
+    "local_response_norm": (lambda g: [make((2, 6, 5, 5), torch.float32, g)],
+                            lambda F, x: F.local_response_norm(x, 3), FF.local_response_norm),
+    "logsigmoid": (lambda g: [make((4, 33), torch.float32, g, special=True)], lambda F, x: F.logsigmoid(x),
+                   FF.logsigmoid),
+    "cosine_similarity": (lambda g: [make((4, 33), torch.float32, g), make((4, 33), torch.float32, g)],
+                          lambda F, a, b: F.cosine_similarity(a, b), FF.cosine_similarity),
+}
+
+
+@pytest.mark.parametrize("name", list(COMPOSITES))
+def test_eager_composites_run_compiled_with_torchs_values(name, gen, monkeypatch):
+    build, fn, decorated = COMPOSITES[name]
+    ts = build(gen)
+    fs = [flow.as_tensor(t) for t in ts]
+    want = fn(TF, *ts)
+    fn(FF, *fs)
+    flow.reset_launch_count()
+    got = fn(FF, *fs)
+    fused_launches = flow.launch_count()
+    assert decorated.jitted is not None and decorated.jitted is not False, name
+    assert_same(got, want, rtol=1e-5, atol=1e-6, msg=name)
+    monkeypatch.setattr(FF, decorated.__name__, decorated.__wrapped__)  # op by op: the same values
+    flow.reset_launch_count()
+    op_by_op = fn(FF, *fs)
+    assert flow.launch_count() > fused_launches, name
+    assert_same(got, torch.from_numpy(op_by_op.numpy()), rtol=0, atol=0, msg=name + " op by op")
+
+
 def test_op_by_op_under_autocast_and_inline_in_a_trace(gen):
     x = flow.as_tensor(make((2, 3, 8, 8), torch.float32, gen))
     FF.max_pool2d(x, 3, 2, 1)
@@ -59,3 +92,17 @@ def test_variants_are_capped_oldest_first(gen, monkeypatch):
         assert_same(pool(x, k), TF.max_pool2d(torch.from_numpy(x.numpy()), k))
         assert len(pool.jitted._variants) <= 2
     assert pool.jitted.num_traces == 4
+
+
+def test_a_function_that_needs_values_on_the_host_runs_op_by_op(gen):
+    calls = []
+
+    def peeks(x):
+        calls.append(1)
+        return x * float(x.sum())  # a value on the host: a TraceError in a trace
+
+    fused = _eager_fusion.fused_in_eager(peeks)
+    x = flow.as_tensor(make((3, 4), torch.float32, gen))
+    for _ in range(2):
+        assert_same(fused(x), torch.from_numpy(x.numpy()) * float(x.numpy().sum()), rtol=1e-6, atol=1e-6)
+    assert fused.jitted is False and len(calls) == 3  # one failed trace, then two eager calls

@@ -18,6 +18,7 @@ from .. import _dtype as D
 from .. import _math_more
 from .. import _ops
 from .._tensor import Tensor
+from .._eager_fusion import fused_in_eager
 from . import functional as F
 
 __all__ = ["selu", "celu", "glu", "hardshrink", "softshrink", "tanhshrink", "softsign", "logsigmoid", "prelu", "rrelu",
@@ -105,6 +106,7 @@ def softsign(input):
     return x / (x.abs() + 1.0)  # as torch's
 
 
+@fused_in_eager
 def logsigmoid(input):
     """log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), stable for large |x|."""
     x = _float_input("log_sigmoid_forward", input)
@@ -306,6 +308,7 @@ def channel_shuffle(input, groups):
 native_channel_shuffle = channel_shuffle
 
 
+@fused_in_eager
 def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     """x / (k + alpha / size * sum of x^2 over the `size` channels around each)^beta; the window is
     zero-padded at the ends (torch's average over the padded window)."""
@@ -378,6 +381,7 @@ def _blocks(size, k, d, p, s):
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
 
+@fused_in_eager
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """im2col: [N, C, H, W] -> [N, C * kh * kw, L], each column one sliding block (channel-major,
     then kernel row, then kernel column, as torch)."""
@@ -458,6 +462,7 @@ def adaptive_max_pool1d(input, output_size, return_indices=False):
     return tuple(t.squeeze(-2) for t in y) if return_indices else y.squeeze(-2)
 
 
+@fused_in_eager
 def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     """(sum over each window of x^p)^(1/p): the average pool of x^p times the window size."""
     x = F._check_tensor("lp_pool2d", input)
@@ -558,6 +563,7 @@ def _clip(coord, size):
     return _ops.where(c.isnan(), 0.0, c)
 
 
+@fused_in_eager
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """Samples input [N, C, H, W] at grid [N, Ho, Wo, 2] (x, y in [-1, 1]): bilinear or nearest,
     padding zeros, border or reflection, as torch."""

@@ -1069,6 +1069,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     return _ops._out("normalize", out, input / denom)
 
 
+@fused_in_eager
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """sum((x1 / max(||x1||, eps)) * (x2 / max(||x2||, eps))) along dim, after broadcasting (torch's
     formula: each side normalized first, so large values do not overflow)."""
