@@ -13,7 +13,9 @@ cache with every graph of the same loop nests. Results equal op-by-op ones: a fu
 after every op as eager does (docs/decisions.md). Inside a trace the function is traced inline;
 under ``flow.autocast`` (whose eager casts apply op by op) and for empty tensors it runs op by op.
 A function's variants are capped (``_MAX_VARIANTS``, oldest dropped first), so code calling it
-with ever new shapes keeps its memory bounded; a dropped signature traces again.
+with ever new shapes keeps its memory bounded; a dropped signature traces again. A signature whose
+trace needs a tensor's value on the host (a TraceError: interpolate given sizes as tensors) runs
+op by op from then on.
 
 Only pure functions qualify: no in-place writes into arguments (a trace would not write them
 back), no warnings (a trace warns once, from the wrong frame) and no checks of tensor values on
@@ -38,11 +40,12 @@ _LOCK = threading.Lock()  # (data-loading threads may resize images at once)
 
 def fused_in_eager(fn):
     """`fn` (a composite of flow ops, pure, returning tensors) as one compiled graph per eager call.
-    The wrapper's ``jitted`` is its flow.jit (None until the first fused call; False once a trace
-    of `fn` needed tensor values, after which it runs op by op)."""
+    The wrapper's ``jitted`` is its flow.jit (None until the first fused call); ``unfusable`` holds
+    the signatures whose trace needed tensor values on the host (they run op by op)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        from ._jit import JitFunction, _flatten
         from ._tensor import Tensor
 
         if current_trace() is not None or _amp._state():
@@ -52,22 +55,25 @@ def fused_in_eager(fn):
             return fn(*args, **kwargs)  # (a tracer outside its trace: fn raises flow's error)
         with _LOCK:
             if wrapper.jitted is None:
-                from ._jit import JitFunction
-
                 wrapper.jitted = JitFunction(fn)
             jitted = wrapper.jitted
-        if jitted is False:
+        if wrapper.unfusable and jitted._key(*_flatten((args, kwargs))) in wrapper.unfusable:
             return fn(*args, **kwargs)
         try:
             out = jitted(*args, **kwargs)
-        except TraceError:  # fn needs tensor values on the host for these arguments: op by op from now on
-            wrapper.jitted = False
+        except TraceError:  # these arguments need tensor values on the host: op by op
+            with _LOCK:
+                if len(wrapper.unfusable) >= _MAX_VARIANTS:
+                    wrapper.unfusable.clear()
+                wrapper.unfusable.add(jitted._key(*_flatten((args, kwargs))))
             return fn(*args, **kwargs)
-        with _LOCK:
-            variants = jitted._variants
-            while len(variants) > _MAX_VARIANTS:
-                del variants[next(iter(variants))]
+        variants = jitted._variants
+        if len(variants) > _MAX_VARIANTS:
+            with _LOCK:  # (list() copies the keys in one step: another thread may be adding one)
+                for key in list(variants)[:len(variants) - _MAX_VARIANTS]:
+                    variants.pop(key, None)
         return out
 
     wrapper.jitted = None
+    wrapper.unfusable = set()
     return wrapper

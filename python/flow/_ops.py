@@ -904,7 +904,7 @@ def broadcast_to(input, size):
 
 
 def clone(input, *, memory_format=None):
-    return _tensor_arg("clone", input, "input", 1).clone()
+    return _tensor_arg("clone", input, "input", 1).clone(memory_format=memory_format)
 
 
 def flip(input, dims):

@@ -94,15 +94,33 @@ def test_variants_are_capped_oldest_first(gen, monkeypatch):
     assert pool.jitted.num_traces == 4
 
 
-def test_a_function_that_needs_values_on_the_host_runs_op_by_op(gen):
+def test_a_signature_that_needs_values_on_the_host_runs_op_by_op(gen):
     calls = []
 
-    def peeks(x):
+    def peeks(x, scale):
         calls.append(1)
-        return x * float(x.sum())  # a value on the host: a TraceError in a trace
+        if isinstance(scale, flow.Tensor):
+            scale = float(scale)  # a value on the host: a TraceError in a trace
+        return x * scale
 
     fused = _eager_fusion.fused_in_eager(peeks)
     x = flow.as_tensor(make((3, 4), torch.float32, gen))
+    want = torch.from_numpy(x.numpy()) * 2.5
     for _ in range(2):
-        assert_same(fused(x), torch.from_numpy(x.numpy()) * float(x.numpy().sum()), rtol=1e-6, atol=1e-6)
-    assert fused.jitted is False and len(calls) == 3  # one failed trace, then two eager calls
+        assert_same(fused(x, flow.tensor(2.5)), want)
+    assert len(calls) == 3 and len(fused.unfusable) == 1  # one failed trace, then two eager calls
+    calls.clear()
+    for _ in range(2):  # another signature still runs compiled: traced once
+        assert_same(fused(x, 2.5), want)
+    assert len(calls) == 1 and fused.jitted.num_traces == 2
+
+
+def test_every_call_returns_a_new_tensor(gen):
+    # Every window in the padding: the result is a filled tensor, a constant of the trace; each call
+    # still gets its own copy, as op by op.
+    x = flow.as_tensor(make((1, 1, 2, 2), torch.float32, gen))
+    first = FF.max_pool2d(x, 2, 1, 1, dilation=3)
+    second = FF.max_pool2d(x, 2, 1, 1, dilation=3)
+    assert first is not second and first._c.storage_ptr() != second._c.storage_ptr()
+    first.fill_(5.0)
+    assert_same(FF.max_pool2d(x, 2, 1, 1, dilation=3), TF.max_pool2d(torch.from_numpy(x.numpy()), 2, 1, 1, 3))

@@ -80,6 +80,8 @@ def test_contiguous_and_clone_formats_still_copy_as_asked(gen):
     x = twin(nhwc(make((2, 3, 4, 5), torch.float32, gen)), "cpu")
     c = x.clone(memory_format=flow.contiguous_format)
     assert c.is_contiguous() and c._c.storage_ptr() != x._c.storage_ptr()
+    assert flow.clone(x, memory_format=flow.contiguous_format).is_contiguous()
+    assert flow.clone(x).is_contiguous(memory_format=flow.channels_last)
     assert x.contiguous().is_contiguous()
     cl = twin(make((2, 3, 4, 5), torch.float32, gen), "cpu").clone(memory_format=flow.channels_last)
     assert cl.is_contiguous(memory_format=flow.channels_last) and not cl.is_contiguous()

@@ -453,7 +453,10 @@ def _combine_taps(taps, op, like, out_size, empty, acc=None):
             out = t if out is None else dispatch1(op, [out, t])
     if out is None:  # every window wholly in the padding (a dilation can allow it), as torch
         from .._creation import full
-        return full(list(like.shape[:-2]) + list(out_size), empty, dtype=acc or like.dtype, device=like.device)
+        filled = full(list(like.shape[:-2]) + list(out_size), empty, dtype=acc or like.dtype, device=like.device)
+        # A copy: in a trace (flow/_eager_fusion.py's too) `filled` is a constant, and a compiled
+        # function returns a constant itself, the same tensor every call.
+        return _ops._cast(filled, filled.dtype)
     if sum(t is not None for t in taps) == 1:
         out = _ops._cast(out, out.dtype)  # a copy, not the input's view
     return out
