@@ -786,7 +786,8 @@ def test_default_init_matches_torch_scale():
     assert np.abs(m.weight.numpy()).max() > 0.9 * bound
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32,
+                                   torch.uint8, torch.int8, torch.int16, torch.int64], ids=str)
 @pytest.mark.parametrize("kw", [
     {"kernel_size": 3, "stride": 2, "padding": 1},                  # unrolled window (ResNet's)
     {"kernel_size": (2, 3), "stride": (1, 2), "ceil_mode": True},
@@ -807,6 +808,9 @@ def test_max_pool2d_paths_nan_and_layouts(gen, dtype, kw):
     # A non-contiguous (channels-last) input.
     x = make((2, 4, 9, 10), dtype, gen, special=True).permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
     assert_same(F.max_pool2d(to_flow(x), **kw), TF.max_pool2d(x, **kw), msg="channels-last input")
+    # Integers pad with their lowest value; bool is refused, as torch.
+    with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
+        F.max_pool2d(to_flow(x) > 0, **kw)
 
 
 @pytest.mark.parametrize("kw, kernels", [

@@ -485,6 +485,8 @@ _POOL_UNROLLED_WINDOW = 16  # windows up to this many elements are unrolled (see
 @fused_in_eager  # its taps and maxima as one kernel (flow/_eager_fusion.py)
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     _check_tensor("max_pool2d", input)
+    if input.dtype == D.bool_:
+        raise NotImplementedError("\"max_pool2d\" not implemented for 'Bool'")
     (OH, OW), k, s, p, d = _pool_geometry(input, "max_pool2d", kernel_size, stride, padding, dilation, ceil_mode)
     if return_indices:
         H, W = input.shape[-2], input.shape[-1]
@@ -495,7 +497,9 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     # there, as torch's padding does. As a reduction over a [kH, kW] window view (a 9-element row
     # per output) the row-reduction schedule ran 2-3x slower (ResNet-50's max pool at batch 8,
     # alone: 18 ms against 7.5 ms), and a 5x5 window ~40x slower than its bytes allow.
-    return _pool_taps(input, "maximum", (OH, OW), k, s, d, p, -math.inf)
+    # Integer inputs pad with their type's lowest value (-inf does not fit them).
+    lowest = -math.inf if input.dtype.is_floating_point else builtins.int(np.iinfo(input.dtype.np_dtype).min)
+    return _pool_taps(input, "maximum", (OH, OW), k, s, d, p, lowest)
 
 
 @_amp.autocast_op("avg_pool2d")
