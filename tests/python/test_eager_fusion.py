@@ -50,6 +50,10 @@ COMPOSITES = {  # name: (inputs, fn(F, *inputs), the decorated function)
                    FF.logsigmoid),
     "cosine_similarity": (lambda g: [make((4, 33), torch.float32, g), make((4, 33), torch.float32, g)],
                           lambda F, a, b: F.cosine_similarity(a, b), FF.cosine_similarity),
+    "adaptive_avg_pool2d": (lambda g: [make((2, 3, 9, 7), torch.float32, g)],
+                            lambda F, x: F.adaptive_avg_pool2d(x, (4, 3)), FF.adaptive_avg_pool2d),
+    "adaptive_max_pool2d": (lambda g: [make((2, 3, 9, 7), torch.float32, g, special=True)],
+                            lambda F, x: F.adaptive_max_pool2d(x, (4, 3)), FF.adaptive_max_pool2d),
 }
 
 

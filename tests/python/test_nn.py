@@ -992,3 +992,18 @@ def test_embedding_out_of_range_raises_like_torch(bad):
     with pytest.raises(IndexError) as fe:
         F.embedding(to_flow(idx), to_flow(tw))
     assert str(fe.value) == str(te.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("fn", ["adaptive_avg_pool2d", "adaptive_max_pool2d"])
+def test_adaptive_pools_of_unequal_windows_are_one_kernel_per_axis(fn, dtype, gen):
+    """Windows of unequal lengths (9 -> 4 rows, 10 -> 3 columns): each axis gathers the windows'
+    k-th elements and combines them elementwise, with an inf inside one window; eagerly and jitted."""
+    x = make((2, 3, 9, 10), dtype, gen)
+    x[0, 1, 4, 5] = float("inf")
+    want = getattr(TF, fn)(x, (4, 3))
+    jitted = flow.jit(lambda t: getattr(F, fn)(t, (4, 3)))
+    tol = (1e-2, 1e-2) if dtype in (torch.float16, torch.bfloat16) else (1e-5, 1e-6)
+    assert_same(getattr(F, fn)(to_flow(x), (4, 3)), want, *tol, msg="eager")
+    assert_same(jitted(to_flow(x)), want, *tol, msg="jit")
+    assert jitted.num_kernels == 2, jitted.explain(with_source=False)

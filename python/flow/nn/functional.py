@@ -598,14 +598,41 @@ def _adaptive_pool(input, output_size, op, fn):
             x = _reshape(x, s[:axis] + [O, size // O] + s[axis + 1:])
             x = dispatch1(op, [x], {"dims": [axis + 1], "keepdim": False})
             continue
-        parts = []
-        for o in range(O):  # torch: start = floor(o * size / O), end = ceil((o + 1) * size / O)
-            start, end = (o * size) // O, -((-(o + 1) * size) // O)
-            parts.append(dispatch1(op, [_slice(x, axis, start, end)], {"dims": [axis], "keepdim": True}))
+        # torch's windows: start = floor(o * size / O), end = ceil((o + 1) * size / O).
+        starts = [(o * size) // O for o in range(O)]
+        lengths = [-((-(o + 1) * size) // O) - st for o, st in enumerate(starts)]
+        if op == "amax" or x.dtype.is_floating_point:
+            x = _unequal_window_taps(x, axis, starts, lengths, op)
+            continue
+        parts = [dispatch1(op, [_slice(x, axis, st, st + n)], {"dims": [axis], "keepdim": True})
+                 for st, n in zip(starts, lengths)]
         x = _cat(parts, axis)
     return x
 
 
+def _unequal_window_taps(x, axis, starts, lengths, op):
+    """`op` ("mean" or "amax") over windows [starts[o], starts[o] + lengths[o]) of `axis`: the
+    windows' k-th elements gathered by one index_select each (a shorter window repeats its last
+    element, left out of a sum by a select), combined elementwise, so the axis is one kernel where a
+    reduction per window and a cat were len(starts) + 1. Half types sum in float32 and round once."""
+    shape = [1] * x.ndim
+    shape[axis] = len(starts)
+    acc_type = D.float32 if x.dtype in (D.float16, D.bfloat16) and op == "mean" else x.dtype
+    out = None
+    for k in range(builtins.max(lengths)):
+        tap = _index_select(x, axis, [st + builtins.min(k, n - 1) for st, n in zip(starts, lengths)])
+        if acc_type != x.dtype:
+            tap = _ops._cast(tap, acc_type)
+        if op == "mean" and builtins.min(lengths) <= k:
+            inside = np.array([k < n for n in lengths]).reshape(shape)
+            tap = _ops.where(_const(inside, tap, D.bool_), tap, 0.0)
+        out = tap if out is None else dispatch1("add" if op == "mean" else "maximum", [out, tap])
+    if op == "mean":
+        out = _ops.div(out, _const(np.array(lengths, dtype=np.float64).reshape(shape), out))
+    return out if out.dtype == x.dtype else _ops._cast(out, x.dtype)
+
+
+@fused_in_eager
 def adaptive_avg_pool2d(input, output_size):
     if isinstance(input, Tensor) and _adaptive_sizes(input, output_size) == [1, 1] and input.ndim in (3, 4):
         n = input.ndim
@@ -613,6 +640,7 @@ def adaptive_avg_pool2d(input, output_size):
     return _adaptive_pool(input, output_size, "mean", "adaptive_avg_pool2d")
 
 
+@fused_in_eager
 def adaptive_max_pool2d(input, output_size, return_indices=False):
     if return_indices:
         _check_tensor("adaptive_max_pool2d", input)
