@@ -1,5 +1,6 @@
-// Note: moving tensors between devices. A copy is always of a contiguous tensor: a strided one is
-// first made contiguous on its own device by a generated kernel, then its bytes move in one copy.
+// Note: moving tensors between devices. A copy is always of one run of storage: a contiguous
+// tensor's, a dense one's (to_device_keeping_layout), or a strided one first made contiguous on its
+// own device by a generated kernel; then its bytes move in one copy.
 // In-place writes into a dense tensor (write_dense) are the same: the source is permuted into the
 // destination's memory order first, so the bytes line up.
 #include <algorithm>
@@ -18,6 +19,19 @@ Tensor to_device(const Tensor& t, runtime::DeviceType device) {
   Tensor out = Tensor::empty(src.sizes, src.dtype, device);
   runtime::copy_bytes(out.data(), device, src.data(), src.device(),
                       static_cast<size_t>(src.numel()) * dsl::dtype_size(src.dtype));
+  return out;
+}
+
+Tensor to_device_keeping_layout(const Tensor& t, runtime::DeviceType device) {
+  if (t.device() == device) return t;
+  if (t.is_contiguous() || !is_dense(t)) return to_device(t, device);
+  // A dense tensor's elements fill one run of storage from its first element (strides are
+  // positive): the run moves in one copy and keeps its strides.
+  Tensor out = Tensor::empty({t.numel()}, t.dtype, device);
+  runtime::copy_bytes(out.data(), device, t.data(), t.device(),
+                      static_cast<size_t>(t.numel()) * dsl::dtype_size(t.dtype));
+  out.sizes = t.sizes;
+  out.strides = t.strides;
   return out;
 }
 

@@ -31,6 +31,9 @@ std::vector<int64_t> contiguous_strides_of(const dsl::Shape& sizes);
 
 // A contiguous copy of `t` on `device` (same dtype); `t` itself when already there and contiguous.
 Tensor to_device(const Tensor& t, runtime::DeviceType device);
+// torch's .to(device) (preserve_format): a dense tensor (contiguous, channels-last, transposed)
+// keeps its strides, any other is copied contiguous; `t` itself when already there.
+Tensor to_device_keeping_layout(const Tensor& t, runtime::DeviceType device);
 
 // Whether `t`'s elements fill one gap-free run of its storage, in some order of its dims (a
 // contiguous tensor, a permutation of one, with any size-1 dims): an in-place write into it is one

@@ -236,7 +236,7 @@ void bind_tensor(py::module_& m) {
                              [](const Tensor& t) { return std::string(runtime::device_type_name(t.device())); })
       .def(
           "to_device",
-          [](const Tensor& t, const std::string& device) {
+          [](const Tensor& t, const std::string& device, bool keep_layout) {
             check_has_storage(t);
             const auto dev = device == "cuda" ? runtime::DeviceType::CUDA : runtime::DeviceType::CPU;
             if (device != "cuda" && device != "cpu") throw py::value_error("unknown device '" + device + "'");
@@ -244,9 +244,11 @@ void bind_tensor(py::module_& m) {
               throw std::runtime_error("flow: no CUDA device is available (" + runtime::cuda::unavailable_reason() +
                                        ")");
             py::gil_scoped_release release;
-            return jit::to_device(t, dev);
+            return keep_layout ? jit::to_device_keeping_layout(t, dev) : jit::to_device(t, dev);
           },
-          py::arg("device"), "A contiguous copy on `device` ('cpu' or 'cuda'); itself when already there")
+          py::arg("device"), py::arg("keep_layout") = false,
+          "A contiguous copy on `device` ('cpu' or 'cuda'); itself when already there. keep_layout: a dense "
+          "tensor keeps its strides (torch's preserve_format)")
       .def_property_readonly("is_dense", &jit::is_dense,
                              "Whether the elements fill one gap-free run of storage (in some dim order)")
       .def(

@@ -1,6 +1,6 @@
 """Ops whose output size depends on the input's values: nonzero/argwhere, masked_select, unique.
 
-Like boolean-mask indexing (flow._tensor._mask_index), they run eagerly only: the values are read
+Like boolean-mask indexing (flow._indexing._mask_index), they run eagerly only: the values are read
 on the host (a device-to-host copy for a GPU tensor, as torch synchronizes for them too), the
 result is computed there with numpy and placed on the input's device. Under flow.jit they raise
 flow.TraceError naming the op, since a compiled graph has static shapes.

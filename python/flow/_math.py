@@ -19,7 +19,8 @@ from . import _dtype as D
 from . import _ops as F
 from ._dispatch import dispatch1
 from ._ops import _binary_number_ok, _normalize_dim, _out, _tensor_arg, _tensor_or_number, _unary
-from ._tensor import Tensor, _host_array, _inplace_method, _method
+from ._indexing import _host_array
+from ._tensor import Tensor, _inplace_method, _method
 
 tan = _unary("tan")
 atan = _unary("atan")

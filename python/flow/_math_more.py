@@ -44,7 +44,8 @@ from . import _ops as F
 from ._dispatch import current_trace, dispatch1
 from ._math import _in_opmath, broadcast_shapes, lerp, logaddexp, meshgrid, promote_types
 from ._ops import _normalize_dim, _one_dim, _out, _scalar, _tensor_arg, _tensor_list, _type_name
-from ._tensor import Tensor, _can_cast, _host_checks_indices, _inplace_method, _method
+from ._indexing import _host_checks_indices
+from ._tensor import Tensor, _can_cast, _inplace_method, _method
 
 inf = math.inf
 nan = math.nan

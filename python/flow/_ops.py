@@ -780,7 +780,7 @@ def vstack(tensors, *, out=None):
 
 def _check_range(ix, size, dim, refusing_negatives=None):
     if ix._c is not None and ix.numel() > 0:
-        from ._tensor import _check_index_range
+        from ._indexing import _check_index_range
 
         _check_index_range(ix, size, dim, refusing_negatives)
 

@@ -27,7 +27,8 @@ from . import _dtype as D
 from ._dispatch import current_trace, dispatch1
 from ._errors import trace_error
 from ._ops import _normalize_dim, _tensor_arg, _type_name
-from ._tensor import Tensor, _host_checks_indices, _inplace_method, _method, _wrap_index
+from ._indexing import _host_checks_indices, _wrap_index
+from ._tensor import Tensor, _inplace_method, _method
 
 __all__ = ["scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy", "index_fill", "index_reduce",
            "index_put", "put", "masked_scatter", "bincount", "histc"]

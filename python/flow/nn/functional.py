@@ -32,7 +32,8 @@ from .. import amp as _amp
 from .._dispatch import dispatch, dispatch1
 from .._eager_fusion import fused_in_eager
 from .._ops import gelu, relu, sigmoid, silu, tanh  # noqa: F401
-from .._tensor import Tensor, _host_array, _host_checks_indices
+from .._indexing import _host_array, _host_checks_indices
+from .._tensor import Tensor
 
 __all__ = ["relu", "relu6", "gelu", "silu", "sigmoid", "tanh", "hardswish", "hardsigmoid", "hardtanh",
            "leaky_relu", "elu", "softplus", "mish", "softmax", "log_softmax", "linear", "conv1d", "conv2d",
