@@ -109,27 +109,6 @@ bool move_cpu_scalars(const std::vector<EagerArg>& args, std::vector<EagerArg>& 
   return true;
 }
 
-// The output shape of an elementwise op over `args`' tensors; nullopt where they do not broadcast
-// (the op reports that itself).
-std::optional<dsl::Shape> broadcast_shape(const std::vector<EagerArg>& args) {
-  dsl::Shape out;
-  for (const auto& a : args) {
-    const auto* t = std::get_if<Tensor>(&a);
-    if (!t) continue;
-    if (t->sizes.size() > out.size()) out.insert(out.begin(), t->sizes.size() - out.size(), 1);
-    const size_t lead = out.size() - t->sizes.size();
-    for (size_t d = 0; d < t->sizes.size(); ++d) {
-      int64_t& o = out[lead + d];
-      if (o == 1) {
-        o = t->sizes[d];
-      } else if (t->sizes[d] != 1 && t->sizes[d] != o) {
-        return std::nullopt;
-      }
-    }
-  }
-  return out;
-}
-
 std::vector<Tensor> run_op(const std::string& op, const std::vector<EagerArg>& args, const dsl::Attrs& attrs);
 
 }  // namespace
@@ -137,31 +116,11 @@ std::vector<Tensor> run_op(const std::string& op, const std::vector<EagerArg>& a
 std::vector<Tensor> eager_op(const std::string& op, const std::vector<EagerArg>& given, const dsl::Attrs& attrs) {
   std::vector<EagerArg> moved;
   const std::vector<EagerArg>& args = move_cpu_scalars(given, moved) ? moved : given;
-  // Elementwise results keep their inputs' memory order, as torch's (jit/eager_layout.h).
-  const dsl::OpDef* def = dsl::find_op(op);
-  if (def && def->pattern == dsl::OpPattern::Elementwise) {
-    if (const std::optional<dsl::Shape> out = broadcast_shape(args)) {
-      std::vector<const Tensor*> inputs;
-      for (const auto& a : args)
-        if (const auto* t = std::get_if<Tensor>(&a)) inputs.push_back(t);
-      if (const auto order = eager_output_order(inputs, *out)) {
-        std::vector<EagerArg> permuted;
-        for (const auto& a : args) {
-          const auto* t = std::get_if<Tensor>(&a);
-          permuted.push_back(t && !t->sizes.empty() ? EagerArg(permuted_view(*t, out->size(), *order)) : a);
-        }
-        std::vector<Tensor> results = run_op(op, permuted, attrs);
-        for (Tensor& r : results) r = unpermuted_view(r, *order);
-        return results;
-      }
-    }
-  }
-  if ((op == "pad" || op == "flip") && args.size() == 1 && std::holds_alternative<Tensor>(args[0])) {
-    const Tensor& t = std::get<Tensor>(args[0]);
-    if (const auto order = eager_output_order({&t}, t.sizes)) {
-      if (const auto permuted = permuted_dim_attrs(op, attrs, t.sizes.size(), *order))
-        return {unpermuted_view(run_op(op, {permuted_view(t, t.sizes.size(), *order)}, *permuted).at(0), *order)};
-    }
+  // Results keep their inputs' memory order, as torch's (jit/eager_layout.h).
+  if (const auto call = permuted_call(op, args, attrs)) {
+    std::vector<Tensor> results = run_op(op, call->args, call->attrs);
+    for (Tensor& r : results) r = unpermuted_view(r, call->order);
+    return results;
   }
   return run_op(op, args, attrs);
 }

@@ -2,6 +2,8 @@
 
 #include <numeric>
 
+#include "dsl/op_table.h"
+
 namespace flow::jit {
 
 namespace {
@@ -15,8 +17,9 @@ std::vector<int64_t> aligned_strides(const Tensor& t, const dsl::Shape& out) {
   return s;
 }
 
-}  // namespace
-
+// The output's dims from outermost to innermost in memory, for an op whose output has shape `out`
+// and whose tensor inputs are `inputs` (in argument order); nullopt when that is plain row-major
+// order (the output is contiguous).
 std::optional<std::vector<int>> eager_output_order(const std::vector<const Tensor*>& inputs, const dsl::Shape& out) {
   const int n = static_cast<int>(out.size());
   if (n < 2 || dsl::numel(out) == 0) return std::nullopt;
@@ -61,6 +64,7 @@ std::optional<std::vector<int>> eager_output_order(const std::vector<const Tenso
   return order;
 }
 
+// `t` aligned to `rank` dims (leading size-1 dims) and its dims listed in `order`: a view.
 Tensor permuted_view(const Tensor& t, size_t rank, const std::vector<int>& order) {
   const size_t lead = rank - t.sizes.size();
   dsl::Shape sizes(rank, 1);
@@ -79,15 +83,9 @@ Tensor permuted_view(const Tensor& t, size_t rank, const std::vector<int>& order
   return v;
 }
 
-Tensor unpermuted_view(const Tensor& t, const std::vector<int>& order) {
-  Tensor v = t;
-  for (size_t i = 0; i < order.size(); ++i) {
-    v.sizes[static_cast<size_t>(order[i])] = t.sizes[i];
-    v.strides[static_cast<size_t>(order[i])] = t.strides[i];
-  }
-  return v;
-}
-
+// The attrs of `op` for its input viewed with dims listed in `order`, for the injective ops that
+// keep their input's memory order as torch's do: flip's `dims`, and pad's `pads` for a
+// channels-last input (torch's constant pad keeps no other order). nullopt otherwise.
 std::optional<dsl::Attrs> permuted_dim_attrs(const std::string& op, const dsl::Attrs& attrs, size_t rank,
                                              const std::vector<int>& order) {
   const char* name = op == "pad" ? "pads" : op == "flip" ? "dims" : nullptr;
@@ -118,6 +116,59 @@ std::optional<dsl::Attrs> permuted_dim_attrs(const std::string& op, const dsl::A
   dsl::Attrs permuted = attrs;
   permuted[name] = out;
   return permuted;
+}
+
+// The output shape of an elementwise op over `args`' tensors; nullopt where they do not broadcast
+// (the op itself reports that, with torch's message).
+std::optional<dsl::Shape> broadcast_shape(const std::vector<EagerArg>& args) {
+  dsl::Shape out;
+  try {
+    for (const auto& a : args)
+      if (const auto* t = std::get_if<Tensor>(&a)) out = dsl::broadcast_shapes(out, t->sizes);
+  } catch (const dsl::OpError&) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<PermutedCall> permuted_call(const std::string& op, const std::vector<EagerArg>& args,
+                                          const dsl::Attrs& attrs) {
+  const dsl::OpDef* def = dsl::find_op(op);
+  if (def && def->pattern == dsl::OpPattern::Elementwise) {
+    const std::optional<dsl::Shape> out = broadcast_shape(args);
+    if (!out) return std::nullopt;
+    std::vector<const Tensor*> inputs;
+    for (const auto& a : args)
+      if (const auto* t = std::get_if<Tensor>(&a)) inputs.push_back(t);
+    const auto order = eager_output_order(inputs, *out);
+    if (!order) return std::nullopt;
+    PermutedCall call{{}, attrs, *order};
+    for (const auto& a : args) {
+      const auto* t = std::get_if<Tensor>(&a);  // (0-dim tensors stay 0-dim: they promote as scalars)
+      call.args.push_back(t && !t->sizes.empty() ? EagerArg(permuted_view(*t, out->size(), *order)) : a);
+    }
+    return call;
+  }
+  if ((op == "pad" || op == "flip") && args.size() == 1 && std::holds_alternative<Tensor>(args[0])) {
+    const Tensor& t = std::get<Tensor>(args[0]);
+    const auto order = eager_output_order({&t}, t.sizes);
+    if (!order) return std::nullopt;
+    auto permuted = permuted_dim_attrs(op, attrs, t.sizes.size(), *order);
+    if (!permuted) return std::nullopt;
+    return PermutedCall{{permuted_view(t, t.sizes.size(), *order)}, std::move(*permuted), *order};
+  }
+  return std::nullopt;
+}
+
+Tensor unpermuted_view(const Tensor& t, const std::vector<int>& order) {
+  Tensor v = t;
+  for (size_t i = 0; i < order.size(); ++i) {
+    v.sizes[static_cast<size_t>(order[i])] = t.sizes[i];
+    v.strides[static_cast<size_t>(order[i])] = t.strides[i];
+  }
+  return v;
 }
 
 }  // namespace flow::jit

@@ -15,25 +15,24 @@
 #include <vector>
 
 #include "dsl/graph.h"
+#include "jit/eager.h"
 #include "jit/tensor.h"
 
 namespace flow::jit {
 
-// The output's dims from outermost to innermost in memory, for an op whose output has shape `out`
-// and whose tensor inputs are `inputs` (in argument order); nullopt when that is plain row-major
-// order (the output is contiguous).
-std::optional<std::vector<int>> eager_output_order(const std::vector<const Tensor*>& inputs, const dsl::Shape& out);
+// How an eager op runs so that its results keep its inputs' memory order: the arguments as
+// permuted views (tensors aligned to the output's rank, dims listed in `order`), the attrs
+// remapped to those dims (flip's `dims`, pad's `pads`), and `order`, to view each result back
+// with unpermuted_view. nullopt: the op runs as given (a contiguous result).
+struct PermutedCall {
+  std::vector<EagerArg> args;
+  dsl::Attrs attrs;
+  std::vector<int> order;  // the output's dims from outermost to innermost in memory
+};
+std::optional<PermutedCall> permuted_call(const std::string& op, const std::vector<EagerArg>& args,
+                                          const dsl::Attrs& attrs);
 
-// `t` aligned to `rank` dims (leading size-1 dims) and its dims listed in `order`: a view.
-Tensor permuted_view(const Tensor& t, size_t rank, const std::vector<int>& order);
-
-// The inverse: a tensor whose dims are `order`'s, viewed in the original dim order.
+// A result computed with dims listed in `order`, viewed in the original dim order.
 Tensor unpermuted_view(const Tensor& t, const std::vector<int>& order);
-
-// The attrs of `op` for its input viewed with dims listed in `order` (permuted_view), for the
-// injective ops that keep their input's memory order as torch's do: flip's `dims`, and pad's `pads`
-// for a channels-last input (torch's constant pad keeps no other order). nullopt otherwise.
-std::optional<dsl::Attrs> permuted_dim_attrs(const std::string& op, const dsl::Attrs& attrs, size_t rank,
-                                             const std::vector<int>& order);
 
 }  // namespace flow::jit

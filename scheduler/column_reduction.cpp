@@ -125,7 +125,7 @@ Stmt lower_column_reduction_cpu(const KernelInstance& ki, const KernelSignature&
   const Expr extent = sig.kept_size(ki.kept.size() - 1);
   std::vector<int64_t> widths{W};
   while (widths.back() > 1) widths.push_back(std::max<int64_t>(1, widths.back() / 4));
-  Stmt body = lower_tiles(ki, sig, 1);
+  Stmt body = lower_tiles(ki, sig, widths.back());
   for (size_t i = widths.size() - 1; i-- > 0;)
     body = make_if(extent >= make_int(widths[i]), lower_tiles(ki, sig, widths[i]), body);
   return body;
