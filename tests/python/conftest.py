@@ -112,6 +112,12 @@ TOL = {torch.float32: (1.3e-6, 1e-5), torch.float16: (1e-3, 1e-5), torch.bfloat1
        torch.float64: (1e-7, 1e-7)}
 
 
+def same_memory_order(got, want):
+    """flow tensor `got` has torch tensor `want`'s strides on every dim of more than one element (a
+    size-1 dim's stride is arbitrary)."""
+    return all(a == b for a, b, n in zip(got.stride(), want.stride(), want.shape) if n > 1)
+
+
 def assert_same(actual, expected, rtol=None, atol=None, msg=""):
     """flow result `actual` equals torch result `expected`: same dtype and shape, values within
     the dtype's tolerance (exact for ints and bools), NaN exactly where torch has NaN."""

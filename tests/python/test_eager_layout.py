@@ -8,7 +8,7 @@ import torch.nn.functional as TF
 
 import flow
 import flow.nn.functional as FF
-from conftest import assert_same, make
+from conftest import assert_same, make, same_memory_order
 
 DEVICES = [
     "cpu",
@@ -25,11 +25,6 @@ def twin(t, device):
     f = dense.permute(*inverse)
     assert f.stride() == t.stride()
     return f
-
-
-def same_memory_order(got, want):
-    """Equal strides on every dim of more than one element (a size-1 dim's stride is arbitrary)."""
-    return all(a == b for a, b, n in zip(got.stride(), want.stride(), want.shape) if n > 1)
 
 
 def nhwc(t):

@@ -614,20 +614,19 @@ def _adaptive_pool(input, output_size, op, fn):
 def _unequal_window_taps(x, axis, starts, lengths, op):
     """`op` ("mean" or "amax") over windows [starts[o], starts[o] + lengths[o]) of `axis`: the
     windows' k-th elements gathered by one index_select each (a shorter window repeats its last
-    element, left out of a sum by a select), combined elementwise, so the axis is one kernel where a
-    reduction per window and a cat were len(starts) + 1. Half types sum in float32 and round once."""
+    element, left out of a sum by a select), combined as the pools' taps are (_combine_taps), so the
+    axis is one kernel where a reduction per window and a cat were len(starts) + 1. Half types sum
+    in float32 and round once."""
     shape = [1] * x.ndim
     shape[axis] = len(starts)
-    acc_type = D.float32 if x.dtype in (D.float16, D.bfloat16) and op == "mean" else x.dtype
-    out = None
+    acc = D.float32 if x.dtype in (D.float16, D.bfloat16) and op == "mean" else x.dtype
+    taps = []
     for k in range(builtins.max(lengths)):
         tap = _index_select(x, axis, [st + builtins.min(k, n - 1) for st, n in zip(starts, lengths)])
-        if acc_type != x.dtype:
-            tap = _ops._cast(tap, acc_type)
         if op == "mean" and builtins.min(lengths) <= k:
-            inside = np.array([k < n for n in lengths]).reshape(shape)
-            tap = _ops.where(_const(inside, tap, D.bool_), tap, 0.0)
-        out = tap if out is None else dispatch1("add" if op == "mean" else "maximum", [out, tap])
+            tap = _ops.where(_const(np.array([k < n for n in lengths]).reshape(shape), tap, D.bool_), tap, 0.0)
+        taps.append(tap)
+    out = _combine_taps(taps, "add" if op == "mean" else "maximum", x, None, None, acc)
     if op == "mean":
         out = _ops.div(out, _const(np.array(lengths, dtype=np.float64).reshape(shape), out))
     return out if out.dtype == x.dtype else _ops._cast(out, x.dtype)
