@@ -33,9 +33,17 @@ import threading
 from . import amp as _amp
 from ._dispatch import current_trace
 from ._errors import TraceError
+from ._tensor import Tensor
 
 _MAX_VARIANTS = 64
 _LOCK = threading.Lock()  # (data-loading threads may resize images at once)
+
+
+def _signature(jitted, args, kwargs):
+    """The key `jitted` files a call's variant under (argument structure, shapes, dtypes, strides)."""
+    from ._jit import _flatten
+
+    return jitted._key(*_flatten((args, kwargs)))
 
 
 def fused_in_eager(fn):
@@ -45,9 +53,6 @@ def fused_in_eager(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from ._jit import JitFunction, _flatten
-        from ._tensor import Tensor
-
         if current_trace() is not None or _amp._state():
             return fn(*args, **kwargs)
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
@@ -55,9 +60,11 @@ def fused_in_eager(fn):
             return fn(*args, **kwargs)  # (a tracer outside its trace: fn raises flow's error)
         with _LOCK:
             if wrapper.jitted is None:
+                from ._jit import JitFunction  # (not at import: flow._jit imports flow.nn)
+
                 wrapper.jitted = JitFunction(fn)
             jitted = wrapper.jitted
-        if wrapper.unfusable and jitted._key(*_flatten((args, kwargs))) in wrapper.unfusable:
+        if wrapper.unfusable and _signature(jitted, args, kwargs) in wrapper.unfusable:
             return fn(*args, **kwargs)
         try:
             out = jitted(*args, **kwargs)
@@ -65,7 +72,7 @@ def fused_in_eager(fn):
             with _LOCK:
                 if len(wrapper.unfusable) >= _MAX_VARIANTS:
                     wrapper.unfusable.clear()
-                wrapper.unfusable.add(jitted._key(*_flatten((args, kwargs))))
+                wrapper.unfusable.add(_signature(jitted, args, kwargs))
             return fn(*args, **kwargs)
         variants = jitted._variants
         if len(variants) > _MAX_VARIANTS:
