@@ -71,7 +71,26 @@ def _binary_op(op, a, b, reflected=False):
             return NotImplemented
         left, right = (bad, b) if sa is None else (a, bad)
         raise TypeError(f"unsupported operand type(s) for {symbol}: '{_type_name(left)}' and '{_type_name(right)}'")
-    return dispatch1(op, [sa, sb])
+    return _pow(sa, sb) if op == "pow" else dispatch1(op, [sa, sb])
+
+
+# torch computes pow(Tensor, Scalar) of a floating tensor by these exponents as the named ops do (ATen's
+# pow_tensor_scalar kernels, CUDA's and, but for float16, the CPU's), so x ** 0.5 is the correctly
+# rounded sqrt, not a libm pow an ulp away, and (-inf) ** 0.5 is NaN.
+_POW_BY_OP = {0.5: "sqrt", -0.5: "rsqrt", 2: "mul", -1: "reciprocal"}
+
+
+@_amp.autocast_op("pow")  # pow's autocast class (float32 on CUDA) casts `base` before the named op runs
+def _pow_by_op(op, base):
+    return dispatch1(op, [base, base] if op == "mul" else [base])
+
+
+def _pow(base, exponent):
+    """`base` ** `exponent` (a Tensor or Python number each)."""
+    if (isinstance(base, Tensor) and base.dtype.is_floating_point and not isinstance(exponent, (Tensor, bool))
+            and exponent in _POW_BY_OP):
+        return _pow_by_op(_POW_BY_OP[exponent], base)
+    return dispatch1("pow", [base, exponent])
 
 
 def _alpha_attrs(fn, alpha):
@@ -130,7 +149,7 @@ true_divide = div
 
 def pow(input, exponent, *, out=None):
     if isinstance(input, Tensor):
-        return _out("pow", out, dispatch1("pow", [input, _tensor_or_number("pow", exponent, "exponent", 2)]))
+        return _out("pow", out, _pow(input, _tensor_or_number("pow", exponent, "exponent", 2)))
     s = _scalar(input)
     if s is None or not isinstance(exponent, Tensor):
         _tensor_arg("pow", input, "input", 1)

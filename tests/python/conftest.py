@@ -133,6 +133,13 @@ def assert_same(actual, expected, rtol=None, atol=None, msg=""):
         assert torch.equal(a, expected), f"{msg}: {a} != {expected}"
 
 
+def products_atol(magnitude, terms, dtype=torch.float32):
+    """atol for a result made of sums of products: the rounding error grows with the terms'
+    magnitudes (`magnitude`: the same computation on the inputs' absolute values), terms * eps of
+    them, not with the result, which cancellation can make small beside them."""
+    return terms * torch.finfo(dtype).eps * float(magnitude.abs().max())
+
+
 # ---- statistical checks (random numbers: distributions, never exact streams) -------------------------
 
 

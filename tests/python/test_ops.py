@@ -269,6 +269,27 @@ def test_binary_with_python_scalars(op, dtype, gen):
         check(lambda x: fn(s, x), lambda x: fn(s, x), [tb], [fb], f"{s!r} {op} x {dtype}", rtol, atol)
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_pow_by_special_exponents_is_torchs_named_op(dtype, gen):
+    """torch computes x ** 0.5, -0.5, 2 and -1 of a floating tensor as sqrt, rsqrt, x * x and 1 / x
+    (sqrt(-inf) is NaN where pow gives inf; pow(-0, -0.5) is inf where rsqrt gives -inf): flow too,
+    eagerly, jitted and as torch.pow, the jitted values the eager ones bit for bit (libm's pow is an
+    ulp from the correctly rounded sqrt a compiled kernel may fold it to). float16 as on CUDA: torch's
+    CPU kernel alone runs pow for float16, so there the oracle is the float32 result rounded."""
+    x = make((5, 37), dtype, gen, special=True)
+    x[0, :6] = torch.tensor([float("-inf"), -0.0, 0.0, float("inf"), -1.0, 4.0])
+    for e in (0.5, -0.5, 2, 2.0, -1, -1.0):
+        want = x ** e if dtype != torch.float16 else (x.float() ** e).half()
+        tol = (None, None) if e in (0.5, -0.5) else (0, 0)  # torch's CPU sqrt is not correctly rounded
+        eager = to_flow(x) ** e
+        assert_same(eager, want, *tol, msg=f"x ** {e!r}")
+        assert_same(flow.pow(to_flow(x), e), to_torch(eager), 0, 0, msg=f"pow(x, {e!r})")
+        assert_same(flow.jit(lambda v: v ** e)(to_flow(x)), to_torch(eager), 0, 0, msg=f"jitted x ** {e!r}")
+    if dtype != torch.float16:
+        with torch.autocast("cpu", dtype=torch.bfloat16), flow.autocast("cpu", dtype=flow.bfloat16):
+            assert_same(to_flow(x) ** 0.5, x ** 0.5, msg="autocast")
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_half_comparisons_round_python_numbers(dtype):
     """torch rounds a Python number to the half type before comparing (0.7 becomes the float16
