@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "autotune/json.h"
+#include "scheduler/column_reduction.h"
 #include "dsl/types.h"
 
 namespace flow::autotune {
@@ -53,8 +54,15 @@ SearchSpace search_space(const sched::KernelInstance& ki, const sched::Params& s
     if (cpu) {
       s.knobs = {{"cpu_rows_per_task", {1, 4, 16, 64}}, {"cpu_vector_width", {4, 8, 16}}};
     } else {
-      // gpu_block_y is not read by the GPU reduction schedule yet, so it is not searched.
       s.knobs = {{"gpu_block_x", {32, 64, 128, 256, 512, 1024}}};
+      // block_y > 1 is the column form (block_x adjacent rows per block), for the kernels it fits.
+      if (sched::column_reduction_fits(ki)) {
+        s.knobs.push_back({"gpu_block_y", {1, 4, 8, 16}});
+        s.valid = [](const sched::Params& p) {
+          const auto& q = std::get<sched::ReductionParams>(p);
+          return q.gpu_block_x * q.gpu_block_y <= 1024;
+        };
+      }
     }
   }
   return s;

@@ -4,7 +4,8 @@ In one run: the 6-op pointwise chain at 2^28 float32 elements against the device
 measured in the same run; softmax and layer norm (rows of 4096) against torch eager and
 torch.compile; topk(5) of 1000 scores and a sort of 2^16-element rows against the same; index_add
 and a scatter_add histogram against the same; uint8 image preprocessing (NHWC bytes to normalized
-float32 NCHW) against the same; ResNet-50 inference at batch 64 in float16 NHWC
+float32 NCHW) against the same; three reductions over strided rows (flow's GPU column form against
+its block per row, torch eager and torch.compile); ResNet-50 inference at batch 64 in float16 NHWC
 (flow.jit(amp="float16") with heuristic and exhaustive cuDNN search and with CUDA graphs, against
 torch eager with channels_last and autocast, and torch.compile); the floor of that row is the FLOP
 count at the H100/H200's dense float16 tensor-core peak (989 TFLOP/s), and the peak device memory
@@ -295,6 +296,49 @@ def conv_transpose_rows(results: dict) -> None:
     save(results)
 
 
+def column_rows(results: dict, bw: float) -> None:
+    """Reductions over strided rows whose neighbours are adjacent in memory, which the heuristics give
+    the column form (scheduler/column_reduction.h): ResNet-50's global average pool at batch 64 in
+    float16 NHWC, a float32 sum over dim 0 and a mean over the sequence of [32, 512, 768]; flow's
+    column form against its block-per-row form (FLOW_GPU_COLUMN_REDUCTION=0, compiled in the same
+    run), torch eager and torch.compile; the floor is reading the input once."""
+    pool = (4, 2048, 2, 2) if SMOKE else (64, 2048, 7, 7)
+    cases = (("avg pool NHWC b64", torch.randn(*pool, device=TDEV).half().contiguous(memory_format=torch.channels_last),
+              lambda m, x: x.mean((2, 3))),
+             ("sum dim 0 4096x8192", torch.randn(8 if SMOKE else 4096, 8192, device=TDEV), lambda m, x: x.sum(0)),
+             ("mean seq 32x512x768", torch.randn(2 if SMOKE else 32, 4 if SMOKE else 512, 4096 if SMOKE else 768,
+                                                 device=TDEV), lambda m, x: x.mean(1)))
+    for name, x, fn in cases:
+        fx = flow.tensor(x.cpu().numpy()).cuda()
+        if x.dim() == 4:
+            fx = fx.contiguous(memory_format=flow.channels_last)
+        fj = flow.jit(lambda a, fn=fn: fn(flow, a))
+        got = fj(fx)
+        os.environ["FLOW_GPU_COLUMN_REDUCTION"] = "0"
+        try:
+            fj_rows = flow.jit(lambda a, fn=fn: fn(flow, a))
+            got_rows = fj_rows(fx)  # compiled now, under the switch
+        finally:
+            del os.environ["FLOW_GPU_COLUMN_REDUCTION"]
+        want = fn(torch, x).float().cpu()
+        err = max(float((torch.as_tensor(g.cpu().numpy()).float() - want).abs().max()) for g in (got, got_rows))
+        tf = cuda_time(lambda: fj(fx))
+        tr = cuda_time(lambda: fj_rows(fx))
+        tt = cuda_time(lambda: fn(torch, x))
+        tc = None
+        if not SMOKE:
+            try:
+                c = torch.compile(lambda a, fn=fn: fn(torch, a))
+                c(x)
+                tc = cuda_time(lambda: c(x))
+            except Exception as ex:
+                print("torch.compile failed:", ex)
+        results["workloads"].append({"name": name, "flow_jit_s": tf, "flow_jit_row_form_s": tr, "torch_eager_s": tt,
+                                     "torch_compile_s": tc, "floor_s": x.numel() * x.element_size() / bw,
+                                     "max_err": err})
+        save(results)
+
+
 def main() -> None:
     if not flow.cuda.is_available():
         print("bench/gpu.py: no CUDA device; nothing to measure")
@@ -373,6 +417,7 @@ def main() -> None:
     sort_rows(results, bw)
     scatter_rows(results, bw)
     preprocess_rows(results, bw)
+    column_rows(results, bw)
     resnet_rows(results)
     conv_transpose_rows(results)  # after ResNet-50, the issue's row, should the step's time run out
 
@@ -384,6 +429,9 @@ def main() -> None:
               f"{(tc or float('nan')) * 1e3:11.3f} {r['floor_s'] * 1e3:9.3f} "
               f"{r['torch_eager_s'] / r['flow_jit_s']:11.2f} {(tc or float('nan')) / r['flow_jit_s']:13.2f} {r['max_err']:9.1e}")
     for r in results["workloads"]:
+        if "flow_jit_row_form_s" in r:
+            print(f"{r['name']}: flow jit {r['flow_jit_s'] * 1e3:.3f} ms in the column form, "
+                  f"{r['flow_jit_row_form_s'] * 1e3:.3f} ms with a block per row")
         if "flow_jit_zero_stuffed_s" in r:
             print(f"{r['name']}: flow jit {r['flow_jit_s'] * 1e3:.3f} ms through cuDNN backward data, "
                   f"{r['flow_jit_zero_stuffed_s'] * 1e3:.3f} ms as the zero-stuffed convolution")

@@ -115,6 +115,88 @@ Stmt lower_tiles(const KernelInstance& ki, const KernelSignature& sig, int64_t w
 
 }  // namespace
 
+bool gpu_column_form(const KernelInstance& ki, const ReductionParams& p) {
+  return p.gpu_block_y > 1 && column_reduction_fits(ki);
+}
+
+Stmt lower_column_reduction_gpu(const KernelInstance& ki, const KernelSignature& sig, const ReductionParams& p,
+                                LoweredFunc& f) {
+  const Graph& g = *ki.graph;
+  const size_t K = ki.kept.size(), R = ki.reduced.size();
+  const int64_t X = p.gpu_block_x, Y = p.gpu_block_y;
+  Expr outer = make_int(1);
+  for (size_t d = 0; d + 1 < K; ++d) outer = d == 0 ? sig.kept_size(d) : outer * sig.kept_size(d);
+  const Expr inner = sig.kept_size(K - 1);
+  const Expr ntile = (inner + make_int(X - 1)) / make_int(X);
+  f.grid[0] = outer * ntile;
+  f.grid[1] = make_int(1);
+  f.grid[2] = make_int(1);
+  f.block[0] = make_int(X);
+  f.block[1] = make_int(Y);
+  f.block[2] = make_int(1);
+
+  GroupValues gv(ki, sig);
+  StmtList body;  // one thread's: column `col` of the tile, elements j = ty, ty + Y, ... of its row
+  std::vector<Expr> kept_idx;
+  if (K > 1) kept_idx = unravel(body, var("blk") / ntile, kept_sizes(sig, K - 1), "i");
+  body.let("col", var("blk") % ntile * make_int(X) + var("tx"));
+  kept_idx.push_back(var("col"));
+  const Expr live = var("col") < inner;
+  const Expr total = sig.reduced_total();
+  body.let("cnt", (total - var("ty") + make_int(Y - 1)) / make_int(Y));
+  for (int n : ki.group->nodes) {
+    if (!is_reduction_node(g, n)) continue;  // full-domain ops are computed where read, row ops too
+    const ReductionInfo info = reduction_info(g, n);
+    const int in = g.node(n).inputs[0];
+    const int out = g.node(n).outputs[0];
+    const DType out_t = g.value(out).type.dtype;
+    const std::string acc = "acc" + std::to_string(out), part = "part" + std::to_string(out),
+                      shared = "cols" + std::to_string(out);
+    body.allocate(acc, info.acc, 1, MemoryScope::Local);
+    body.allocate(part, info.acc, 1, MemoryScope::Local);
+    body.add(make_store(acc, make_int(0), reduce_identity(info.op, info.acc)));
+    // The thread's elements in blocks of kBlock (as the CPU form's, for the rounding of long sums).
+    StmtList elem;
+    gv.kept_idx = kept_idx;
+    gv.red_idx = unravel(elem, var("j"), reduced_sizes(sig, R), "rj");
+    gv.begin_body(&elem);
+    const Expr x = cast(info.acc, cast(out_t, gv.value(in)));
+    elem.add(make_store(part, make_int(0), reduce_combine(info.op, load(info.acc, part, make_int(0)), x)));
+    StmtList block;
+    block.let("c0", var("cb") * make_int(kBlock));
+    block.add(make_store(part, make_int(0), reduce_identity(info.op, info.acc)));
+    block.add(make_for("c", var("c0"), min(make_int(kBlock), var("cnt") - var("c0")), ForKind::Serial,
+                       make_let("j", var("ty") + make_int(Y) * var("c"), elem.build())));
+    block.add(make_store(acc, make_int(0),
+                         reduce_combine(info.op, load(info.acc, acc, make_int(0)), load(info.acc, part, make_int(0)))));
+    body.add(make_if(live, make_for("cb", make_int(0), (var("cnt") + make_int(kBlock - 1)) / make_int(kBlock),
+                                    ForKind::Serial, block.build())));
+    // The Y partials of each column through shared memory; every thread combines its column's, in
+    // the same order, so a later reduction of the group reads the row value in every thread.
+    body.allocate(shared, info.acc, X * Y, MemoryScope::Shared);
+    body.add(make_store(shared, var("ty") * make_int(X) + var("tx"), load(info.acc, acc, make_int(0))));
+    body.add(make_barrier());
+    body.add(make_store(acc, make_int(0), load(info.acc, shared, var("tx"))));
+    body.add(make_for("y", make_int(1), make_int(Y - 1), ForKind::Unrolled,
+                      make_store(acc, make_int(0),
+                                 reduce_combine(info.op, load(info.acc, acc, make_int(0)),
+                                                load(info.acc, shared, var("y") * make_int(X) + var("tx"))))));
+    const Expr result = finish_reduction(info, load(info.acc, acc, make_int(0)), sig, out_t);
+    const std::string name = "v" + std::to_string(out);
+    body.let(name, result);
+    gv.bind_row(out, var(name, result.type()));
+  }
+  StmtList stores;
+  gv.kept_idx = kept_idx;
+  gv.begin_body(&stores);
+  for (const KernelBuffer& b : ki.buffers)
+    if (b.is_output) stores.add(make_store(b.name, gv.index(b), gv.stored_value(b.value)));
+  body.add(make_if(live && var("ty") == make_int(0), stores.build()));
+  const Stmt threads = make_for("ty", make_int(0), make_int(Y), ForKind::GPUThread,
+                                make_for("tx", make_int(0), make_int(X), ForKind::GPUThread, body.build(), 0), 1);
+  return make_for("blk", make_int(0), f.grid[0], ForKind::GPUBlock, threads, 0);
+}
+
 Stmt lower_column_reduction_cpu(const KernelInstance& ki, const KernelSignature& sig, const ReductionParams& p) {
   // The widest tile the innermost kept extent holds, chosen when the kernel runs (one kernel serves
   // every shape): W = p.cpu_vector_width, W / 4, ... down to 1. Each width is a copy of the body,

@@ -9,7 +9,13 @@
 // partial, then the partial into its total, so rounding grows with kBlock + n / kBlock rather than
 // with the row length n (the row schedule's W interleaved partials did the same job there).
 // Groups with full-domain outputs (softmax-like) or value-and-index reductions keep the row
-// schedule. GPU: not used (the row schedule's block per row stays; not measured on a device).
+// schedule.
+//
+// GPU: a block takes gpu_block_x adjacent rows, a thread column per row (a warp's loads are
+// contiguous), and gpu_block_y threads split each row (thread ty sums elements ty, ty + block_y,
+// ...); the partials meet in shared memory. The row schedule's block per row instead reads one
+// element per row and thread, block_x rows apart. Chosen by gpu_block_y > 1 (the reduction
+// scheduler's heuristics: many rows, a contiguous innermost kept extent of a warp or more).
 #pragma once
 #include "dsl/stmt.h"
 #include "scheduler/lowering.h"
@@ -20,6 +26,13 @@ namespace flow::sched {
 // Whether `ki` is such a reduction: every full-domain input is contiguous along the innermost kept
 // dim and not along the innermost reduced dim, and every output is a row value.
 bool column_reduction_fits(const KernelInstance& ki);
+
+// Whether the GPU schedule of `ki` under `p` is the column form (lower_column_reduction_gpu).
+bool gpu_column_form(const KernelInstance& ki, const ReductionParams& p);
+
+// The GPU body; sets f's grid (gpu_block_x rows per block) and block (block_x by block_y threads).
+dsl::Stmt lower_column_reduction_gpu(const KernelInstance& ki, const KernelSignature& sig, const ReductionParams& p,
+                                     dsl::LoweredFunc& f);
 
 // The CPU body (at most p.cpu_vector_width rows per SIMD tile; cpu_rows_per_task does not apply).
 dsl::Stmt lower_column_reduction_cpu(const KernelInstance& ki, const KernelSignature& sig, const ReductionParams& p);

@@ -28,7 +28,9 @@ struct ReductionParams {
   // CPU: rows per parallel task, SIMD lanes of the partial accumulators.
   int64_t cpu_rows_per_task = 1;
   int cpu_vector_width = 8;
-  // GPU: one block per row; block_x threads cooperate on a row, block_y rows share a block.
+  // GPU: one block per row, block_x threads cooperating on it; or, with block_y > 1 and rows that
+  // are strided in memory while adjacent rows are contiguous, block_x adjacent rows per block, each
+  // split over block_y threads (scheduler/column_reduction.h).
   int gpu_block_x = 256;
   int gpu_block_y = 1;
 

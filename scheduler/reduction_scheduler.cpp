@@ -6,6 +6,7 @@
 // one kernel each. CPU reductions keep `cpu_vector_width` partial accumulators per row so the
 // inner loop is SIMD; GPU reductions use a strided loop per thread and a block reduction.
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 #include <stdexcept>
 
@@ -21,6 +22,11 @@ namespace flow::sched {
 using namespace flow::dsl;
 
 namespace {
+
+bool gpu_column_reductions_on() {
+  const char* v = std::getenv("FLOW_GPU_COLUMN_REDUCTION");
+  return !v || std::string(v) != "0";
+}
 
 // Softmax's exp(x - max) feeds both the last reduction (the sum) and the output (the division):
 // rather than compute it again in the final pass, the last reduction's pass stores it into the
@@ -88,6 +94,16 @@ class ReductionScheduler final : public Scheduler {
     // size the CPU never uses.
     if (t == Target::CPU) return p;
     const int64_t r = ki.row_size();
+    // Rows strided in memory with adjacent rows contiguous (scheduler/column_reduction.h): a warp per
+    // 32 adjacent rows when a warp's worth of them is contiguous and there are rows for a few blocks
+    // per SM of a large GPU (256 blocks); each row split over 8 threads, 16 for long rows. Fewer rows
+    // keep a block per row: the column form would leave SMs idle (splitting a row across blocks is
+    // not implemented). FLOW_GPU_COLUMN_REDUCTION=0 keeps the row form (to compare the two).
+    if (column_reduction_fits(ki) && ki.kept.back() >= 32 && ki.rows() >= 256 * 32 && gpu_column_reductions_on()) {
+      p.gpu_block_x = 32;
+      p.gpu_block_y = r >= 4096 ? 16 : 8;
+      return p;
+    }
     p.gpu_block_x = r >= 2048 ? 512 : r >= 512 ? 256 : r >= 128 ? 128 : 64;
     p.gpu_block_y = 1;
     return p;
@@ -110,6 +126,8 @@ class ReductionScheduler final : public Scheduler {
     }
     if (t == Target::CPU) {
       sk.func.body = column_reduction_fits(ki) ? lower_column_reduction_cpu(ki, sig, *p) : lower_cpu(ki, sig, *p);
+    } else if (gpu_column_form(ki, *p)) {
+      sk.func.body = lower_column_reduction_gpu(ki, sig, *p, sk.func);
     } else {
       sk.func.body = lower_gpu(ki, sig, *p, sk.func);
     }

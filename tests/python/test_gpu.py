@@ -132,6 +132,27 @@ def test_reductions_and_softmax(shape, dim, dtype):
     check(flow.log_softmax(fx, dim=dim), torch.log_softmax(x, dim=dim), dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reductions_over_adjacent_strided_rows(dtype):
+    """Reductions whose rows are strided while adjacent rows are contiguous, with rows enough for
+    the GPU column form (scheduler/column_reduction.h: 8192 or more, a warp of them adjacent): an
+    NHWC average pool, sums and var over dim 0 (a short last tile of 32 rows), a mean over a middle
+    dim, amax with a NaN; eagerly and jitted."""
+    pool = torch.randn(4, 2048, 3, 3, device=TDEV, dtype=dtype).contiguous(memory_format=torch.channels_last)
+    fpool = to_flow_cuda(pool).contiguous(memory_format=flow.channels_last)
+    check(fpool.mean((2, 3)), pool.mean((2, 3)), dtype)
+    check(flow.jit(lambda a: a.mean((2, 3), keepdim=True) * 2)(fpool), pool.mean((2, 3), keepdim=True) * 2, dtype)
+    x = torch.randn(5, 8200, device=TDEV, dtype=dtype)
+    x[3, 4100] = float("nan")
+    fx = to_flow_cuda(x)
+    abs_sum = float(x.float().abs().nan_to_num().sum(0).max())
+    check(flow.sum(fx, 0), torch.sum(x, 0), dtype, atol_floor=4e-7 * abs_sum)
+    check(flow.amax(fx, 0), torch.amax(x, 0), dtype)
+    check(flow.jit(lambda a: a.var(0))(fx), x.var(0), dtype)
+    y = torch.randn(3, 7, 4096, device=TDEV, dtype=dtype)
+    check(flow.mean(to_flow_cuda(y), 1), y.mean(1), dtype)
+
+
 def test_jit_chain_softmax_layernorm_on_gpu():
     def chain(m):
         return lambda x, a, b: m.relu(x * a + b) * m.sigmoid(x) + 1.0
