@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "autotune/json.h"
-#include "scheduler/column_reduction.h"
 #include "dsl/types.h"
+#include "scheduler/column_reduction.h"
 
 namespace flow::autotune {
 

@@ -141,9 +141,9 @@ TEST(GpuColumnReduction, LoopNestsAndCudaTextMatchTheReference) {
         ASSERT_TRUE(sched::column_reduction_fits(ki)) << op << " " << dsl::shape_str(shape);
         const sched::ReductionParams p = column_params(xy.first, xy.second);
         ASSERT_TRUE(sched::gpu_column_form(ki, p));
-        run_gpu(c, shape, DType::Float32, &p, rng,
-                op + " " + dsl::shape_str(shape) + " block " + std::to_string(xy.first) + "x" +
-                    std::to_string(xy.second));
+        run_gpu(
+            c, shape, DType::Float32, &p, rng,
+            op + " " + dsl::shape_str(shape) + " block " + std::to_string(xy.first) + "x" + std::to_string(xy.second));
       }
     }
   }
@@ -174,12 +174,12 @@ TEST(GpuColumnReduction, HeuristicsChooseItForManyAdjacentRows) {
   }
   auto chosen = [](const ColumnGraph& c) {
     const auto ki = c.instance();
-    const auto p = std::get<sched::ReductionParams>(
-        sched::scheduler_for(ki, dsl::Target::CUDA).heuristics(ki, dsl::Target::CUDA));
+    const auto p =
+        std::get<sched::ReductionParams>(sched::scheduler_for(ki, dsl::Target::CUDA).heuristics(ki, dsl::Target::CUDA));
     return sched::gpu_column_form(ki, p);
   };
   EXPECT_TRUE(chosen(column_graph({64, 7, 7, 2048}, "sum", DType::Float32)));
-  EXPECT_FALSE(chosen(column_graph({2, 7, 7, 2048}, "sum", DType::Float32)));  // 4096 rows
+  EXPECT_FALSE(chosen(column_graph({2, 7, 7, 2048}, "sum", DType::Float32)));   // 4096 rows
   EXPECT_FALSE(chosen(column_graph({4096, 7, 7, 16}, "sum", DType::Float32)));  // 16 adjacent rows
   ColumnGraph nchw = column_graph({64, 7, 7, 2048}, "mean", DType::Float32);
   nchw.layouts.clear();  // contiguous rows
