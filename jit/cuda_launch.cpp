@@ -143,6 +143,10 @@ CudaLaunchShape cuda_launch_shape(const dsl::LoweredFunc& f, const std::vector<s
     if (s.block[d] > 1024)
       bad(f, std::string("block.") + "xyz"[d] + " = " + std::to_string(s.block[d]) + " exceeds 1024");
   }
+  if (s.block[0] * s.block[1] * s.block[2] > 1024)
+    bad(f, "block " + std::to_string(s.block[0]) + " x " + std::to_string(s.block[1]) + " x " +
+               std::to_string(s.block[2]) + " exceeds 1024 threads");
+  if (s.block[2] > 64) bad(f, "block.z = " + std::to_string(s.block[2]) + " exceeds the CUDA limit 64");
   return s;
 }
 

@@ -156,6 +156,7 @@ Stmt lower_column_reduction_gpu(const KernelInstance& ki, const KernelSignature&
     body.allocate(part, info.acc, 1, MemoryScope::Local);
     body.add(make_store(acc, make_int(0), reduce_identity(info.op, info.acc)));
     // The thread's elements in blocks of kBlock (as the CPU form's, for the rounding of long sums).
+    // (Names here avoid the kernel parameters' k<d>, r<d> and c<value>.)
     StmtList elem;
     gv.kept_idx = kept_idx;
     gv.red_idx = unravel(elem, var("j"), reduced_sizes(sig, R), "rj");
@@ -163,10 +164,10 @@ Stmt lower_column_reduction_gpu(const KernelInstance& ki, const KernelSignature&
     const Expr x = cast(info.acc, cast(out_t, gv.value(in)));
     elem.add(make_store(part, make_int(0), reduce_combine(info.op, load(info.acc, part, make_int(0)), x)));
     StmtList block;
-    block.let("c0", var("cb") * make_int(kBlock));
+    block.let("m0", var("cb") * make_int(kBlock));
     block.add(make_store(part, make_int(0), reduce_identity(info.op, info.acc)));
-    block.add(make_for("c", var("c0"), min(make_int(kBlock), var("cnt") - var("c0")), ForKind::Serial,
-                       make_let("j", var("ty") + make_int(Y) * var("c"), elem.build())));
+    block.add(make_for("m", var("m0"), min(make_int(kBlock), var("cnt") - var("m0")), ForKind::Serial,
+                       make_let("j", var("ty") + make_int(Y) * var("m"), elem.build())));
     block.add(make_store(acc, make_int(0),
                          reduce_combine(info.op, load(info.acc, acc, make_int(0)), load(info.acc, part, make_int(0)))));
     body.add(make_if(live, make_for("cb", make_int(0), (var("cnt") + make_int(kBlock - 1)) / make_int(kBlock),

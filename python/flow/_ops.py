@@ -74,22 +74,34 @@ def _binary_op(op, a, b, reflected=False):
     return _pow(sa, sb) if op == "pow" else dispatch1(op, [sa, sb])
 
 
-# torch computes pow(Tensor, Scalar) of a floating tensor by these exponents as the named ops do (ATen's
-# pow_tensor_scalar kernels, CUDA's and, but for float16, the CPU's), so x ** 0.5 is the correctly
-# rounded sqrt, not a libm pow an ulp away, and (-inf) ** 0.5 is NaN.
-_POW_BY_OP = {0.5: "sqrt", -0.5: "rsqrt", 2: "mul", -1: "reciprocal"}
+# torch computes pow(Tensor, Scalar) of a floating tensor by these exponents without pow (ATen's
+# pow_tensor_scalar kernels: CUDA's, and the CPU's but for float16): sqrt, rsqrt, 1 / x, x * x, and
+# x * x * x and 1 / (x * x) in float32 for the half types (their opmath), rounded once. So x ** 0.5
+# is the correctly rounded sqrt, not a libm pow an ulp away, and (-inf) ** 0.5 is NaN.
+_POW_SPECIAL = frozenset((0.5, -0.5, -1, 2, 3, -2))
 
 
-@_amp.autocast_op("pow")  # pow's autocast class (float32 on CUDA) casts `base` before the named op runs
-def _pow_by_op(op, base):
-    return dispatch1(op, [base, base] if op == "mul" else [base])
+@_amp.autocast_op("pow")  # pow's autocast class (float32 on CUDA) casts `base` before the ops run
+def _pow_special(base, exponent):
+    if exponent == 0.5:
+        return dispatch1("sqrt", [base])
+    if exponent == -0.5:
+        return dispatch1("rsqrt", [base])
+    if exponent == -1:
+        return dispatch1("reciprocal", [base])
+    if exponent == 2:
+        return dispatch1("mul", [base, base])  # the exact float32 product of halves, rounded once
+    x = base if base.dtype.itemsize > 2 else base.to(D.float32)
+    square = dispatch1("mul", [x, x])
+    r = dispatch1("mul", [square, x]) if exponent == 3 else dispatch1("reciprocal", [square])
+    return r if r.dtype == base.dtype else r.to(base.dtype)
 
 
 def _pow(base, exponent):
     """`base` ** `exponent` (a Tensor or Python number each)."""
     if (isinstance(base, Tensor) and base.dtype.is_floating_point and not isinstance(exponent, (Tensor, bool))
-            and exponent in _POW_BY_OP):
-        return _pow_by_op(_POW_BY_OP[exponent], base)
+            and exponent in _POW_SPECIAL):
+        return _pow_special(base, exponent)
     return dispatch1("pow", [base, exponent])
 
 

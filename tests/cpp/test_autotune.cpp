@@ -396,6 +396,31 @@ TEST(Tuner, TunesInPlaceKeepsOutputsAndHonoursRecords) {
   co.tuning = other;
   auto exe3 = jit::compile(g, {}, co);
   for (int k = 0; k < 2; ++k) EXPECT_EQ(exe3->kernel_origin(k), "heuristic");
+  // A record whose params no kernel can run with (edited by hand, or from another version) is
+  // ignored: the heuristics compile instead, and the results are right.
+  auto bad = std::make_shared<TuningDatabase>();
+  for (auto r : appended) {
+    r.params_json = r.params_json.find("reduction") != std::string::npos
+                        ? R"({"kind":"reduction","cpu_rows_per_task":1,"cpu_vector_width":8,"gpu_block_x":1024,)"
+                          R"("gpu_block_y":4})"
+                        : R"({"kind":"pointwise","cpu_tile":0,"cpu_vector_width":8})";
+    bad->add(r);
+  }
+  co.tuning = bad;
+  auto exe4 = jit::compile(g, {}, co);
+  for (int k = 0; k < 2; ++k) EXPECT_EQ(exe4->kernel_origin(k), "heuristic");
+  const auto out4 = exe4->run({x, y});
+  const float* c1 = static_cast<const float*>(out4[1].data());
+  for (int64_t i = 0; i < x.numel(); ++i) ASSERT_NEAR(b1[i], c1[i], 1e-6f + 1e-5f * std::fabs(b1[i])) << i;
+}
+
+TEST(Records, ParamsNoKernelCanRunWithAreRejected) {
+  for (const char* json :
+       {R"({"kind":"reduction","gpu_block_x":1024,"gpu_block_y":2})", R"({"kind":"reduction","gpu_block_x":0})",
+        R"({"kind":"reduction","cpu_vector_width":-1})", R"({"kind":"pointwise","gpu_threads":2048})",
+        R"({"kind":"pointwise","cpu_tile":0})", R"({"kind":"pointwise","gpu_vector_width":0})"})
+    EXPECT_THROW(sched::params_from_json(json), std::invalid_argument) << json;
+  EXPECT_NO_THROW(sched::params_from_json(R"({"kind":"reduction","gpu_block_x":32,"gpu_block_y":32})"));
 }
 
 TEST(Tuner, EveryReductionGridPointComputesTheSameResult) {

@@ -29,40 +29,58 @@ namespace {
 using dsl::DType;
 using dsl::Shape;
 
-// `op` over H and W of an NCHW input stored channels-last (memory [N, H, W, C]), times 2 for a sum
-// (a row op after the reduction): one group, and the input's layout.
+// `op` over `dims` (H and W by default) of an NCHW input stored channels-last (memory [N, H, W, C],
+// each image `pad` pixels longer than H * W, so N and H do not merge), times 2 for a floating sum (a
+// row op after the reduction): one group, and the input's layout.
 struct ColumnGraph {
   dsl::Graph g;
   sched::FusionPlan plan;
   sched::GroupLayouts layouts;
+  std::vector<int64_t> strides;  // of the logical [N, C, H, W] input
 
   sched::KernelInstance instance() const { return sched::specialize(g, plan.groups.at(0), layouts, true); }
 };
 
-ColumnGraph column_graph(const Shape& nhwc, const std::string& op, DType t) {
+ColumnGraph column_graph(const Shape& nhwc, const std::string& op, DType t, const std::vector<int64_t>& dims = {2, 3},
+                         int64_t pad = 0) {
   ColumnGraph c;
   const int64_t n = nhwc[0], h = nhwc[1], w = nhwc[2], ch = nhwc[3];
   const int x = c.g.add_input({{n, ch, h, w}, t}, "x");
-  int r = c.g.add(op, {x}, {{"dims", std::vector<int64_t>{2, 3}}, {"keepdim", true}});
-  if (op == "sum") r = c.g.add("mul", {r, c.g.add_constant(2.0, DType::Float64, true)});
+  int r = c.g.add(op, {x}, {{"dims", dims}, {"keepdim", true}});
+  if (op == "sum" && dsl::is_floating(t)) r = c.g.add("mul", {r, c.g.add_constant(2.0, DType::Float64, true)});
   c.g.mark_output(r);
   c.plan = sched::fuse(c.g);
-  c.layouts[x] = {h * w * ch, 1, w * ch, ch};
+  c.strides = {(h * w + pad) * ch, 1, w * ch, ch};
+  c.layouts[x] = c.strides;
   return c;
 }
 
-// Writes `v` (rounded to t) into element i of float32/float16/bfloat16 memory.
-void write_float(DType t, void* base, int64_t i, double v) {
-  if (t == DType::Float32) {
-    static_cast<float*>(base)[i] = static_cast<float>(v);
-  } else {
-    const float f = static_cast<float>(v);
-    static_cast<uint16_t*>(base)[i] = t == DType::Float16 ? dsl::float_to_half_bits(f) : dsl::float_to_bf16_bits(f);
+// Writes `v` (rounded to t) into element i of memory holding t.
+void write_value(DType t, void* base, int64_t i, double v) {
+  switch (t) {
+    case DType::Float32:
+      static_cast<float*>(base)[i] = static_cast<float>(v);
+      return;
+    case DType::Float16:
+      static_cast<uint16_t*>(base)[i] = dsl::float_to_half_bits(static_cast<float>(v));
+      return;
+    case DType::BFloat16:
+      static_cast<uint16_t*>(base)[i] = dsl::float_to_bf16_bits(static_cast<float>(v));
+      return;
+    case DType::Int32:
+      static_cast<int32_t*>(base)[i] = static_cast<int32_t>(std::lround(v * 1000));
+      return;
+    case DType::Bool:
+      static_cast<uint8_t*>(base)[i] = v > 4 ? 1 : 0;  // 2% true: `any` of 15 is true for ~30% of rows
+      return;
+    default:
+      FAIL() << "no writer for " << dsl::dtype_name(t);
   }
 }
 
-double read_float(DType t, const void* base, int64_t i) {
-  return dsl::read_element(t, base, i).f;
+double read_value(DType t, const void* base, int64_t i) {
+  const dsl::Scalar s = dsl::read_element(t, base, i);
+  return dsl::is_floating(t) ? s.f : static_cast<double>(s.i);
 }
 
 std::vector<double> random_values(int64_t n, std::mt19937_64& rng, bool with_nan) {
@@ -76,23 +94,28 @@ std::vector<double> random_values(int64_t n, std::mt19937_64& rng, bool with_nan
 // Schedules the group for CUDA with `p` (or the heuristics' params when `p` is null), runs the loop
 // nest in the interpreter and its text on the emulator, and compares with the graph interpreter.
 // Returns the params used.
-sched::ReductionParams run_gpu(const ColumnGraph& c, const Shape& nhwc, DType t, const sched::ReductionParams* p,
-                               std::mt19937_64& rng, const std::string& what) {
+sched::ReductionParams run_gpu(const ColumnGraph& c, DType t, const sched::ReductionParams* p, std::mt19937_64& rng,
+                               const std::string& what) {
   const auto ki = c.instance();
   const auto& s = sched::scheduler_for(ki, dsl::Target::CUDA);
   const sched::Params params = p ? sched::Params(*p) : s.heuristics(ki, dsl::Target::CUDA);
   const auto sk = s.schedule(ki, params, dsl::Target::CUDA);
 
-  // The input in memory order [N, H, W, C]; the reference reads it in logical order [N, C, H, W].
-  const int64_t n = dsl::numel(nhwc), N = nhwc[0], H = nhwc[1], W = nhwc[2], C = nhwc[3];
-  const std::vector<double> xs = random_values(n, rng, c.g.node(c.plan.groups[0].nodes.front()).op == "amax");
-  jit::Tensor xt = jit::Tensor::empty(nhwc, t);
-  for (int64_t i = 0; i < n; ++i) write_float(t, xt.data(), i, xs[static_cast<size_t>(i)]);
-  dsl::HostTensor xh{{{N, C, H, W}, t}, {}};
-  for (int64_t a = 0; a < N; ++a)
-    for (int64_t ch = 0; ch < C; ++ch)
-      for (int64_t y = 0; y < H; ++y)
-        for (int64_t x = 0; x < W; ++x) xh.data.push_back(read_float(t, xt.data(), ((a * H + y) * W + x) * C + ch));
+  // The input in memory (its layout's reach); the reference reads it in logical order [N, C, H, W].
+  const dsl::Shape& shape = c.g.value(c.g.inputs()[0]).type.shape;
+  const int64_t n = dsl::numel(shape);
+  int64_t reach = 1;
+  for (size_t d = 0; d < 4; ++d) reach += (shape[d] - 1) * c.strides[d];
+  const std::vector<double> xs = random_values(reach, rng, c.g.node(c.plan.groups[0].nodes.front()).op == "amax");
+  jit::Tensor xt = jit::Tensor::empty({reach}, t);
+  for (int64_t i = 0; i < reach; ++i) write_value(t, xt.data(), i, xs[static_cast<size_t>(i)]);
+  dsl::HostTensor xh{{shape, t}, {}};
+  for (int64_t a = 0; a < shape[0]; ++a)
+    for (int64_t ch = 0; ch < shape[1]; ++ch)
+      for (int64_t y = 0; y < shape[2]; ++y)
+        for (int64_t x = 0; x < shape[3]; ++x)
+          xh.data.push_back(
+              read_value(t, xt.data(), a * c.strides[0] + ch * c.strides[1] + y * c.strides[2] + x * c.strides[3]));
   const auto ref = dsl::interpret_graph(c.g, {xh}, /*float64_math=*/true);
 
   const int out_value = c.g.outputs()[0];
@@ -107,8 +130,10 @@ sched::ReductionParams run_gpu(const ColumnGraph& c, const Shape& nhwc, DType t,
   const double eps = t == DType::Float32 ? 1.2e-7 : t == DType::Float16 ? 9.8e-4 : 7.9e-3;
   for (int64_t i = 0; i < rows; ++i) {
     const double want = ref[0].data[static_cast<size_t>(i)];
-    const double got = read_float(ot.dtype, ot_t.data(), i);
-    if (std::isnan(want)) {
+    const double got = read_value(ot.dtype, ot_t.data(), i);
+    if (!dsl::is_floating(ot.dtype)) {
+      EXPECT_EQ(got, want) << what << " row " << i;
+    } else if (std::isnan(want)) {
       EXPECT_TRUE(std::isnan(got)) << what << " row " << i;
     } else {
       // Rounding of the result to t, plus a float32 sum's error over `terms` terms of size ~2..8.
@@ -142,10 +167,29 @@ TEST(GpuColumnReduction, LoopNestsAndCudaTextMatchTheReference) {
         const sched::ReductionParams p = column_params(xy.first, xy.second);
         ASSERT_TRUE(sched::gpu_column_form(ki, p));
         run_gpu(
-            c, shape, DType::Float32, &p, rng,
+            c, DType::Float32, &p, rng,
             op + " " + dsl::shape_str(shape) + " block " + std::to_string(xy.first) + "x" + std::to_string(xy.second));
       }
     }
+  }
+}
+
+// Integer sums (int64 accumulators), integer maxima and bool any; a reduction over N, H and W whose
+// N does not merge with H (padded images: two reduced dims, the thread's element index unravelled).
+TEST(GpuColumnReduction, IntegersBoolsAndTwoReducedDims) {
+  auto rng = test::rng(5);
+  const sched::ReductionParams p = column_params(32, 4);
+  for (const auto& [op, t] :
+       {std::pair<std::string, DType>{"sum", DType::Int32}, {"amax", DType::Int32}, {"any", DType::Bool}}) {
+    const ColumnGraph c = column_graph({2, 3, 5, 40}, op, t);
+    ASSERT_TRUE(sched::gpu_column_form(c.instance(), p)) << op;
+    run_gpu(c, t, &p, rng, op + " " + dsl::dtype_name(t));
+  }
+  for (const std::string op : {"mean", "var"}) {
+    const ColumnGraph c = column_graph({3, 4, 5, 40}, op, DType::Float32, {0, 2, 3}, /*pad=*/3);
+    ASSERT_EQ(c.instance().reduced.size(), 2u) << op;
+    ASSERT_TRUE(sched::gpu_column_form(c.instance(), p)) << op;
+    run_gpu(c, DType::Float32, &p, rng, op + " over N, H, W");
   }
 }
 
@@ -155,7 +199,7 @@ TEST(GpuColumnReduction, HalfTypesAccumulateInFloat32) {
     for (const std::string op : {"mean", "sum"}) {
       const ColumnGraph c = column_graph({2, 7, 7, 48}, op, t);
       const sched::ReductionParams p = column_params(32, 8);
-      run_gpu(c, {2, 7, 7, 48}, t, &p, rng, op + " " + dsl::dtype_name(t));
+      run_gpu(c, t, &p, rng, op + " " + dsl::dtype_name(t));
     }
   }
 }
@@ -168,7 +212,7 @@ TEST(GpuColumnReduction, HeuristicsChooseItForManyAdjacentRows) {
   {
     const Shape pool = {4, 3, 3, 2048};
     const ColumnGraph c = column_graph(pool, "mean", DType::Float16);
-    const sched::ReductionParams p = run_gpu(c, pool, DType::Float16, nullptr, rng, "pool");
+    const sched::ReductionParams p = run_gpu(c, DType::Float16, nullptr, rng, "pool");
     EXPECT_EQ(p.gpu_block_x, 32);
     EXPECT_GT(p.gpu_block_y, 1);
   }

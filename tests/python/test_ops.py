@@ -271,15 +271,16 @@ def test_binary_with_python_scalars(op, dtype, gen):
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
 def test_pow_by_special_exponents_is_torchs_named_op(dtype, gen):
-    """torch computes x ** 0.5, -0.5, 2 and -1 of a floating tensor as sqrt, rsqrt, x * x and 1 / x
-    (sqrt(-inf) is NaN where pow gives inf; pow(-0, -0.5) is inf where rsqrt gives -inf): flow too,
-    eagerly, jitted and as torch.pow, the jitted values the eager ones bit for bit (libm's pow is an
-    ulp from the correctly rounded sqrt a compiled kernel may fold it to). float16 as on CUDA: torch's
-    CPU kernel alone runs pow for float16, so there the oracle is the float32 result rounded."""
+    """torch computes x ** 0.5, -0.5, 2, -1, 3 and -2 of a floating tensor as sqrt, rsqrt, x * x,
+    1 / x, x * x * x and 1 / (x * x) (sqrt(-inf) is NaN where pow gives inf; pow(-0, -0.5) is inf
+    where rsqrt gives -inf): flow too, eagerly, jitted and as torch.pow, the jitted values the eager
+    ones bit for bit (libm's pow is an ulp from the correctly rounded sqrt a compiled kernel may fold
+    it to). Half types as on CUDA, in float32 rounded once: torch's CPU kernels run pow for float16
+    and round bfloat16's x * x * x twice, so there the oracle is the float32 result rounded."""
     x = make((5, 37), dtype, gen, special=True)
     x[0, :6] = torch.tensor([float("-inf"), -0.0, 0.0, float("inf"), -1.0, 4.0])
-    for e in (0.5, -0.5, 2, 2.0, -1, -1.0):
-        want = x ** e if dtype != torch.float16 else (x.float() ** e).half()
+    for e in (0.5, -0.5, 2, 2.0, -1, -1.0, 3, 3.0, -2, -2.0):
+        want = x ** e if dtype in (torch.float32, torch.float64) else (x.float() ** e).to(dtype)
         tol = (None, None) if e in (0.5, -0.5) else (0, 0)  # torch's CPU sqrt is not correctly rounded
         eager = to_flow(x) ** e
         assert_same(eager, want, *tol, msg=f"x ** {e!r}")
