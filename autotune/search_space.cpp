@@ -56,13 +56,8 @@ SearchSpace search_space(const sched::KernelInstance& ki, const sched::Params& s
     } else {
       s.knobs = {{"gpu_block_x", {32, 64, 128, 256, 512, 1024}}};
       // block_y > 1 is the column form (block_x adjacent rows per block), for the kernels it fits.
-      if (sched::column_reduction_fits(ki)) {
-        s.knobs.push_back({"gpu_block_y", {1, 4, 8, 16}});
-        s.valid = [](const sched::Params& p) {
-          const auto& q = std::get<sched::ReductionParams>(p);
-          return q.gpu_block_x * q.gpu_block_y <= 1024;
-        };
-      }
+      // (Points past 1024 threads per block are skipped: sched::params_problem.)
+      if (sched::column_reduction_fits(ki)) s.knobs.push_back({"gpu_block_y", {1, 4, 8, 16}});
     }
   }
   return s;

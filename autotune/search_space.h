@@ -1,9 +1,9 @@
 // Note: the search space of a kernel is a grid over its scheduler's Params knobs (the ones its
 // target reads), as TVM's and Triton's autotuners do: each knob has a short list of values, and a
 // point of the grid overrides those fields of the heuristic Params (fields of the other target keep
-// their heuristic values). `valid` removes points the target cannot run (more than 1024 threads per
-// block, vector accesses wider than 16 bytes). Strategies (autotune/strategy.h) walk the grid by
-// index vectors, so they know nothing about what a knob means.
+// their heuristic values). Points no kernel can run with (sched::params_problem: more than 1024
+// threads per block) and those `valid` refuses (vector accesses wider than 16 bytes) are skipped. Strategies
+// (autotune/strategy.h) walk the grid by index vectors, so they know nothing about what a knob means.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -30,7 +30,8 @@ struct SearchSpace {
   size_t size() const;
   // The Params at one grid point (idx[i] indexes knobs[i].values).
   sched::Params at(const std::vector<int>& idx) const;
-  bool is_valid(const sched::Params& p) const { return !valid || valid(p); }
+  // Whether a kernel can run with p (sched::params_problem) and `valid` accepts it.
+  bool is_valid(const sched::Params& p) const { return sched::params_problem(p).empty() && (!valid || valid(p)); }
   // The i-th grid point in row-major order (knobs[0] slowest).
   std::vector<int> unflatten(size_t i) const;
 };

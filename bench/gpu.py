@@ -68,6 +68,20 @@ def cuda_time(fn, repeats: int = 20, warmup: int = 3) -> float:
     return times[len(times) // 2]
 
 
+def compiled_time(fn, *args):
+    """Seconds per call of torch.compile(fn) on `args`, compiled and warmed first; None in the smoke
+    run, or where torch.compile fails (the failure is printed)."""
+    if SMOKE:
+        return None
+    try:
+        c = torch.compile(fn)
+        c(*args)
+        return cuda_time(lambda: c(*args))
+    except Exception as e:  # torch.compile may be unavailable on the host
+        print("torch.compile failed:", e)
+        return None
+
+
 def save(results: dict) -> None:
     """Writes what is measured so far, so a run cut short by the GPU script's time limit (torch.compile
     of ResNet-50 alone can take minutes on a cold cache) still leaves its earlier figures."""
@@ -182,14 +196,7 @@ def sort_rows(results: dict, bw: float) -> None:
         same_idx = bool(torch.equal(torch.as_tensor(got_i.cpu().numpy()), want_i.cpu()))
         tf = cuda_time(lambda: fj(fx))
         tt = cuda_time(lambda: fn(torch, x))
-        tc = None
-        if not SMOKE:
-            try:
-                c = torch.compile(lambda a, fn=fn: fn(torch, a))
-                c(x)
-                tc = cuda_time(lambda: c(x))
-            except Exception as e:
-                print("torch.compile failed:", e)
+        tc = compiled_time(lambda a, fn=fn: fn(torch, a), x)
         out_elems = want_v.numel()
         floor = (x.numel() * 4 + out_elems * 12) / bw
         results["workloads"].append({"name": name, "flow_jit_s": tf, "torch_eager_s": tt, "torch_compile_s": tc,
@@ -215,14 +222,7 @@ def scatter_rows(results: dict, bw: float) -> None:
         err = float((torch.as_tensor(got.cpu().numpy()) - want.cpu()).abs().max())  # float sums: order differs
         tf = cuda_time(lambda: fj(*fargs))
         tt = cuda_time(lambda: fn(torch, *args))
-        tc = None
-        if not SMOKE:
-            try:
-                c = torch.compile(lambda *a, fn=fn: fn(torch, *a))
-                c(*args)
-                tc = cuda_time(lambda: c(*args))
-            except Exception as ex:
-                print("torch.compile failed:", ex)
+        tc = compiled_time(lambda *a, fn=fn: fn(torch, *a), *args)
         floor = (sum(a.numel() * a.element_size() for a in args[1:]) + 2 * args[0].numel() * 4) / bw
         results["workloads"].append({"name": name, "flow_jit_s": tf, "torch_eager_s": tt, "torch_compile_s": tc,
                                      "floor_s": floor, "max_err": err})
@@ -248,14 +248,7 @@ def preprocess_rows(results: dict, bw: float) -> None:
     err = float((torch.as_tensor(got.cpu().numpy()) - want.cpu()).abs().max())
     tf = cuda_time(lambda: fj(fimg, fmean, fstd))
     tt = cuda_time(lambda: pre(img, mean, std))
-    tc = None
-    if not SMOKE:
-        try:
-            c = torch.compile(pre)
-            c(img, mean, std)
-            tc = cuda_time(lambda: c(img, mean, std))
-        except Exception as ex:
-            print("torch.compile failed:", ex)
+    tc = compiled_time(pre, img, mean, std)
     results["workloads"].append({"name": f"uint8 normalize b{batch}", "flow_jit_s": tf, "torch_eager_s": tt,
                                  "torch_compile_s": tc, "floor_s": img.numel() * 5 / bw, "max_err": err})
     save(results)
@@ -281,14 +274,7 @@ def conv_transpose_rows(results: dict) -> None:
     tf = cuda_time(lambda: fj(fx, fw))
     td = cuda_time(lambda: fd(fx, fw))
     tt = cuda_time(lambda: torch.nn.functional.conv_transpose2d(x, w, None, 2))
-    tc = None
-    if not SMOKE:
-        try:
-            c = torch.compile(lambda a, b: torch.nn.functional.conv_transpose2d(a, b, None, 2))
-            c(x, w)
-            tc = cuda_time(lambda: c(x, w))
-        except Exception as ex:
-            print("torch.compile failed:", ex)
+    tc = compiled_time(lambda a, b: torch.nn.functional.conv_transpose2d(a, b, None, 2), x, w)
     flops = 2 * n * cin * cout * hw * hw * 4
     results["workloads"].append({"name": f"conv_transpose b{n}", "flow_jit_s": tf, "torch_eager_s": tt,
                                  "torch_compile_s": tc, "floor_s": flops / 989e12, "max_err": max(err, err_d),
@@ -325,14 +311,7 @@ def column_rows(results: dict, bw: float) -> None:
         tf = cuda_time(lambda: fj(fx))
         tr = cuda_time(lambda: fj_rows(fx))
         tt = cuda_time(lambda: fn(torch, x))
-        tc = None
-        if not SMOKE:
-            try:
-                c = torch.compile(lambda a, fn=fn: fn(torch, a))
-                c(x)
-                tc = cuda_time(lambda: c(x))
-            except Exception as ex:
-                print("torch.compile failed:", ex)
+        tc = compiled_time(lambda a, fn=fn: fn(torch, a), x)
         results["workloads"].append({"name": name, "flow_jit_s": tf, "flow_jit_row_form_s": tr, "torch_eager_s": tt,
                                      "torch_compile_s": tc, "floor_s": x.numel() * x.element_size() / bw,
                                      "max_err": err})
@@ -366,14 +345,7 @@ def main() -> None:
     err = float((torch.as_tensor(out.cpu().numpy()) - ref.cpu()).abs().max())
     t_flow = cuda_time(lambda: f_jit(*fx))
     t_torch = cuda_time(lambda: chain(torch)(*xs))
-    t_comp = None
-    if not SMOKE:
-        try:
-            comp = torch.compile(chain(torch))
-            comp(*xs)
-            t_comp = cuda_time(lambda: comp(*xs))
-        except Exception as e:  # torch.compile may be unavailable on the host
-            print("torch.compile failed:", e)
+    t_comp = compiled_time(chain(torch), *xs)
     floor = 4 * n * 4 / bw
     row = {"name": "chain 2^28", "flow_jit_s": t_flow, "torch_eager_s": t_torch, "torch_compile_s": t_comp,
            "floor_s": floor, "fraction_of_copy_bw": floor / t_flow, "max_err": err}
@@ -401,14 +373,7 @@ def main() -> None:
         err = float((torch.as_tensor(got.cpu().numpy()) - ref.cpu()).abs().max())
         tf = cuda_time(lambda: fj(*fargs))
         tt = cuda_time(lambda: make(torch)(*args))
-        tc = None
-        if not SMOKE:
-            try:
-                c = torch.compile(make(torch))
-                c(*args)
-                tc = cuda_time(lambda: c(*args))
-            except Exception as e:
-                print("torch.compile failed:", e)
+        tc = compiled_time(make(torch), *args)
         nbytes = 2 * rows * cols * 4
         results["workloads"].append({"name": name, "flow_jit_s": tf, "torch_eager_s": tt, "torch_compile_s": tc,
                                      "floor_s": nbytes / bw, "max_err": err})

@@ -1,6 +1,8 @@
 #include "dsl/canonical_names.h"
 
 #include <map>
+#include <set>
+#include <stdexcept>
 #include <string>
 
 #include "dsl/ir_visitor.h"
@@ -10,20 +12,41 @@ namespace {
 
 // Let-bound names and allocation names, each kind numbered in order of first binding (a pre-order
 // walk). A name bound twice (the same buffer allocated in both arms of an if) maps to one name.
+// A let, loop variable or allocation named as a kernel parameter would hide the parameter inside
+// its scope (a scheduler's "k0" over the size parameter k0 miscompiles silently), so it is refused.
 class CollectBoundNames : public IRVisitor {
  public:
+  explicit CollectBoundNames(const LoweredFunc& f) : f_(f) {
+    for (const Param& p : f.params) params_.insert(p.name);
+  }
+
   std::map<std::string, std::string> names;    // let-bound values
   std::map<std::string, std::string> buffers;  // Local and Shared allocations
 
  protected:
   void visit_LetStmt(const LetStmt* op) override {
+    refuse_parameter(op->name, "let");
     if (names.count(op->name) == 0) names.emplace(op->name, "val" + std::to_string(names.size()));
     IRVisitor::visit_LetStmt(op);
   }
+  void visit_For(const For* op) override {
+    refuse_parameter(op->var, "loop variable");
+    IRVisitor::visit_For(op);
+  }
   void visit_Allocate(const Allocate* op) override {
+    refuse_parameter(op->name, "allocation");
     if (buffers.count(op->name) == 0) buffers.emplace(op->name, "loc" + std::to_string(buffers.size()));
     IRVisitor::visit_Allocate(op);
   }
+
+ private:
+  void refuse_parameter(const std::string& name, const char* what) const {
+    if (params_.count(name))
+      throw std::logic_error("kernel '" + f_.name + "': " + what + " '" + name + "' rebinds a kernel parameter");
+  }
+
+  const LoweredFunc& f_;
+  std::set<std::string> params_;
 };
 
 class RenameBoundNames : public IRMutator {
@@ -81,7 +104,7 @@ class RenameBoundNames : public IRMutator {
 }  // namespace
 
 LoweredFunc canonical_value_names(const LoweredFunc& f) {
-  CollectBoundNames collect;
+  CollectBoundNames collect(f);
   collect.visit(f.body);
   if (collect.names.empty() && collect.buffers.empty()) return f;
   RenameBoundNames rename(collect.names, collect.buffers);

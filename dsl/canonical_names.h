@@ -6,7 +6,8 @@
 // (Local or Shared) buffer to "loc0", "loc1", ... in order of first binding, which keeps the
 // meaning (a bijection on bound names, to names no scheduler uses) and makes such kernels
 // byte-identical: they compile once and share one cache entry. Loop variables and parameters keep
-// their names.
+// their names. It also refuses (std::logic_error) a let, loop variable or allocation that rebinds a
+// parameter's name: every scheduled kernel passes here, so none can hide a parameter.
 #pragma once
 #include "dsl/stmt.h"
 

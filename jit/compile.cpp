@@ -458,7 +458,10 @@ std::shared_ptr<Executable> compile(const Graph& g_in, const std::vector<std::ve
       const autotune::TuningRecord* rec = opt.tuning->best(workload, target_id(opt));
       if (rec && rec->scheduler == s.name()) {
         try {
-          params = sched::params_from_json(rec->params_json);
+          const sched::Params recorded = sched::params_from_json(rec->params_json);
+          const std::string problem = sched::params_problem(recorded);
+          if (!problem.empty()) throw std::invalid_argument(problem + ": " + rec->params_json);
+          params = recorded;
           origin = "record";
         } catch (const std::exception& e) {
           log_line("tuning", "ignoring the record of workload " + workload + ": " + e.what());

@@ -32,17 +32,6 @@ std::string PointwiseParams::to_json() const {
   return os.str();
 }
 
-namespace {
-
-// A tuning record is a file a user may edit or bring from elsewhere: values no kernel can run with
-// (a non-positive width, more than 1024 threads per block) are an error here, so the record is
-// ignored with a log line rather than failing at compile or launch.
-void require(bool ok, const std::string& json, const char* what) {
-  if (!ok) throw std::invalid_argument(std::string("Params JSON: ") + what + ": " + json);
-}
-
-}  // namespace
-
 PointwiseParams PointwiseParams::from_json(const std::string& json) {
   PointwiseParams p;
   p.cpu_tile = json_get_int(json, "cpu_tile", p.cpu_tile);
@@ -52,9 +41,6 @@ PointwiseParams PointwiseParams::from_json(const std::string& json) {
   p.gpu_elements_per_thread =
       static_cast<int>(json_get_int(json, "gpu_elements_per_thread", p.gpu_elements_per_thread));
   p.gpu_vector_width = static_cast<int>(json_get_int(json, "gpu_vector_width", p.gpu_vector_width));
-  require(p.cpu_tile >= 1 && p.cpu_vector_width >= 1 && p.cpu_unroll >= 1, json, "CPU values must be positive");
-  require(p.gpu_threads >= 1 && p.gpu_threads <= 1024, json, "gpu_threads must be in [1, 1024]");
-  require(p.gpu_elements_per_thread >= 1 && p.gpu_vector_width >= 1, json, "GPU values must be positive");
   return p;
 }
 
@@ -77,10 +63,21 @@ ReductionParams ReductionParams::from_json(const std::string& json) {
   p.cpu_vector_width = static_cast<int>(json_get_int(json, "cpu_vector_width", p.cpu_vector_width));
   p.gpu_block_x = static_cast<int>(json_get_int(json, "gpu_block_x", p.gpu_block_x));
   p.gpu_block_y = static_cast<int>(json_get_int(json, "gpu_block_y", p.gpu_block_y));
-  require(p.cpu_rows_per_task >= 1 && p.cpu_vector_width >= 1, json, "CPU values must be positive");
-  require(p.gpu_block_x >= 1 && p.gpu_block_y >= 1 && int64_t{p.gpu_block_x} * p.gpu_block_y <= 1024, json,
-          "gpu_block_x * gpu_block_y must be in [1, 1024]");
   return p;
+}
+
+std::string params_problem(const Params& params) {
+  if (const auto* p = std::get_if<PointwiseParams>(&params)) {
+    if (p->cpu_tile < 1 || p->cpu_vector_width < 1 || p->cpu_unroll < 1) return "CPU values must be positive";
+    if (p->gpu_threads < 1 || p->gpu_threads > 1024) return "gpu_threads must be in [1, 1024]";
+    if (p->gpu_elements_per_thread < 1 || p->gpu_vector_width < 1) return "GPU values must be positive";
+    return "";
+  }
+  const auto& r = std::get<ReductionParams>(params);
+  if (r.cpu_rows_per_task < 1 || r.cpu_vector_width < 1) return "CPU values must be positive";
+  if (r.gpu_block_x < 1 || r.gpu_block_y < 1 || int64_t{r.gpu_block_x} * r.gpu_block_y > 1024)
+    return "gpu_block_x * gpu_block_y must be in [1, 1024]";
+  return "";
 }
 
 std::string params_to_json(const Params& p) {

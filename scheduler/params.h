@@ -44,6 +44,10 @@ std::string params_to_json(const Params& p);  // {"kind":"pointwise",...}
 // The Params a params_to_json string describes (by its "kind"); throws std::invalid_argument for an
 // unknown kind or a malformed value.
 Params params_from_json(const std::string& json);
+// "" when a kernel can run with `p`, else why not (a non-positive width, more than 1024 threads per
+// block): tuning records are files users edit or bring from elsewhere, and the autotuner's grid
+// holds such points.
+std::string params_problem(const Params& p);
 // "pointwise" or "reduction": the kind field of the JSON, which is also the scheduler's name.
 const char* params_kind(const Params& p);
 

@@ -382,6 +382,28 @@ TEST(CanonicalNames, LetBoundValuesAreRenumberedInBindingOrder) {
   EXPECT_EQ(ts, t7);
 }
 
+// A scheduler's name that rebinds a kernel parameter (a let "k0" over the size parameter k0) would
+// hide it inside the let's scope; every scheduled kernel is renamed here, so it is refused here.
+TEST(CanonicalNames, RebindingAParameterIsRefused) {
+  for (const int kind : {0, 1, 2}) {
+    LoweredFunc f;
+    f.name = "k";
+    f.params = {{"k0", ParamKind::Scalar, DType::Int64}, {"out1", ParamKind::Buffer, DType::Float32, true}};
+    const Expr i = var("i");
+    const Stmt store = make_store("out1", i, make_float(1, DType::Float32));
+    const Stmt inner = kind == 0   ? make_let("k0", var("i") + 1, store)
+                       : kind == 1 ? make_for("k0", 0, 2, ForKind::Serial, store)
+                                   : make_allocate("k0", DType::Float32, 1, MemoryScope::Local, store);
+    f.body = make_for("i", 0, var("k0"), ForKind::Serial, inner);
+    try {
+      canonical_value_names(f);
+      ADD_FAILURE() << "kind " << kind << " was accepted";
+    } catch (const std::logic_error& e) {
+      EXPECT_NE(std::string(e.what()).find("'k0' rebinds a kernel parameter"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // Local and shared buffers named after graph values ("acc17") are renamed "loc0", ... in order of
 // first allocation, in their Allocate, Load, Store and BlockReduce alike; a name allocated in both
 // arms of an if keeps one name; parameters keep theirs.
