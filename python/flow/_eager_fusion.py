@@ -12,8 +12,8 @@ dtypes, strides, device, the other arguments' values); the kernels are shared th
 cache with every graph of the same loop nests. Results equal op-by-op ones: a fused chain rounds
 after every op as eager does (docs/decisions.md). Inside a trace the function is traced inline;
 under ``flow.autocast`` (whose eager casts apply op by op) and for empty tensors it runs op by op.
-A function's variants are capped (``_MAX_VARIANTS``, oldest dropped first), so code calling it
-with ever new shapes keeps its memory bounded; a dropped signature traces again. A signature whose
+A function's variants are capped (``_MAX_VARIANTS``, the least recently used dropped first), so
+code calling it with ever new shapes keeps its memory bounded; a dropped signature traces again. A signature whose
 trace needs a tensor's value on the host (a TraceError: interpolate given sizes as tensors) runs
 op by op from then on.
 
@@ -63,6 +63,7 @@ def fused_in_eager(fn):
                 from ._jit import JitFunction  # (not at import: flow._jit imports flow.nn)
 
                 wrapper.jitted = JitFunction(fn)
+                wrapper.jitted._max_variants = _MAX_VARIANTS
             jitted = wrapper.jitted
         if wrapper.unfusable and _signature(jitted, args, kwargs) in wrapper.unfusable:
             return fn(*args, **kwargs)
@@ -74,11 +75,6 @@ def fused_in_eager(fn):
                     wrapper.unfusable.clear()
                 wrapper.unfusable.add(_signature(jitted, args, kwargs))
             return fn(*args, **kwargs)
-        variants = jitted._variants
-        if len(variants) > _MAX_VARIANTS:
-            with _LOCK:  # (list() copies the keys in one step: another thread may be adding one)
-                for key in list(variants)[:len(variants) - _MAX_VARIANTS]:
-                    variants.pop(key, None)
         return out
 
     wrapper.jitted = None

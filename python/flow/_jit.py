@@ -362,6 +362,9 @@ class JitFunction:
         self._budget = float(budget) if budget is not None else 30.0
         self.tuning_results = []  # one dict per tuned workload (online autotuning)
         self._variants = {}
+        # A cap on the variants kept, least recently used dropped first (None: all kept; set by
+        # fused_in_eager, whose functions meet ever new shapes).
+        self._max_variants = None
         self._latest = None
         self.num_traces = 0
         try:
@@ -397,8 +400,20 @@ class JitFunction:
             v = self._trace_and_compile(flat, spec)
             self._variants[key] = v
             state = v.check()
+            if self._max_variants is not None:
+                self._drop_least_recent()
+        elif self._max_variants is not None:
+            self._variants.pop(key, None)  # most recently used last (pop, not del: threads may race)
+            self._variants[key] = v
         self._latest = v
         return v.run(flat, state)
+
+    def _drop_least_recent(self):
+        while len(self._variants) > self._max_variants:
+            try:
+                del self._variants[next(iter(self._variants))]
+            except (StopIteration, KeyError, RuntimeError):  # another thread changed the dict
+                return
 
     def _input_name(self, spec, flat_index):
         # Positional tensor arguments are named after the function's parameters where possible.
