@@ -337,10 +337,18 @@ std::vector<KernelTuneResult> tune_executable(jit::Executable& exe, const std::v
     return r;
   };
 
-  // Workloads that have records need no run.
+  // Workloads that have records need no run. A record whose params do not parse or no kernel can
+  // run with (sched::params_problem) is tuned again, as jit::compile ignores it.
+  auto usable = [](const TuningRecord& rec) {
+    try {
+      return sched::params_problem(sched::params_from_json(rec.params_json)).empty();
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
   for (const std::string& w : order) {
     const TuningRecord* rec = existing ? existing->best(w, target) : nullptr;
-    if (rec && rec->scheduler == exe.kernels()[users[w][0]]->scheduled.scheduler)
+    if (rec && rec->scheduler == exe.kernels()[users[w][0]]->scheduled.scheduler && usable(*rec))
       finish(apply_record(users[w][0], *rec));
   }
   for (const std::string& w : lib_order) {

@@ -287,7 +287,8 @@ def column_rows(results: dict, bw: float) -> None:
     the column form (scheduler/column_reduction.h): ResNet-50's global average pool at batch 64 in
     float16 NHWC, a float32 sum over dim 0 and a mean over the sequence of [32, 512, 768]; flow's
     column form against its block-per-row form (FLOW_GPU_COLUMN_REDUCTION=0, compiled in the same
-    run), torch eager and torch.compile; the floor is reading the input once."""
+    run), torch eager and torch.compile; the floor is reading the input once. (Run with the switch
+    already at 0, both columns are the row form.)"""
     pool = (4, 2048, 2, 2) if SMOKE else (64, 2048, 7, 7)
     cases = (("avg pool NHWC b64", torch.randn(*pool, device=TDEV).half().contiguous(memory_format=torch.channels_last),
               lambda m, x: x.mean((2, 3))),
@@ -300,12 +301,16 @@ def column_rows(results: dict, bw: float) -> None:
             fx = fx.contiguous(memory_format=flow.channels_last)
         fj = flow.jit(lambda a, fn=fn: fn(flow, a))
         got = fj(fx)
+        before = os.environ.get("FLOW_GPU_COLUMN_REDUCTION")
         os.environ["FLOW_GPU_COLUMN_REDUCTION"] = "0"
         try:
             fj_rows = flow.jit(lambda a, fn=fn: fn(flow, a))
             got_rows = fj_rows(fx)  # compiled now, under the switch
         finally:
-            del os.environ["FLOW_GPU_COLUMN_REDUCTION"]
+            if before is None:
+                del os.environ["FLOW_GPU_COLUMN_REDUCTION"]
+            else:
+                os.environ["FLOW_GPU_COLUMN_REDUCTION"] = before
         want = fn(torch, x).float().cpu()
         err = max(float((torch.as_tensor(g.cpu().numpy()).float() - want).abs().max()) for g in (got, got_rows))
         tf = cuda_time(lambda: fj(fx))

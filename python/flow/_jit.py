@@ -398,6 +398,8 @@ class JitFunction:
         state = v.check() if v is not None else None
         if state is None:
             v = self._trace_and_compile(flat, spec)
+            if self._max_variants is not None:
+                self._variants.pop(key, None)  # a retraced key is the most recent too
             self._variants[key] = v
             state = v.check()
             if self._max_variants is not None:
