@@ -808,8 +808,12 @@ def test_max_pool2d_paths_nan_and_layouts(gen, dtype, kw):
     # A non-contiguous (channels-last) input.
     x = make((2, 4, 9, 10), dtype, gen, special=True).permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
     assert_same(F.max_pool2d(to_flow(x), **kw), TF.max_pool2d(x, **kw), msg="channels-last input")
-    # Integers pad with their lowest value; bool is refused, as torch.
-    with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
+    # Integers pad with their lowest value; bool is refused with torch's own error (torch has no
+    # bool max pool kernel; its message names its channels-last kernel for such an input).
+    refusal = "\"max_pool2d(_channels_last)?\" not implemented for 'Bool'"
+    with pytest.raises(NotImplementedError, match=refusal):
+        TF.max_pool2d(x > 0, **kw)
+    with pytest.raises(NotImplementedError, match=refusal):
         F.max_pool2d(to_flow(x) > 0, **kw)
 
 
