@@ -212,10 +212,9 @@ Tensor eager_view(const std::string& op, const Tensor& src, const dsl::Attrs& at
 }
 
 Tensor eager_contiguous(const Tensor& src, dsl::DType dtype) {
-  std::vector<EagerArg> moved;
-  const std::vector<EagerArg> given{src};
-  const std::vector<EagerArg>& args = move_cpu_scalars(given, moved) ? moved : given;
-  return run_op("cast", args, {{"dtype", std::string(dsl::dtype_name(dtype))}}).at(0);
+  // run_op, not eager_op: a contiguous result whatever src's memory order (and one tensor has no
+  // CPU scalar to move).
+  return run_op("cast", {src}, {{"dtype", std::string(dsl::dtype_name(dtype))}}).at(0);
 }
 
 LaunchCounters launch_counters() {

@@ -67,18 +67,14 @@ std::optional<std::vector<int>> eager_output_order(const std::vector<const Tenso
 // `t` aligned to `rank` dims (leading size-1 dims) and its dims listed in `order`: a view.
 Tensor permuted_view(const Tensor& t, size_t rank, const std::vector<int>& order) {
   const size_t lead = rank - t.sizes.size();
-  dsl::Shape sizes(rank, 1);
-  std::vector<int64_t> strides(rank, 0);
-  for (size_t d = 0; d < t.sizes.size(); ++d) {
-    sizes[lead + d] = t.sizes[d];
-    strides[lead + d] = t.strides[d];
-  }
   Tensor v = t;
   v.sizes.assign(rank, 1);
   v.strides.assign(rank, 0);
   for (size_t i = 0; i < rank; ++i) {
-    v.sizes[i] = sizes[static_cast<size_t>(order[i])];
-    v.strides[i] = strides[static_cast<size_t>(order[i])];
+    const auto d = static_cast<size_t>(order[i]);
+    if (d < lead) continue;  // a leading dim t lacks: size 1
+    v.sizes[i] = t.sizes[d - lead];
+    v.strides[i] = t.strides[d - lead];
   }
   return v;
 }

@@ -13,6 +13,25 @@ namespace {
 
 constexpr int64_t kBlock = 256;  // elements of a row summed into one partial before its total
 
+// A reduction node of the group, as both forms lower it: its input, its output and how it accumulates.
+// (Full-domain and row ops are computed where read.)
+struct GroupReduction {
+  ReductionInfo info;
+  int in, out;
+  DType out_t;
+};
+
+std::vector<GroupReduction> group_reductions(const KernelInstance& ki) {
+  const Graph& g = *ki.graph;
+  std::vector<GroupReduction> rs;
+  for (int n : ki.group->nodes) {
+    if (!is_reduction_node(g, n)) continue;
+    const int out = g.node(n).outputs[0];
+    rs.push_back({reduction_info(g, n), g.node(n).inputs[0], out, g.value(out).type.dtype});
+  }
+  return rs;
+}
+
 bool has_reduced_extent(const KernelBuffer& b, size_t K) {
   return std::any_of(b.classes.begin() + static_cast<std::ptrdiff_t>(K), b.classes.end(),
                      [](StrideClass c) { return c != StrideClass::Zero; });
@@ -50,7 +69,6 @@ namespace {
 // output aliases one of its inputs. (Storing only the owned lanes took a runtime-bounded loop
 // that LLVM vectorized again, with its checks and epilogue, for ~15 ms of compile per width.)
 Stmt lower_tiles(const KernelInstance& ki, const KernelSignature& sig, int64_t w) {
-  const Graph& g = *ki.graph;
   const size_t K = ki.kept.size(), R = ki.reduced.size();
   GroupValues gv(ki, sig);
 
@@ -62,12 +80,7 @@ Stmt lower_tiles(const KernelInstance& ki, const KernelSignature& sig, int64_t w
   // Row values live in per-lane local arrays between the lane loops.
   auto lanes = [&](const Stmt& body) { return make_for("l", make_int(0), make_int(w), ForKind::Vectorized, body); };
   gv.kept_idx = kept_idx;
-  for (int n : ki.group->nodes) {
-    if (!is_reduction_node(g, n)) continue;  // full-domain ops are computed where read, row ops too
-    const ReductionInfo info = reduction_info(g, n);
-    const int in = g.node(n).inputs[0];
-    const int out = g.node(n).outputs[0];
-    const DType out_t = g.value(out).type.dtype;
+  for (const auto& [info, in, out, out_t] : group_reductions(ki)) {
     const std::string acc = "acc" + std::to_string(out), part = "part" + std::to_string(out);
     tile.allocate(acc, info.acc, w, MemoryScope::Local);
     tile.allocate(part, info.acc, w, MemoryScope::Local);
@@ -121,7 +134,6 @@ bool gpu_column_form(const KernelInstance& ki, const ReductionParams& p) {
 
 Stmt lower_column_reduction_gpu(const KernelInstance& ki, const KernelSignature& sig, const ReductionParams& p,
                                 LoweredFunc& f) {
-  const Graph& g = *ki.graph;
   const size_t K = ki.kept.size(), R = ki.reduced.size();
   const int64_t X = p.gpu_block_x, Y = p.gpu_block_y;
   Expr outer = make_int(1);
@@ -144,12 +156,7 @@ Stmt lower_column_reduction_gpu(const KernelInstance& ki, const KernelSignature&
   const Expr live = var("col") < inner;
   const Expr total = sig.reduced_total();
   body.let("cnt", (total - var("ty") + make_int(Y - 1)) / make_int(Y));
-  for (int n : ki.group->nodes) {
-    if (!is_reduction_node(g, n)) continue;  // full-domain ops are computed where read, row ops too
-    const ReductionInfo info = reduction_info(g, n);
-    const int in = g.node(n).inputs[0];
-    const int out = g.node(n).outputs[0];
-    const DType out_t = g.value(out).type.dtype;
+  for (const auto& [info, in, out, out_t] : group_reductions(ki)) {
     const std::string acc = "acc" + std::to_string(out), part = "part" + std::to_string(out),
                       shared = "cols" + std::to_string(out);
     body.allocate(acc, info.acc, 1, MemoryScope::Local);

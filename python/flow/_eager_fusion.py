@@ -58,13 +58,16 @@ def fused_in_eager(fn):
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
         if not tensors or any(t._c is None or t._c.numel() == 0 for t in tensors):
             return fn(*args, **kwargs)  # (a tracer outside its trace: fn raises flow's error)
-        with _LOCK:
-            if wrapper.jitted is None:
-                from ._jit import JitFunction  # (not at import: flow._jit imports flow.nn)
+        jitted = wrapper.jitted
+        if jitted is None:
+            with _LOCK:  # (the lock only for the first call: later ones read the attribute)
+                if wrapper.jitted is None:
+                    from ._jit import JitFunction  # (not at import: flow._jit imports flow.nn)
 
-                wrapper.jitted = JitFunction(fn)
-                wrapper.jitted._max_variants = _MAX_VARIANTS
-            jitted = wrapper.jitted
+                    created = JitFunction(fn)
+                    created._max_variants = _MAX_VARIANTS
+                    wrapper.jitted = created
+                jitted = wrapper.jitted
         if wrapper.unfusable and _signature(jitted, args, kwargs) in wrapper.unfusable:
             return fn(*args, **kwargs)
         try:
