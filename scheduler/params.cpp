@@ -46,14 +46,14 @@ PointwiseParams PointwiseParams::from_json(const std::string& json) {
 
 bool ReductionParams::operator==(const ReductionParams& o) const {
   return cpu_rows_per_task == o.cpu_rows_per_task && cpu_vector_width == o.cpu_vector_width &&
-         gpu_block_x == o.gpu_block_x && gpu_block_y == o.gpu_block_y;
+         cpu_row_splits == o.cpu_row_splits && gpu_block_x == o.gpu_block_x && gpu_block_y == o.gpu_block_y;
 }
 
 std::string ReductionParams::to_json() const {
   std::ostringstream os;
   os << "{\"kind\":\"reduction\",\"cpu_rows_per_task\":" << cpu_rows_per_task
-     << ",\"cpu_vector_width\":" << cpu_vector_width << ",\"gpu_block_x\":" << gpu_block_x
-     << ",\"gpu_block_y\":" << gpu_block_y << "}";
+     << ",\"cpu_vector_width\":" << cpu_vector_width << ",\"cpu_row_splits\":" << cpu_row_splits
+     << ",\"gpu_block_x\":" << gpu_block_x << ",\"gpu_block_y\":" << gpu_block_y << "}";
   return os.str();
 }
 
@@ -61,6 +61,7 @@ ReductionParams ReductionParams::from_json(const std::string& json) {
   ReductionParams p;
   p.cpu_rows_per_task = json_get_int(json, "cpu_rows_per_task", p.cpu_rows_per_task);
   p.cpu_vector_width = static_cast<int>(json_get_int(json, "cpu_vector_width", p.cpu_vector_width));
+  p.cpu_row_splits = static_cast<int>(json_get_int(json, "cpu_row_splits", p.cpu_row_splits));
   p.gpu_block_x = static_cast<int>(json_get_int(json, "gpu_block_x", p.gpu_block_x));
   p.gpu_block_y = static_cast<int>(json_get_int(json, "gpu_block_y", p.gpu_block_y));
   return p;
@@ -75,6 +76,7 @@ std::string params_problem(const Params& params) {
   }
   const auto& r = std::get<ReductionParams>(params);
   if (r.cpu_rows_per_task < 1 || r.cpu_vector_width < 1) return "CPU values must be positive";
+  if (r.cpu_row_splits < 1 || r.cpu_row_splits > 1024) return "cpu_row_splits must be in [1, 1024]";
   if (r.gpu_block_x < 1 || r.gpu_block_y < 1 || int64_t{r.gpu_block_x} * r.gpu_block_y > 1024)
     return "gpu_block_x * gpu_block_y must be in [1, 1024]";
   return "";

@@ -28,6 +28,9 @@ struct ReductionParams {
   // CPU: rows per parallel task, SIMD lanes of the partial accumulators.
   int64_t cpu_rows_per_task = 1;
   int cpu_vector_width = 8;
+  // CPU, a few long rows of one reduced dim: each row's passes split into at most this many parallel
+  // chunks, their partial results combined in order (1: rows are the only parallelism).
+  int cpu_row_splits = 1;
   // GPU: one block per row, block_x threads cooperating on it; or, with block_y > 1 and rows that
   // are strided in memory while adjacent rows are contiguous, block_x adjacent rows per block, each
   // split over block_y threads (scheduler/column_reduction.h).

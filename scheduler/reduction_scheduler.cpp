@@ -5,6 +5,9 @@
 // then writes the full-domain outputs in a last pass. So softmax, log_softmax and layer norm are
 // one kernel each. CPU reductions keep `cpu_vector_width` partial accumulators per row so the
 // inner loop is SIMD; GPU reductions use a strided loop per thread and a block reduction.
+// A CPU row is one task unless there are too few rows to fill the cores: then each pass over a long
+// row runs as parallel chunks whose partial results are combined in chunk order, so the result does
+// not depend on the thread count.
 #include <algorithm>
 #include <cstdlib>
 #include <set>
@@ -77,6 +80,41 @@ StoredInput last_reduction_input_to_store(const KernelInstance& ki, const GroupV
   return {};
 }
 
+// CPU row splits (ReductionParams::cpu_row_splits): a row of at least 2 * kSplitChunkMin elements
+// is split when there are fewer than kSplitRowsBelow rows, into chunks of at least kSplitChunkMin
+// elements (64 KiB of float32: the work of a task outweighs its dispatch).
+constexpr int64_t kSplitRowsBelow = 32;
+constexpr int64_t kSplitChunkMin = 16384;
+constexpr int kMaxRowSplits = 64;
+// Steps of a long sum (CPU: SIMD steps, each lane's; GPU: a thread's strided steps) added into a
+// partial before the running total, so the rounding error grows with the blocks, not the elements.
+constexpr int64_t kSumBlock = 256;
+
+// Row splits fit the row form's kernels with one (coalesced) reduced dim and no value-and-index
+// reduction.
+bool row_splits_fit(const KernelInstance& ki) {
+  if (ki.reduced.size() != 1 || is_scan_group(ki) || column_reduction_fits(ki)) return false;
+  const Graph& g = *ki.graph;
+  for (int n : ki.group->nodes)
+    if (is_reduction_node(g, n) && lookup_op(g.node(n).op).reduce->arg) return false;
+  return true;
+}
+
+bool few_long_rows(const KernelInstance& ki) {
+  return ki.rows() < kSplitRowsBelow && ki.row_size() >= 2 * kSplitChunkMin;
+}
+
+// The SIMD steps of the innermost reduced dim a loop nest covers: [begin, begin + count), and the
+// rest of the row after the last full step when `tail` (undefined: always) holds.
+struct StepRange {
+  Expr begin, count, tail;
+};
+
+// Statements that open and close each block of kSumBlock steps (undefined: no blocks).
+struct Blocking {
+  Stmt open, close;
+};
+
 class ReductionScheduler final : public Scheduler {
  public:
   const char* name() const override { return "reduction"; }
@@ -89,11 +127,17 @@ class ReductionScheduler final : public Scheduler {
     // add/max latency (softmax over rows of 128-4096: 1.1-1.2x over one). Not size-dependent, so
     // one eager kernel serves every row length: short rows run the one-register remainder loop.
     p.cpu_vector_width = static_cast<int>(register_lanes(ki)) * 2;
+    const int64_t r = ki.row_size();
     // The block size follows the row length. CPU kernels keep the default: the params are part of
     // the cache key, and EfficientNet-B0's means compiled four identical CPU kernels, one per block
     // size the CPU never uses.
-    if (t == Target::CPU) return p;
-    const int64_t r = ki.row_size();
+    if (t == Target::CPU) {
+      // A few long rows are split. A kernel that serves other sizes too (eager) and was scheduled for
+      // a few long rows holds both forms and picks one at run time; one scheduled for other rows holds
+      // the unsplit form only, as both forms take twice the compile time (~75 -> ~170 ms for a sum).
+      if (row_splits_fit(ki) && few_long_rows(ki)) p.cpu_row_splits = kMaxRowSplits;
+      return p;
+    }
     // Rows strided in memory with adjacent rows contiguous (scheduler/column_reduction.h): a warp per
     // 32 adjacent rows when a warp's worth of them is contiguous and there are rows for a few blocks
     // per SM of a large GPU (256 blocks); each row split over 8 threads, 16 for long rows. Fewer rows
@@ -162,7 +206,21 @@ class ReductionScheduler final : public Scheduler {
     if (any_full) full_pass(row);
   }
 
+  // CPU: rows in parallel tasks; or, for a few long rows (cpu_row_splits > 1), rows one after the
+  // other with each row's passes split into at most cpu_row_splits parallel chunks. A kernel that
+  // serves one shape (jit) holds the form its sizes take; one that serves every size of its
+  // signature (eager) holds both and picks one at run time.
   static Stmt lower_cpu(const KernelInstance& ki, const KernelSignature& sig, const ReductionParams& p) {
+    const int64_t splits = row_splits_fit(ki) ? p.cpu_row_splits : 1;
+    if (splits == 1) return cpu_row_form(ki, sig, p, 1);
+    if (ki.shape_specialized) return cpu_row_form(ki, sig, p, few_long_rows(ki) ? splits : 1);
+    const Expr few_long =
+        sig.kept_total() < make_int(kSplitRowsBelow) && sig.reduced_size(0) >= make_int(2 * kSplitChunkMin);
+    return make_if(few_long, cpu_row_form(ki, sig, p, splits), cpu_row_form(ki, sig, p, 1));
+  }
+
+  static Stmt cpu_row_form(const KernelInstance& ki, const KernelSignature& sig, const ReductionParams& p,
+                           int64_t splits) {
     const Graph& g = *ki.graph;
     const size_t K = ki.kept.size();
     const size_t R = ki.reduced.size();
@@ -172,57 +230,129 @@ class ReductionScheduler final : public Scheduler {
     const std::vector<Expr> kept_idx = unravel(row, var("row"), kept_sizes(sig, K), "i");
     gv.kept_idx = kept_idx;
     const StoredInput stored = last_reduction_input_to_store(ki, gv);
+    const Expr inner = sig.reduced_size(R - 1);
+    const Expr steps = inner / make_int(W);  // full SIMD steps of the innermost reduced dim
+    // A split row: "nchunk" chunks (at most `splits`, of at least kSplitChunkMin elements); chunk
+    // "ch" covers steps [ch * chunk, ...), and the last one also the rest of the row.
+    if (splits > 1) {
+      row.let("nchunk", max(make_int(1), min(make_int(splits), inner / make_int(kSplitChunkMin))));
+      row.let("chunk", (steps + var("nchunk") - make_int(1)) / var("nchunk"));
+    }
+    const Expr chunk_begin = var("ch") * var("chunk");
+    const StepRange chunk_range{chunk_begin, max(make_int(0), min(var("chunk"), steps - chunk_begin)),
+                                var("ch") == var("nchunk") - make_int(1)};
+    const StepRange whole_row{make_int(0), steps, Expr()};
 
-    // Loops over the reduced dims; the innermost is split into SIMD steps of W lanes plus a tail.
-    // `body(lane_or_null)` builds the statement at the current red_idx.
-    auto row_loops = [&](const std::function<Stmt(bool simd)>& body) {
-      const Expr inner = sig.reduced_size(R - 1);
+    // Loops over the reduced dims; the innermost is split into SIMD steps of W lanes plus a tail, of
+    // which `range` covers a part. With `blocking`, the steps run in blocks of kSumBlock, each opened
+    // and closed by its statements. `body(simd, in_block)` builds the statement at the current red_idx.
+    auto row_loops = [&](const std::function<Stmt(bool simd, bool in_block)>& body, const StepRange& range,
+                         const Blocking& blocking) {
       std::vector<Expr> red(R);
       for (size_t d = 0; d + 1 < R; ++d) red[d] = var("r" + std::to_string(d) + "i");
       red[R - 1] = var("c") * make_int(W) + var("l");
       gv.red_idx = red;
-      std::vector<Stmt> loops{make_for("c", make_int(0), inner / make_int(W), ForKind::Serial,
-                                       make_for("l", make_int(0), make_int(W), ForKind::Vectorized, body(true)))};
+      const bool blocked = blocking.open.defined();
+      auto lanes = [&] { return make_for("l", make_int(0), make_int(W), ForKind::Vectorized, body(true, blocked)); };
+      std::vector<Stmt> loops;
+      if (blocked) {
+        StmtList block;
+        block.let("sb0", var("sb") * make_int(kSumBlock));
+        block.add(blocking.open);
+        block.add(make_for("c", range.begin + var("sb0"), min(make_int(kSumBlock), range.count - var("sb0")),
+                           ForKind::Serial, lanes()));
+        block.add(blocking.close);
+        loops.push_back(make_for("sb", make_int(0), (range.count + make_int(kSumBlock - 1)) / make_int(kSumBlock),
+                                 ForKind::Serial, block.build()));
+      } else {
+        loops.push_back(make_for("c", range.begin, range.count, ForKind::Serial, lanes()));
+      }
       // The rest of the row: one-register steps (into the first lanes), then scalar.
+      std::vector<Stmt> rest;
       for (Stmt& s : simd_remainder(inner, W, register_lanes(ki), [&](Expr j, bool simd) {
              red[R - 1] = std::move(j);
              gv.red_idx = red;
-             return body(simd);
+             return body(simd, false);
            }))
-        loops.push_back(std::move(s));
+        rest.push_back(std::move(s));
+      loops.push_back(range.tail.defined() ? make_if(range.tail, make_block(rest)) : make_block(rest));
       Stmt s = make_block(loops);
       for (size_t d = R - 1; d-- > 0;)
         s = make_for("r" + std::to_string(d) + "i", make_int(0), sig.reduced_size(d), ForKind::Serial, s);
       return s;
     };
+    // One pass over the row: serial, or its chunks in parallel.
+    auto row_pass = [&](const std::function<Stmt(const StepRange&)>& pass) {
+      if (splits == 1) return pass(whole_row);
+      return make_for("ch", make_int(0), var("nchunk"), ForKind::Parallel, pass(chunk_range));
+    };
 
     auto reduce_loop = [&](int n, const ReductionInfo& info, StmtList& scope) {
       if (lookup_op(g.node(n).op).reduce->arg) {  // value-and-index: scheduler/arg_scan_lowering.cpp
-        emit_arg_reduction_cpu(ki, sig, gv, n, W, kept_idx, row_loops, scope);
+        emit_arg_reduction_cpu(
+            ki, sig, gv, n, W, kept_idx,
+            [&](const std::function<Stmt(bool)>& body) {
+              return row_loops([&](bool simd, bool) { return body(simd); }, whole_row, Blocking{});
+            },
+            scope);
         return;
       }
       const int in = g.node(n).inputs[0];
       const int out = g.node(n).outputs[0];
-      const std::string acc = "acc" + std::to_string(out);
-      scope.allocate(acc, info.acc, W, MemoryScope::Local);
-      scope.add(make_for("l", make_int(0), make_int(W), ForKind::Vectorized,
-                         make_store(acc, var("l"), reduce_identity(info.op, info.acc))));
-      scope.add(row_loops([&](bool simd) {
-        StmtList body;
-        gv.kept_idx = kept_idx;
-        gv.begin_body(&body);
-        const Expr x = cast(info.acc, cast(g.value(out).type.dtype, gv.value(in)));
-        const Expr lane = simd ? var("l") : make_int(0);
-        if (in == stored.value)
-          body.add(make_store(stored.buffer->name, gv.index(*stored.buffer), gv.stored_value(in)));
-        body.add(make_store(acc, lane, reduce_combine(info.op, load(info.acc, acc, lane), x)));
-        return body.build();
-      }));
-      scope.add(make_for(
-          "l", make_int(1), make_int(W - 1), ForKind::Unrolled,
-          make_store(acc, make_int(0),
-                     reduce_combine(info.op, load(info.acc, acc, make_int(0)), load(info.acc, acc, var("l"))))));
-      const Expr result = finish_reduction(info, load(info.acc, acc, make_int(0)), sig, g.value(out).type.dtype);
+      const std::string acc = "acc" + std::to_string(out), part = "part" + std::to_string(out);
+      auto lanes = [&](Stmt s) { return make_for("l", make_int(0), make_int(W), ForKind::Vectorized, std::move(s)); };
+      // Long sums add blocks of kSumBlock steps into per-lane partials first (as torch's cascade
+      // sum), so the rounding error grows with the number of blocks, not of elements.
+      const bool blocked = info.op == ReduceOp::Sum;
+      const Blocking blocking = blocked
+                                    ? Blocking{lanes(make_store(part, var("l"), reduce_identity(info.op, info.acc))),
+                                               lanes(make_store(acc, var("l"),
+                                                                reduce_combine(info.op, load(info.acc, acc, var("l")),
+                                                                               load(info.acc, part, var("l")))))}
+                                    : Blocking{};
+      // Accumulates the range's elements into acc's lanes and then into acc[0].
+      auto accumulate = [&](const StepRange& range) {
+        StmtList s;
+        s.allocate(acc, info.acc, W, MemoryScope::Local);
+        if (blocked) s.allocate(part, info.acc, W, MemoryScope::Local);
+        s.add(lanes(make_store(acc, var("l"), reduce_identity(info.op, info.acc))));
+        s.add(row_loops(
+            [&](bool simd, bool in_block) {
+              StmtList body;
+              gv.kept_idx = kept_idx;
+              gv.begin_body(&body);
+              const Expr x = cast(info.acc, cast(g.value(out).type.dtype, gv.value(in)));
+              const Expr lane = simd ? var("l") : make_int(0);
+              const std::string& into = in_block ? part : acc;
+              if (in == stored.value)
+                body.add(make_store(stored.buffer->name, gv.index(*stored.buffer), gv.stored_value(in)));
+              body.add(make_store(into, lane, reduce_combine(info.op, load(info.acc, into, lane), x)));
+              return body.build();
+            },
+            range, blocking));
+        s.add(make_for(
+            "l", make_int(1), make_int(W - 1), ForKind::Unrolled,
+            make_store(acc, make_int(0),
+                       reduce_combine(info.op, load(info.acc, acc, make_int(0)), load(info.acc, acc, var("l"))))));
+        return s;
+      };
+      Expr total;
+      if (splits == 1) {
+        scope.append(accumulate(whole_row));
+        total = load(info.acc, acc, make_int(0));
+      } else {  // each chunk's total into parts[ch], then the chunks' totals in order
+        const std::string parts = "parts" + std::to_string(out);
+        scope.allocate(parts, info.acc, splits, MemoryScope::Local);
+        StmtList chunk = accumulate(chunk_range);
+        chunk.add(make_store(parts, var("ch"), load(info.acc, acc, make_int(0))));
+        scope.add(make_for("ch", make_int(0), var("nchunk"), ForKind::Parallel, chunk.build()));
+        scope.add(make_for(
+            "ch", make_int(1), var("nchunk") - make_int(1), ForKind::Serial,
+            make_store(parts, make_int(0),
+                       reduce_combine(info.op, load(info.acc, parts, make_int(0)), load(info.acc, parts, var("ch"))))));
+        total = load(info.acc, parts, make_int(0));
+      }
+      const Expr result = finish_reduction(info, total, sig, g.value(out).type.dtype);
       const std::string name = "v" + std::to_string(out);
       scope.let(name, result);
       gv.bind_row(out, var(name, result.type()));
@@ -235,24 +365,29 @@ class ReductionScheduler final : public Scheduler {
     };
 
     auto full_pass = [&](StmtList& scope) {
-      scope.add(row_loops([&](bool) {
-        StmtList body;
-        gv.kept_idx = kept_idx;
-        gv.begin_body(&body);
-        if (stored.buffer) {  // loaded into a Let before any store of this body overwrites it
-          const DType st = stored.buffer->dtype;
-          const std::string name = "v" + std::to_string(stored.value);
-          body.let(name, cast(compute_dtype(st), load(st, stored.buffer->name, gv.index(*stored.buffer))));
-          gv.bind_body(stored.value, var(name, compute_dtype(st)));
-        }
-        for (const auto& b : ki.buffers)
-          if (b.is_output && !gv.is_row_value(b.value))
-            body.add(make_store(b.name, gv.index(b), gv.stored_value(b.value)));
-        return body.build();
+      scope.add(row_pass([&](const StepRange& range) {
+        return row_loops(
+            [&](bool, bool) {
+              StmtList body;
+              gv.kept_idx = kept_idx;
+              gv.begin_body(&body);
+              if (stored.buffer) {  // loaded into a Let before any store of this body overwrites it
+                const DType st = stored.buffer->dtype;
+                const std::string name = "v" + std::to_string(stored.value);
+                body.let(name, cast(compute_dtype(st), load(st, stored.buffer->name, gv.index(*stored.buffer))));
+                gv.bind_body(stored.value, var(name, compute_dtype(st)));
+              }
+              for (const auto& b : ki.buffers)
+                if (b.is_output && !gv.is_row_value(b.value))
+                  body.add(make_store(b.name, gv.index(b), gv.stored_value(b.value)));
+              return body.build();
+            },
+            range, Blocking{});
       }));
     };
 
     emit_row(ki, gv, row, reduce_loop, full_pass, row_store);
+    if (splits > 1) return make_for("row", make_int(0), sig.kept_total(), ForKind::Serial, row.build());
     const int64_t rows_per_task = std::max<int64_t>(1, p.cpu_rows_per_task);
     if (rows_per_task == 1) return make_for("row", make_int(0), sig.kept_total(), ForKind::Parallel, row.build());
     // Tasks of rows_per_task consecutive rows: fewer, larger parallel tasks for short rows (and
@@ -281,8 +416,9 @@ class ReductionScheduler final : public Scheduler {
     StmtList row;
     const std::vector<Expr> kept_idx = unravel(row, var("row"), kept_sizes(sig, K), "i");
     const Expr total = sig.reduced_total();
-    // Thread-strided loop over the row: element j = c * T + tx, unravelled over the reduced dims.
-    auto strided = [&](const std::function<void(StmtList&)>& body_fn) {
+    // Thread-strided loop over the row: element j = c * T + tx, unravelled over the reduced dims;
+    // with `blocking`, the steps c run in blocks of kSumBlock, each opened and closed by its statements.
+    auto strided_blocks = [&](const std::function<void(StmtList&)>& body_fn, const Blocking& blocking) {
       StmtList body;
       const std::vector<Expr> red = unravel(body, var("j"), reduced_sizes(sig, R), "rj");
       gv.kept_idx = kept_idx;
@@ -292,8 +428,17 @@ class ReductionScheduler final : public Scheduler {
       StmtList loop;
       loop.let("j", var("c") * make_int(T) + var("tx"));
       loop.add(make_if(var("j") < total, body.build()));
-      return make_for("c", make_int(0), (total + make_int(T - 1)) / make_int(T), ForKind::Serial, loop.build());
+      const Expr steps = (total + make_int(T - 1)) / make_int(T);
+      if (!blocking.open.defined()) return make_for("c", make_int(0), steps, ForKind::Serial, loop.build());
+      StmtList block;
+      block.let("sb0", var("sb") * make_int(kSumBlock));
+      block.add(blocking.open);
+      block.add(make_for("c", var("sb0"), min(make_int(kSumBlock), steps - var("sb0")), ForKind::Serial, loop.build()));
+      block.add(blocking.close);
+      return make_for("sb", make_int(0), (steps + make_int(kSumBlock - 1)) / make_int(kSumBlock), ForKind::Serial,
+                      block.build());
     };
+    auto strided = [&](const std::function<void(StmtList&)>& body_fn) { return strided_blocks(body_fn, Blocking{}); };
 
     auto reduce_loop = [&](int n, const ReductionInfo& info, StmtList& scope) {
       if (lookup_op(g.node(n).op).reduce->arg) {  // value-and-index: scheduler/arg_scan_lowering.cpp
@@ -302,13 +447,24 @@ class ReductionScheduler final : public Scheduler {
       }
       const int in = g.node(n).inputs[0];
       const int out = g.node(n).outputs[0];
-      const std::string acc = "acc" + std::to_string(out);
+      const std::string acc = "acc" + std::to_string(out), part = "part" + std::to_string(out);
       scope.allocate(acc, info.acc, 1, MemoryScope::Local);
       scope.add(make_store(acc, make_int(0), reduce_identity(info.op, info.acc)));
-      scope.add(strided([&](StmtList& body) {
-        const Expr x = cast(info.acc, cast(g.value(out).type.dtype, gv.value(in)));
-        body.add(make_store(acc, make_int(0), reduce_combine(info.op, load(info.acc, acc, make_int(0)), x)));
-      }));
+      // A thread's long sum adds blocks of kSumBlock elements into a partial first (as on the CPU).
+      const bool blocked = info.op == ReduceOp::Sum;
+      if (blocked) scope.allocate(part, info.acc, 1, MemoryScope::Local);
+      const std::string& into = blocked ? part : acc;
+      const Blocking blocking = blocked ? Blocking{make_store(part, make_int(0), reduce_identity(info.op, info.acc)),
+                                                   make_store(acc, make_int(0),
+                                                              reduce_combine(info.op, load(info.acc, acc, make_int(0)),
+                                                                             load(info.acc, part, make_int(0))))}
+                                        : Blocking{};
+      scope.add(strided_blocks(
+          [&](StmtList& body) {
+            const Expr x = cast(info.acc, cast(g.value(out).type.dtype, gv.value(in)));
+            body.add(make_store(into, make_int(0), reduce_combine(info.op, load(info.acc, into, make_int(0)), x)));
+          },
+          blocking));
       scope.add(make_block_reduce(info.op, acc, info.acc));
       const Expr result = finish_reduction(info, load(info.acc, acc, make_int(0)), sig, g.value(out).type.dtype);
       const std::string name = "v" + std::to_string(out);
