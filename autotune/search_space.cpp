@@ -53,8 +53,15 @@ SearchSpace search_space(const sched::KernelInstance& ki, const sched::Params& s
   } else {
     if (cpu) {
       s.knobs = {{"cpu_rows_per_task", {1, 4, 16, 64}}, {"cpu_vector_width", {4, 8, 16}}};
-      // A few long rows split into chunks (sched::ReductionParams::cpu_row_splits), where it fits.
-      if (std::get<sched::ReductionParams>(start).cpu_row_splits > 1) s.knobs.push_back({"cpu_row_splits", {1, 8, 64}});
+      // A few long rows split into chunks (sched::ReductionParams::cpu_row_splits), where it fits; rows
+      // then run one after the other, so rows per task only matter unsplit.
+      if (std::get<sched::ReductionParams>(start).cpu_row_splits > 1) {
+        s.knobs.push_back({"cpu_row_splits", {1, 8, 64}});
+        s.valid = [](const sched::Params& p) {
+          const auto& q = std::get<sched::ReductionParams>(p);
+          return q.cpu_row_splits == 1 || q.cpu_rows_per_task == 1;
+        };
+      }
     } else {
       s.knobs = {{"gpu_block_x", {32, 64, 128, 256, 512, 1024}}};
       // block_y > 1 is the column form (block_x adjacent rows per block), for the kernels it fits.

@@ -11,8 +11,8 @@ torch eager with channels_last and autocast, and torch.compile); the floor of th
 count at the H100/H200's dense float16 tensor-core peak (989 TFLOP/s), and the peak device memory
 of one ResNet-50 call is reported for flow and torch eager. Times use CUDA events (torch's) around
 many launches; results print as a table and go to JSON ($OUT/gpu_bench.json when OUT is set).
-Last, a U-Net decoder's conv_transpose2d (cuDNN backward data against the zero-stuffed convolution
-it replaced).
+Then a U-Net decoder's conv_transpose2d (cuDNN backward data against the zero-stuffed convolution
+it replaced), and last, sums over a few long rows (flow gives a row one block: a known gap).
 
 `--smoke` runs every row at toy sizes without torch.compile, to check the script itself end to end
 (on the emulated device of tools/emulated_gpu_pytest.sh, where torch runs on the CPU); its timings
@@ -323,6 +323,27 @@ def column_rows(results: dict, bw: float) -> None:
         save(results)
 
 
+def long_row_rows(results: dict, bw: float) -> None:
+    """Sums over a few long rows: all 2^28 float32 elements, and 8 rows of 2^25. flow's GPU row form
+    gives a row one block (a split across blocks is not implemented: docs/decisions.md), so this
+    measures what that leaves on the table against torch eager, torch.compile and reading the input
+    once."""
+    n = 1 << (16 if SMOKE else 28)
+    for name, x, fn in (("sum 2^28", torch.randn(n, device=TDEV), lambda m, x: x.sum()),
+                        ("sum(-1) 8x2^25", torch.randn(8, n // 8, device=TDEV), lambda m, x: x.sum(-1))):
+        fx = flow.tensor(x.cpu().numpy()).cuda()
+        fj = flow.jit(lambda a, fn=fn: fn(flow, a))
+        got = fj(fx)
+        want = fn(torch, x.double()).cpu()
+        err = float((torch.as_tensor(got.cpu().numpy()).double() - want).abs().max())
+        tf = cuda_time(lambda: fj(fx))
+        tt = cuda_time(lambda: fn(torch, x))
+        tc = compiled_time(lambda a, fn=fn: fn(torch, a), x)
+        results["workloads"].append({"name": name, "flow_jit_s": tf, "torch_eager_s": tt, "torch_compile_s": tc,
+                                     "floor_s": x.numel() * 4 / bw, "max_err": err})
+        save(results)
+
+
 def main() -> None:
     if not flow.cuda.is_available():
         print("bench/gpu.py: no CUDA device; nothing to measure")
@@ -389,7 +410,8 @@ def main() -> None:
     preprocess_rows(results, bw)
     resnet_rows(results)
     conv_transpose_rows(results)  # after ResNet-50, the issue's row, should the step's time run out
-    column_rows(results, bw)  # last: new, and not a row the issue asks for
+    column_rows(results, bw)  # new, and not a row the issue asks for
+    long_row_rows(results, bw)  # last: measures a known gap
 
     print(f"\n{'workload':18} {'flow jit ms':>12} {'torch ms':>10} {'compile ms':>11} {'floor ms':>9} "
           f"{'eager/flow':>11} {'compile/flow':>13} {'max err':>9}")

@@ -132,9 +132,8 @@ class ReductionScheduler final : public Scheduler {
     // the cache key, and EfficientNet-B0's means compiled four identical CPU kernels, one per block
     // size the CPU never uses.
     if (t == Target::CPU) {
-      // A few long rows are split. A kernel that serves other sizes too (eager) and was scheduled for
-      // a few long rows holds both forms and picks one at run time; one scheduled for other rows holds
-      // the unsplit form only, as both forms take twice the compile time (~75 -> ~170 ms for a sum).
+      // A few long rows are split. (Eager plans are per shape too, so an eager call of other sizes
+      // gets its own params, and the kernel of the form they take.)
       if (row_splits_fit(ki) && few_long_rows(ki)) p.cpu_row_splits = kMaxRowSplits;
       return p;
     }
@@ -207,16 +206,10 @@ class ReductionScheduler final : public Scheduler {
   }
 
   // CPU: rows in parallel tasks; or, for a few long rows (cpu_row_splits > 1), rows one after the
-  // other with each row's passes split into at most cpu_row_splits parallel chunks. A kernel that
-  // serves one shape (jit) holds the form its sizes take; one that serves every size of its
-  // signature (eager) holds both and picks one at run time.
+  // other with each row's passes split into at most cpu_row_splits parallel chunks (correct for any
+  // sizes: a short row is one chunk).
   static Stmt lower_cpu(const KernelInstance& ki, const KernelSignature& sig, const ReductionParams& p) {
-    const int64_t splits = row_splits_fit(ki) ? p.cpu_row_splits : 1;
-    if (splits == 1) return cpu_row_form(ki, sig, p, 1);
-    if (ki.shape_specialized) return cpu_row_form(ki, sig, p, few_long_rows(ki) ? splits : 1);
-    const Expr few_long =
-        sig.kept_total() < make_int(kSplitRowsBelow) && sig.reduced_size(0) >= make_int(2 * kSplitChunkMin);
-    return make_if(few_long, cpu_row_form(ki, sig, p, splits), cpu_row_form(ki, sig, p, 1));
+    return cpu_row_form(ki, sig, p, row_splits_fit(ki) ? std::max(1, p.cpu_row_splits) : 1);
   }
 
   static Stmt cpu_row_form(const KernelInstance& ki, const KernelSignature& sig, const ReductionParams& p,

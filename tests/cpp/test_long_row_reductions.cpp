@@ -1,8 +1,8 @@
 // Reductions over long rows. CPU: a few long rows (ReductionParams::cpu_row_splits) run each row's
 // passes as parallel chunks whose partial results are combined in order. The split and unsplit
-// forms, compiled by LLVM (shape-specialized as under jit, and shape-generic as in eager, where one
-// kernel holds both forms and picks one at run time), and the split loop nest run by the loop
-// interpreter, all equal the graph interpreter; the heuristics split only a few long rows. Both
+// forms, compiled by LLVM (shape-specialized as under jit, and with sizes passed at run time as in
+// eager), and the split loop nest run by the loop interpreter, all equal the graph interpreter; the
+// heuristics split only a few long rows, and a split kernel is right for other sizes too. Both
 // targets: long sums add blocks of steps into partials first, so float32 sums keep torch-like
 // accuracy; the GPU row form's blocked loop nests match the reference in the loop interpreter and
 // as CUDA text on the SIMT emulator.
@@ -50,7 +50,6 @@ dsl::Graph row_graph(const std::string& op, int64_t rows, int64_t cols, DType t 
 struct Loops {
   int parallel_chunks = 0;  // Parallel loops over "ch"
   int parallel_rows = 0;    // Parallel loops over "row"
-  int ifs = 0;
 };
 
 struct LoopCounter : dsl::IRVisitor {
@@ -59,10 +58,6 @@ struct LoopCounter : dsl::IRVisitor {
     if (op->kind == dsl::ForKind::Parallel && op->var == "ch") ++loops.parallel_chunks;
     if (op->kind == dsl::ForKind::Parallel && op->var == "row") ++loops.parallel_rows;
     dsl::IRVisitor::visit_For(op);
-  }
-  void visit_IfThenElse(const dsl::IfThenElse* op) override {
-    ++loops.ifs;
-    dsl::IRVisitor::visit_IfThenElse(op);
   }
 };
 
@@ -120,45 +115,49 @@ void expect_matches(const jit::Tensor& got, const dsl::HostTensor& want, int64_t
 const std::vector<std::string> kOps = {"sum", "mean",    "amax",       "amin", "sum_times_2", "sum_of_squares",
                                        "var", "softmax", "log_softmax"};
 
-// Few long rows split; many rows or short rows do not; arg reductions never; a shape-generic
-// kernel scheduled for a few long rows holds both forms behind a run-time test.
+// Few long rows split; many rows or short rows do not; arg reductions never; with sizes passed at
+// run time as with constant ones.
 TEST(CpuRowSplits, HeuristicsSplitOnlyAFewLongRows) {
   for (const std::string& op : kOps) {
-    const auto few_long = schedule_cpu(row_graph(op, 3, 70001), true);
-    EXPECT_GT(row_splits(few_long), 1) << op;
-    EXPECT_GE(loops_of(few_long).parallel_chunks, 1) << op;
-    EXPECT_EQ(loops_of(few_long).parallel_rows, 0) << op;
-    const auto many = schedule_cpu(row_graph(op, 64, 70001), true);
-    EXPECT_EQ(row_splits(many), 1) << op;
-    EXPECT_EQ(loops_of(many).parallel_chunks, 0) << op;
-    const auto short_rows = schedule_cpu(row_graph(op, 3, 20000), true);
-    EXPECT_EQ(loops_of(short_rows).parallel_chunks, 0) << op;
-    const auto generic = schedule_cpu(row_graph(op, 3, 70001), false);
-    EXPECT_GT(row_splits(generic), 1) << op;
-    EXPECT_GE(loops_of(generic).parallel_chunks, 1) << op;
-    EXPECT_EQ(loops_of(generic).parallel_rows, 1) << op;
-    const auto generic_short = schedule_cpu(row_graph(op, 3, 100), false);
-    EXPECT_EQ(row_splits(generic_short), 1) << op;
-    EXPECT_EQ(loops_of(generic_short).parallel_chunks, 0) << op;
+    for (const bool specialized : {true, false}) {
+      const std::string what = op + (specialized ? " jit" : " eager");
+      const auto few_long = schedule_cpu(row_graph(op, 3, 70001), specialized);
+      EXPECT_GT(row_splits(few_long), 1) << what;
+      EXPECT_GE(loops_of(few_long).parallel_chunks, 1) << what;
+      EXPECT_EQ(loops_of(few_long).parallel_rows, 0) << what;
+      const auto many = schedule_cpu(row_graph(op, 64, 70001), specialized);
+      EXPECT_EQ(row_splits(many), 1) << what;
+      EXPECT_EQ(loops_of(many).parallel_chunks, 0) << what;
+      EXPECT_EQ(loops_of(many).parallel_rows, 1) << what;
+      const auto short_rows = schedule_cpu(row_graph(op, 3, 20000), specialized);
+      EXPECT_EQ(loops_of(short_rows).parallel_chunks, 0) << what;
+    }
   }
   EXPECT_EQ(row_splits(schedule_cpu(row_graph("argmax", 2, 100000), true)), 1);
 }
 
-// The split loop nest, run by the loop interpreter: rows of 2 chunks and a tail (70001 = 16 * 4375
-// + 1), and of 4 chunks, against the graph interpreter.
+// The split loop nest, run by the loop interpreter, against the graph interpreter: rows of 2 chunks
+// and a tail (70001 = 16 * 4375 + 1) and of 4 chunks; and, forced by the params (as a tuning record
+// may), many short rows and rows shorter than one SIMD step (one chunk each).
 TEST(CpuRowSplits, SplitLoopNestsMatchTheGraphInterpreter) {
   auto rng = test::rng(77);
+  sched::ReductionParams forced;
+  forced.cpu_vector_width = 16;
+  forced.cpu_row_splits = 64;
   for (const std::string& op : kOps) {
-    for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{1, 70001}, {2, 65536 + 7}}) {
+    for (const auto& [rows, cols] :
+         {std::pair<int64_t, int64_t>{1, 70001}, {2, 65536 + 7}, {40, 100}, {7, 9}, {3, 1 + 2}}) {
       const dsl::Graph g = row_graph(op, rows, cols);
-      const auto sk = schedule_cpu(g, true);
+      const bool heuristic = cols > 1000;
+      const sched::Params params = forced;
+      const auto sk = schedule_cpu(g, true, heuristic ? nullptr : &params);
       ASSERT_GE(loops_of(sk).parallel_chunks, 1) << op;
-      const jit::Tensor x = input(rows, cols, rng, op == "amax");
-      const dsl::TensorType& ot = g.value(g.outputs()[0]).type;
-      jit::Tensor out = jit::Tensor::empty(ot.shape, ot.dtype);
       ASSERT_TRUE(std::any_of(sk.args.begin(), sk.args.end(),
                               [&](const sched::KernelArg& a) { return a.value == g.outputs()[0]; }))
           << op << ": the graph's output is not the kernel's";
+      const jit::Tensor x = input(rows, cols, rng, op == "amax");
+      const dsl::TensorType& ot = g.value(g.outputs()[0]).type;
+      jit::Tensor out = jit::Tensor::empty(ot.shape, ot.dtype);
       const test::KernelCall call = test::kernel_call(sk.args, [&](int v) { return v == g.outputs()[0] ? out : x; });
       dsl::interpret(sk.func, call.args);
       const auto ref = dsl::interpret_graph(g, {host_of(x)}, /*float64_math=*/true);
@@ -217,8 +216,8 @@ TEST(GpuLongRows, LongFloat32SumsStayAccurate) {
 
 #ifdef FLOW_HAS_LLVM
 
-// Compiled by LLVM: shape-specialized (jit) and shape-generic (eager: one kernel for every size,
-// called with few long rows, many long rows and short rows), split and unsplit.
+// Compiled by LLVM, shape-specialized (jit) and with sizes passed at run time (eager), split (few
+// long rows) and unsplit (many rows, short rows).
 TEST(CpuRowSplits, CompiledFormsMatchTheGraphInterpreter) {
   auto rng = test::rng(78);
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 70001}, {3, 32768}, {2, 100003}, {32, 32771}, {7, 9}};

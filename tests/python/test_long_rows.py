@@ -1,7 +1,7 @@
 """Reductions over a few long rows (CPU): each row's passes run as parallel chunks whose partial
 results are combined in order (scheduler/reduction_scheduler.cpp, ReductionParams.cpu_row_splits).
 Values against torch, eagerly and under flow.jit, over dtypes, strided rows, NaNs in the first and the
-last chunk, and one eager kernel called with few long rows, then many rows and short rows."""
+last chunk, and eager calls going from the split form to the unsplit one and back."""
 import pytest
 import torch
 
@@ -32,13 +32,13 @@ OTHERS = [(40, 33000), (7, 9), (2, 1)]
 
 def check(op, fn, got, x, what):
     """flow result `got` of fn against torch's on x; sums of many float32 terms are compared with the
-    float64 result within a blocked sum's rounding (far below what a lost or repeated chunk moves)."""
+    float64 result within 2e-6 of the same sum of absolute values (blocked float32 sums and torch's
+    are off by ~1e-7 of it; a lost chunk of 16384 terms moves a sum by ~200 of its ~1e5)."""
     want = fn(torch, x)
     if x.dtype == torch.float32 and op in ("sum", "mean", "sum of squares", "var", "norm"):
-        n = x.shape[-1]
         exact = fn(torch, x.double())
         scale = fn(torch, x.double().abs()) if op in ("sum", "mean") else exact.abs()
-        atol = 16 * torch.finfo(torch.float32).eps * n**0.5 * float(scale.nan_to_num().abs().max()) + 1e-5
+        atol = 2e-6 * float(scale.nan_to_num().abs().max()) + 1e-6
         assert_same(got, want, atol=atol, msg=what)
         torch.testing.assert_close(to_torch(got).double(), exact, rtol=0, atol=atol, equal_nan=True,
                                    msg=lambda m: f"{what}: {m}")
@@ -66,9 +66,9 @@ def test_few_long_rows_in_other_dtypes(op, dtype, gen):
 
 @pytest.mark.parametrize("op", ["sum", "amax", "softmax", "var"])
 @pytest.mark.filterwarnings("ignore:var\\(\\)")
-def test_one_eager_kernel_serves_every_size(op, gen):
-    """The first call schedules the kernel of this signature for a few long rows (both forms in one
-    kernel); later calls with many rows and short rows pick the unsplit form at run time."""
+def test_eager_calls_alternate_between_forms(op, gen):
+    """Eager plans are per shape: one function's calls go from the split form (few long rows) to the
+    unsplit one (many rows, short rows, one element) and back."""
     fn = dict(OPS)[op]
     for shape in FEW_LONG[:1] + OTHERS + FEW_LONG[1:2]:
         x = make(shape, torch.float32, gen)
