@@ -18,6 +18,7 @@ import numbers
 from . import _creation as C
 from . import _dtype as D
 from . import _ops as F
+from ._eager_fusion import fused_in_eager
 from ._math import broadcast_shapes, promote_types
 from ._math import diagonal as _diagonal
 from ._ops import _normalize_dim, _out, _scalar, _tensor_arg, _type_name
@@ -56,6 +57,7 @@ def _dims_arg(x, dim):
     return out
 
 
+@fused_in_eager  # |a|, its powers, the sum and the root: one kernel eagerly, where op by op was up to four
 def _vector_norm(a, ord, dims, keepdim):
     """The ord-norm of float tensor `a` over `dims` (a list; [] of a 0-dim tensor: all)."""
     dim = dims if dims else None

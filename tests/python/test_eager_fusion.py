@@ -8,6 +8,7 @@ import torch.nn.functional as TF
 import flow
 import flow.nn.functional as FF
 from flow import _eager_fusion
+from flow.nn import _functional_more
 from conftest import assert_same, make
 
 POOLS = {
@@ -39,7 +40,7 @@ def test_eager_pool_is_one_kernel_with_torchs_values(pool, dtype, channels_last,
             assert got.is_contiguous(memory_format=flow.channels_last) == channels_last, got.stride()
 
 
-COMPOSITES = {  # name: (inputs, fn(F, *inputs), the decorated function)
+COMPOSITES = {  # name: (inputs, fn(F, *inputs), the decorated function[, the module fn reaches it through])
     "grid_sample": (lambda g: [make((2, 3, 9, 8), torch.float32, g), torch.rand(2, 5, 4, 2, generator=g) * 2.2 - 1.1],
                     lambda F, x, grid: F.grid_sample(x, grid, align_corners=False), FF.grid_sample),
     "unfold": (lambda g: [make((2, 3, 7, 6), torch.float32, g)], lambda F, x: F.unfold(x, 3, padding=1), FF.unfold),
@@ -54,12 +55,25 @@ COMPOSITES = {  # name: (inputs, fn(F, *inputs), the decorated function)
                             lambda F, x: F.adaptive_avg_pool2d(x, (4, 3)), FF.adaptive_avg_pool2d),
     "adaptive_max_pool2d": (lambda g: [make((2, 3, 9, 7), torch.float32, g, special=True)],
                             lambda F, x: F.adaptive_max_pool2d(x, (4, 3)), FF.adaptive_max_pool2d),
+    "normalize": (lambda g: [make((6, 33), torch.float32, g)], lambda F, x: F.normalize(x, dim=-1), FF._normalize),
+    "normalize p=1 with a zero row": (lambda g: [make((3, 8), torch.float32, g) * torch.tensor([[1.0], [0.0], [1.0]])],
+                                      lambda F, x: F.normalize(x, p=1.0, dim=1), FF._normalize),
+    "vector_norm": (lambda g: [make((5, 7, 9), torch.float32, g)],
+                    lambda F, x: (flow if F is FF else torch).linalg.vector_norm(x, 2, dim=(0, 2)),
+                    flow.linalg._vector_norm, flow.linalg),
+    "vector_norm ord 3": (lambda g: [make((4, 17), torch.float32, g)],
+                          lambda F, x: (flow if F is FF else torch).linalg.vector_norm(x, 3, dim=-1, keepdim=True),
+                          flow.linalg._vector_norm, flow.linalg),
+    "instance_norm": (lambda g: [make((2, 3, 5, 6), torch.float32, g), make((3,), torch.float32, g),
+                                 make((3,), torch.float32, g)],
+                      lambda F, x, w, b: F.instance_norm(x, weight=w, bias=b),
+                      _functional_more._instance_norm_of_input, _functional_more),
 }
 
 
 @pytest.mark.parametrize("name", list(COMPOSITES))
 def test_eager_composites_run_compiled_with_torchs_values(name, gen, monkeypatch):
-    build, fn, decorated = COMPOSITES[name]
+    build, fn, decorated, *module = COMPOSITES[name]
     ts = build(gen)
     fs = [flow.as_tensor(t) for t in ts]
     want = fn(TF, *ts)
@@ -69,7 +83,7 @@ def test_eager_composites_run_compiled_with_torchs_values(name, gen, monkeypatch
     fused_launches = flow.launch_count()
     assert decorated.jitted is not None and decorated.jitted is not False, name
     assert_same(got, want, rtol=1e-5, atol=1e-6, msg=name)
-    monkeypatch.setattr(FF, decorated.__name__, decorated.__wrapped__)  # op by op: the same values
+    monkeypatch.setattr(module[0] if module else FF, decorated.__name__, decorated.__wrapped__)  # op by op: same values
     flow.reset_launch_count()
     op_by_op = fn(FF, *fs)
     assert flow.launch_count() > fused_launches, name

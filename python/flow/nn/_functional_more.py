@@ -337,13 +337,13 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     x = F._check_tensor("instance_norm", input)
     if x.ndim < 3:
         raise ValueError(f"Expected 3D or higher dimensionality input (got {x.ndim} dimensions)")
+    if use_input_stats and running_mean is None and running_var is None:  # InstanceNorm's default
+        return _instance_norm_of_input(x, weight, bias, eps)
     c = x.shape[1]
-    dims = list(range(2, x.ndim))
     bshape = [1, c] + [1] * (x.ndim - 2)
     xf = x.float() if x.dtype in _HALF else x
     if use_input_stats:
-        mean = xf.mean(dims, keepdim=True)
-        var = ((xf - mean) ** 2).mean(dims, keepdim=True)
+        mean, var = _instance_stats(xf)
         if running_mean is not None or running_var is not None:
             n = math.prod(x.shape[2:])
             if running_mean is not None:
@@ -358,12 +358,33 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
             raise RuntimeError("Expected running_mean and running_var to be defined when use_input_stats is false")
         mean = running_mean.float().reshape(bshape) if x.dtype in _HALF else running_mean.reshape(bshape)
         var = running_var.float().reshape(bshape) if x.dtype in _HALF else running_var.reshape(bshape)
+    return _instance_normalized(x, xf, mean, var, weight, bias, eps)
+
+
+def _instance_stats(xf):
+    """Each (sample, channel)'s mean and biased variance over the spatial dims, kept as dims."""
+    dims = list(range(2, xf.ndim))
+    mean = xf.mean(dims, keepdim=True)
+    return mean, ((xf - mean) ** 2).mean(dims, keepdim=True)
+
+
+def _instance_normalized(x, xf, mean, var, weight, bias, eps):
+    """(xf - mean) / sqrt(var + eps), then weight and bias per channel, in x's dtype."""
+    bshape = [1, x.shape[1]] + [1] * (x.ndim - 2)
     y = (xf - mean) * (var + eps).rsqrt()
     if weight is not None:
         y = y * weight.reshape(bshape).to(y.dtype)
     if bias is not None:
         y = y + bias.reshape(bshape).to(y.dtype)
     return y.to(x.dtype)
+
+
+@fused_in_eager  # statistics, normalization and the affine map: one kernel eagerly, where op by op was 8
+def _instance_norm_of_input(x, weight, bias, eps):
+    """instance_norm with the input's own statistics and no running ones (pure)."""
+    xf = x.float() if x.dtype in _HALF else x
+    mean, var = _instance_stats(xf)
+    return _instance_normalized(x, xf, mean, var, weight, bias, eps)
 
 
 # ---- im2col and its inverse --------------------------------------------------------------------

@@ -1100,8 +1100,12 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     """input / max(||input||_p along dim, eps) (torch's formula)."""
-    denom = _ops.norm(input, p, dim, keepdim=True).clamp_min(eps)
-    return _ops._out("normalize", out, input / denom)
+    return _ops._out("normalize", out, _normalize(input, p, dim, eps))
+
+
+@fused_in_eager  # the norm, its clamp and the division: one kernel eagerly, where op by op was three
+def _normalize(input, p, dim, eps):
+    return input / _ops.norm(input, p, dim, keepdim=True).clamp_min(eps)
 
 
 @fused_in_eager
