@@ -112,6 +112,22 @@ void expect_matches(const jit::Tensor& got, const dsl::HostTensor& want, int64_t
   }
 }
 
+// Runs kernel `sk` of graph g (input x, output g's only output) in the loop interpreter and returns
+// the output; `call` receives the arguments (for the CUDA text check).
+jit::Tensor interpret_kernel(const dsl::Graph& g, const sched::ScheduledKernel& sk, const jit::Tensor& x,
+                             test::KernelCall* call = nullptr) {
+  const int out_value = g.outputs()[0];
+  EXPECT_TRUE(std::any_of(sk.args.begin(), sk.args.end(), [&](const sched::KernelArg& a) {
+    return a.value == out_value;
+  })) << "the graph's output is not the kernel's";
+  const dsl::TensorType& ot = g.value(out_value).type;
+  jit::Tensor out = jit::Tensor::empty(ot.shape, ot.dtype);
+  const test::KernelCall c = test::kernel_call(sk.args, [&](int v) { return v == out_value ? out : x; });
+  dsl::interpret(sk.func, c.args);
+  if (call) *call = c;
+  return out;
+}
+
 const std::vector<std::string> kOps = {"sum", "mean",    "amax",       "amin", "sum_times_2", "sum_of_squares",
                                        "var", "softmax", "log_softmax"};
 
@@ -152,14 +168,8 @@ TEST(CpuRowSplits, SplitLoopNestsMatchTheGraphInterpreter) {
       const sched::Params params = forced;
       const auto sk = schedule_cpu(g, true, heuristic ? nullptr : &params);
       ASSERT_GE(loops_of(sk).parallel_chunks, 1) << op;
-      ASSERT_TRUE(std::any_of(sk.args.begin(), sk.args.end(),
-                              [&](const sched::KernelArg& a) { return a.value == g.outputs()[0]; }))
-          << op << ": the graph's output is not the kernel's";
       const jit::Tensor x = input(rows, cols, rng, op == "amax");
-      const dsl::TensorType& ot = g.value(g.outputs()[0]).type;
-      jit::Tensor out = jit::Tensor::empty(ot.shape, ot.dtype);
-      const test::KernelCall call = test::kernel_call(sk.args, [&](int v) { return v == g.outputs()[0] ? out : x; });
-      dsl::interpret(sk.func, call.args);
+      const jit::Tensor out = interpret_kernel(g, sk, x);
       const auto ref = dsl::interpret_graph(g, {host_of(x)}, /*float64_math=*/true);
       expect_matches(out, ref[0], cols, op + " " + std::to_string(rows) + "x" + std::to_string(cols));
     }
@@ -180,10 +190,8 @@ TEST(GpuLongRows, BlockedSumsMatchTheGraphInterpreter) {
       p.gpu_block_x = 64;  // 70001 / 64: 1094 steps per thread, 5 blocks
       const auto sk = sched::scheduler_for(ki, dsl::Target::CUDA).schedule(ki, p, dsl::Target::CUDA);
       const jit::Tensor x = input(rows, cols, rng, op == "amax");
-      const dsl::TensorType& ot = g.value(g.outputs()[0]).type;
-      jit::Tensor out = jit::Tensor::empty(ot.shape, ot.dtype);
-      const test::KernelCall call = test::kernel_call(sk.args, [&](int v) { return v == g.outputs()[0] ? out : x; });
-      dsl::interpret(sk.func, call.args);
+      test::KernelCall call;
+      const jit::Tensor out = interpret_kernel(g, sk, x, &call);
       const auto ref = dsl::interpret_graph(g, {host_of(x)}, /*float64_math=*/true);
       const std::string what = op + " " + std::to_string(rows) + "x" + std::to_string(cols);
       expect_matches(out, ref[0], cols, what);
@@ -208,9 +216,7 @@ TEST(GpuLongRows, LongFloat32SumsStayAccurate) {
   float* px = static_cast<float*>(x.data());
   double exact = 0;
   for (int64_t i = 0; i < cols; ++i) exact += px[i] = d(rng);
-  jit::Tensor out = jit::Tensor::empty({1, 1}, DType::Float32);
-  const test::KernelCall call = test::kernel_call(sk.args, [&](int v) { return v == g.outputs()[0] ? out : x; });
-  dsl::interpret(sk.func, call.args);
+  const jit::Tensor out = interpret_kernel(g, sk, x);
   EXPECT_LT(std::fabs(static_cast<const float*>(out.data())[0] - exact), 3e-7 * exact);
 }
 
