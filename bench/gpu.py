@@ -324,10 +324,10 @@ def column_rows(results: dict, bw: float) -> None:
 
 
 def long_row_rows(results: dict, bw: float) -> None:
-    """Sums over a few long rows: all 2^28 float32 elements, and 8 rows of 2^25. flow's GPU row form
-    gives a row one block (a split across blocks is not implemented: docs/decisions.md), so this
-    measures what that leaves on the table against torch eager, torch.compile and reading the input
-    once."""
+    """Sums over a few long rows: all 2^28 float32 elements, and 8 rows of 2^25. flow computes them
+    with its GPU row form, one block per row (no schedule splits a row across blocks yet:
+    docs/decisions.md), so this measures how far that is from torch eager, torch.compile and reading
+    the input once."""
     n = 1 << (16 if SMOKE else 28)
     for name, x, fn in (("sum 2^28", torch.randn(n, device=TDEV), lambda m, x: x.sum()),
                         ("sum(-1) 8x2^25", torch.randn(8, n // 8, device=TDEV), lambda m, x: x.sum(-1))):

@@ -11,8 +11,6 @@ using namespace flow::dsl;
 
 namespace {
 
-constexpr int64_t kBlock = 256;  // elements of a row summed into one partial before its total
-
 // A reduction node of the group, as both forms lower it: its input, its output and how it accumulates.
 // (Full-domain and row ops are computed where read.)
 struct GroupReduction {
@@ -85,7 +83,7 @@ Stmt lower_tiles(const KernelInstance& ki, const KernelSignature& sig, int64_t w
     tile.allocate(acc, info.acc, w, MemoryScope::Local);
     tile.allocate(part, info.acc, w, MemoryScope::Local);
     tile.add(lanes(make_store(acc, var("l"), reduce_identity(info.op, info.acc))));
-    // The innermost reduced dim in blocks of kBlock; the outer reduced dims around it.
+    // The innermost reduced dim in blocks (reduction_parts.h); the outer reduced dims around it.
     std::vector<Expr> red(R);
     for (size_t d = 0; d + 1 < R; ++d) red[d] = var("r" + std::to_string(d) + "i");
     red[R - 1] = var("j");
@@ -95,14 +93,8 @@ Stmt lower_tiles(const KernelInstance& ki, const KernelSignature& sig, int64_t w
     const Expr x = cast(info.acc, cast(out_t, gv.value(in)));
     body.add(make_store(part, var("l"), reduce_combine(info.op, load(info.acc, part, var("l")), x)));
     const Expr inner = sig.reduced_size(R - 1);
-    StmtList block;
-    block.let("j0", var("cb") * make_int(kBlock));
-    block.add(lanes(make_store(part, var("l"), reduce_identity(info.op, info.acc))));
-    block.add(make_for("j", var("j0"), min(make_int(kBlock), inner - var("j0")), ForKind::Serial, lanes(body.build())));
-    block.add(lanes(make_store(
-        acc, var("l"), reduce_combine(info.op, load(info.acc, acc, var("l")), load(info.acc, part, var("l"))))));
-    Stmt loops =
-        make_for("cb", make_int(0), (inner + make_int(kBlock - 1)) / make_int(kBlock), ForKind::Serial, block.build());
+    const BlockStmts blk = partial_block(info, acc, part, var("l"));
+    Stmt loops = blocked_steps("cb", "j", make_int(0), inner, lanes(body.build()), {lanes(blk.open), lanes(blk.close)});
     for (size_t d = R - 1; d-- > 0;)
       loops = make_for("r" + std::to_string(d) + "i", make_int(0), sig.reduced_size(d), ForKind::Serial, loops);
     tile.add(loops);
@@ -162,7 +154,7 @@ Stmt lower_column_reduction_gpu(const KernelInstance& ki, const KernelSignature&
     body.allocate(acc, info.acc, 1, MemoryScope::Local);
     body.allocate(part, info.acc, 1, MemoryScope::Local);
     body.add(make_store(acc, make_int(0), reduce_identity(info.op, info.acc)));
-    // The thread's elements in blocks of kBlock (as the CPU form's, for the rounding of long sums).
+    // The thread's elements in blocks (reduction_parts.h), as the CPU form's.
     // (Names here avoid the kernel parameters' k<d>, r<d> and c<value>.)
     StmtList elem;
     gv.kept_idx = kept_idx;
@@ -170,15 +162,9 @@ Stmt lower_column_reduction_gpu(const KernelInstance& ki, const KernelSignature&
     gv.begin_body(&elem);
     const Expr x = cast(info.acc, cast(out_t, gv.value(in)));
     elem.add(make_store(part, make_int(0), reduce_combine(info.op, load(info.acc, part, make_int(0)), x)));
-    StmtList block;
-    block.let("m0", var("cb") * make_int(kBlock));
-    block.add(make_store(part, make_int(0), reduce_identity(info.op, info.acc)));
-    block.add(make_for("m", var("m0"), min(make_int(kBlock), var("cnt") - var("m0")), ForKind::Serial,
-                       make_let("j", var("ty") + make_int(Y) * var("m"), elem.build())));
-    block.add(make_store(acc, make_int(0),
-                         reduce_combine(info.op, load(info.acc, acc, make_int(0)), load(info.acc, part, make_int(0)))));
-    body.add(make_if(live, make_for("cb", make_int(0), (var("cnt") + make_int(kBlock - 1)) / make_int(kBlock),
-                                    ForKind::Serial, block.build())));
+    body.add(make_if(live, blocked_steps("cb", "m", make_int(0), var("cnt"),
+                                         make_let("j", var("ty") + make_int(Y) * var("m"), elem.build()),
+                                         partial_block(info, acc, part, make_int(0)))));
     // The Y partials of each column through shared memory; every thread combines its column's, in
     // the same order, so a later reduction of the group reads the row value in every thread.
     body.allocate(shared, info.acc, X * Y, MemoryScope::Shared);

@@ -5,10 +5,9 @@
 // every cache line once per row in it. Here SIMD runs across W adjacent rows instead: lane l
 // accumulates row base + l, and each step of the reduced loop is one contiguous vector load.
 // Parallel tasks take tiles of W rows; the last tile overlaps its neighbour instead of running
-// short, and kept extents below W take narrower tiles (W / 4, ..., 1). Sums are blocked: each lane
-// adds kBlock elements into a partial, then the partial into its total, so rounding grows with
-// kBlock + n / kBlock rather than with the row length n (the row schedule's W interleaved partials
-// did the same job there). Groups with full-domain outputs (softmax-like) or value-and-index
+// short, and kept extents below W take narrower tiles (W / 4, ..., 1). Sums are blocked as in the
+// row schedule (reduction_parts.h): each lane adds kSumBlock elements into a partial, then the
+// partial into its total. Groups with full-domain outputs (softmax-like) or value-and-index
 // reductions keep the row schedule.
 //
 // GPU: a block takes gpu_block_x adjacent rows, a thread column per row (a warp's loads are

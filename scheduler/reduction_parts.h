@@ -2,6 +2,8 @@
 // and scheduler/column_reduction.cpp): what a reduction node folds, and how its accumulator
 // becomes the node's value.
 #pragma once
+#include <string>
+
 #include "dsl/graph.h"
 #include "dsl/stmt.h"
 #include "scheduler/lowering.h"
@@ -16,6 +18,24 @@ struct ReductionInfo {
 
 ReductionInfo reduction_info(const dsl::Graph& g, int node);
 bool is_reduction_node(const dsl::Graph& g, int node);
+// Long reductions are blocked, as torch's cascade sums: each accumulator (a SIMD lane's, a GPU
+// thread's) adds kSumBlock steps into a fresh partial, then the partial into its running total, so a
+// float sum's rounding error grows with the blocks and kSumBlock, not with the row length.
+constexpr int64_t kSumBlock = 256;
+
+// Opens a block (partial `part` at `index` reset to the identity) and closes it (added into `acc` at
+// `index`).
+struct BlockStmts {
+  dsl::Stmt open, close;
+};
+BlockStmts partial_block(const ReductionInfo& info, const std::string& acc, const std::string& part,
+                         const dsl::Expr& index);
+
+// The steps [begin, begin + count) of loop `step` in blocks of kSumBlock (loop `block`), each
+// between `blk.open` and `blk.close`.
+dsl::Stmt blocked_steps(const std::string& block, const std::string& step, const dsl::Expr& begin,
+                        const dsl::Expr& count, const dsl::Stmt& step_body, const BlockStmts& blk);
+
 // The accumulator's final value as the node's output: divided by the row size for a mean, rounded
 // through the output's storage dtype, in its compute dtype.
 dsl::Expr finish_reduction(const ReductionInfo& info, dsl::Expr acc, const KernelSignature& sig, dsl::DType out);

@@ -86,9 +86,6 @@ StoredInput last_reduction_input_to_store(const KernelInstance& ki, const GroupV
 constexpr int64_t kSplitRowsBelow = 32;
 constexpr int64_t kSplitChunkMin = 16384;
 constexpr int kMaxRowSplits = 64;
-// Steps of a long sum (CPU: SIMD steps, each lane's; GPU: a thread's strided steps) added into a
-// partial before the running total, so the rounding error grows with the blocks, not the elements.
-constexpr int64_t kSumBlock = 256;
 
 // Row splits fit the row form's kernels with one (coalesced) reduced dim and no value-and-index
 // reduction.
@@ -108,11 +105,6 @@ bool few_long_rows(const KernelInstance& ki) {
 // rest of the row after the last full step when `tail` (undefined: always) holds.
 struct StepRange {
   Expr begin, count, tail;
-};
-
-// Statements that open and close each block of kSumBlock steps (undefined: no blocks).
-struct Blocking {
-  Stmt open, close;
 };
 
 class ReductionScheduler final : public Scheduler {
@@ -140,8 +132,9 @@ class ReductionScheduler final : public Scheduler {
     // Rows strided in memory with adjacent rows contiguous (scheduler/column_reduction.h): a warp per
     // 32 adjacent rows when a warp's worth of them is contiguous and there are rows for a few blocks
     // per SM of a large GPU (256 blocks); each row split over 8 threads, 16 for long rows. Fewer rows
-    // keep a block per row: the column form would leave SMs idle (splitting a row across blocks is
-    // not implemented). FLOW_GPU_COLUMN_REDUCTION=0 keeps the row form (to compare the two).
+    // keep a block per row, which computes the same values: with so few blocks the column form would
+    // leave SMs idle, as no schedule here splits a row across blocks (that needs a second pass or
+    // atomics). FLOW_GPU_COLUMN_REDUCTION=0 keeps the row form (to compare the two).
     if (column_reduction_fits(ki) && ki.kept.back() >= 32 && ki.rows() >= 256 * 32 && gpu_column_reductions_on()) {
       p.gpu_block_x = 32;
       p.gpu_block_y = r >= 4096 ? 16 : 8;
@@ -237,29 +230,18 @@ class ReductionScheduler final : public Scheduler {
     const StepRange whole_row{make_int(0), steps, Expr()};
 
     // Loops over the reduced dims; the innermost is split into SIMD steps of W lanes plus a tail, of
-    // which `range` covers a part. With `blocking`, the steps run in blocks of kSumBlock, each opened
-    // and closed by its statements. `body(simd, in_block)` builds the statement at the current red_idx.
+    // which `range` covers a part. With `blocking` (open defined), the steps run in blocks
+    // (blocked_steps). `body(simd, in_block)` builds the statement at the current red_idx.
     auto row_loops = [&](const std::function<Stmt(bool simd, bool in_block)>& body, const StepRange& range,
-                         const Blocking& blocking) {
+                         const BlockStmts& blocking) {
       std::vector<Expr> red(R);
       for (size_t d = 0; d + 1 < R; ++d) red[d] = var("r" + std::to_string(d) + "i");
       red[R - 1] = var("c") * make_int(W) + var("l");
       gv.red_idx = red;
       const bool blocked = blocking.open.defined();
       auto lanes = [&] { return make_for("l", make_int(0), make_int(W), ForKind::Vectorized, body(true, blocked)); };
-      std::vector<Stmt> loops;
-      if (blocked) {
-        StmtList block;
-        block.let("sb0", var("sb") * make_int(kSumBlock));
-        block.add(blocking.open);
-        block.add(make_for("c", range.begin + var("sb0"), min(make_int(kSumBlock), range.count - var("sb0")),
-                           ForKind::Serial, lanes()));
-        block.add(blocking.close);
-        loops.push_back(make_for("sb", make_int(0), (range.count + make_int(kSumBlock - 1)) / make_int(kSumBlock),
-                                 ForKind::Serial, block.build()));
-      } else {
-        loops.push_back(make_for("c", range.begin, range.count, ForKind::Serial, lanes()));
-      }
+      std::vector<Stmt> loops{blocked ? blocked_steps("sb", "c", range.begin, range.count, lanes(), blocking)
+                                      : make_for("c", range.begin, range.count, ForKind::Serial, lanes())};
       // The rest of the row: one-register steps (into the first lanes), then scalar.
       std::vector<Stmt> rest;
       for (Stmt& s : simd_remainder(inner, W, register_lanes(ki), [&](Expr j, bool simd) {
@@ -285,7 +267,7 @@ class ReductionScheduler final : public Scheduler {
         emit_arg_reduction_cpu(
             ki, sig, gv, n, W, kept_idx,
             [&](const std::function<Stmt(bool)>& body) {
-              return row_loops([&](bool simd, bool) { return body(simd); }, whole_row, Blocking{});
+              return row_loops([&](bool simd, bool) { return body(simd); }, whole_row, BlockStmts{});
             },
             scope);
         return;
@@ -294,15 +276,10 @@ class ReductionScheduler final : public Scheduler {
       const int out = g.node(n).outputs[0];
       const std::string acc = "acc" + std::to_string(out), part = "part" + std::to_string(out);
       auto lanes = [&](Stmt s) { return make_for("l", make_int(0), make_int(W), ForKind::Vectorized, std::move(s)); };
-      // Long sums add blocks of kSumBlock steps into per-lane partials first (as torch's cascade
-      // sum), so the rounding error grows with the number of blocks, not of elements.
+      // Long sums add blocks of steps into per-lane partials first (reduction_parts.h).
       const bool blocked = info.op == ReduceOp::Sum;
-      const Blocking blocking = blocked
-                                    ? Blocking{lanes(make_store(part, var("l"), reduce_identity(info.op, info.acc))),
-                                               lanes(make_store(acc, var("l"),
-                                                                reduce_combine(info.op, load(info.acc, acc, var("l")),
-                                                                               load(info.acc, part, var("l")))))}
-                                    : Blocking{};
+      const BlockStmts lane_block = partial_block(info, acc, part, var("l"));
+      const BlockStmts blocking = blocked ? BlockStmts{lanes(lane_block.open), lanes(lane_block.close)} : BlockStmts{};
       // Accumulates the range's elements into acc's lanes and then into acc[0].
       auto accumulate = [&](const StepRange& range) {
         StmtList s;
@@ -375,7 +352,7 @@ class ReductionScheduler final : public Scheduler {
                   body.add(make_store(b.name, gv.index(b), gv.stored_value(b.value)));
               return body.build();
             },
-            range, Blocking{});
+            range, BlockStmts{});
       }));
     };
 
@@ -410,8 +387,8 @@ class ReductionScheduler final : public Scheduler {
     const std::vector<Expr> kept_idx = unravel(row, var("row"), kept_sizes(sig, K), "i");
     const Expr total = sig.reduced_total();
     // Thread-strided loop over the row: element j = c * T + tx, unravelled over the reduced dims;
-    // with `blocking`, the steps c run in blocks of kSumBlock, each opened and closed by its statements.
-    auto strided_blocks = [&](const std::function<void(StmtList&)>& body_fn, const Blocking& blocking) {
+    // with `blocking` (open defined), the steps c run in blocks (blocked_steps).
+    auto strided_blocks = [&](const std::function<void(StmtList&)>& body_fn, const BlockStmts& blocking) {
       StmtList body;
       const std::vector<Expr> red = unravel(body, var("j"), reduced_sizes(sig, R), "rj");
       gv.kept_idx = kept_idx;
@@ -423,15 +400,9 @@ class ReductionScheduler final : public Scheduler {
       loop.add(make_if(var("j") < total, body.build()));
       const Expr steps = (total + make_int(T - 1)) / make_int(T);
       if (!blocking.open.defined()) return make_for("c", make_int(0), steps, ForKind::Serial, loop.build());
-      StmtList block;
-      block.let("sb0", var("sb") * make_int(kSumBlock));
-      block.add(blocking.open);
-      block.add(make_for("c", var("sb0"), min(make_int(kSumBlock), steps - var("sb0")), ForKind::Serial, loop.build()));
-      block.add(blocking.close);
-      return make_for("sb", make_int(0), (steps + make_int(kSumBlock - 1)) / make_int(kSumBlock), ForKind::Serial,
-                      block.build());
+      return blocked_steps("sb", "c", make_int(0), steps, loop.build(), blocking);
     };
-    auto strided = [&](const std::function<void(StmtList&)>& body_fn) { return strided_blocks(body_fn, Blocking{}); };
+    auto strided = [&](const std::function<void(StmtList&)>& body_fn) { return strided_blocks(body_fn, BlockStmts{}); };
 
     auto reduce_loop = [&](int n, const ReductionInfo& info, StmtList& scope) {
       if (lookup_op(g.node(n).op).reduce->arg) {  // value-and-index: scheduler/arg_scan_lowering.cpp
@@ -443,15 +414,11 @@ class ReductionScheduler final : public Scheduler {
       const std::string acc = "acc" + std::to_string(out), part = "part" + std::to_string(out);
       scope.allocate(acc, info.acc, 1, MemoryScope::Local);
       scope.add(make_store(acc, make_int(0), reduce_identity(info.op, info.acc)));
-      // A thread's long sum adds blocks of kSumBlock elements into a partial first (as on the CPU).
+      // A thread's long sum adds blocks of steps into a partial first (reduction_parts.h).
       const bool blocked = info.op == ReduceOp::Sum;
       if (blocked) scope.allocate(part, info.acc, 1, MemoryScope::Local);
       const std::string& into = blocked ? part : acc;
-      const Blocking blocking = blocked ? Blocking{make_store(part, make_int(0), reduce_identity(info.op, info.acc)),
-                                                   make_store(acc, make_int(0),
-                                                              reduce_combine(info.op, load(info.acc, acc, make_int(0)),
-                                                                             load(info.acc, part, make_int(0))))}
-                                        : Blocking{};
+      const BlockStmts blocking = blocked ? partial_block(info, acc, part, make_int(0)) : BlockStmts{};
       scope.add(strided_blocks(
           [&](StmtList& body) {
             const Expr x = cast(info.acc, cast(g.value(out).type.dtype, gv.value(in)));

@@ -13,9 +13,9 @@ cache with every graph of the same loop nests. Results equal op-by-op ones: a fu
 after every op as eager does (docs/decisions.md). Inside a trace the function is traced inline;
 under ``flow.autocast`` (whose eager casts apply op by op) and for empty tensors it runs op by op.
 A function's variants are capped (``_MAX_VARIANTS``, the least recently used dropped first), so
-code calling it with ever new shapes keeps its memory bounded; a dropped signature traces again. A signature whose
-trace needs a tensor's value on the host (a TraceError: interpolate given sizes as tensors) runs
-op by op from then on.
+code calling it with ever new shapes keeps its memory bounded; a dropped signature traces again. A
+signature whose trace needs a tensor's value on the host (a TraceError: interpolate given sizes as
+tensors) runs op by op from then on.
 
 Only pure functions qualify: no in-place writes into arguments (a trace would not write them
 back), no warnings (a trace warns once, from the wrong frame) and no checks of tensor values on
@@ -25,9 +25,9 @@ eagerly against op by op (ad-hoc, 2-core Xeon, float32): grid_sample of [8, 32, 
 ms, unfold 2.2 -> 1.0 ms, local_response_norm 12.3 -> 9.9 ms, adaptive pools of unequal windows
 (two kernels, one per axis); later (2026-12-03) instance_norm without running statistics of [8, 64,
 64, 64] 15.1 -> 1.1 ms (torch 8.5), linalg.vector_norm of [4096, 768] over dim -1 1.89 -> 0.41 ms,
-normalize of the same 1.76 -> 1.55 ms (one kernel each, from 8, 3 and 3). cross_entropy and binary_cross_entropy_with_logits gained nothing
-(their reductions stay kernels of their own) and nll_loss lost the call's overhead (0.12 -> 0.16
-ms): they run op by op.
+normalize of the same 1.76 -> 1.55 ms (one kernel each, from 8, 3 and 3). cross_entropy and
+binary_cross_entropy_with_logits gained nothing (their reductions stay kernels of their own) and
+nll_loss lost the call's overhead (0.12 -> 0.16 ms): they run op by op.
 """
 import functools
 import threading

@@ -151,7 +151,7 @@ sched::ReductionParams column_params(int x, int y) {
 }
 
 // Shapes whose C is not a multiple of the tile (a short last tile), C below one tile, rows shorter
-// than block_y (threads with no elements), rows longer than a block of the blocked sums (kBlock =
+// than block_y (threads with no elements), rows longer than a block of the blocked sums (kSumBlock =
 // 256 per thread: H * W > 256 * block_y), and several kept outer dims; mean, sum and a row op, var
 // (the second reduction reads the first's row value in every thread), amax with a NaN.
 TEST(GpuColumnReduction, LoopNestsAndCudaTextMatchTheReference) {
