@@ -282,6 +282,21 @@ def conv_transpose_rows(results: dict) -> None:
     save(results)
 
 
+def jit_with_switch_off(fn, switch: str, x):
+    """flow.jit(fn) compiled (by a first call on x) with the environment switch `switch` at "0"; the
+    switch is restored after. Returns the jitted function and that call's result."""
+    before = os.environ.get(switch)
+    os.environ[switch] = "0"
+    try:
+        fj = flow.jit(fn)
+        return fj, fj(x)
+    finally:
+        if before is None:
+            del os.environ[switch]
+        else:
+            os.environ[switch] = before
+
+
 def column_rows(results: dict, bw: float) -> None:
     """Reductions over strided rows whose neighbours are adjacent in memory, which the heuristics give
     the column form (scheduler/column_reduction.h): ResNet-50's global average pool at batch 64 in
@@ -301,16 +316,7 @@ def column_rows(results: dict, bw: float) -> None:
             fx = fx.contiguous(memory_format=flow.channels_last)
         fj = flow.jit(lambda a, fn=fn: fn(flow, a))
         got = fj(fx)
-        before = os.environ.get("FLOW_GPU_COLUMN_REDUCTION")
-        os.environ["FLOW_GPU_COLUMN_REDUCTION"] = "0"
-        try:
-            fj_rows = flow.jit(lambda a, fn=fn: fn(flow, a))
-            got_rows = fj_rows(fx)  # compiled now, under the switch
-        finally:
-            if before is None:
-                del os.environ["FLOW_GPU_COLUMN_REDUCTION"]
-            else:
-                os.environ["FLOW_GPU_COLUMN_REDUCTION"] = before
+        fj_rows, got_rows = jit_with_switch_off(lambda a, fn=fn: fn(flow, a), "FLOW_GPU_COLUMN_REDUCTION", fx)
         want = fn(torch, x).float().cpu()
         err = max(float((torch.as_tensor(g.cpu().numpy()).float() - want).abs().max()) for g in (got, got_rows))
         tf = cuda_time(lambda: fj(fx))
@@ -324,23 +330,29 @@ def column_rows(results: dict, bw: float) -> None:
 
 
 def long_row_rows(results: dict, bw: float) -> None:
-    """Sums over a few long rows: all 2^28 float32 elements, and 8 rows of 2^25. flow computes them
-    with its GPU row form, one block per row (no schedule splits a row across blocks yet:
-    docs/decisions.md), so this measures how far that is from torch eager, torch.compile and reading
-    the input once."""
+    """Reductions over a few long rows: all 2^28 float32 elements, 8 rows of 2^25, the norm of 4 rows
+    of 2^26 and a sum over dim 0 of [2^24, 16] (each row strided; too narrow for the column form, so
+    its first reduction reads with a block per strided row). flow splits each into two
+    reductions (scheduler/split_reduction.h); the same functions compiled with FLOW_SPLIT_REDUCTIONS=0
+    give each row one block, in the same run, beside torch eager, torch.compile and reading the
+    input once."""
     n = 1 << (16 if SMOKE else 28)
     for name, x, fn in (("sum 2^28", torch.randn(n, device=TDEV), lambda m, x: x.sum()),
-                        ("sum(-1) 8x2^25", torch.randn(8, n // 8, device=TDEV), lambda m, x: x.sum(-1))):
+                        ("sum(-1) 8x2^25", torch.randn(8, n // 8, device=TDEV), lambda m, x: x.sum(-1)),
+                        ("norm(-1) 4x2^26", torch.randn(4, n // 4, device=TDEV), lambda m, x: (x * x).sum(-1).sqrt()),
+                        ("sum(0) 2^24x16", torch.randn(n // 16, 16, device=TDEV), lambda m, x: x.sum(0))):
         fx = flow.tensor(x.cpu().numpy()).cuda()
         fj = flow.jit(lambda a, fn=fn: fn(flow, a))
         got = fj(fx)
+        fj_one, got_one = jit_with_switch_off(lambda a, fn=fn: fn(flow, a), "FLOW_SPLIT_REDUCTIONS", fx)
         want = fn(torch, x.double()).cpu()
-        err = float((torch.as_tensor(got.cpu().numpy()).double() - want).abs().max())
+        err = max(float((torch.as_tensor(g.cpu().numpy()).double() - want).abs().max()) for g in (got, got_one))
         tf = cuda_time(lambda: fj(fx))
+        t1 = cuda_time(lambda: fj_one(fx))
         tt = cuda_time(lambda: fn(torch, x))
         tc = compiled_time(lambda a, fn=fn: fn(torch, a), x)
-        results["workloads"].append({"name": name, "flow_jit_s": tf, "torch_eager_s": tt, "torch_compile_s": tc,
-                                     "floor_s": x.numel() * 4 / bw, "max_err": err})
+        results["workloads"].append({"name": name, "flow_jit_s": tf, "flow_jit_unsplit_s": t1, "torch_eager_s": tt,
+                                     "torch_compile_s": tc, "floor_s": x.numel() * 4 / bw, "max_err": err})
         save(results)
 
 
@@ -411,7 +423,7 @@ def main() -> None:
     resnet_rows(results)
     conv_transpose_rows(results)  # after ResNet-50, the issue's row, should the step's time run out
     column_rows(results, bw)  # new, and not a row the issue asks for
-    long_row_rows(results, bw)  # last: measures a known gap
+    long_row_rows(results, bw)  # new, and not a row the issue asks for
 
     print(f"\n{'workload':18} {'flow jit ms':>12} {'torch ms':>10} {'compile ms':>11} {'floor ms':>9} "
           f"{'eager/flow':>11} {'compile/flow':>13} {'max err':>9}")
@@ -424,6 +436,9 @@ def main() -> None:
         if "flow_jit_row_form_s" in r:
             print(f"{r['name']}: flow jit {r['flow_jit_s'] * 1e3:.3f} ms in the column form, "
                   f"{r['flow_jit_row_form_s'] * 1e3:.3f} ms with a block per row")
+        if "flow_jit_unsplit_s" in r:
+            print(f"{r['name']}: flow jit {r['flow_jit_s'] * 1e3:.3f} ms split in two reductions, "
+                  f"{r['flow_jit_unsplit_s'] * 1e3:.3f} ms with a block per row")
         if "flow_jit_zero_stuffed_s" in r:
             print(f"{r['name']}: flow jit {r['flow_jit_s'] * 1e3:.3f} ms through cuDNN backward data, "
                   f"{r['flow_jit_zero_stuffed_s'] * 1e3:.3f} ms as the zero-stuffed convolution")

@@ -33,6 +33,7 @@
 #include "scheduler/fold_pad.h"
 #include "scheduler/fold_scale.h"
 #include "scheduler/frozen.h"
+#include "scheduler/split_reduction.h"
 #include "scheduler/workload_key.h"
 
 namespace flow::jit {
@@ -44,6 +45,11 @@ namespace {
 // FLOW_CHANNELS_LAST=0 keeps every activation NCHW (scheduler/channels_last.h).
 bool channels_last_enabled() {
   const char* e = std::getenv("FLOW_CHANNELS_LAST");
+  return !(e && std::string(e) == "0");
+}
+
+bool split_reductions_enabled() {
+  const char* e = std::getenv("FLOW_SPLIT_REDUCTIONS");
   return !(e && std::string(e) == "0");
 }
 
@@ -399,6 +405,20 @@ std::shared_ptr<Executable> compile(const Graph& g_in, const std::vector<std::ve
                                std::to_string(nhwc.ops) + " op(s) run on NHWC values");
     }
   }
+  // A few long reduction rows become two reductions, so a row is not left to one GPU block. Eager
+  // graphs too (x.sum() is an eager op as often as a jitted one), where their ids survive.
+  sched::SplitReductionResult splits;
+  if (options.fuse && options.target == dsl::Target::CUDA && split_reductions_enabled()) {
+    sched::SplitReductionOptions so;
+    so.keep_leaf_ids = !options.inline_constants;
+    splits = sched::split_long_reductions(*g, input_strides, so);
+    exe->split_reductions_ = splits.notes;
+    if (splits.split > 0) {
+      g = &splits.graph;
+      if (log_enabled("fusion"))
+        for (const std::string& note : splits.notes) log_line("fusion", "split reduction: " + note);
+    }
+  }
   exe->graph_ = materialize_unviewable(*g, input_strides);
   const std::vector<bool> frozen = sched::frozen_values(exe->graph_, options.frozen_inputs);
   exe->opt_ = options;
@@ -730,6 +750,8 @@ std::string Executable::explain(bool with_source) const {
   os << "== kernels: " << kernels_.size() << " generated, " << library_steps_.size() << " library calls ("
      << dsl::target_name(opt_.target) << ") ==\n";
   if (num_folded_pads_ > 0) os << "folded " << num_folded_pads_ << " zero pad(s) into convolution padding\n";
+  for (const std::string& note : split_reductions_)
+    os << "split reduction (FLOW_SPLIT_REDUCTIONS=0 turns this off): " << note << "\n";
   if (num_channels_last_ > 0 || num_channels_last_ops_ > 0)
     os << "channels-last: " << num_channels_last_ << " convolution(s) produce NHWC, and " << num_channels_last_ops_
        << " elementwise, pad, slice, index_select and cat op(s) after them or after channels-last inputs run on NHWC "

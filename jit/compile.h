@@ -111,7 +111,9 @@ class Executable {
   // Parameter-only work (CompileOptions::frozen_inputs): convolutions that absorbed a batch norm's
   // scale/shift, and whether plan group `gi` is computed once and cached.
   int num_folded() const { return num_folded_; }
-  int num_folded_pads() const { return num_folded_pads_; }      // zero pads absorbed by convolutions
+  int num_folded_pads() const { return num_folded_pads_; }  // zero pads absorbed by convolutions
+  // Reductions split in two (scheduler/split_reduction.h), one line each.
+  const std::vector<std::string>& split_reductions() const { return split_reductions_; }
   int num_channels_last() const { return num_channels_last_; }  // convolutions producing NHWC
   bool group_cached(size_t gi) const { return gi < group_cached_.size() && group_cached_[gi]; }
   int num_cached_groups() const;
@@ -184,6 +186,7 @@ class Executable {
   std::vector<LibraryStep> library_steps_;  // Library groups (jit/library_ops.h), ascending group
   int num_folded_ = 0;
   int num_folded_pads_ = 0;
+  std::vector<std::string> split_reductions_;
   int num_channels_last_ = 0;
   int num_channels_last_ops_ = 0;   // ops moved to NHWC values (sched::ChannelsLastResult::ops)
   std::vector<bool> group_cached_;  // per plan group

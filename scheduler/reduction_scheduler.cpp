@@ -133,8 +133,9 @@ class ReductionScheduler final : public Scheduler {
     // 32 adjacent rows when a warp's worth of them is contiguous and there are rows for a few blocks
     // per SM of a large GPU (256 blocks); each row split over 8 threads, 16 for long rows. Fewer rows
     // keep a block per row, which computes the same values: with so few blocks the column form would
-    // leave SMs idle, as no schedule here splits a row across blocks (that needs a second pass or
-    // atomics). FLOW_GPU_COLUMN_REDUCTION=0 keeps the row form (to compare the two).
+    // leave SMs idle, as no schedule here splits a row across blocks (a few long rows were split into
+    // two reductions before fusion: scheduler/split_reduction.h). FLOW_GPU_COLUMN_REDUCTION=0 keeps
+    // the row form (to compare the two).
     if (column_reduction_fits(ki) && ki.kept.back() >= 32 && ki.rows() >= 256 * 32 && gpu_column_reductions_on()) {
       p.gpu_block_x = 32;
       p.gpu_block_y = r >= 4096 ? 16 : 8;

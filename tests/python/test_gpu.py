@@ -153,6 +153,40 @@ def test_reductions_over_adjacent_strided_rows(dtype):
     check(flow.mean(to_flow_cuda(y), 1), y.mean(1), dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reductions_over_a_few_long_rows(dtype):
+    """A few long rows (scheduler/split_reduction.h): fewer than 512 rows of 65536 or more elements
+    reduce in two steps, S blocks per row and then the S partials. Eagerly and jitted: sums and
+    means of everything and of rows, amax with a NaN, softmax, var, a root mean square whose square
+    r1 computes as it reads, and a sum over dim 0 with each row strided."""
+    x = torch.randn(2, 1 << 17, device=TDEV, dtype=dtype)
+    fx = to_flow_cuda(x)
+    abs_sum = float(x.float().abs().sum())
+    check(fx.sum(), x.sum(), dtype, atol_floor=4e-7 * abs_sum)
+    flow.reset_launch_count()
+    fx.sum()
+    assert flow.launch_count() == 2  # eager splits too: S blocks, then one
+    check(fx.mean(), x.mean(), dtype, atol_floor=4e-7 * abs_sum / x.numel())
+    check(fx.sum(-1, keepdim=True), x.sum(-1, keepdim=True), dtype, atol_floor=4e-7 * abs_sum)
+    y = x.clone()
+    y[1, 70000] = float("nan")
+    check(flow.amax(to_flow_cuda(y), -1), torch.amax(y, -1), dtype)
+    check(flow.amin(fx, -1), torch.amin(x, -1), dtype)
+    check(flow.softmax(fx, -1), torch.softmax(x, -1), dtype)
+    softmax = flow.jit(lambda a: flow.softmax(a, -1))
+    check(softmax(fx), torch.softmax(x, -1), dtype)
+    assert softmax.explain().count("split reduction") == 2, softmax.explain()  # amax and sum
+    norm = flow.jit(lambda a: (a * a).mean(-1).sqrt())  # a root mean square: no half overflow
+    check(norm(fx), (x * x).mean(-1).sqrt(), dtype)
+    assert norm.num_kernels == 2, norm.explain()
+    assert "split reduction" in norm.explain()
+    check(flow.jit(lambda a: a.var(-1))(fx), x.var(-1), dtype)
+    z = torch.randn(1 << 16, 8, device=TDEV, dtype=dtype)
+    column_sum = flow.jit(lambda a: a.sum(0))
+    check(column_sum(to_flow_cuda(z)), z.sum(0), dtype, atol_floor=4e-7 * float(z.float().abs().sum(0).max()))
+    assert "split reduction" in column_sum.explain()
+
+
 def test_jit_chain_softmax_layernorm_on_gpu():
     def chain(m):
         return lambda x, a, b: m.relu(x * a + b) * m.sigmoid(x) + 1.0
