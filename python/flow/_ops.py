@@ -17,6 +17,7 @@ from . import _C
 from . import _dtype as D
 from . import amp as _amp
 from ._dispatch import dispatch, dispatch1
+from ._eager_fusion import fused_in_eager
 from ._errors import trace_error
 from ._tensor import Tensor, _can_cast, _normalize_dim, rebind
 
@@ -91,9 +92,15 @@ def _pow_special(base, exponent):
         return dispatch1("reciprocal", [base])
     if exponent == 2:
         return dispatch1("mul", [base, base])  # the exact float32 product of halves, rounded once
+    return _cube_or_inverse_square(base, exponent == 3)
+
+
+@fused_in_eager  # one kernel eagerly, where op by op it was two (four for the half types)
+def _cube_or_inverse_square(base, cube: bool):
+    """x * x * x or 1 / (x * x), in float32 for the half types and rounded once, as torch."""
     x = base if base.dtype.itemsize > 2 else base.to(D.float32)
     square = dispatch1("mul", [x, x])
-    r = dispatch1("mul", [square, x]) if exponent == 3 else dispatch1("reciprocal", [square])
+    r = dispatch1("mul", [square, x]) if cube else dispatch1("reciprocal", [square])
     return r if r.dtype == base.dtype else r.to(base.dtype)
 
 

@@ -68,6 +68,10 @@ COMPOSITES = {  # name: (inputs, fn(F, *inputs), the decorated function[, the mo
                                  make((3,), torch.float32, g)],
                       lambda F, x, w, b: F.instance_norm(x, weight=w, bias=b),
                       _functional_more._instance_norm_of_input, _functional_more),
+    "x ** 3": (lambda g: [make((5, 33), torch.float32, g, special=True)], lambda F, x: x ** 3,
+               flow._ops._cube_or_inverse_square, flow._ops),
+    "x ** -2, float64": (lambda g: [make((5, 33), torch.float64, g, special=True)], lambda F, x: x ** -2,
+                         flow._ops._cube_or_inverse_square, flow._ops),
 }
 
 

@@ -273,8 +273,8 @@ def test_binary_with_python_scalars(op, dtype, gen):
 def test_pow_by_special_exponents_is_torchs_named_op(dtype, gen):
     """torch computes x ** 0.5, -0.5, 2, -1, 3 and -2 of a floating tensor as sqrt, rsqrt, x * x,
     1 / x, x * x * x and 1 / (x * x) (sqrt(-inf) is NaN where pow gives inf; pow(-0, -0.5) is inf
-    where rsqrt gives -inf): flow too, eagerly, jitted and as torch.pow, the jitted values the eager
-    ones bit for bit (libm's pow is an ulp from the correctly rounded sqrt a compiled kernel may fold
+    where rsqrt gives -inf): flow too, eagerly (one kernel each), jitted and as torch.pow, the jitted
+    values the eager ones bit for bit (libm's pow is an ulp from the correctly rounded sqrt a compiled kernel may fold
     it to). Half types as on CUDA, in float32 rounded once: torch's CPU kernels run pow for float16
     and round bfloat16's x * x * x twice, so there the oracle is the float32 result rounded."""
     x = make((5, 37), dtype, gen, special=True)
@@ -286,6 +286,10 @@ def test_pow_by_special_exponents_is_torchs_named_op(dtype, gen):
         assert_same(eager, want, *tol, msg=f"x ** {e!r}")
         assert_same(flow.pow(to_flow(x), e), to_torch(eager), 0, 0, msg=f"pow(x, {e!r})")
         assert_same(flow.jit(lambda v: v ** e)(to_flow(x)), to_torch(eager), 0, 0, msg=f"jitted x ** {e!r}")
+        fx = to_flow(x)
+        flow.reset_launch_count()
+        fx ** e
+        assert flow.launch_count() == 1, f"x ** {e!r}: one kernel eagerly (the half types' casts inside it)"
     if dtype != torch.float16:
         with torch.autocast("cpu", dtype=torch.bfloat16), flow.autocast("cpu", dtype=flow.bfloat16):
             assert_same(to_flow(x) ** 0.5, x ** 0.5, msg="autocast")
