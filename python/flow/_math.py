@@ -18,6 +18,7 @@ from . import _C
 from . import _dtype as D
 from . import _ops as F
 from ._dispatch import dispatch1
+from ._eager_fusion import fused_in_eager
 from ._ops import _binary_number_ok, _normalize_dim, _out, _tensor_arg, _tensor_or_number, _unary
 from ._indexing import _host_array
 from ._tensor import Tensor, _inplace_method, _method
@@ -75,11 +76,19 @@ def _float_only(fn, x):
         raise RuntimeError(f'"{fn}" not implemented for \'{x.dtype._torch_short}\'')
 
 
+# The functions below written as several flow ops run as one compiled kernel eagerly (fused_in_eager,
+# flow/_eager_fusion.py; their argument checks stay outside): softsign-like chains of 3-11 kernels of
+# a 4M tensor took 3-7x the fused time.
 def logaddexp(input, other, *, out=None):
     """log(exp(input) + exp(other)) without overflow: m + log1p(exp(-|input - other|)), m the larger;
     equal infinities give themselves (torch's formula)."""
     a = _tensor_arg("logaddexp", input, "input", 1)
     b = _tensor_or_number("logaddexp", other, "other", 2)
+    return _out("logaddexp", out, _logaddexp(a, b))
+
+
+@fused_in_eager
+def _logaddexp(a, b):
     if not a.dtype.is_floating_point:
         a = a.float()
 
@@ -89,18 +98,28 @@ def logaddexp(input, other, *, out=None):
         return F.where(F.isinf(a) & (a == b), a, r)
 
     dtype = promote_types(a.dtype, b.dtype) if isinstance(b, Tensor) else a.dtype
-    return _out("logaddexp", out, _in_opmath(dtype, formula, a, b))
+    return _in_opmath(dtype, formula, a, b)
 
 
 def addcmul(input, tensor1, tensor2, *, value=1, out=None):
-    return _out("addcmul", out, _in_opmath(input.dtype, lambda x, a, b: x + value * a * b, input, tensor1, tensor2))
+    return _out("addcmul", out, _addcmul(input, tensor1, tensor2, value))
+
+
+@fused_in_eager
+def _addcmul(input, tensor1, tensor2, value):
+    return _in_opmath(input.dtype, lambda x, a, b: x + value * a * b, input, tensor1, tensor2)
 
 
 def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
     if not (tensor1.dtype.is_floating_point or tensor2.dtype.is_floating_point):
         raise RuntimeError("Integer division with addcdiv is no longer supported, and in a future release addcdiv "
                            "will perform a true division of tensor1 and tensor2.")
-    return _out("addcdiv", out, _in_opmath(input.dtype, lambda x, a, b: x + value * a / b, input, tensor1, tensor2))
+    return _out("addcdiv", out, _addcdiv(input, tensor1, tensor2, value))
+
+
+@fused_in_eager
+def _addcdiv(input, tensor1, tensor2, value):
+    return _in_opmath(input.dtype, lambda x, a, b: x + value * a / b, input, tensor1, tensor2)
 
 
 def lerp(input, end, weight, *, out=None):
@@ -108,7 +127,11 @@ def lerp(input, end, weight, *, out=None):
     input, else from end), so lerp(a, b, 1) is exactly b."""
     x = _tensor_arg("lerp", input, "input", 1)
     _float_only("lerp_kernel_scalar" if not isinstance(weight, Tensor) else "lerp_kernel_tensor", x)
+    return _out("lerp", out, _lerp(x, end, weight))
 
+
+@fused_in_eager
+def _lerp(x, end, weight):
     def formula(x, end, weight):
         diff = end - x
         near_start = x + weight * diff
@@ -117,13 +140,18 @@ def lerp(input, end, weight, *, out=None):
             return near_start if builtins.abs(weight) < 0.5 else near_end
         return F.where(F.abs(weight) < 0.5, near_start, near_end)
 
-    return _out("lerp", out, _in_opmath(x.dtype, formula, x, end, weight))
+    return _in_opmath(x.dtype, formula, x, end, weight)
 
 
 def frac(input, *, out=None):
     x = _tensor_arg("frac", input, "input", 1)
     _float_only("frac_cpu", x)
-    return _out("frac", out, x - F.trunc(x))
+    return _out("frac", out, _frac(x))
+
+
+@fused_in_eager
+def _frac(x):
+    return x - F.trunc(x)
 
 
 def deg2rad(input, *, out=None):
@@ -160,6 +188,11 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         raise RuntimeError(f"rtol must be greater than or equal to zero, but got {rtol}")
     if atol < 0:
         raise RuntimeError(f"atol must be greater than or equal to zero, but got {atol}")
+    return _isclose(a, b, rtol, atol, equal_nan)
+
+
+@fused_in_eager
+def _isclose(a, b, rtol, atol, equal_nan):
     close = a == b
     if a.dtype is D.bool_:
         return close

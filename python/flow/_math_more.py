@@ -42,6 +42,7 @@ from . import _creation as C
 from . import _dtype as D
 from . import _ops as F
 from ._dispatch import current_trace, dispatch1
+from ._eager_fusion import fused_in_eager
 from ._math import _in_opmath, broadcast_shapes, lerp, logaddexp, meshgrid, promote_types
 from ._ops import _normalize_dim, _one_dim, _out, _scalar, _tensor_arg, _tensor_list, _type_name
 from ._indexing import _host_checks_indices
@@ -283,17 +284,17 @@ def heaviside(input, values, *, out=None):
 
 def logit(input, eps=None, *, out=None):
     """log(z / (1 - z)), z = input clamped to [eps, 1 - eps] when eps is given (NaN stays NaN)."""
-    x = _floatify(_tensor_arg("logit", input, "input", 1))
+    return _out("logit", out, _logit(_floatify(_tensor_arg("logit", input, "input", 1)), eps))
 
-    def formula(z):
-        if eps is not None and eps >= 0:
-            lo = builtins.float(np.float32(eps)) if z.dtype is not D.float64 else builtins.float(eps)
-            hi = builtins.float(np.float32(1) - np.float32(eps)) if z.dtype is not D.float64 else 1.0 - eps
-            z = F.where(z < lo, lo, F.where(z > hi, hi, z))
-        return F.log(z / (1 - z))
 
+@fused_in_eager  # one kernel eagerly (as the functions of flow/_math.py marked so)
+def _logit(z, eps):
+    if eps is not None and eps >= 0:
+        lo = builtins.float(np.float32(eps)) if z.dtype is not D.float64 else builtins.float(eps)
+        hi = builtins.float(np.float32(1) - np.float32(eps)) if z.dtype is not D.float64 else 1.0 - eps
+        z = F.where(z < lo, lo, F.where(z > hi, hi, z))
     # (torch's half kernel rounds z / (1 - z) to half before the log, as this chain does)
-    return _out("logit", out, formula(x))
+    return F.log(z / (1 - z))
 
 
 def xlogy(input, other, *, out=None):
@@ -312,19 +313,26 @@ def xlogy(input, other, *, out=None):
             return v if v.dtype is dt else F._cast(v, dt)
         return C.full([], _scalar(v), dtype=dt, device=device)
 
-    a, b = as_dt(input), as_dt(other)
-    return _out("xlogy", out, F.where(F.isnan(b), math.nan, F.where(a == 0, 0.0, a * F.log(b))))
+    return _out("xlogy", out, _xlogy(as_dt(input), as_dt(other)))
+
+
+@fused_in_eager
+def _xlogy(a, b):
+    return F.where(F.isnan(b), math.nan, F.where(a == 0, 0.0, a * F.log(b)))
 
 
 def sinc(input, *, out=None):
     """sin(pi x) / (pi x), 1 at 0."""
-    x = _floatify(_tensor_arg("sinc", input, "input", 1))
+    return _out("sinc", out, _sinc(_floatify(_tensor_arg("sinc", input, "input", 1))))
 
+
+@fused_in_eager
+def _sinc(x):
     def formula(a):
         p = a * math.pi
         return F.where(a == 0, 1.0, F.sin(p) / p)
 
-    return _out("sinc", out, _in_opmath(x.dtype, formula, x))
+    return _in_opmath(x.dtype, formula, x)
 
 
 # ---- reductions and statistics -----------------------------------------------------------------

@@ -75,6 +75,53 @@ COMPOSITES = {  # name: (inputs, fn(F, *inputs), the decorated function[, the mo
 }
 
 
+def _top(F):
+    """flow or torch, as F (the functional module) is flow's or torch's."""
+    return flow if F is FF else torch
+
+
+def _x(dtype=torch.float32, shape=(5, 34), special=True):
+    return lambda g: [make(shape, dtype, g, special=special)]
+
+
+def _xy(dtype=torch.float32, shape=(5, 34)):
+    return lambda g: [make(shape, dtype, g, special=True), make(shape, dtype, g, special=True)]
+
+
+def _xyz(dtype=torch.float32, shape=(5, 34)):
+    return lambda g: [make(shape, dtype, g) for _ in range(3)]
+
+
+# Activations and math written as several flow ops (nn/_functional_more.py, _math.py, _math_more.py).
+COMPOSITES.update({
+    "selu": (_x(), lambda F, x: F.selu(x), _functional_more._selu, _functional_more),
+    "selu float16": (_x(torch.float16), lambda F, x: F.selu(x), _functional_more._selu, _functional_more),
+    "celu alpha 0.5": (_x(), lambda F, x: F.celu(x, 0.5), _functional_more._celu, _functional_more),
+    "glu": (_x(), lambda F, x: F.glu(x, -1), _functional_more._glu, _functional_more),
+    "hardshrink": (_x(), lambda F, x: F.hardshrink(x, 0.3), _functional_more._hardshrink, _functional_more),
+    "softshrink float16": (_x(torch.float16), lambda F, x: F.softshrink(x, 0.3), _functional_more._softshrink,
+                           _functional_more),
+    "tanhshrink": (_x(), lambda F, x: F.tanhshrink(x), _functional_more._tanhshrink, _functional_more),
+    "softsign": (_x(), lambda F, x: F.softsign(x), _functional_more._softsign, _functional_more),
+    "prelu": (lambda g: [make((2, 3, 7), torch.float32, g, special=True), make((3,), torch.float32, g)],
+              lambda F, x, w: F.prelu(x, w), _functional_more._prelu, _functional_more),
+    "threshold": (_x(), lambda F, x: F.threshold(x, 0.1, 20.0), _functional_more._threshold, _functional_more),
+    "logaddexp": (_xy(), lambda F, a, b: _top(F).logaddexp(a, b), flow._math._logaddexp, flow._math),
+    "addcmul": (_xyz(), lambda F, x, a, b: _top(F).addcmul(x, a, b, value=0.5), flow._math._addcmul, flow._math),
+    "addcdiv float16": (_xyz(torch.float16), lambda F, x, a, b: _top(F).addcdiv(x, a, b, value=2),
+                         flow._math._addcdiv, flow._math),
+    "lerp by 0.3": (_xy(), lambda F, a, b: _top(F).lerp(a, b, 0.3), flow._math._lerp, flow._math),
+    "lerp by a tensor": (_xyz(), lambda F, a, b, w: _top(F).lerp(a, b, w), flow._math._lerp, flow._math),
+    "frac": (_x(), lambda F, x: _top(F).frac(x), flow._math._frac, flow._math),
+    "isclose": (lambda g: [make((5, 34), torch.float32, g, special=True)] * 2 + [make((5, 34), torch.float32, g)],
+                lambda F, a, b, c: _top(F).isclose(a, b + c * 1e-6, equal_nan=True), flow._math._isclose, flow._math),
+    "logit": (lambda g: [torch.rand(5, 34, generator=g)], lambda F, z: _top(F).logit(z, eps=1e-3),
+              flow._math_more._logit, flow._math_more),
+    "xlogy": (_xy(), lambda F, a, b: _top(F).xlogy(a, b.abs()), flow._math_more._xlogy, flow._math_more),
+    "sinc": (_x(), lambda F, x: _top(F).sinc(x), flow._math_more._sinc, flow._math_more),
+})
+
+
 @pytest.mark.parametrize("name", list(COMPOSITES))
 def test_eager_composites_run_compiled_with_torchs_values(name, gen, monkeypatch):
     build, fn, decorated, *module = COMPOSITES[name]

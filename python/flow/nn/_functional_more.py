@@ -56,18 +56,28 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+# The activations below written as several flow ops run as one compiled kernel eagerly
+# (fused_in_eager, flow/_eager_fusion.py): their argument checks and in-place writes stay outside.
 def selu(input, inplace=False):
     x = _float_input("selu", input)
-    r = _opmath(x, lambda v: _ops.where(v > 0, v, (v.expm1() * _SELU_ALPHA)) * _SELU_SCALE)
-    return F._maybe_inplace("selu", input, r, inplace)
+    return F._maybe_inplace("selu", input, _selu(x), inplace)
+
+
+@fused_in_eager
+def _selu(x):
+    return _opmath(x, lambda v: _ops.where(v > 0, v, (v.expm1() * _SELU_ALPHA)) * _SELU_SCALE)
 
 
 def celu(input, alpha=1.0, inplace=False):
     x = _float_input("celu", input)
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError")
-    r = _opmath(x, lambda v: _ops.where(v > 0, v, (v * (1.0 / alpha)).expm1() * alpha))
-    return F._maybe_inplace("celu", input, r, inplace)
+    return F._maybe_inplace("celu", input, _celu(x, alpha), inplace)
+
+
+@fused_in_eager
+def _celu(x, alpha):
+    return _opmath(x, lambda v: _ops.where(v > 0, v, (v * (1.0 / alpha)).expm1() * alpha))
 
 
 def glu(input, dim=-1):
@@ -79,30 +89,52 @@ def glu(input, dim=-1):
         raise IndexError(f"Dimension out of range (expected to be in range of [{-x.ndim}, {x.ndim - 1}], but got {dim})")
     if x.shape[d] % 2:
         raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {x.shape[d]}")
+    return _glu(x, d)
+
+
+@fused_in_eager
+def _glu(x, d):
     a, b = x.chunk(2, d)
     return a * b.sigmoid()
 
 
 def hardshrink(input, lambd=0.5):
-    x = F._check_tensor("hardshrink", input)
-    return _ops.where((x > lambd) | (x < -lambd), x, 0.0)
+    return _hardshrink(F._check_tensor("hardshrink", input), lambd)
+
+
+@fused_in_eager
+def _hardshrink(x, lambd):
+    return _ops.where((x >= -lambd) & (x <= lambd), 0.0, x)  # torch's test: NaN passes through
 
 
 def softshrink(input, lambd=0.5):
     x = _float_input("softshrink", input)
     if lambd < 0:
         raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
-    lam = _in_dtype(lambd, x.dtype)  # torch's kernel rounds lambd to the input's type first
-    return _opmath(x, lambda v: _ops.where(v > lam, v - lam, _ops.where(v < -lam, v + lam, 0.0)))
+    return _softshrink(x, _in_dtype(lambd, x.dtype))  # torch's kernel rounds lambd to the input's type first
+
+
+@fused_in_eager
+def _softshrink(x, lam):
+    # (torch's last branch is v * 0: NaN stays NaN)
+    return _opmath(x, lambda v: _ops.where(v > lam, v - lam, _ops.where(v < -lam, v + lam, v * 0.0)))
 
 
 def tanhshrink(input):
-    x = F._check_tensor("tanhshrink", input)
+    return _tanhshrink(F._check_tensor("tanhshrink", input))
+
+
+@fused_in_eager
+def _tanhshrink(x):
     return x - x.tanh()  # torch's own formula, rounded at each step in half precision as torch's is
 
 
 def softsign(input):
-    x = F._check_tensor("softsign", input)
+    return _softsign(F._check_tensor("softsign", input))
+
+
+@fused_in_eager
+def _softsign(x):
     return x / (x.abs() + 1.0)  # as torch's
 
 
@@ -128,6 +160,11 @@ def prelu(input, weight):
             w = w.reshape([1, n] + [1] * (x.ndim - 2))
     else:
         w = w.reshape([])
+    return _prelu(x, w)
+
+
+@fused_in_eager
+def _prelu(x, w):
     return _ops.where(x > 0, x, x * w).to(x.dtype)
 
 
@@ -145,8 +182,12 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
 
 def threshold(input, threshold, value, inplace=False):
     x = F._check_tensor("threshold", input)
-    r = _ops.where(x > threshold, x, value).to(x.dtype)
-    return F._maybe_inplace("threshold", input, r, inplace)
+    return F._maybe_inplace("threshold", input, _threshold(x, threshold, value), inplace)
+
+
+@fused_in_eager
+def _threshold(x, threshold, value):
+    return _ops.where(x <= threshold, value, x).to(x.dtype)  # torch's test: NaN passes through
 
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
