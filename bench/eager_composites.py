@@ -15,6 +15,7 @@ import flow
 import flow.nn.functional as FF
 from flow import _math, _math_more, _ops
 from flow.nn import _functional_more as _fm
+from flow.nn import _loss_functional as _lf
 
 
 def median_ms(f, n=30):
@@ -48,6 +49,11 @@ CASES = [  # name, inputs (number of tensors), fn(F, *xs), the module, the decor
     ("xlogy", 2, lambda F, a, b: top(F).xlogy(a, b), _math_more, "_xlogy"),
     ("sinc", 1, lambda F, x: top(F).sinc(x), _math_more, "_sinc"),
     ("x ** 3", 1, lambda F, x: x ** 3, _ops, "_cube_or_inverse_square"),
+    ("mse_loss", 2, lambda F, a, b: F.mse_loss(a, b), FF, "_mse_loss"),
+    ("l1_loss", 2, lambda F, a, b: F.l1_loss(a, b), FF, "_l1_loss"),
+    ("huber_loss", 2, lambda F, a, b: F.huber_loss(a, b, delta=0.5), _lf, "_huber_loss"),
+    ("smooth_l1_loss", 2, lambda F, a, b: F.smooth_l1_loss(a, b, beta=0.5), _lf, "_smooth_l1_loss"),
+    ("kl_div", 2, lambda F, a, b: F.kl_div(a, b, reduction="batchmean"), _lf, "_kl_div"),
 ]
 
 

@@ -84,8 +84,8 @@ def _x(dtype=torch.float32, shape=(5, 34), special=True):
     return lambda g: [make(shape, dtype, g, special=special)]
 
 
-def _xy(dtype=torch.float32, shape=(5, 34)):
-    return lambda g: [make(shape, dtype, g, special=True), make(shape, dtype, g, special=True)]
+def _xy(dtype=torch.float32, shape=(5, 34), special=True):
+    return lambda g: [make(shape, dtype, g, special=special), make(shape, dtype, g, special=special)]
 
 
 def _xyz(dtype=torch.float32, shape=(5, 34)):
@@ -119,6 +119,20 @@ COMPOSITES.update({
               flow._math_more._logit, flow._math_more),
     "xlogy": (_xy(), lambda F, a, b: _top(F).xlogy(a, b.abs()), flow._math_more._xlogy, flow._math_more),
     "sinc": (_x(), lambda F, x: _top(F).sinc(x), flow._math_more._sinc, flow._math_more),
+})
+
+# Losses whose terms and reduction are one kernel: the pointwise terms fused into the reduction.
+_L = flow.nn._loss_functional
+COMPOSITES.update({
+    "mse_loss": (_xy(special=False), lambda F, a, b: F.mse_loss(a, b), FF._mse_loss, FF),
+    "l1_loss sum": (_xy(special=False), lambda F, a, b: F.l1_loss(a, b, reduction="sum"), FF._l1_loss, FF),
+    "huber_loss delta 0.5": (_xy(special=False), lambda F, a, b: F.huber_loss(a, b, delta=0.5), _L._huber_loss, _L),
+    "smooth_l1_loss none float64": (_xy(torch.float64, special=False),
+                                    lambda F, a, b: F.smooth_l1_loss(a, b, reduction="none", beta=0.5),
+                                    _L._smooth_l1_loss, _L),
+    "kl_div batchmean log_target": (_xy(special=False),
+                                    lambda F, a, b: F.kl_div(a, b, reduction="batchmean", log_target=True),
+                                    _L._kl_div, _L),
 })
 
 

@@ -34,6 +34,7 @@ from .. import _dtype as D
 from .. import _ops
 from .. import amp as _amp
 from .._dispatch import current_trace, dispatch1
+from .._eager_fusion import fused_in_eager
 from .._math import _in_opmath, broadcast_shapes, promote_types
 from .._tensor import Tensor, _can_cast
 from .functional import _const, _legacy_reduction, _reduce_loss, _reshape, l1_loss
@@ -218,14 +219,17 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     _check_reduction(red)
     if not (input.dtype.is_floating_point and target.dtype.is_floating_point):
         raise RuntimeError("kl_div: Integral inputs not supported.")
+    return _kl_div(input, target, red, reduction == "batchmean" and input.ndim != 0, log_target)
+
+
+@fused_in_eager  # the pointwise terms and their reduction: one kernel eagerly (as the losses below)
+def _kl_div(input, target, red, per_batch, log_target):
     if log_target:
         out = _ops.exp(target) * (target - input)
     else:
         out = _xlogy_self(target) - target * input
     reduced = _reduce_loss(out, red, "kl_div")
-    if reduction == "batchmean" and input.ndim != 0:
-        reduced = reduced / input.shape[0]
-    return reduced
+    return reduced / input.shape[0] if per_batch else reduced
 
 
 def _huber_formula(delta):
@@ -253,6 +257,11 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     _float_only("huber_cpu", x)
+    return _huber_loss(x, t, reduction, delta, weight)
+
+
+@fused_in_eager
+def _huber_loss(x, t, reduction, delta, weight):
     loss = _in_opmath(x.dtype, _huber_formula(delta), x, t).to(x.dtype)  # the result has input's dtype
     if weight is not None:
         loss = loss * weight
@@ -284,8 +293,12 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     dt = _result_type(x, t)
     if not dt.is_floating_point:
         raise NotImplementedError(f'"smooth_l1_cpu" not implemented for \'{dt._torch_short}\'')
-    loss = _in_opmath(dt, _smooth_l1_formula(beta), x, t)
-    return _reduce_loss(loss, reduction, "smooth_l1_loss")
+    return _smooth_l1_loss(x, t, reduction, beta, dt)
+
+
+@fused_in_eager
+def _smooth_l1_loss(x, t, reduction, beta, dt):
+    return _reduce_loss(_in_opmath(dt, _smooth_l1_formula(beta), x, t), reduction, "smooth_l1_loss")
 
 
 @_amp.autocast_op("poisson_nll_loss")

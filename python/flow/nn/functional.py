@@ -992,6 +992,11 @@ def _warn_target_size(fn, input, target):
                       "same size.", stacklevel=3)
 
 
+def _reduction_valid(reduction):
+    if reduction not in ("none", "sum", "mean"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
 def _reduce_loss(loss, reduction, fn):
     if reduction == "none":
         return loss
@@ -1084,6 +1089,12 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _warn_target_size("mse_loss", input, target)
+    _reduction_valid(reduction)
+    return _mse_loss(input, target, reduction)
+
+
+@fused_in_eager  # the difference, its square and the mean: one kernel eagerly, where op by op was three
+def _mse_loss(input, target, reduction):
     d = input - target
     return _reduce_loss(d * d, reduction, "mse_loss")
 
@@ -1092,6 +1103,12 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _warn_target_size("l1_loss", input, target)
+    _reduction_valid(reduction)
+    return _l1_loss(input, target, reduction)
+
+
+@fused_in_eager
+def _l1_loss(input, target, reduction):
     return _reduce_loss(_ops.abs(input - target), reduction, "l1_loss")
 
 
