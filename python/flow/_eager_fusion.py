@@ -13,7 +13,10 @@ cache with every graph of the same loop nests. Results equal op-by-op ones: a fu
 after every op as eager does (docs/decisions.md). Inside a trace the function is traced inline;
 under ``flow.autocast`` (whose eager casts apply op by op) and for empty tensors it runs op by op.
 A function's variants are capped (``_MAX_VARIANTS``, the least recently used dropped first), so
-code calling it with ever new shapes keeps its memory bounded; a dropped signature traces again. A
+code calling it with ever new shapes keeps its memory bounded; a dropped signature traces again.
+Scalar arguments are kernel constants: past ``_MAX_SCALAR_VALUES`` distinct ones, new values run op
+by op (each would compile). Two or more inputs of rank 2+ of which one is not contiguous run op by
+op too, so the result's strides follow torch's rule for mixed layouts. A
 signature whose trace needs a tensor's value on the host (a TraceError: interpolate given sizes as
 tensors) runs op by op from then on.
 
@@ -45,7 +48,36 @@ from ._errors import TraceError
 from ._tensor import Tensor
 
 _MAX_VARIANTS = 64
+# A scalar argument is a constant of the compiled kernel, so each new value traces and compiles
+# again (~60-80 ms): a function seeing more distinct scalar arguments than this (an optimizer's
+# addcdiv with a new step size each call) runs op by op for new ones, as eager ops take scalars at
+# run time.
+_MAX_SCALAR_VALUES = 8
 _LOCK = threading.Lock()  # (data-loading threads may resize images at once)
+
+
+def _value_key(v):
+    """A key telling scalar arguments apart as the kernels do: -0.0 from 0.0, every NaN alike."""
+    if type(v) is float:
+        return v.hex()
+    try:
+        hash(v)
+        return (type(v), v)
+    except TypeError:
+        return (type(v), repr(v))
+
+
+def _scalar_key(args, kwargs):
+    return (tuple(_value_key(a) for a in args if not isinstance(a, Tensor)),
+            tuple((k, _value_key(v)) for k, v in kwargs.items() if not isinstance(v, Tensor)))
+
+
+def _mixed_layouts(tensors):
+    """Whether two or more tensors of rank 2 or more include a non-contiguous one: torch's output
+    layout then follows the inputs' strides op by op (channels-last beside contiguous), which a
+    compiled graph's contiguous result would not."""
+    ranked = [t for t in tensors if t._c.ndim >= 2]
+    return len(ranked) >= 2 and not all(t._c.is_contiguous() for t in ranked)
 
 
 def _signature(jitted, args, kwargs):
@@ -65,8 +97,13 @@ def fused_in_eager(fn):
         if current_trace() is not None or _amp._state():
             return fn(*args, **kwargs)
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
-        if not tensors or any(t._c is None or t._c.numel() == 0 for t in tensors):
+        if not tensors or any(t._c is None or t._c.numel() == 0 for t in tensors) or _mixed_layouts(tensors):
             return fn(*args, **kwargs)  # (a tracer outside its trace: fn raises flow's error)
+        scalars = _scalar_key(args, kwargs)
+        if scalars not in wrapper.scalar_values:
+            if len(wrapper.scalar_values) >= _MAX_SCALAR_VALUES:
+                return fn(*args, **kwargs)
+            wrapper.scalar_values.add(scalars)
         jitted = wrapper.jitted
         if jitted is None:
             with _LOCK:  # (the lock only for the first call: later ones read the attribute)
@@ -91,4 +128,5 @@ def fused_in_eager(fn):
 
     wrapper.jitted = None
     wrapper.unfusable = set()
+    wrapper.scalar_values = set()  # the scalar arguments fused so far (at most _MAX_SCALAR_VALUES)
     return wrapper

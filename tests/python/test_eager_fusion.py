@@ -179,6 +179,45 @@ def test_variants_are_capped_least_recently_used_first(gen, monkeypatch):
     assert pool.jitted.num_traces == 4
 
 
+def test_new_scalar_values_past_the_cap_run_op_by_op(gen, monkeypatch):
+    """A scalar argument is a kernel constant: an optimizer-like caller passing a new value each call
+    would compile each call, so past _MAX_SCALAR_VALUES distinct values new ones run op by op (the
+    values seen before stay compiled); -0.0 and 0.0 are different values, every NaN the same."""
+    monkeypatch.setattr(_eager_fusion, "_MAX_SCALAR_VALUES", 3)
+    scaled = _eager_fusion.fused_in_eager(lambda x, w: x * w + 1.0)
+    x = flow.as_tensor(make((3, 4), torch.float32, gen))
+    tx = torch.from_numpy(x.numpy())
+    for w in (0.5, 1.5, 2.5, 3.5, 4.5, 0.5):
+        flow.reset_launch_count()
+        assert_same(scaled(x, w), tx * w + 1.0)
+        assert flow.launch_count() == (1 if w < 3 else 2), w  # op by op: the multiply, then the add
+    assert scaled.jitted.num_traces == 3
+    signed = _eager_fusion.fused_in_eager(lambda x, v: x + v)
+    z = flow.tensor([-0.0])
+    assert [bool(torch.from_numpy(signed(z, v).numpy()).signbit()) for v in (-0.0, 0.0, -0.0)] == [True, False, True]
+    nan = _eager_fusion.fused_in_eager(lambda x, v: x * 0 + v)
+    for _ in range(2):
+        assert bool(torch.from_numpy(nan(z, float("nan")).numpy()).isnan())  # (a fresh NaN object each call)
+    assert nan.jitted.num_traces == 1
+
+
+def test_mixed_layouts_keep_torchs_strides(gen):
+    """A channels-last input beside a contiguous one: the result's strides follow torch's rule (op
+    by op), not a compiled graph's contiguous output."""
+    a = make((2, 3, 5, 6), torch.float32, gen).contiguous(memory_format=torch.channels_last)
+    b = make((2, 3, 5, 6), torch.float32, gen)
+    fa = flow.as_tensor(a).contiguous(memory_format=flow.channels_last)
+    fb = flow.as_tensor(b)
+    for fn in (lambda m, p, q: m.logaddexp(p, q), lambda m, p, q: m.lerp(p, q, 0.25),
+               lambda m, p, q: m.nn.functional.mse_loss(p, q, reduction="none")):
+        want = fn(torch, a, b)
+        got = fn(flow, fa, fb)
+        assert_same(got, want)
+        assert tuple(got.stride()) == tuple(want.stride())
+        got_same_layout = fn(flow, fb, fb)  # both contiguous: compiled
+        assert got_same_layout.is_contiguous()
+
+
 def test_a_signature_that_needs_values_on_the_host_runs_op_by_op(gen):
     calls = []
 

@@ -438,6 +438,9 @@ def test_bad_arguments_raise_like_torch(gen):
         lambda m: m.nn.functional.glu(m.ones(3, 5), 1),
         lambda m: m.nn.functional.prelu(m.ones(2, 3), m.ones(2)),
         lambda m: m.nn.functional.softshrink(m.ones(3), -1.0),
+        lambda m: m.nn.functional.softshrink(m.ones(3), float("inf")),
+        lambda m: m.nn.functional.softshrink(m.ones(3), float("nan")),
+        lambda m: m.nn.functional.softshrink(m.ones(3).half(), 1e5),  # past float16's largest
         lambda m: m.nn.functional.channel_shuffle(m.ones(2, 5, 3), 2),
         lambda m: m.nn.functional.unfold(m.ones(1, 2, 3, 4, 5), 2),
         lambda m: m.nn.functional.unfold(m.ones(1, 1, 2, 2), 3),

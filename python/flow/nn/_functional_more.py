@@ -109,8 +109,10 @@ def _hardshrink(x, lambd):
 
 def softshrink(input, lambd=0.5):
     x = _float_input("softshrink", input)
-    if lambd < 0:
-        raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+    top = _math_more.finfo(x.dtype).max
+    if not 0 <= lambd <= top:  # (NaN fails too)
+        raise RuntimeError(f"lambda must be in range [0, {top:g}] for input dtype {x.dtype._torch_short}, "
+                           f"but found {lambd:g}")
     return _softshrink(x, _in_dtype(lambd, x.dtype))  # torch's kernel rounds lambd to the input's type first
 
 
