@@ -4,6 +4,7 @@
 // float32.
 #include "dsl/types.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace flow::dsl {
@@ -196,11 +197,15 @@ DType promote_types(DType a, DType b) {
 
 int64_t numel(const Shape& s) {
   int64_t n = 1;
+  bool overflow = false;
   for (int64_t d : s) {
     if (d < 0) throw std::invalid_argument("numel: negative dimension in shape " + shape_str(s));
-    n *= d;
+    overflow = __builtin_mul_overflow(n, d, &n) || overflow;
   }
-  return n;
+  // (an empty shape with an overflowing product of its other sizes has no elements)
+  if (overflow && std::find(s.begin(), s.end(), 0) == s.end())
+    throw std::runtime_error("numel: integer multiplication overflow (shape " + shape_str(s) + ")");
+  return overflow ? 0 : n;
 }
 
 std::string shape_str(const Shape& s) {

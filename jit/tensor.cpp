@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 
 #include "runtime/cuda_copy.h"
 
@@ -23,7 +24,10 @@ Tensor Tensor::empty(const dsl::Shape& sizes, dsl::DType dtype, runtime::DeviceT
   t.sizes = sizes;
   t.strides = contiguous_strides_of(sizes);
   t.dtype = dtype;
-  const size_t bytes = static_cast<size_t>(dsl::numel(sizes)) * dsl::dtype_size(dtype);
+  int64_t signed_bytes = 0;
+  if (__builtin_mul_overflow(dsl::numel(sizes), static_cast<int64_t>(dsl::dtype_size(dtype)), &signed_bytes))
+    throw std::runtime_error("Storage size calculation overflowed with sizes=" + dsl::shape_str(sizes));
+  const auto bytes = static_cast<size_t>(signed_bytes);
   t.storage = runtime::Buffer::allocate(bytes, device);
   // FLOW_POISON_OUTPUTS=1 (tests): fresh tensors start as all-ones bytes (NaN for floats, -1 for
   // ints), so a kernel that leaves an element unwritten fails its comparison.

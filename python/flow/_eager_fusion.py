@@ -14,7 +14,7 @@ after every op as eager does (docs/decisions.md). Inside a trace the function is
 under ``flow.autocast`` (whose eager casts apply op by op) and for empty tensors it runs op by op.
 A function's variants are capped (``_MAX_VARIANTS``, the least recently used dropped first), so
 code calling it with ever new shapes keeps its memory bounded; a dropped signature traces again.
-Scalar arguments are kernel constants: past ``_MAX_SCALAR_VALUES`` distinct ones, new values run op
+Float arguments are kernel constants: past ``_MAX_SCALAR_VALUES`` distinct ones, new values run op
 by op (each would compile). Two or more inputs of rank 2+ of which one is not contiguous run op by
 op too, so the result's strides follow torch's rule for mixed layouts. A
 signature whose trace needs a tensor's value on the host (a TraceError: interpolate given sizes as
@@ -48,28 +48,17 @@ from ._errors import TraceError
 from ._tensor import Tensor
 
 _MAX_VARIANTS = 64
-# A scalar argument is a constant of the compiled kernel, so each new value traces and compiles
-# again (~60-80 ms): a function seeing more distinct scalar arguments than this (an optimizer's
+# A float argument is a constant of the compiled kernel, so each new value traces and compiles
+# again (~60-80 ms): a function seeing more distinct float arguments than this (an optimizer's
 # addcdiv with a new step size each call) runs op by op for new ones, as eager ops take scalars at
-# run time.
+# run time. (Integers, strings and tuples are sizes, dims and modes: structure, not data.)
 _MAX_SCALAR_VALUES = 8
 _LOCK = threading.Lock()  # (data-loading threads may resize images at once)
 
 
-def _value_key(v):
-    """A key telling scalar arguments apart as the kernels do: -0.0 from 0.0, every NaN alike."""
-    if type(v) is float:
-        return v.hex()
-    try:
-        hash(v)
-        return (type(v), v)
-    except TypeError:
-        return (type(v), repr(v))
-
-
-def _scalar_key(args, kwargs):
-    return (tuple(_value_key(a) for a in args if not isinstance(a, Tensor)),
-            tuple((k, _value_key(v)) for k, v in kwargs.items() if not isinstance(v, Tensor)))
+def _float_key(args, kwargs):
+    """The call's float arguments, told apart as the kernels tell them (-0.0 from 0.0, NaNs alike)."""
+    return tuple(v.hex() for v in (*args, *kwargs.values()) if type(v) is float)
 
 
 def _mixed_layouts(tensors):
@@ -99,8 +88,8 @@ def fused_in_eager(fn):
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
         if not tensors or any(t._c is None or t._c.numel() == 0 for t in tensors) or _mixed_layouts(tensors):
             return fn(*args, **kwargs)  # (a tracer outside its trace: fn raises flow's error)
-        scalars = _scalar_key(args, kwargs)
-        if scalars not in wrapper.scalar_values:
+        scalars = _float_key(args, kwargs)
+        if scalars and scalars not in wrapper.scalar_values:
             if len(wrapper.scalar_values) >= _MAX_SCALAR_VALUES:
                 return fn(*args, **kwargs)
             wrapper.scalar_values.add(scalars)
@@ -128,5 +117,5 @@ def fused_in_eager(fn):
 
     wrapper.jitted = None
     wrapper.unfusable = set()
-    wrapper.scalar_values = set()  # the scalar arguments fused so far (at most _MAX_SCALAR_VALUES)
+    wrapper.scalar_values = set()  # the float arguments fused so far (at most _MAX_SCALAR_VALUES)
     return wrapper

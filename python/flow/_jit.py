@@ -27,6 +27,7 @@ function either way.
 """
 import functools
 import inspect
+import math
 import os
 import sys
 import weakref
@@ -99,8 +100,8 @@ def _leaf_key(x):
         if x._c is None:
             raise TraceError("flow.jit: a traced tensor was passed to a jitted function outside its trace")
         return ("T", tuple(x._c.shape), x._c.dtype, _layout_key(x._c), x._c.device)
-    if type(x) is float:  # -0.0 == 0.0 and nan != nan: the bits tell values apart as a kernel does
-        return ("F", x.hex())
+    if type(x) is float and (x != x or (x == 0 and math.copysign(1.0, x) < 0)):
+        return ("F", float, x.hex())  # -0.0 == 0.0 and nan != nan: the bits tell them apart
     try:
         hash(x)
         return ("V", type(x), x)

@@ -106,6 +106,11 @@ def _cube_or_inverse_square(base, cube: bool):
 
 def _pow(base, exponent):
     """`base` ** `exponent` (a Tensor or Python number each)."""
+    # (the op checks this when it builds its graph; an eager kernel cached for another exponent
+    # takes the number as an argument and would skip it)
+    if (isinstance(base, Tensor) and not base.dtype.is_floating_point and base.dtype is not D.bool_
+            and isinstance(exponent, numbers.Integral) and not isinstance(exponent, bool) and exponent < 0):
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
     if (isinstance(base, Tensor) and base.dtype.is_floating_point and not isinstance(exponent, (Tensor, bool))
             and exponent in _POW_SPECIAL):
         return _pow_special(base, exponent)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import flow
-from conftest import make, to_flow
+from conftest import make, raises_like, to_flow
 
 
 def same_error(torch_fn, flow_fn, exact=True):
@@ -259,3 +259,25 @@ def test_error_inside_compiled_call_does_not_crash(gen):
     with pytest.raises(RuntimeError):
         f(a, flow.ones(4))
     assert f(a, a).shape == (3,)
+
+
+def test_sizes_whose_element_or_byte_count_overflows_raise_like_torch():
+    """A size product past int64 (or its bytes past it) raised nothing and left a tensor without
+    memory behind it, which the next op read or wrote (a segfault): found by a fuzzing campaign."""
+    cases = [
+        lambda m: m.ones(1).expand(2**62) + 1,
+        lambda m: m.empty(2**31, 2**31),
+        lambda m: m.ones(1, 1).expand(2**32, 2**32).sum(),
+        lambda m: m.ones(2, 3).repeat(2**31, 2**31),
+    ]
+    for i, fn in enumerate(cases):
+        assert raises_like(lambda: fn(torch), lambda: fn(flow)), f"case {i}: torch accepts it"
+
+
+def test_a_cached_eager_kernel_does_not_skip_an_argument_check():
+    """pow(int tensor, -2) is an error; eagerly, a kernel compiled for pow(int tensor, 2) takes the
+    exponent as an argument, so the op's graph-time check must not be the only one."""
+    x = flow.tensor([2, 3, -1])
+    assert flow.pow(x, 2).tolist() == [4, 9, 1]
+    for fn in (lambda: flow.pow(x, -2), lambda: x ** -1):
+        assert raises_like(lambda: torch.pow(torch.tensor([2, 3, -1]), -2), fn)

@@ -528,3 +528,25 @@ def test_nn_utils(gen):
     assert_same(fconv.weight, conv.weight.detach() * 2)
     with pytest.raises(RuntimeError, match="no autograd"):
         flow.nn.utils.clip_grad_norm_(fconv.parameters(), 1.0)
+
+
+def test_threshold_of_integers_and_bilinear_resize_of_uint8_like_torch():
+    """Found by fuzzing: threshold of int32 went through float32 (2147483646 came back as
+    -2147483648), and bilinear resizing of uint8 gave zeros (its weights were cast to uint8). Integer
+    thresholds take torch's numbers converted to the input's type; uint8 resizing computes in
+    float32 and rounds (torch's uint8 kernel uses fixed-point weights: within one of it)."""
+    for dtype in (torch.int32, torch.int64):
+        x = torch.tensor([2147483646, 16777217, 0, -1, 5], dtype=dtype)
+        for th, v in ((0.5, -2.0), (-0.5, 7.9), (4, 2**31 - 1)):
+            want = torch.nn.functional.threshold(x, th, v)
+            got = flow.nn.functional.threshold(flow.as_tensor(x), th, v)
+            assert got.dtype == flow.int32 if dtype == torch.int32 else got.dtype == flow.int64
+            assert got.tolist() == want.tolist(), (dtype, th, v)
+    img = torch.randint(0, 256, (2, 3, 9, 7), dtype=torch.uint8)
+    for size, ac in (((13, 5), False), ((4, 11), True)):
+        want = torch.nn.functional.interpolate(img, size=size, mode="bilinear", align_corners=ac)
+        got = flow.nn.functional.interpolate(flow.as_tensor(img), size=size, mode="bilinear", align_corners=ac)
+        assert got.dtype == flow.uint8
+        diff = (torch.from_numpy(got.numpy()).int() - want.int()).abs()
+        assert int(diff.max()) <= 1 and float(diff.float().mean()) < 0.5
+

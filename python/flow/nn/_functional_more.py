@@ -189,7 +189,14 @@ def threshold(input, threshold, value, inplace=False):
 
 @fused_in_eager
 def _threshold(x, threshold, value):
+    if not x.dtype.is_floating_point:  # torch converts both numbers to the input's type first
+        threshold, value = _int_scalar(threshold, x.dtype), _int_scalar(value, x.dtype)
     return _ops.where(x <= threshold, value, x).to(x.dtype)  # torch's test: NaN passes through
+
+
+def _int_scalar(v, dtype):
+    """A number as an integer tensor's scalar (truncated, as C++'s conversion; bools as 0/1)."""
+    return builtins.bool(v) if dtype is D.bool_ else builtins.int(v)
 
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):

@@ -909,8 +909,10 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             raise NotImplementedError(f"flow: interpolate mode '{mode}' needs a {linear_modes[mode] + 2}-D input, "
                                       f"got {input.ndim}D")
         # Half inputs interpolate in float32 and round once at the end (torch's CUDA kernels compute in
-        # float32 too); rounding after every pass would be up to a few ulp off.
-        half = input.dtype in (D.float16, D.bfloat16)
+        # float32 too); rounding after every pass would be up to a few ulp off. Integer inputs (uint8
+        # images) too, rounded to the nearest integer: torch's uint8 kernel uses fixed-point weights,
+        # so its values may differ from these by one.
+        half = input.dtype in (D.float16, D.bfloat16) or not input.dtype.is_floating_point
         x = input.float() if half else input
         for i in reversed(range(nsp)):  # innermost axis first, as torch's kernels: w0 * a + w1 * b
             lo, hi, w = _linear_weights(out_sizes[i], in_sizes[i], scales[i], bool(align_corners))
@@ -920,6 +922,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             w1 = _const(w.reshape(shape), x)
             w0 = _const((np.float32(1) - w).reshape(shape), x)
             x = _index_select(x, dim, lo) * w0 + _index_select(x, dim, hi) * w1
+        if not input.dtype.is_floating_point:  # (a weighted mean stays in the inputs' range)
+            x = x.round()
         return x.to(input.dtype) if half else x
     raise NotImplementedError(f"flow: interpolate mode '{mode}' is not supported (nearest, nearest-exact, "
                               "linear, bilinear, bicubic, trilinear are)")
