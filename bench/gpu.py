@@ -297,6 +297,23 @@ def jit_with_switch_off(fn, switch: str, x):
             os.environ[switch] = before
 
 
+def time_against_switch(results: dict, name: str, x, fx, fn, switch: str, off_key: str, want, bw: float) -> None:
+    """One row: flow.jit of fn(flow, .) on fx, and the same compiled with `switch` off (timed under
+    `off_key`), beside torch eager and torch.compile on x; the largest error of either against
+    `want`; the floor is reading x once."""
+    fj = flow.jit(lambda a: fn(flow, a))
+    got = fj(fx)
+    fj_off, got_off = jit_with_switch_off(lambda a: fn(flow, a), switch, fx)
+    err = max(float((torch.as_tensor(g.cpu().numpy()).double() - want.double()).abs().max()) for g in (got, got_off))
+    tf = cuda_time(lambda: fj(fx))
+    t_off = cuda_time(lambda: fj_off(fx))
+    tt = cuda_time(lambda: fn(torch, x))
+    tc = compiled_time(lambda a: fn(torch, a), x)
+    results["workloads"].append({"name": name, "flow_jit_s": tf, off_key: t_off, "torch_eager_s": tt,
+                                 "torch_compile_s": tc, "floor_s": x.numel() * x.element_size() / bw, "max_err": err})
+    save(results)
+
+
 def column_rows(results: dict, bw: float) -> None:
     """Reductions over strided rows whose neighbours are adjacent in memory, which the heuristics give
     the column form (scheduler/column_reduction.h): ResNet-50's global average pool at batch 64 in
@@ -314,19 +331,8 @@ def column_rows(results: dict, bw: float) -> None:
         fx = flow.tensor(x.cpu().numpy()).cuda()
         if x.dim() == 4:
             fx = fx.contiguous(memory_format=flow.channels_last)
-        fj = flow.jit(lambda a, fn=fn: fn(flow, a))
-        got = fj(fx)
-        fj_rows, got_rows = jit_with_switch_off(lambda a, fn=fn: fn(flow, a), "FLOW_GPU_COLUMN_REDUCTION", fx)
-        want = fn(torch, x).float().cpu()
-        err = max(float((torch.as_tensor(g.cpu().numpy()).float() - want).abs().max()) for g in (got, got_rows))
-        tf = cuda_time(lambda: fj(fx))
-        tr = cuda_time(lambda: fj_rows(fx))
-        tt = cuda_time(lambda: fn(torch, x))
-        tc = compiled_time(lambda a, fn=fn: fn(torch, a), x)
-        results["workloads"].append({"name": name, "flow_jit_s": tf, "flow_jit_row_form_s": tr, "torch_eager_s": tt,
-                                     "torch_compile_s": tc, "floor_s": x.numel() * x.element_size() / bw,
-                                     "max_err": err})
-        save(results)
+        time_against_switch(results, name, x, fx, fn, "FLOW_GPU_COLUMN_REDUCTION", "flow_jit_row_form_s",
+                            fn(torch, x).float().cpu(), bw)
 
 
 def long_row_rows(results: dict, bw: float) -> None:
@@ -341,19 +347,8 @@ def long_row_rows(results: dict, bw: float) -> None:
                         ("sum(-1) 8x2^25", torch.randn(8, n // 8, device=TDEV), lambda m, x: x.sum(-1)),
                         ("norm(-1) 4x2^26", torch.randn(4, n // 4, device=TDEV), lambda m, x: (x * x).sum(-1).sqrt()),
                         ("sum(0) 2^24x16", torch.randn(n // 16, 16, device=TDEV), lambda m, x: x.sum(0))):
-        fx = flow.tensor(x.cpu().numpy()).cuda()
-        fj = flow.jit(lambda a, fn=fn: fn(flow, a))
-        got = fj(fx)
-        fj_one, got_one = jit_with_switch_off(lambda a, fn=fn: fn(flow, a), "FLOW_SPLIT_REDUCTIONS", fx)
-        want = fn(torch, x.double()).cpu()
-        err = max(float((torch.as_tensor(g.cpu().numpy()).double() - want).abs().max()) for g in (got, got_one))
-        tf = cuda_time(lambda: fj(fx))
-        t1 = cuda_time(lambda: fj_one(fx))
-        tt = cuda_time(lambda: fn(torch, x))
-        tc = compiled_time(lambda a, fn=fn: fn(torch, a), x)
-        results["workloads"].append({"name": name, "flow_jit_s": tf, "flow_jit_unsplit_s": t1, "torch_eager_s": tt,
-                                     "torch_compile_s": tc, "floor_s": x.numel() * 4 / bw, "max_err": err})
-        save(results)
+        time_against_switch(results, name, x, flow.tensor(x.cpu().numpy()).cuda(), fn, "FLOW_SPLIT_REDUCTIONS",
+                            "flow_jit_unsplit_s", fn(torch, x.double()).cpu(), bw)
 
 
 def main() -> None:

@@ -202,10 +202,10 @@ int64_t numel(const Shape& s) {
     if (d < 0) throw std::invalid_argument("numel: negative dimension in shape " + shape_str(s));
     overflow = __builtin_mul_overflow(n, d, &n) || overflow;
   }
-  // (an empty shape with an overflowing product of its other sizes has no elements)
+  // (a shape with a 0 has no elements, whatever the product of its other sizes: n is 0 then)
   if (overflow && std::find(s.begin(), s.end(), 0) == s.end())
     throw std::runtime_error("numel: integer multiplication overflow (shape " + shape_str(s) + ")");
-  return overflow ? 0 : n;
+  return n;
 }
 
 std::string shape_str(const Shape& s) {

@@ -413,7 +413,7 @@ std::shared_ptr<Executable> compile(const Graph& g_in, const std::vector<std::ve
     so.keep_leaf_ids = !options.inline_constants;
     splits = sched::split_long_reductions(*g, input_strides, so);
     exe->split_reductions_ = splits.notes;
-    if (splits.split > 0) {
+    if (splits.split() > 0) {
       g = &splits.graph;
       if (log_enabled("fusion"))
         for (const std::string& note : splits.notes) log_line("fusion", "split reduction: " + note);

@@ -28,6 +28,7 @@ BlockStmts partial_block(const ReductionInfo& info, const std::string& acc, cons
 
 Stmt blocked_steps(const std::string& block, const std::string& step, const Expr& begin, const Expr& count,
                    const Stmt& step_body, const BlockStmts& blk) {
+  if (!blk.open.defined()) return make_for(step, begin, count, ForKind::Serial, step_body);
   const std::string first = block + "0";
   StmtList body;
   body.let(first, var(block) * make_int(kSumBlock));

@@ -32,7 +32,7 @@ BlockStmts partial_block(const ReductionInfo& info, const std::string& acc, cons
                          const dsl::Expr& index);
 
 // The steps [begin, begin + count) of loop `step` in blocks of kSumBlock (loop `block`), each
-// between `blk.open` and `blk.close`.
+// between `blk.open` and `blk.close`; with `blk` empty (no partials), one plain loop of the steps.
 dsl::Stmt blocked_steps(const std::string& block, const std::string& step, const dsl::Expr& begin,
                         const dsl::Expr& count, const dsl::Stmt& step_body, const BlockStmts& blk);
 

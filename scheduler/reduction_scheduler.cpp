@@ -239,10 +239,9 @@ class ReductionScheduler final : public Scheduler {
       for (size_t d = 0; d + 1 < R; ++d) red[d] = var("r" + std::to_string(d) + "i");
       red[R - 1] = var("c") * make_int(W) + var("l");
       gv.red_idx = red;
-      const bool blocked = blocking.open.defined();
-      auto lanes = [&] { return make_for("l", make_int(0), make_int(W), ForKind::Vectorized, body(true, blocked)); };
-      std::vector<Stmt> loops{blocked ? blocked_steps("sb", "c", range.begin, range.count, lanes(), blocking)
-                                      : make_for("c", range.begin, range.count, ForKind::Serial, lanes())};
+      const Stmt lanes =
+          make_for("l", make_int(0), make_int(W), ForKind::Vectorized, body(true, blocking.open.defined()));
+      std::vector<Stmt> loops{blocked_steps("sb", "c", range.begin, range.count, lanes, blocking)};
       // The rest of the row: one-register steps (into the first lanes), then scalar.
       std::vector<Stmt> rest;
       for (Stmt& s : simd_remainder(inner, W, register_lanes(ki), [&](Expr j, bool simd) {
@@ -399,9 +398,7 @@ class ReductionScheduler final : public Scheduler {
       StmtList loop;
       loop.let("j", var("c") * make_int(T) + var("tx"));
       loop.add(make_if(var("j") < total, body.build()));
-      const Expr steps = (total + make_int(T - 1)) / make_int(T);
-      if (!blocking.open.defined()) return make_for("c", make_int(0), steps, ForKind::Serial, loop.build());
-      return blocked_steps("sb", "c", make_int(0), steps, loop.build(), blocking);
+      return blocked_steps("sb", "c", make_int(0), (total + make_int(T - 1)) / make_int(T), loop.build(), blocking);
     };
     auto strided = [&](const std::function<void(StmtList&)>& body_fn) { return strided_blocks(body_fn, BlockStmts{}); };
 

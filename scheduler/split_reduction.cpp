@@ -37,6 +37,14 @@ int64_t product(const Shape& s, size_t from, size_t to) {
   return p;
 }
 
+// The first divisor of n met going from `from` to `to` (either direction, both included); 0 if none.
+int64_t divisor_in(int64_t n, int64_t from, int64_t to) {
+  const int64_t step = from <= to ? 1 : -1;
+  for (int64_t s = from; step > 0 ? s <= to : s >= to; s += step)
+    if (n % s == 0) return s;
+  return 0;
+}
+
 std::optional<SplitPlan> plan_split(const Graph& g, const Node& node, const SplitReductionOptions& opt) {
   if (!splittable_op(node.op) || node.inputs.size() != 1) return std::nullopt;
   const Shape& x = g.value(node.inputs[0]).type.shape;
@@ -59,21 +67,13 @@ std::optional<SplitPlan> plan_split(const Graph& g, const Node& node, const Spli
   const int64_t target = column ? opt.column_target_rows : opt.target_rows;
   const int64_t min_chunk = std::max<int64_t>(1, column ? opt.column_min_chunk : opt.min_chunk);
   const int64_t most = p.n / min_chunk;
-  // Strided rows: the smallest S that gives r1 `target` rows (the GPU column form's threshold).
-  if (column)
-    for (int64_t s = std::max(opt.min_splits, (target + p.rows - 1) / p.rows); s <= std::min(most, 4 * target); ++s)
-      if (p.n % s == 0) {
-        p.s = s;
-        return p;
-      }
-  // Else the largest S with at most `target` rows.
-  for (int64_t s = std::min(std::max<int64_t>(1, target / p.rows), most); s >= opt.min_splits; --s) {
-    if (p.n % s == 0) {
-      p.s = s;
-      return p;
-    }
-  }
-  return std::nullopt;
+  // Strided rows: the smallest S that gives r1 `target` rows (the GPU column form's threshold); else
+  // the largest S with at most `target` rows.
+  p.s = column ? divisor_in(p.n, std::max(opt.min_splits, (target + p.rows - 1) / p.rows), std::min(most, 4 * target))
+               : 0;
+  if (p.s == 0) p.s = divisor_in(p.n, std::min(std::max<int64_t>(1, target / p.rows), most), opt.min_splits);
+  if (p.s == 0) return std::nullopt;
+  return p;
 }
 
 Attrs reshape_attrs(const Shape& s) {
@@ -179,12 +179,11 @@ class Splitter {
 // r2(r1(x)) for `node`, with x already in the split shape; returns the value standing for the
 // node's output (same shape and dtype).
 int two_reductions(Graph& out, const Node& node, const TensorType& result, const SplitPlan& p, int x) {
-  const bool half = result.dtype == DType::Float16 || result.dtype == DType::BFloat16;
-  const DType partial = half && takes_dtype(node.op) ? DType::Float32 : result.dtype;
+  const DType partial = is_half(result.dtype) && takes_dtype(node.op) ? DType::Float32 : result.dtype;
+  auto cast_to_result = [&](int v) { return out.add("cast", {v}, {{"dtype", std::string(dtype_name(result.dtype))}}); };
   // A reduction converts its input to its result dtype first (torch's dtype= semantics): with float32
   // partials, that conversion of another input dtype to half stays, as a cast r1 reads through.
-  if (partial != result.dtype && out.value(x).type.dtype != result.dtype)
-    x = out.add("cast", {x}, {{"dtype", std::string(dtype_name(result.dtype))}});
+  if (partial != result.dtype && out.value(x).type.dtype != result.dtype) x = cast_to_result(x);
   Attrs a1 = node.attrs;
   a1["dims"] = std::vector<int64_t>{p.a + 1};
   a1["keepdim"] = false;
@@ -194,8 +193,7 @@ int two_reductions(Graph& out, const Node& node, const TensorType& result, const
   // that follow out of r2's kernel.
   const bool keepdim = std::get<bool>(node.attrs.at("keepdim"));
   int r = out.add(node.op, {r1}, {{"dims", std::vector<int64_t>{p.a}}, {"keepdim", keepdim}});
-  if (out.value(r).type.dtype != result.dtype)
-    r = out.add("cast", {r}, {{"dtype", std::string(dtype_name(result.dtype))}});
+  if (out.value(r).type.dtype != result.dtype) r = cast_to_result(r);
   if (out.value(r).type.shape != result.shape) r = out.add("reshape", {r}, reshape_attrs(result.shape));
   return r;
 }
@@ -252,7 +250,6 @@ SplitReductionResult split_long_reductions(const Graph& g, const std::vector<std
       if (x >= 0) {
         replay.set(node.outputs[0], two_reductions(replay.out(), node, g.value(node.outputs[0]).type, *plan, x));
         res.notes.push_back(describe(g, node, *plan));
-        ++res.split;
         continue;
       }
     }
@@ -260,7 +257,7 @@ SplitReductionResult split_long_reductions(const Graph& g, const std::vector<std
     if (std::none_of(node.outputs.begin(), node.outputs.end(), [&](int o) { return read[o]; }))
       unread_before.push_back(static_cast<int>(replay.out().nodes().size()) - 1);
   }
-  if (res.split == 0) return res;
+  if (res.split() == 0) return res;
   res.graph = without_unread_nodes(replay.finish(), unread_before);
   return res;
 }

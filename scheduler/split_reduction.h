@@ -55,9 +55,9 @@ struct SplitReductionOptions {
 };
 
 struct SplitReductionResult {
-  dsl::Graph graph;                // the rewritten graph; left empty when nothing split (split == 0)
-  int split = 0;                   // reductions split in two
+  dsl::Graph graph;                // the rewritten graph; left empty when nothing split (split() == 0)
   std::vector<std::string> notes;  // one line per split reduction, for FLOW_LOG=fusion and explain()
+  int split() const { return static_cast<int>(notes.size()); }  // reductions split in two
 };
 
 // `input_strides[i]` are graph input i's element strides (empty: contiguous). Graph inputs and

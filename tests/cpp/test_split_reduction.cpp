@@ -131,7 +131,7 @@ TEST(SplitReduction, EveryOpAndDtypeMatchesTheUnsplitGraph) {
         const Graph g = one_reduction(c.op, {3, 1000}, t, {1}, keepdim);
         const std::string what = c.op + " " + dsl::dtype_name(t) + (keepdim ? " keepdim" : "");
         const sched::SplitReductionResult r = sched::split_long_reductions(g, {}, small());
-        ASSERT_EQ(r.split, 1) << what;
+        ASSERT_EQ(r.split(), 1) << what;
         EXPECT_EQ(count_op(r.graph, c.op), 2) << what << "\n" << r.graph.to_string();
         const auto ins = random_inputs(g, rng);
         expect_same_outputs(g, r.graph, ins, c.op == "prod" ? 0 : 1000, what);
@@ -168,7 +168,7 @@ TEST(SplitReduction, ExplicitDtypesConvertTheInputFirst) {
     g.mark_output(g.add(c.op, {x}, {{"dims", Dims{1}}, {"dtype", std::string(dsl::dtype_name(c.out))}}));
     const std::string what = c.op + " of " + dsl::dtype_name(c.in) + " dtype=" + dsl::dtype_name(c.out);
     const sched::SplitReductionResult r = sched::split_long_reductions(g, {}, small());
-    ASSERT_EQ(r.split, 1) << what;
+    ASSERT_EQ(r.split(), 1) << what;
     dsl::HostTensor t{g.value(x).type, {}};
     std::uniform_real_distribution<double> u(0.5, 1);
     for (int i = 0; i < 2048; ++i) t.data.push_back((i % 2 ? -1 : 1) * (c.value > 1 ? c.value : c.value * u(rng)));
@@ -200,7 +200,7 @@ TEST(SplitReduction, AttrsPromotionAndUnreadNodes) {
   g.mark_output(g.add("sum", {g.add("add", {a, b}, {{"alpha", int64_t{2}}})}, {{"dims", Dims{1}}}));
   g.mark_output(g.add("amax", {g.add("mul", {h, t})}, {{"dims", Dims{1}}}));
   const sched::SplitReductionResult r = sched::split_long_reductions(g, {}, small());
-  EXPECT_EQ(r.split, 2) << r.graph.to_string();
+  EXPECT_EQ(r.split(), 2) << r.graph.to_string();
   EXPECT_EQ(count_op(r.graph, "exp"), 1) << r.graph.to_string();
   expect_reshapes_of_inputs_only(r.graph, 2048);
   expect_same_outputs(g, r.graph, random_inputs(g, rng), 1, "alpha and a 0-dim operand");
@@ -209,7 +209,7 @@ TEST(SplitReduction, AttrsPromotionAndUnreadNodes) {
 TEST(SplitReduction, HalfSumsKeepFloat32Partials) {
   const Graph g = one_reduction("sum", {2, 4096}, DType::Float16, {1}, false);
   const sched::SplitReductionResult r = sched::split_long_reductions(g, {}, small());
-  ASSERT_EQ(r.split, 1);
+  ASSERT_EQ(r.split(), 1);
   // r1 sums into float32 (its dtype attr), r2 adds the float32 partials, one cast rounds to half.
   int float32_sums = 0;
   for (const auto& node : r.graph.nodes())
@@ -229,7 +229,7 @@ TEST(SplitReduction, HalfSumsKeepFloat32Partials) {
 TEST(SplitReduction, Float32SumsAreNoLessAccurate) {
   const Graph g = one_reduction("sum", {1, 1 << 16}, DType::Float32, {1}, false);
   const sched::SplitReductionResult r = sched::split_long_reductions(g, {}, small());
-  ASSERT_EQ(r.split, 1);
+  ASSERT_EQ(r.split(), 1);
   const dsl::HostTensor x{g.value(g.inputs()[0]).type, std::vector<double>(1 << 16, 0.1)};
   const double exact = dsl::interpret_graph(g, {x}, /*float64_math=*/true)[0].data[0];
   const double one = dsl::interpret_graph(g, {x})[0].data[0];
@@ -260,7 +260,7 @@ TEST(SplitReduction, ReducedRunsAnywhereInTheDims) {
         const std::string what = op + " " + g.value(g.inputs()[0]).type.str() + " dims " + std::to_string(c.dims[0]) +
                                  ".." + std::to_string(c.dims.back()) + (keepdim ? " keepdim" : "");
         const sched::SplitReductionResult r = sched::split_long_reductions(g, {}, small());
-        ASSERT_EQ(r.split, 1) << what;
+        ASSERT_EQ(r.split(), 1) << what;
         ASSERT_EQ(r.notes.size(), 1u) << what;
         for (bool nan : {false, true}) expect_same_outputs(g, r.graph, random_inputs(g, rng, nan), 1000, what);
       }
@@ -276,7 +276,7 @@ TEST(SplitReduction, ComputedInputsArePushedThroughToGraphInputs) {
     const int x = g.add_input({shape, DType::Float32}, "x");
     g.mark_output(g.add("softmax", {x}, {{"dim", int64_t{-1}}}));
     const sched::SplitReductionResult r = sched::split_long_reductions(g, {}, small());
-    EXPECT_EQ(r.split, 2) << r.graph.to_string();
+    EXPECT_EQ(r.split(), 2) << r.graph.to_string();
     expect_reshapes_of_inputs_only(r.graph, 8192);
     expect_same_outputs(g, r.graph, random_inputs(g, rng), 1, "softmax");
   }
@@ -285,7 +285,7 @@ TEST(SplitReduction, ComputedInputsArePushedThroughToGraphInputs) {
     const int x = g.add_input({shape, DType::Float32}, "x");
     g.mark_output(g.add("var", {x}, {{"dims", Dims{1}}, {"keepdim", false}}));
     const sched::SplitReductionResult r = sched::split_long_reductions(g, {}, small());
-    EXPECT_GE(r.split, 2) << r.graph.to_string();
+    EXPECT_GE(r.split(), 2) << r.graph.to_string();
     expect_reshapes_of_inputs_only(r.graph, 8192);
     // (var's sum of 4096 squares, ~1400, added in another order, over 4095)
     expect_same_outputs(g, r.graph, random_inputs(g, rng), 10, "var");
@@ -300,7 +300,7 @@ TEST(SplitReduction, ComputedInputsArePushedThroughToGraphInputs) {
     g.mark_output(g.add("sqrt", {g.add("abs", {s})}));
     g.mark_output(e);  // the elementwise value is also an output: it stays, and r1 recomputes it
     const sched::SplitReductionResult r = sched::split_long_reductions(g, {}, small());
-    EXPECT_EQ(r.split, 1);
+    EXPECT_EQ(r.split(), 1);
     EXPECT_EQ(count_op(r.graph, "mul"), 2) << r.graph.to_string();
     expect_same_outputs(g, r.graph, random_inputs(g, rng), 1000, "sum of x * y + 2");
   }
@@ -336,10 +336,10 @@ TEST(SplitReduction, LeavesAloneWhatDoesNotFit) {
   }
   for (const Case& c : cases) {
     const sched::SplitReductionResult r = sched::split_long_reductions(c.g, c.strides, small());
-    EXPECT_EQ(r.split, 0) << c.what << "\n" << r.graph.to_string();
+    EXPECT_EQ(r.split(), 0) << c.what << "\n" << r.graph.to_string();
   }
   // The same strided shape with contiguous strides splits: the strides were the reason.
-  EXPECT_EQ(sched::split_long_reductions(cases[5].g, {{1024, 64, 1}}, small()).split, 1);
+  EXPECT_EQ(sched::split_long_reductions(cases[5].g, {{1024, 64, 1}}, small()).split(), 1);
 }
 
 TEST(SplitReduction, EagerGraphsSplitOnlyWhereIdsSurvive) {
@@ -350,11 +350,11 @@ TEST(SplitReduction, EagerGraphsSplitOnlyWhereIdsSurvive) {
   const int x = g.add_input({{2, 1024}, DType::Float32}, "x");
   g.mark_output(g.add("sum", {g.add("mul", {x, two})}, {{"dims", Dims{1}}, {"keepdim", false}}));
   sched::SplitReductionOptions o = small();
-  EXPECT_EQ(sched::split_long_reductions(g, {}, o).split, 1);
+  EXPECT_EQ(sched::split_long_reductions(g, {}, o).split(), 1);
   o.keep_leaf_ids = true;
-  EXPECT_EQ(sched::split_long_reductions(g, {}, o).split, 0);
+  EXPECT_EQ(sched::split_long_reductions(g, {}, o).split(), 0);
   const Graph plain = one_reduction("sum", {2, 1024}, DType::Float32, {1}, false);
-  EXPECT_EQ(sched::split_long_reductions(plain, {}, o).split, 1);
+  EXPECT_EQ(sched::split_long_reductions(plain, {}, o).split(), 1);
 }
 
 // The default thresholds, through jit::compile for sm_90 (NVRTC compiles each kernel): x.sum() of

@@ -37,7 +37,7 @@ from .._dispatch import current_trace, dispatch1
 from .._eager_fusion import fused_in_eager
 from .._math import _in_opmath, broadcast_shapes, promote_types
 from .._tensor import Tensor, _can_cast
-from .functional import _const, _legacy_reduction, _reduce_loss, _reshape, l1_loss
+from .functional import _check_reduction, _const, _legacy_reduction, _reduce_loss, _reshape, l1_loss
 
 __all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "huber_loss", "smooth_l1_loss",
            "soft_margin_loss", "margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss",
@@ -60,12 +60,6 @@ def _bce_autocast_class(*args, **kwargs):
     if active is not None and active[0] == "cuda":
         raise RuntimeError(_BCE_BANNED)
     return "binary_cross_entropy"
-
-
-def _check_reduction(reduction):
-    if reduction not in ("none", "mean", "sum"):
-        raise ValueError(f"{reduction} is not a valid value for reduction")
-    return reduction
 
 
 def _reduction(size_average, reduce, reduction):

@@ -996,9 +996,10 @@ def _warn_target_size(fn, input, target):
                       "same size.", stacklevel=3)
 
 
-def _reduction_valid(reduction):
-    if reduction not in ("none", "sum", "mean"):
+def _check_reduction(reduction):
+    if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
+    return reduction
 
 
 def _reduce_loss(loss, reduction, fn):
@@ -1093,7 +1094,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _warn_target_size("mse_loss", input, target)
-    _reduction_valid(reduction)
+    _check_reduction(reduction)
     return _mse_loss(input, target, reduction)
 
 
@@ -1107,7 +1108,7 @@ def _mse_loss(input, target, reduction):
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _warn_target_size("l1_loss", input, target)
-    _reduction_valid(reduction)
+    _check_reduction(reduction)
     return _l1_loss(input, target, reduction)
 
 
