@@ -89,6 +89,12 @@ struct ReduceSpec {
   bool scan = false;
 };
 
+// Optional: what `infer` reads of a scalar input's value (input position, value -> a key
+// character). Eager calls pass scalars as kernel parameters and key their cached plans by dtypes
+// and shapes only (jit/eager.cpp); they add this key, so a value that infer would refuse is
+// refused on every call, not only on the first one compiled.
+using ScalarKeyFn = std::function<char(int input, double value)>;
+
 struct OpDef {
   std::string name;
   OpPattern pattern;
@@ -100,6 +106,7 @@ struct OpDef {
   CanonicalizeFn canonicalize;       // optional, runs before infer (see CanonicalizeFn)
   ViewFn view;                       // View
   InjectiveFn injective;             // Injective
+  ScalarKeyFn scalar_key;            // optional (see ScalarKeyFn)
 };
 
 // The registry. lookup throws OpError(NotImplemented) for an unknown op. The built-in ops are

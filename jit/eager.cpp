@@ -17,7 +17,8 @@ namespace {
 
 // Executables by signature (op, attrs, argument dtypes/shapes/strides, scalar kinds): a repeated
 // eager call skips graph building, fusion, scheduling and the kernel lookup. Scalars are kernel
-// parameters, so their values are not part of the signature.
+// parameters, so their values are not part of the signature, but for what the op's infer checks
+// of them (OpDef::scalar_key).
 struct EagerPlan {
   std::shared_ptr<Executable> exe;
   std::vector<int> constant_ids;  // graph value of each scalar argument, in argument order
@@ -55,7 +56,9 @@ void put_i64(std::string& key, int64_t v) {
 std::string signature(const std::string& op, const std::vector<EagerArg>& args, const dsl::Attrs& attrs) {
   std::string key = op;
   key.push_back('\0');
-  for (const auto& a : args) {
+  const dsl::ScalarKeyFn& scalar_key = dsl::lookup_op(op).scalar_key;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const EagerArg& a = args[i];
     if (const auto* t = std::get_if<Tensor>(&a)) {
       key.push_back('T');
       key.push_back(static_cast<char>(t->device()));
@@ -64,8 +67,10 @@ std::string signature(const std::string& op, const std::vector<EagerArg>& args, 
       for (int64_t s : t->sizes) put_i64(key, s);
       for (size_t d = 0; d < t->sizes.size(); ++d) put_i64(key, t->sizes[d] == 1 ? 0 : t->strides[d]);
     } else {
+      const ScalarArg& s = std::get<ScalarArg>(a);
       key.push_back('S');
-      key.push_back(static_cast<char>(std::get<ScalarArg>(a).dtype));
+      key.push_back(static_cast<char>(s.dtype));
+      if (scalar_key) key.push_back(scalar_key(static_cast<int>(i), s.value));
     }
   }
   for (const auto& [k, v] : attrs) {

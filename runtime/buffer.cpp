@@ -124,7 +124,13 @@ std::shared_ptr<Buffer> Buffer::allocate(size_t bytes, DeviceType device) {
     std::unique_ptr<void, Free> data(alloc.allocate(bytes), Free{0, index});
     return std::make_shared<Buffer>(Private{}, std::move(data), bytes, device);
   }
-  if (bytes > SIZE_MAX - kAlignment) throw std::bad_alloc();
+  // torch's message for a failed host allocation (a RuntimeError in Python, where bad_alloc would be
+  // a bare MemoryError naming nothing).
+  const auto out_of_memory = [bytes] {
+    return std::runtime_error("CPU allocator: can't allocate memory: you tried to allocate " + std::to_string(bytes) +
+                              " bytes.");
+  };
+  if (bytes > SIZE_MAX - kAlignment) throw out_of_memory();
   // aligned_alloc needs a size that is a multiple of the alignment; zero becomes one block.
   const size_t padded = bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
   size_t capacity = padded;
@@ -137,7 +143,7 @@ std::shared_ptr<Buffer> Buffer::allocate(size_t bytes, DeviceType device) {
     release_cached_host_memory();  // memory is tight: give the cache back and try once more
     p = std::aligned_alloc(kAlignment, padded);
   }
-  if (!p) throw std::bad_alloc();
+  if (!p) throw out_of_memory();
   std::unique_ptr<void, Free> data(p, Free{capacity, -1});
   return std::make_shared<Buffer>(Private{}, std::move(data), bytes, device);
 }

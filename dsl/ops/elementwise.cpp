@@ -141,6 +141,8 @@ void add_binary(const std::string& name, BinaryClass cls,
   d.infer = [name, cls](const Graph& g, const std::vector<int>& in, const Attrs&) {
     return binary_infer(name, cls, g, in);
   };
+  if (name == "pow")  // binary_infer refuses a negative constant exponent of an integer base
+    d.scalar_key = [](int input, double value) { return input == 1 && value < 0 ? '-' : '+'; };
   // A half common dtype rounds the other operand first where torch does (rounds_operands_to_half:
   // float16 0.7001953125 > 0.7 is false in torch, 0.7 becoming that same float16); mul and div keep
   // its full value. A small integer common dtype wraps every operand of another dtype, Python

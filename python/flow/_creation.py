@@ -5,6 +5,7 @@ numpy arrays and torch tensors keep their dtype). Torch tensors are converted wi
 torch: ``.detach().cpu()``, then ``.numpy()`` (bfloat16 through an int16 view, bit-exact).
 """
 import builtins
+import math
 import numbers
 import zlib
 
@@ -132,11 +133,22 @@ def _flow_tensor_copy(t, dtype):
     return Tensor._wrap(src._c.contiguous()) if src is t else src.contiguous()
 
 
-def _infer_from_python(data):
+def _infer_from_python(data, dtype=None):
     """Python data (scalars, nested lists/tuples of numbers or 0-dim tensors) -> numpy array."""
     if isinstance(data, (list, tuple)):
         data = [(_unwrap_scalar(x) if isinstance(x, Tensor) else x) for x in data]
     arr = np.array(data)
+    if arr.dtype == np.uint64 or arr.dtype == object:
+        # Python ints past int64 (numpy makes them uint64 or objects): torch reads them as doubles for a
+        # floating dtype and refuses them otherwise.
+        try:
+            wide = np.array(data, dtype=np.float64)
+        except (TypeError, ValueError, OverflowError):
+            wide = None
+        if wide is not None and dtype is not None and dtype.is_floating_point:
+            return wide
+        if wide is not None:
+            raise ValueError("Overflow when unpacking long long")
     if arr.dtype == object:
         raise TypeError(f"flow.tensor: could not infer dtype of {type(data).__name__} data")
     return arr
@@ -160,7 +172,7 @@ def _tensor_cpu(data, dtype=None, device=None, requires_grad=False, pin_memory=F
         return _from_array(arr, dtype or D.to_dtype(arr.dtype))
     if isinstance(data, str) or not isinstance(data, (numbers.Number, list, tuple, np.bool_)):
         raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
-    arr = _infer_from_python(data)
+    arr = _infer_from_python(data, dtype)
     if dtype is not None:
         _check_fits(arr, dtype)
     if dtype is None and _first_leaf_is_numpy(data):  # numpy scalars keep their type, as in torch
@@ -248,6 +260,11 @@ def _arange_cpu(start, end=None, step=1, *, dtype=None, device=None, requires_gr
         start, end = 0, start
     if step == 0:
         raise RuntimeError("step must be nonzero")
+    for v in (start, end):
+        if not math.isfinite(v):
+            raise RuntimeError(f"unsupported range: {start} -> {end}")
+    if (step > 0 and end < start) or (step < 0 and end > start):
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     all_int = builtins.all(isinstance(v, numbers.Integral) for v in (start, end, step))
     dt = _creation_dtype(dtype, D.int64 if all_int else D.float32)
     arr = np.arange(start, end, step, dtype=np.int64 if all_int else np.float64)

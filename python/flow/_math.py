@@ -105,9 +105,22 @@ def addcmul(input, tensor1, tensor2, *, value=1, out=None):
     return _out("addcmul", out, _addcmul(input, tensor1, tensor2, value))
 
 
+def _common_type(*operands):
+    from ._math_more import _result_type_of  # (_math_more builds on this module)
+
+    return _result_type_of(*operands)
+
+
+def _converted(dtype, *tensors):
+    """The operands converted to the common dtype first, as torch's TensorIterator does (a float16
+    operand of a float32 addcmul must not round a product to float16 on the way)."""
+    return [t if t.dtype is dtype else t.to(dtype) for t in tensors]
+
+
 @fused_in_eager
 def _addcmul(input, tensor1, tensor2, value):
-    return _in_opmath(input.dtype, lambda x, a, b: x + value * a * b, input, tensor1, tensor2)
+    dtype = _common_type(input, tensor1, tensor2)
+    return _in_opmath(dtype, lambda x, a, b: x + value * a * b, *_converted(dtype, input, tensor1, tensor2))
 
 
 def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
@@ -119,7 +132,8 @@ def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
 
 @fused_in_eager
 def _addcdiv(input, tensor1, tensor2, value):
-    return _in_opmath(input.dtype, lambda x, a, b: x + value * a / b, input, tensor1, tensor2)
+    dtype = _common_type(input, tensor1, tensor2)
+    return _in_opmath(dtype, lambda x, a, b: x + value * a / b, *_converted(dtype, input, tensor1, tensor2))
 
 
 def lerp(input, end, weight, *, out=None):

@@ -204,8 +204,13 @@ def result_type(tensor, other):
     """The dtype of an arithmetic op on the two operands (tensors or numbers), torch's rule:
     tensors with dims > 0-dim tensors > Python numbers, a lower kind counting only when it is a higher
     category (bool < integer < floating)."""
+    return _result_type_of(tensor, other)
+
+
+def _result_type_of(*operands):
+    """result_type over any number of operands (torch's n-ary TensorIterator rule: addcmul's three)."""
     dim_r = zero_r = num_r = None
-    for pos, a in enumerate((tensor, other), 1):
+    for pos, a in enumerate(operands, 1):
         if isinstance(a, Tensor):
             if a.ndim:
                 dim_r = _promote(dim_r, a.dtype)

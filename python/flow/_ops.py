@@ -16,7 +16,7 @@ import numpy as np
 from . import _C
 from . import _dtype as D
 from . import amp as _amp
-from ._dispatch import dispatch, dispatch1
+from ._dispatch import current_trace, dispatch, dispatch1
 from ._eager_fusion import fused_in_eager
 from ._errors import trace_error
 from ._tensor import Tensor, _can_cast, _normalize_dim, rebind
@@ -72,6 +72,8 @@ def _binary_op(op, a, b, reflected=False):
             return NotImplemented
         left, right = (bad, b) if sa is None else (a, bad)
         raise TypeError(f"unsupported operand type(s) for {symbol}: '{_type_name(left)}' and '{_type_name(right)}'")
+    if op in ("floor_divide", "remainder"):
+        return _integer_division(op, sa, sb)
     return _pow(sa, sb) if op == "pow" else dispatch1(op, [sa, sb])
 
 
@@ -106,11 +108,6 @@ def _cube_or_inverse_square(base, cube: bool):
 
 def _pow(base, exponent):
     """`base` ** `exponent` (a Tensor or Python number each)."""
-    # (the op checks this when it builds its graph; an eager kernel cached for another exponent
-    # takes the number as an argument and would skip it)
-    if (isinstance(base, Tensor) and not base.dtype.is_floating_point and base.dtype is not D.bool_
-            and isinstance(exponent, numbers.Integral) and not isinstance(exponent, bool) and exponent < 0):
-        raise RuntimeError("Integers to negative integer powers are not allowed.")
     if (isinstance(base, Tensor) and base.dtype.is_floating_point and not isinstance(exponent, (Tensor, bool))
             and exponent in _POW_SPECIAL):
         return _pow_special(base, exponent)
@@ -155,14 +152,15 @@ def div(input, other, *, rounding_mode=None, out=None):
     if rounding_mode is None:
         return _out("div", out, dispatch1("div", [x, y]))
     if rounding_mode == "floor":
-        return _out("div", out, dispatch1("floor_divide", [x, y]))
+        return _out("div", out, _integer_division("floor_divide", x, y))
     if rounding_mode == "trunc":
         q = dispatch1("div", [x, y])
         if q.dtype.is_floating_point and x.dtype.is_floating_point or (isinstance(y, Tensor) and
                                                                        y.dtype.is_floating_point):
             return _out("div", out, dispatch1("trunc", [q]))
         # integers: the exact quotient of (x - fmod(x, y)) by y
-        return _out("div", out, dispatch1("floor_divide", [dispatch1("sub", [x, dispatch1("fmod", [x, y])]), y]))
+        exact = dispatch1("sub", [x, _integer_division("fmod", x, y)])
+        return _out("div", out, dispatch1("floor_divide", [exact, y]))
     raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
                        f"'{rounding_mode}'")
 
@@ -484,9 +482,40 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None, *, out=None):
     return _out("nan_to_num", out, dispatch1("nan_to_num", [x], attrs))
 
 
-floor_divide = _binary_number_ok("floor_divide")
-remainder = _binary_number_ok("remainder")
-fmod = _binary_number_ok("fmod")
+def _divides_by_zero(divisor) -> builtins.bool:
+    """Whether an integer divisor has a zero in it: a number, or an eager CPU tensor (read on the host;
+    torch's CUDA kernels, as flow's and compiled graphs, do not check)."""
+    if not isinstance(divisor, Tensor):
+        return divisor == 0
+    if divisor._c is None or divisor._c.device != "cpu" or current_trace() is not None or not divisor.numel():
+        return False
+    from ._indexing import _host_array
+
+    return builtins.bool((_host_array(divisor._c) == 0).any())
+
+
+def _integer_division(op, x, y):
+    """floor_divide, remainder or fmod, with torch's CPU refusal of an integer division by zero."""
+    r = dispatch1(op, [x, y])
+    if not r.dtype.is_floating_point and _divides_by_zero(y):
+        raise RuntimeError("ZeroDivisionError")
+    return r
+
+
+def _division_op(op):
+    def f(input, other, *, out=None):
+        return _out(op, out, _integer_division(op, _tensor_arg(op, input, "input", 1),
+                                               _tensor_or_number(op, other, "other", 2)))
+
+    f.__name__ = f.__qualname__ = op
+    f.__doc__ = f"torch.{op}(input, other): elementwise, with broadcasting and type promotion; an integer " \
+                "division by zero raises on the CPU, as torch's."
+    return f
+
+
+floor_divide = _division_op("floor_divide")
+remainder = _division_op("remainder")
+fmod = _division_op("fmod")
 logical_and = _binary_number_ok("logical_and")
 logical_or = _binary_number_ok("logical_or")
 logical_xor = _binary_number_ok("logical_xor")
@@ -598,7 +627,10 @@ def prod(input, dim=None, keepdim=False, *, dtype=None, out=None):
 
 
 def _truth_reduce(name, input, dim, keepdim):
-    r = _reduce(name, input, dim, keepdim)
+    if isinstance(dim, (tuple, list)) and not dim and isinstance(input, Tensor):
+        r = input != 0  # torch: any/all over no dims reduce nothing (sum and the others reduce all)
+    else:
+        r = _reduce(name, input, dim, keepdim)
     # torch's legacy rule: any/all of a uint8 tensor is a uint8 tensor of 0s and 1s
     return r.to(D.uint8) if isinstance(input, Tensor) and input.dtype is D.uint8 else r
 
@@ -842,6 +874,8 @@ def index_select(input, dim, index, *, out=None):
     d = _normalize_dim(dim, x.ndim)
     if ix.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
+    if x.ndim == 0 and ix.numel() != 1:
+        raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got {ix.numel()} value(s)")
     if ix.dtype in (D.int32, D.int64):
         # Compiled and CUDA kernels check each index they read against [0, size) ("nonnegative").
         _check_range(ix, x.shape[d] if x.ndim else 1, d, "index_select")
@@ -867,8 +901,27 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
     return _out("gather", out, dispatch1("gather", [x, ix], {"dim": d, "nonnegative": 1}))
 
 
-def take_along_dim(input, indices, dim):
-    return gather(input, dim, indices)
+def take_along_dim(input, indices, dim=None, *, out=None):
+    """torch.take_along_dim: gather along dim after broadcasting input and indices over the other
+    dims (numpy's take_along_axis); dim=None takes from the flattened input."""
+    x = _tensor_arg("take_along_dim", input, "input", 1)
+    ix = _tensor_arg("take_along_dim", indices, "indices", 2)
+    if ix.dtype is not D.int64:
+        raise RuntimeError(f"torch.take_along_dim(): dtype of indices should be Long but got "
+                           f"{ix.dtype._torch_short}")
+    if dim is None:
+        return _out("take_along_dim", out, gather(x.reshape(-1), 0, ix.reshape(-1)))
+    d = _normalize_dim(dim, x.ndim)
+    if ix.ndim != x.ndim:
+        raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same number of dimensions, "
+                           f"but got {x.ndim} dimensions for input, and {ix.ndim} dimensions for indices")
+    from ._math import broadcast_shapes
+
+    xs, ixs = list(x.shape), list(ix.shape)
+    common = list(broadcast_shapes(tuple(xs[:d] + [1] + xs[d + 1:]), tuple(ixs[:d] + [1] + ixs[d + 1:])))
+    x = x.expand(common[:d] + [xs[d]] + common[d + 1:])
+    ix = ix.expand(common[:d] + [ixs[d]] + common[d + 1:])
+    return _out("take_along_dim", out, gather(x, d, ix))
 
 
 def reshape(input, shape):

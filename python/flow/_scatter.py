@@ -224,13 +224,22 @@ def index_put(input, indices, values, accumulate=False):
     x = _tensor_arg("index_put", input, "input", 1)
     if not isinstance(indices, (tuple, list)):
         raise TypeError(f"index_put(): argument 'indices' must be tuple of Tensors, not {_type_name(indices)}")
-    if len(indices) > x.ndim:
-        raise IndexError(f"too many indices for tensor of dimension {x.ndim} (got {len(indices)})")
-    idx = []
+    consumed = builtins.sum(i.ndim if isinstance(i, Tensor) and i.dtype is D.bool_ else 1 for i in indices)
+    if builtins.max(consumed, len(indices)) > x.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {x.ndim} (got {consumed})")
+    idx, new_dims = [], []
     for i in indices:
         if not isinstance(i, Tensor):
             raise TypeError("index_put(): indices must be tensors (None and slices are indexing syntax: use x[...] = v)")
-        if i.dtype is D.bool_:
+        if i.dtype is D.bool_ and i.ndim == 0:
+            # A 0-d mask consumes no dim: it indexes a new dim of size 1, all of it (True) or none (False).
+            if i._c is None:
+                raise trace_error("index_put() with a boolean mask", "the number of positions depends on the mask's "
+                                  "values; flow.jit compiles static shapes")
+            new_dims.append(len(idx))
+            x = x.unsqueeze(len(idx))
+            idx.append(_full([1 if i.item() else 0], 0, x).to(D.int64))
+        elif i.dtype is D.bool_:
             if i._c is None:
                 raise trace_error("index_put() with a boolean mask", "the number of positions depends on the mask's "
                                   "values; flow.jit compiles static shapes")
@@ -273,8 +282,10 @@ def index_put(input, indices, values, accumulate=False):
                            f"indexing result of shape {bshape + rest}") from None
     flat = x.reshape([positions] + rest)
     target = lin.reshape([n] + [1] * len(rest)).expand([n] + rest)
-    r = _scatter_op(flat, 0, target, v.reshape([n] + rest), "sum" if accumulate else "none")
-    return r.reshape(list(x.shape))
+    r = _scatter_op(flat, 0, target, v.reshape([n] + rest), "sum" if accumulate else "none").reshape(list(x.shape))
+    for d in reversed(new_dims):
+        r = r.squeeze(d)
+    return r
 
 
 def put(input, index, source, accumulate=False):

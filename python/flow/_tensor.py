@@ -86,6 +86,9 @@ def _infer_sizes(sizes, numel, what="view"):
 
 
 # torch.can_cast for the in-place/out= contract: no float -> int/bool, no int -> bool.
+# The most views one call makes (tensor_split's sections): beyond it torch runs out of memory building
+# the list, and a Python loop over them would hang.
+_MAX_VIEWS = 2**31 - 1
 _KIND = {"bool": 0, "uint8": 1, "int8": 1, "int16": 1, "int32": 1, "int64": 1, "float16": 2, "bfloat16": 2,
          "float32": 2, "float64": 2}
 
@@ -648,17 +651,34 @@ class Tensor:
     def tensor_split(self, indices_or_sections, dim=0):
         d = _normalize_dim(dim, self.ndim)
         size = self.shape[d]
+        if isinstance(indices_or_sections, Tensor):  # torch: a 0-d count of sections or a 1-d list of indices
+            t = indices_or_sections
+            if t.dtype is not D.int64:
+                raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to have dtype of long, but "
+                                   f"got {t.dtype._torch_short}")
+            if t.ndim > 1:
+                raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to be a zero-dimensional or "
+                                   f"one-dimensional tensor, but got a tensor with {t.ndim} dims")
+            if t._c is None:
+                raise trace_error("tensor_split() with a tensor of indices", "the pieces' sizes depend on its values; "
+                                  "pass them as Python ints")
+            indices_or_sections = t.tolist()
         if isinstance(indices_or_sections, numbers.Integral):
             n = operator.index(indices_or_sections)
             if n <= 0:
                 raise RuntimeError(f"number of sections must be larger than 0, got {n}")
+            if n > _MAX_VIEWS:
+                raise RuntimeError(f"tensor_split: {n} sections would be {n} tensors; flow makes at most "
+                                   f"{_MAX_VIEWS}")
             q, r = divmod(size, n)
             bounds, at = [], 0
             for i in range(n):
                 bounds.append((at, at + q + (1 if i < r else 0)))
                 at = bounds[-1][1]
         else:
-            idx = [operator.index(i) for i in indices_or_sections]
+            # Each index is a Python slice bound: negatives count from the end, then clamp to [0, size].
+            idx = [builtins.min(builtins.max(i + size if i < 0 else i, 0), size)
+                   for i in map(operator.index, indices_or_sections)]
             edges = [0] + idx + [size]
             bounds = [(edges[i], builtins.max(edges[i], edges[i + 1])) for i in range(len(edges) - 1)]
         return tuple(self._slice(d, a, b) for a, b in bounds)
@@ -1265,8 +1285,8 @@ for _name in ("erf", "log1p", "expm1", "sin", "cos", "floor", "ceil", "trunc", "
               "logical_not", "bitwise_not", "isnan", "isinf", "isfinite", "round", "nan_to_num", "floor_divide",
               "remainder", "fmod", "logical_and", "logical_or", "logical_xor", "masked_fill", "max", "min",
               "argmax", "argmin", "prod", "any", "all", "var", "std", "norm", "logsumexp", "cumsum", "cumprod",
-              "index_select", "gather", "matmul", "mm", "bmm", "mv", "dot", "outer", "addmm", "baddbmm", "silu",
-              "gelu", "absolute", "triu", "tril", "sort", "argsort", "msort", "topk"):
+              "index_select", "gather", "take_along_dim", "matmul", "mm", "bmm", "mv", "dot", "outer", "addmm",
+              "baddbmm", "silu", "gelu", "absolute", "triu", "tril", "sort", "argsort", "msort", "topk"):
     setattr(Tensor, _name, _method(_name))
 
 

@@ -250,11 +250,6 @@ def celu_(input, alpha=1.0):
 
 # ---- dropout variants --------------------------------------------------------------------------
 
-def _check_p(p):
-    if p < 0.0 or p > 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-
-
 def _channel_dropout(input, p, training, inplace, lead):
     """Zeroes whole channels: one keep/drop draw per position of the first `lead` dims (batch and
     channel, or channel alone for an unbatched input), the other dims sharing it."""
@@ -271,7 +266,7 @@ def _channel_dropout(input, p, training, inplace, lead):
 
 
 def dropout1d(input, p=0.5, training=True, inplace=False):
-    _check_p(p)
+    F._check_p(p)
     x = F._check_tensor("dropout1d", input)
     if x.ndim not in (2, 3):
         raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {x.ndim}D input. Note that dropout1d "
@@ -283,7 +278,7 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
 def dropout2d(input, p=0.5, training=True, inplace=False):
     """torch's rule: whatever the rank, the first two dims are (batch, channel) (a 3-D input is
     taken as [N, C, L], with torch's warning)."""
-    _check_p(p)
+    F._check_p(p)
     x = F._check_tensor("dropout2d", input)
     if x.ndim not in (3, 4):
         warnings.warn(f"dropout2d: Received a {x.ndim}-D input to dropout2d, which is deprecated and will result in "
@@ -301,7 +296,7 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
 
 
 def dropout3d(input, p=0.5, training=True, inplace=False):
-    _check_p(p)
+    F._check_p(p)
     x = F._check_tensor("dropout3d", input)
     if x.ndim not in (4, 5):
         warnings.warn(f"dropout3d: Received a {x.ndim}-D input to dropout3d, which is deprecated and will result in "
@@ -315,7 +310,7 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
 def _alpha_dropout(fn, input, p, training, inplace, feature):
     """SELU's dropout: dropped values become SELU's negative saturation -alpha*scale, then an affine
     map keeps the mean and variance (torch's formula)."""
-    _check_p(p)
+    F._check_p(p)
     x = F._check_tensor(fn, input)
     if not training or p == 0.0:
         return x

@@ -352,9 +352,16 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
 # ---- dropout ---------------------------------------------------------------------------------------------
 
 
-def dropout(input, p=0.5, training=True, inplace=False):
+def _check_p(p):
+    """torch's checks of a dropout probability: its Python check (ValueError), then its C++ one for NaN."""
     if p < 0.0 or p > 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if p != p:
+        raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    _check_p(p)
     if not training or p == 0.0:
         return input
     _check_tensor("dropout", input)
@@ -399,6 +406,16 @@ def _pool_geometry(input, fn, kernel_size, stride, padding, dilation, ceil_mode)
         _pair(stride, 2, "stride")
     p = _pair(padding, 2, "padding")
     d = _pair(dilation, 2, "dilation")
+    if 0 in s:
+        raise RuntimeError("stride should not be zero")
+    if builtins.min(k) <= 0:
+        raise RuntimeError(f"kernel size should be greater than zero, but got kH: {k[0]} kW: {k[1]}")
+    if builtins.min(s) < 0:
+        raise RuntimeError(f"stride should be greater than zero, but got dH: {s[0]} dW: {s[1]}")
+    if builtins.min(d) <= 0:
+        raise RuntimeError(f"dilation should be greater than zero, but got dilationH: {d[0]} dilationW: {d[1]}")
+    if builtins.min(p) < 0:
+        raise RuntimeError(f"pad must be non-negative, but got pad: {builtins.min(p)}")
     for i in range(2):
         if p[i] * 2 > k[i]:
             raise RuntimeError(f"{fn}: pad should be at most half of effective kernel size, but got pad={p[i]}, "
@@ -569,11 +586,25 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
                           count_include_pad=count_include_pad)
 
 
-def _adaptive_sizes(input, output_size):
+def _check_storage(shape, dtype):
+    """torch's refusal of a result whose element or byte count overflows int64, made before the
+    index tables a resize or pool builds per output position (which would run out of memory)."""
+    n = math.prod(shape)
+    if n >= 2**63:
+        raise RuntimeError("numel: integer multiplication overflow")
+    if n * dtype.itemsize >= 2**63:
+        raise RuntimeError(f"Storage size calculation overflowed with sizes={list(shape)}")
+
+
+def _adaptive_sizes(input, output_size, fn="adaptive_avg_pool2d"):
     if isinstance(output_size, (list, tuple)):
         out = [input.shape[-2 + i] if o is None else builtins.int(o) for i, o in enumerate(_pair_none(output_size))]
     else:
         out = [builtins.int(output_size)] * 2
+    if builtins.min(out) < 0:
+        raise RuntimeError(f"{fn}: elements of output_size must be greater than or equal to 0 but received "
+                           f"{{{out[0]}, {out[1]}}}")
+    _check_storage(list(input.shape[:-2]) + out, input.dtype)
     return out
 
 
@@ -586,12 +617,15 @@ def _adaptive_pool(input, output_size, op, fn):
     _check_tensor(fn, input)
     if input.ndim not in (3, 4):
         raise RuntimeError(f"{fn}: expected 3D or 4D input, got {input.ndim}D")
-    OH, OW = _adaptive_sizes(input, output_size)
+    OH, OW = _adaptive_sizes(input, output_size, fn)
     x = input
     n = x.ndim
     for axis, O in ((n - 2, OH), (n - 1, OW)):
         size = x.shape[axis]
         if O == size:
+            continue
+        if O == 0:  # an empty result, as torch's
+            x = _ops._cast(_slice(x, axis, 0, 0), x.dtype)
             continue
         if size % O == 0:
             # Equal windows: view the axis as [O, size / O] and reduce the inner dim.
@@ -646,7 +680,7 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
         _check_tensor("adaptive_max_pool2d", input)
         if input.ndim not in (3, 4):
             raise RuntimeError(f"adaptive_max_pool2d: expected 3D or 4D input, got {input.ndim}D")
-        OH, OW = _adaptive_sizes(input, output_size)
+        OH, OW = _adaptive_sizes(input, output_size, "adaptive_max_pool2d")
         return _pool_indices.max_with_indices(input, _pool_indices.adaptive_rows(OH, input.shape[-2]),
                                               _pool_indices.adaptive_rows(OW, input.shape[-1]))
     return _adaptive_pool(input, output_size, "amax", "adaptive_max_pool2d")
@@ -681,6 +715,11 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if max_norm is not None:
         raise NotImplementedError("flow: embedding(max_norm=...) is not supported (it renormalizes the weight "
                                   "in place)")
+    if padding_idx is not None and isinstance(weight, Tensor) and weight.ndim:  # torch's asserts
+        if padding_idx > 0:
+            assert padding_idx < weight.shape[0], "Padding_idx must be within num_embeddings"
+        elif padding_idx < 0:
+            assert padding_idx >= -weight.shape[0], "Padding_idx must be within num_embeddings"
     if isinstance(input, Tensor) and _host_checks_indices(input) and input.numel() > 0 and \
             input.dtype in (D.int32, D.int64) and isinstance(weight, Tensor):
         # torch's message for any index outside [0, num_embeddings) (negative ones included) on the
@@ -737,7 +776,15 @@ def pad(input, pad, mode="constant", value=None):
         else:
             if lo > size or hi > size:
                 raise RuntimeError("Padding value causes wrapping around more than once.")
-            j = j % size
+            if size + lo + hi < 0:
+                raise RuntimeError("Negative padding value is resulting in an empty dimension")
+            # torch crops first (negative amounts), then wraps around what is left.
+            start, kept = builtins.max(-lo, 0), size - builtins.max(-lo, 0) - builtins.max(-hi, 0)
+            if size + lo + hi and (kept <= 0 or lo > kept or hi > kept):
+                raise RuntimeError(f"Padding ({lo}, {hi}) at dimension {dim} of input {list(input.shape)} crops "
+                                   f"the dimension to {builtins.max(kept, 0)} elements and then wraps around them "
+                                   f"more than once")
+            j = start + (np.arange(size + lo + hi) - builtins.max(lo, 0)) % builtins.max(kept, 1)
         x = _index_select(x, dim, j)
     return x
 
@@ -878,6 +925,13 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         sf = list(scale_factor) if isinstance(scale_factor, (list, tuple)) else [scale_factor] * nsp
         out_sizes = [builtins.int(math.floor(i * builtins.float(f))) for i, f in zip(in_sizes, sf)]
         scales = [None if recompute_scale_factor else builtins.float(f) for f in sf]
+    if builtins.min(out_sizes) <= 0:
+        names = "DHW"[3 - nsp:]
+        raise RuntimeError("Input and output sizes should be greater than 0, but got input (" +
+                           ", ".join(f"{a}: {v}" for a, v in zip(names, in_sizes)) +
+                           (") and output (" if nsp == 1 else ") output (") +
+                           ", ".join(f"{a}: {v}" for a, v in zip(names, out_sizes)) + ")")
+    _check_storage(list(input.shape[:2]) + out_sizes, input.dtype)
     linear_modes = {"linear": 1, "bilinear": 2, "trilinear": 3}
     if mode in ("nearest", "nearest-exact"):
         if align_corners is not None:
@@ -973,6 +1027,12 @@ def one_hot(tensor, num_classes=-1):
     if num_classes < 0:
         tensor._need_data("one_hot(num_classes=-1)")
         num_classes = builtins.int(_host_array(tensor._c).max()) + 1 if tensor.numel() else 0
+    if _host_checks_indices(tensor) and tensor.numel():  # torch's CPU checks (a class out of range is all zeros)
+        a = _host_array(tensor._c)
+        if a.min() < 0:
+            raise RuntimeError("Class values must be non-negative.")
+        if a.max() >= num_classes:
+            raise RuntimeError("Class values must be smaller than num_classes.")
     classes = _const(np.arange(num_classes, dtype=np.int64), tensor, D.int64)
     return _ops.eq(_unsqueeze(tensor, -1), classes).to(D.int64)
 
@@ -1012,6 +1072,16 @@ def _reduce_loss(loss, reduction, fn):
     raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
+def _check_targets(target, classes, ignore_index):
+    """torch's CPU check of class targets: each in [0, classes) or ignore_index."""
+    if not (_host_checks_indices(target) and target.numel()):
+        return
+    a = _host_array(target._c).reshape(-1)
+    bad = a[(a != ignore_index) & ((a < 0) | (a >= classes))]
+    if bad.size:
+        raise IndexError(f"Target {builtins.int(bad[0])} is out of bounds.")
+
+
 @_amp.autocast_op("nll_loss")
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """-input[n, target[n], ...] (times weight[target]), mean over the weights of the non-ignored targets."""
@@ -1021,13 +1091,15 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     unbatched = input.ndim == 1
     if unbatched:
         input, target = _unsqueeze(input, 0), _unsqueeze(target, 0)
+    _check_targets(target, input.shape[1] if input.ndim > 1 else 0, ignore_index)
     valid = _ops.ne(target, ignore_index)
     safe_t = _ops.where(valid, target, 0)
-    picked = dispatch1("gather", [input, _unsqueeze(safe_t, 1)], {"dim": 1})
+    # "nonnegative": elsewhere (CUDA, flow.jit) the kernels check each target they read against [0, C).
+    picked = dispatch1("gather", [input, _unsqueeze(safe_t, 1)], {"dim": 1, "nonnegative": 1})
     picked = _reshape(picked, list(target.shape))
     w = valid.to(input.dtype)
     if weight is not None:
-        w = w * _reshape(dispatch1("index_select", [weight, _reshape(safe_t, [-1])], {"dim": 0}),
+        w = w * _reshape(dispatch1("index_select", [weight, _reshape(safe_t, [-1])], {"dim": 0, "nonnegative": 1}),
                          list(target.shape))
     loss = -(picked * w)
     if reduction == "mean":
@@ -1044,6 +1116,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     """log_softmax over dim 1 (0 for an unbatched input) + nll_loss; class-probability targets (float)
     and label smoothing as torch."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    if label_smoothing > 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     cdim = 0 if input.ndim == 1 else 1
     logp = log_softmax(input, cdim)
     if target.dtype.is_floating_point:  # class probabilities
@@ -1063,7 +1137,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
             return _ops.sum(loss) / builtins.float(builtins.max(n, 1))
         return _reduce_loss(loss, reduction, "cross_entropy")
     nll = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
-    if label_smoothing <= 0:
+    if label_smoothing <= 0:  # torch ignores a negative amount
         return nll
     C = input.shape[cdim]
     x = logp if cdim == 1 else _unsqueeze(logp, 0)

@@ -1,0 +1,264 @@
+"""Edge cases where flow's values or errors differed from torch's, found by a fuzzing campaign of
+generated calls against torch: 0-d masks and indices, negative split points and pads, broadcasting
+in take_along_dim, type promotion of addcmul, reductions over no dims, integer division by zero,
+class targets out of range, argument checks, sizes that overflow, and a failed host allocation.
+Each case compares with torch on fresh random inputs (values) or with torch's exception and message."""
+import itertools
+
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import flow
+import flow.nn.functional as FF
+from conftest import assert_same, make, to_flow
+
+
+def same_error(torch_fn, flow_fn):
+    """Both raise, flow an instance of torch's class, with torch's message."""
+    with pytest.raises(Exception) as te:
+        torch_fn()
+    with pytest.raises(type(te.value)) as fe:
+        flow_fn()
+    assert str(fe.value) == str(te.value), f"\nflow:  {fe.value}\ntorch: {te.value}"
+
+
+# ---- values ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_with_a_0d_mask(gen, accumulate):
+    """A 0-d mask consumes no dim: True writes every row (flow wrote row 0 only), False none."""
+    x = make((3, 2), torch.float32, gen)
+    cases = [
+        ((torch.tensor(True),), make((), torch.float32, gen)),
+        ((torch.tensor(False),), make((), torch.float32, gen)),
+        ((torch.tensor([0, 2]), torch.tensor(True)), make((2, 1), torch.float32, gen)),
+        ((torch.tensor(True), torch.tensor([1])), make((2,), torch.float32, gen)),
+    ]
+    for indices, v in cases:
+        # (torch's accumulating kernel fails an internal assert on 0-d masks; the positions here are
+        # distinct, so adding to what they read is the same)
+        want = torch.index_put(x, indices, v) if not accumulate else x + torch.index_put(torch.zeros_like(x), indices, v)
+        got = flow.index_put(to_flow(x), tuple(to_flow(i) for i in indices), to_flow(v), accumulate=accumulate)
+        assert_same(got, want)
+    m = torch.tensor([[True, False], [False, True]])
+    y = make((2, 2, 3), torch.float32, gen)
+    v = make((3,), torch.float32, gen)
+    assert_same(flow.index_put(to_flow(y), (to_flow(m), flow.tensor(True)), to_flow(v)),
+                torch.index_put(y, (m, torch.tensor(True)), v))
+
+
+def test_tensor_split_at_negative_and_clamped_points():
+    """Split points are slice bounds: negatives count from the end (flow took them as 0)."""
+    for points in ([-1], [1, -1], [-10, 3], [3, 1], [7], [-2, -4], [0, 5, 5]):
+        want = [t.tolist() for t in torch.tensor_split(torch.arange(5), points)]
+        assert [t.tolist() for t in flow.tensor_split(flow.arange(5), points)] == want, points
+    for arg in (torch.tensor([1, -1]), torch.tensor(2)):
+        want = [t.tolist() for t in torch.tensor_split(torch.arange(5), arg)]
+        assert [t.tolist() for t in flow.tensor_split(flow.arange(5), to_flow(arg))] == want
+    same_error(lambda: torch.tensor_split(torch.arange(5), torch.tensor([1], dtype=torch.int32)),
+               lambda: flow.tensor_split(flow.arange(5), flow.tensor([1], dtype=flow.int32)))
+    with pytest.raises(RuntimeError, match="sections"):  # torch runs out of memory; flow would loop
+        flow.tensor_split(flow.arange(5), 2**40)
+
+
+def test_take_along_dim_broadcasts(gen):
+    x = make((2, 3, 4), torch.float32, gen)
+    cases = [(torch.tensor([[[0], [3], [1]]]), 2), (torch.tensor([[[1, 0, 1, 1]]]), 0), (torch.tensor([[[2]], [[0]]]), 1),
+             (torch.tensor([[[3, 0, 1, 2]]]), -1), (torch.tensor([5, 23, 0]), None)]
+    for ix, d in cases:
+        assert_same(flow.take_along_dim(to_flow(x), to_flow(ix), d), torch.take_along_dim(x, ix, d))
+    assert_same(to_flow(x).take_along_dim(flow.tensor([[[1]]]), 2), x.take_along_dim(torch.tensor([[[1]]]), 2))
+    same_error(lambda: torch.take_along_dim(x, torch.tensor([0]), 1),
+               lambda: flow.take_along_dim(to_flow(x), flow.tensor([0]), 1))
+    same_error(lambda: torch.take_along_dim(x, torch.tensor([[[0]]], dtype=torch.int32), 1),
+               lambda: flow.take_along_dim(to_flow(x), flow.tensor([[[0]]], dtype=flow.int32), 1))
+
+
+def test_circular_pad_crops_then_wraps(gen):
+    """Negative amounts crop first and the wrap reads what is left (flow wrapped the uncropped row).
+    Where torch's own kernel reads outside the kept part (its result is garbage), flow raises."""
+    for size in (1, 3, 5):
+        x = make((1, 2, size), torch.float32, gen)
+        for lo, hi in itertools.product(range(-6, 7), repeat=2):
+            kept = size - max(-lo, 0) - max(-hi, 0)
+            if size + lo + hi < 0 or lo > size or hi > size:
+                same_error(lambda: TF.pad(x, (lo, hi), mode="circular"),
+                           lambda: FF.pad(to_flow(x), (lo, hi), mode="circular"))
+            elif size + lo + hi == 0:  # (torch's own result varies here: empty, or an internal error)
+                assert FF.pad(to_flow(x), (lo, hi), mode="circular").shape == (1, 2, 0)
+            elif kept >= 1 and lo <= kept and hi <= kept:
+                assert_same(FF.pad(to_flow(x), (lo, hi), mode="circular"), TF.pad(x, (lo, hi), mode="circular"),
+                            msg=f"pad {(lo, hi)} of {size}")
+            else:
+                with pytest.raises(RuntimeError, match="Padding|wrapping"):
+                    FF.pad(to_flow(x), (lo, hi), mode="circular")
+    x = make((1, 1, 4, 5), torch.float32, gen)
+    assert_same(FF.pad(to_flow(x), (-1, 2, 1, -2), mode="circular"), TF.pad(x, (-1, 2, 1, -2), mode="circular"))
+
+
+def test_addcmul_and_addcdiv_promote_all_three_operands(gen):
+    """torch's n-ary promotion: a bfloat16 input with float32 tensors gives float32 (flow kept bfloat16)."""
+    dtypes = (torch.bfloat16, torch.float16, torch.float32, torch.int32)
+    for name in ("addcmul", "addcdiv"):
+        for dts in itertools.product(dtypes, repeat=3):
+            args = [make(s, d, gen, low=1, high=3) for s, d in zip(((3,), (3,), ()), dts)]
+            try:
+                want = getattr(torch, name)(*args, value=2)
+            except RuntimeError:
+                with pytest.raises(RuntimeError):
+                    getattr(flow, name)(*map(to_flow, args), value=2)
+                continue
+            got = getattr(flow, name)(*map(to_flow, args), value=2)
+            assert got.dtype == want.dtype or str(got.dtype).split(".")[1] == str(want.dtype).split(".")[1], dts
+            assert_same(got, want, msg=f"{name} {dts}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.uint8, torch.bool, torch.int64])
+def test_any_and_all_over_no_dims_reduce_nothing(gen, dtype):
+    x = make((2, 3), dtype, gen)
+    for name, keepdim in itertools.product(("any", "all"), (False, True)):
+        want = getattr(torch, name)(x, dim=(), keepdim=keepdim)
+        got = getattr(flow, name)(to_flow(x), dim=(), keepdim=keepdim)
+        assert_same(got, want)
+    assert flow.sum(to_flow(x).float(), dim=()).shape == ()  # sum keeps torch's legacy: all dims
+
+
+def test_index_select_and_embedding_of_0d_tensors(gen):
+    """0-d inputs reached the scheduler with more index dims than the kernel's domain."""
+    x = make((), torch.float32, gen)
+    for ix in (torch.tensor([0]), torch.tensor(0), torch.tensor([-1])):
+        if ix.min() < 0:
+            with pytest.raises(IndexError):
+                flow.index_select(to_flow(x), 0, to_flow(ix))
+            continue
+        assert_same(flow.index_select(to_flow(x), 0, to_flow(ix)), torch.index_select(x, 0, ix))
+    same_error(lambda: torch.index_select(x, 0, torch.tensor([0, 0])),
+               lambda: flow.index_select(to_flow(x), 0, flow.tensor([0, 0])))
+    w = make((5, 3), torch.float32, gen)
+    assert_same(FF.embedding(flow.tensor(2), to_flow(w)), TF.embedding(torch.tensor(2), w))
+    f = flow.jit(lambda i, w: FF.embedding(i, w) * 2)
+    assert_same(f(flow.tensor(4), to_flow(w)), TF.embedding(torch.tensor(4), w) * 2)
+
+
+def test_adaptive_pools_to_empty_sizes(gen):
+    x = make((1, 2, 4, 4), torch.float32, gen)
+    for size in (0, (0, 3), (2, 0)):
+        for name in ("adaptive_avg_pool2d", "adaptive_max_pool2d"):
+            assert_same(getattr(FF, name)(to_flow(x), size), getattr(TF, name)(x, size))
+    assert_same(FF.adaptive_avg_pool1d(to_flow(x[0]), 0), TF.adaptive_avg_pool1d(x[0], 0))
+
+
+# ---- errors ---------------------------------------------------------------------------------------
+
+INTEGER_DIVISIONS_BY_ZERO = [
+    lambda m: m.tensor([3]) // 0,
+    lambda m: m.tensor([3, 4]) // m.tensor([1, 0]),
+    lambda m: m.tensor([3]) % 0,
+    lambda m: 7 // m.tensor([0, 2]),
+    lambda m: 7 % m.tensor([2, 0]),
+    lambda m: m.fmod(m.tensor([3]), 0),
+    lambda m: m.remainder(m.tensor([5]), m.tensor(0)),
+    lambda m: m.div(m.tensor([3]), 0, rounding_mode="trunc"),
+    lambda m: m.div(m.tensor([3]), m.tensor([0]), rounding_mode="floor"),
+    lambda m: m.tensor([3], dtype=m.uint8) // m.tensor([0], dtype=m.uint8),
+    lambda m: m.floor_divide(m.tensor([5]), False),
+]
+
+
+@pytest.mark.parametrize("case", range(len(INTEGER_DIVISIONS_BY_ZERO)))
+def test_integer_division_by_zero_raises_on_the_cpu(case):
+    """torch's CPU kernels raise; flow returned the dividend or 0."""
+    fn = INTEGER_DIVISIONS_BY_ZERO[case]
+    same_error(lambda: fn(torch), lambda: fn(flow))
+
+
+def test_float_division_by_zero_and_nonzero_integer_divisors_still_compute(gen):
+    a, b = make((7,), torch.int64, gen, low=-9, high=9), make((7,), torch.int64, gen, low=1, high=5)
+    for fn in (lambda m, a, b: a // b, lambda m, a, b: a % -b, lambda m, a, b: m.fmod(a, b),
+               lambda m, a, b: a // 0.0, lambda m, a, b: a.float() % 0, lambda m, a, b: a % b.float().sub(b)):
+        assert_same(fn(flow, to_flow(a), to_flow(b)), fn(torch, a, b))
+    f = flow.jit(lambda a, b: a // b)  # compiled graphs do not check (as torch's CUDA kernels)
+    assert f(flow.tensor([6]), flow.tensor([3])).tolist() == [2]
+
+
+def test_class_targets_out_of_range(gen):
+    x = make((2, 3), torch.float32, gen)
+    cases = [
+        lambda m, F, x: F.nll_loss(x, m.tensor([0, -1])),
+        lambda m, F, x: F.nll_loss(x, m.tensor([0, 3])),
+        lambda m, F, x: F.cross_entropy(x, m.tensor([3, 7])),
+        lambda m, F, x: F.cross_entropy(x.unsqueeze(-1).expand(2, 3, 4), m.tensor([[0, 1, 2, 3], [0, 0, 0, 0]])),
+        lambda m, F, x: F.nll_loss(x[0], m.tensor(4)),
+        lambda m, F, x: F.one_hot(m.tensor([0, -1]), 3),
+        lambda m, F, x: F.one_hot(m.tensor([0, 3]), 3),
+        lambda m, F, x: F.one_hot(m.tensor([-2])),
+    ]
+    for fn in cases:
+        same_error(lambda: fn(torch, TF, x), lambda: fn(flow, FF, to_flow(x)))
+    # ignore_index is allowed wherever it lies; values agree
+    for t, ii in ((torch.tensor([0, -100]), -100), (torch.tensor([0, 5]), 5), (torch.tensor([2, 1]), -100)):
+        assert_same(FF.nll_loss(to_flow(x), to_flow(t), ignore_index=ii), TF.nll_loss(x, t, ignore_index=ii))
+
+
+ARGUMENT_CHECKS = [
+    lambda m, F: F.avg_pool2d(m.ones(1, 1, 4, 4), 2, padding=-1),
+    lambda m, F: F.max_pool2d(m.ones(1, 1, 4, 4), 2, padding=-1),
+    lambda m, F: F.max_pool2d(m.ones(1, 1, 4, 4), 2, stride=0),
+    lambda m, F: F.max_pool2d(m.ones(1, 1, 4, 4), 0),
+    lambda m, F: F.max_pool2d(m.ones(1, 1, 4, 4), 2, stride=-1),
+    lambda m, F: F.max_pool2d(m.ones(1, 1, 4, 4), -1, stride=1),
+    lambda m, F: F.max_pool2d(m.ones(1, 1, 4, 4), 2, dilation=0),
+    lambda m, F: F.avg_pool1d(m.ones(1, 1, 4), 2, padding=-1),
+    lambda m, F: F.dropout(m.ones(3), p=1.5),
+    lambda m, F: F.dropout(m.ones(3), p=float("nan")),
+    lambda m, F: F.dropout2d(m.ones(1, 3, 2, 2), p=float("nan")),
+    lambda m, F: F.embedding(m.tensor([0]), m.ones(3, 2), padding_idx=-4),
+    lambda m, F: F.embedding(m.tensor([0]), m.ones(3, 2), padding_idx=3),
+    lambda m, F: F.cross_entropy(m.ones(2, 3), m.tensor([0, 1]), label_smoothing=1.5),
+    lambda m, F: F.cross_entropy(m.ones(2, 3), m.ones(2, 3) / 3, label_smoothing=1.5),
+    lambda m, F: m.arange(-3),
+    lambda m, F: m.arange(-3.0),
+    lambda m, F: m.arange(0, 5, -1),
+    lambda m, F: m.arange(0, float("inf")),
+    lambda m, F: m.arange(float("nan")),
+    lambda m, F: m.tensor([2**63]),
+    lambda m, F: m.tensor([[1], [2**70]]),
+    lambda m, F: m.tensor([-2**63 - 1]),
+    lambda m, F: F.adaptive_avg_pool2d(m.ones(1, 1, 4, 4), -1),
+    lambda m, F: F.adaptive_avg_pool2d(m.ones(1, 1, 4, 4), 2**40),
+    lambda m, F: F.adaptive_max_pool2d(m.ones(1, 1, 4, 4), (2**31, 2**31)),
+    lambda m, F: F.interpolate(m.ones(1, 1, 4, 4), size=(0, 2)),
+    lambda m, F: F.interpolate(m.ones(1, 1, 4, 4), size=(-1, 2)),
+    lambda m, F: F.interpolate(m.ones(1, 1, 4), size=0),
+    lambda m, F: F.interpolate(m.ones(1, 1, 4, 4), size=(2**31, 2**31), mode="bilinear"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(ARGUMENT_CHECKS)))
+def test_argument_checks_match_torch(case):
+    """Each was accepted (a result, or a hang building index tables) or failed with an internal error."""
+    fn = ARGUMENT_CHECKS[case]
+    same_error(lambda: fn(torch, TF), lambda: fn(flow, FF))
+
+
+def test_arguments_torch_accepts_still_work(gen):
+    x = make((2, 3), torch.float32, gen)
+    t = torch.tensor([0, 2])
+    # label_smoothing below 0 is ignored by torch; padding_idx inside [-n, n) is fine
+    assert_same(FF.cross_entropy(to_flow(x), to_flow(t), label_smoothing=-0.1),
+                TF.cross_entropy(x, t, label_smoothing=-0.1))
+    w = make((3, 2), torch.float32, gen)
+    assert_same(FF.embedding(to_flow(t), to_flow(w), padding_idx=-3), TF.embedding(t, w, padding_idx=-3))
+    assert flow.arange(5, 0, -1).tolist() == torch.arange(5, 0, -1).tolist()
+    assert flow.arange(3, 3).shape == (0,) and flow.arange(3, 3, -1).shape == (0,)
+    assert flow.tensor([2**63], dtype=flow.float32).item() == torch.tensor([2**63], dtype=torch.float32).item()
+    assert flow.tensor([1.5, 2**63]).tolist() == torch.tensor([1.5, 2**63]).tolist()
+    assert flow.tensor([2**63 - 1, -2**63]).tolist() == [2**63 - 1, -2**63]
+
+
+def test_a_failed_host_allocation_names_its_size():
+    """It was a bare MemoryError ("std::bad_alloc")."""
+    with pytest.raises(RuntimeError, match="can't allocate memory: you tried to allocate 4398046511104 bytes"):
+        flow.empty(2**40)
+    assert flow.ones(3).sum().item() == 3.0  # and flow goes on working
