@@ -112,10 +112,10 @@ KernelInstance specialize(const dsl::Graph& g, const FusionGroup& grp, const Gro
     // A value only injective ops read (at indices they compute, through its own strides) may have
     // more dims than the domain: embedding's weight beside a 0-d index, index_select of a 0-d tensor.
     const bool only_indexed = indexed.count(v) && val.type.shape.size() > grp.domain.size();
-    raws.push_back({v, out,
-                    only_indexed ? std::vector<int64_t>(grp.domain.size(), 0)
-                                 : domain_strides(grp, val.type.shape, st, out),
-                    indexed.count(v) ? st : std::vector<int64_t>{}});
+    raws.push_back(
+        {v, out,
+         only_indexed ? std::vector<int64_t>(grp.domain.size(), 0) : domain_strides(grp, val.type.shape, st, out),
+         indexed.count(v) ? st : std::vector<int64_t>{}});
   };
   for (int v : grp.inputs) add(v, false);
   for (int v : grp.outputs) add(v, true);
