@@ -11,25 +11,6 @@ using namespace flow::dsl;
 
 namespace {
 
-// A reduction node of the group, as both forms lower it: its input, its output and how it accumulates.
-// (Full-domain and row ops are computed where read.)
-struct GroupReduction {
-  ReductionInfo info;
-  int in, out;
-  DType out_t;
-};
-
-std::vector<GroupReduction> group_reductions(const KernelInstance& ki) {
-  const Graph& g = *ki.graph;
-  std::vector<GroupReduction> rs;
-  for (int n : ki.group->nodes) {
-    if (!is_reduction_node(g, n)) continue;
-    const int out = g.node(n).outputs[0];
-    rs.push_back({reduction_info(g, n), g.node(n).inputs[0], out, g.value(out).type.dtype});
-  }
-  return rs;
-}
-
 bool has_reduced_extent(const KernelBuffer& b, size_t K) {
   return std::any_of(b.classes.begin() + static_cast<std::ptrdiff_t>(K), b.classes.end(),
                      [](StrideClass c) { return c != StrideClass::Zero; });
@@ -78,11 +59,14 @@ Stmt lower_tiles(const KernelInstance& ki, const KernelSignature& sig, int64_t w
   // Row values live in per-lane local arrays between the lane loops.
   auto lanes = [&](const Stmt& body) { return make_for("l", make_int(0), make_int(w), ForKind::Vectorized, body); };
   gv.kept_idx = kept_idx;
-  for (const auto& [info, in, out, out_t] : group_reductions(ki)) {
-    const std::string acc = "acc" + std::to_string(out), part = "part" + std::to_string(out);
-    tile.allocate(acc, info.acc, w, MemoryScope::Local);
-    tile.allocate(part, info.acc, w, MemoryScope::Local);
-    tile.add(lanes(make_store(acc, var("l"), reduce_identity(info.op, info.acc))));
+  const Graph& g = *ki.graph;
+  for (const std::vector<int>& pass : reduction_passes(ki)) {
+    const std::vector<PassReduction> rs = pass_reductions(g, pass);
+    for (const PassReduction& r : rs) {
+      tile.allocate(r.acc, r.info.acc, w, MemoryScope::Local);
+      if (r.blocked) tile.allocate(r.part, r.info.acc, w, MemoryScope::Local);
+      tile.add(lanes(make_store(r.acc, var("l"), reduce_identity(r.info.op, r.info.acc))));
+    }
     // The innermost reduced dim in blocks (reduction_parts.h); the outer reduced dims around it.
     std::vector<Expr> red(R);
     for (size_t d = 0; d + 1 < R; ++d) red[d] = var("r" + std::to_string(d) + "i");
@@ -90,19 +74,27 @@ Stmt lower_tiles(const KernelInstance& ki, const KernelSignature& sig, int64_t w
     gv.red_idx = red;
     StmtList body;
     gv.begin_body(&body);
-    const Expr x = cast(info.acc, cast(out_t, gv.value(in)));
-    body.add(make_store(part, var("l"), reduce_combine(info.op, load(info.acc, part, var("l")), x)));
+    for (const PassReduction& r : rs) {
+      const Expr x = cast(r.info.acc, cast(g.value(r.out).type.dtype, gv.value(r.in)));
+      const std::string& into = r.blocked ? r.part : r.acc;
+      body.add(make_store(into, var("l"), reduce_combine(r.info.op, load(r.info.acc, into, var("l")), x)));
+    }
     const Expr inner = sig.reduced_size(R - 1);
-    const BlockStmts blk = partial_block(info, acc, part, var("l"));
-    Stmt loops = blocked_steps("cb", "j", make_int(0), inner, lanes(body.build()), {lanes(blk.open), lanes(blk.close)});
+    const BlockStmts blk = pass_blocks(rs, var("l"));
+    Stmt loops = blocked_steps("cb", "j", make_int(0), inner, lanes(body.build()),
+                               blk.open.defined() ? BlockStmts{lanes(blk.open), lanes(blk.close)} : BlockStmts{});
     for (size_t d = R - 1; d-- > 0;)
       loops = make_for("r" + std::to_string(d) + "i", make_int(0), sig.reduced_size(d), ForKind::Serial, loops);
     tile.add(loops);
-    const std::string row = "row" + std::to_string(out);
-    const DType ct = compute_dtype(out_t);
-    tile.allocate(row, ct, w, MemoryScope::Local);
-    tile.add(lanes(make_store(row, var("l"), finish_reduction(info, load(info.acc, acc, var("l")), sig, out_t))));
-    gv.bind_row(out, load(ct, row, var("l")));
+    for (const PassReduction& r : rs) {
+      const DType out_t = g.value(r.out).type.dtype;
+      const std::string row = "row" + std::to_string(r.out);
+      const DType ct = compute_dtype(out_t);
+      tile.allocate(row, ct, w, MemoryScope::Local);
+      tile.add(
+          lanes(make_store(row, var("l"), finish_reduction(r.info, load(r.info.acc, r.acc, var("l")), sig, out_t))));
+      gv.bind_row(r.out, load(ct, row, var("l")));
+    }
   }
   StmtList stores;
   gv.begin_body(&stores);
@@ -148,37 +140,46 @@ Stmt lower_column_reduction_gpu(const KernelInstance& ki, const KernelSignature&
   const Expr live = var("col") < inner;
   const Expr total = sig.reduced_total();
   body.let("cnt", (total - var("ty") + make_int(Y - 1)) / make_int(Y));
-  for (const auto& [info, in, out, out_t] : group_reductions(ki)) {
-    const std::string acc = "acc" + std::to_string(out), part = "part" + std::to_string(out),
-                      shared = "cols" + std::to_string(out);
-    body.allocate(acc, info.acc, 1, MemoryScope::Local);
-    body.allocate(part, info.acc, 1, MemoryScope::Local);
-    body.add(make_store(acc, make_int(0), reduce_identity(info.op, info.acc)));
+  const Graph& g = *ki.graph;
+  for (const std::vector<int>& pass : reduction_passes(ki)) {
+    const std::vector<PassReduction> rs = pass_reductions(g, pass);
+    for (const PassReduction& r : rs) {
+      body.allocate(r.acc, r.info.acc, 1, MemoryScope::Local);
+      if (r.blocked) body.allocate(r.part, r.info.acc, 1, MemoryScope::Local);
+      body.add(make_store(r.acc, make_int(0), reduce_identity(r.info.op, r.info.acc)));
+    }
     // The thread's elements in blocks (reduction_parts.h), as the CPU form's.
     // (Names here avoid the kernel parameters' k<d>, r<d> and c<value>.)
     StmtList elem;
     gv.kept_idx = kept_idx;
     gv.red_idx = unravel(elem, var("j"), reduced_sizes(sig, R), "rj");
     gv.begin_body(&elem);
-    const Expr x = cast(info.acc, cast(out_t, gv.value(in)));
-    elem.add(make_store(part, make_int(0), reduce_combine(info.op, load(info.acc, part, make_int(0)), x)));
+    for (const PassReduction& r : rs) {
+      const Expr x = cast(r.info.acc, cast(g.value(r.out).type.dtype, gv.value(r.in)));
+      const std::string& into = r.blocked ? r.part : r.acc;
+      elem.add(make_store(into, make_int(0), reduce_combine(r.info.op, load(r.info.acc, into, make_int(0)), x)));
+    }
     body.add(make_if(live, blocked_steps("cb", "m", make_int(0), var("cnt"),
                                          make_let("j", var("ty") + make_int(Y) * var("m"), elem.build()),
-                                         partial_block(info, acc, part, make_int(0)))));
-    // The Y partials of each column through shared memory; every thread combines its column's, in
-    // the same order, so a later reduction of the group reads the row value in every thread.
-    body.allocate(shared, info.acc, X * Y, MemoryScope::Shared);
-    body.add(make_store(shared, var("ty") * make_int(X) + var("tx"), load(info.acc, acc, make_int(0))));
-    body.add(make_barrier());
-    body.add(make_store(acc, make_int(0), load(info.acc, shared, var("tx"))));
-    body.add(make_for("y", make_int(1), make_int(Y - 1), ForKind::Unrolled,
-                      make_store(acc, make_int(0),
-                                 reduce_combine(info.op, load(info.acc, acc, make_int(0)),
-                                                load(info.acc, shared, var("y") * make_int(X) + var("tx"))))));
-    const Expr result = finish_reduction(info, load(info.acc, acc, make_int(0)), sig, out_t);
-    const std::string name = "v" + std::to_string(out);
-    body.let(name, result);
-    gv.bind_row(out, var(name, result.type()));
+                                         pass_blocks(rs, make_int(0)))));
+    for (const PassReduction& r : rs) {
+      // The Y partials of each column through shared memory; every thread combines its column's, in
+      // the same order, so a later reduction of the group reads the row value in every thread.
+      const std::string shared = "cols" + std::to_string(r.out);
+      body.allocate(shared, r.info.acc, X * Y, MemoryScope::Shared);
+      body.add(make_store(shared, var("ty") * make_int(X) + var("tx"), load(r.info.acc, r.acc, make_int(0))));
+      body.add(make_barrier());
+      body.add(make_store(r.acc, make_int(0), load(r.info.acc, shared, var("tx"))));
+      body.add(make_for("y", make_int(1), make_int(Y - 1), ForKind::Unrolled,
+                        make_store(r.acc, make_int(0),
+                                   reduce_combine(r.info.op, load(r.info.acc, r.acc, make_int(0)),
+                                                  load(r.info.acc, shared, var("y") * make_int(X) + var("tx"))))));
+      const Expr result =
+          finish_reduction(r.info, load(r.info.acc, r.acc, make_int(0)), sig, g.value(r.out).type.dtype);
+      const std::string name = "v" + std::to_string(r.out);
+      body.let(name, result);
+      gv.bind_row(r.out, var(name, result.type()));
+    }
   }
   StmtList stores;
   gv.kept_idx = kept_idx;

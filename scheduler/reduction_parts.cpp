@@ -1,5 +1,7 @@
 #include "scheduler/reduction_parts.h"
 
+#include <algorithm>
+#include <set>
 #include <stdexcept>
 
 #include "dsl/op_table.h"
@@ -20,10 +22,86 @@ bool is_reduction_node(const Graph& g, int node) {
   return lookup_op(g.node(node).op).pattern == OpPattern::Reduction;
 }
 
+namespace {
+
+// Whether value `from` is computed (within the group) from any of `targets`.
+bool reads_any(const KernelInstance& ki, int from, const std::set<int>& targets) {
+  const Graph& g = *ki.graph;
+  const auto& nodes = ki.group->nodes;
+  std::vector<int> stack{from};
+  std::set<int> seen;
+  while (!stack.empty()) {
+    const int v = stack.back();
+    stack.pop_back();
+    if (targets.count(v)) return true;
+    if (!seen.insert(v).second || g.value(v).kind != ValueKind::OpResult) continue;
+    const int producer = g.value(v).producer;
+    if (std::find(nodes.begin(), nodes.end(), producer) == nodes.end()) continue;
+    for (int in : g.node(producer).inputs) stack.push_back(in);
+  }
+  return false;
+}
+
+// (The fuser gives value-and-index reductions groups of their own today; their lowering takes one
+// node at a time either way.)
+bool runs_alone(const Graph& g, int node) {
+  const ReduceSpec& spec = *lookup_op(g.node(node).op).reduce;
+  return spec.arg || spec.scan;
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> reduction_passes(const KernelInstance& ki) {
+  const Graph& g = *ki.graph;
+  std::vector<std::vector<int>> passes;
+  std::set<int> since;  // row values bound since the last pass began
+  for (const int n : ki.group->nodes) {
+    const int out = g.node(n).outputs.at(0);
+    if (!is_reduction_node(g, n)) {
+      if (is_row_value(ki, out)) since.insert(out);
+      continue;
+    }
+    const bool joins = !passes.empty() && !runs_alone(g, n) && !runs_alone(g, passes.back().front()) &&
+                       !reads_any(ki, g.node(n).inputs.at(0), since);
+    if (!joins) {
+      passes.emplace_back();
+      since.clear();
+    }
+    passes.back().push_back(n);
+    for (const int o : g.node(n).outputs) since.insert(o);
+  }
+  return passes;
+}
+
 BlockStmts partial_block(const ReductionInfo& info, const std::string& acc, const std::string& part,
                          const Expr& index) {
   return {make_store(part, index, reduce_identity(info.op, info.acc)),
           make_store(acc, index, reduce_combine(info.op, load(info.acc, acc, index), load(info.acc, part, index)))};
+}
+
+std::vector<PassReduction> pass_reductions(const Graph& g, const std::vector<int>& pass) {
+  std::vector<PassReduction> rs;
+  for (const int n : pass) {
+    const int out = g.node(n).outputs.at(0);
+    const ReductionInfo info = reduction_info(g, n);
+    rs.push_back({g.node(n).inputs.at(0), out, info, "acc" + std::to_string(out), "part" + std::to_string(out),
+                  info.op == ReduceOp::Sum});
+  }
+  return rs;
+}
+
+BlockStmts pass_blocks(const std::vector<PassReduction>& rs, const Expr& index) {
+  StmtList open, close;
+  bool any = false;
+  for (const PassReduction& r : rs) {
+    if (!r.blocked) continue;
+    const BlockStmts b = partial_block(r.info, r.acc, r.part, index);
+    open.add(b.open);
+    close.add(b.close);
+    any = true;
+  }
+  if (!any) return {};
+  return {open.build(), close.build()};
 }
 
 Stmt blocked_steps(const std::string& block, const std::string& step, const Expr& begin, const Expr& count,

@@ -3,6 +3,7 @@
 // becomes the node's value.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "dsl/graph.h"
 #include "dsl/stmt.h"
@@ -18,6 +19,12 @@ struct ReductionInfo {
 
 ReductionInfo reduction_info(const dsl::Graph& g, int node);
 bool is_reduction_node(const dsl::Graph& g, int node);
+// The group's reductions (node ids, in the group's order) in passes over the row: a reduction joins
+// the pass of the one before it unless its input reads, directly or through ops of the group, a
+// result of that pass or a row op after the pass began. So var's sum(d) and sum(d * d) are one pass
+// (dsl/ops/moments.h), where each read the row again. Value-and-index reductions and scans run alone.
+std::vector<std::vector<int>> reduction_passes(const KernelInstance& ki);
+
 // Long reductions are blocked, as torch's cascade sums: each accumulator (a SIMD lane's, a GPU
 // thread's) adds kSumBlock steps into a fresh partial, then the partial into its running total, so a
 // float sum's rounding error grows with the blocks and kSumBlock, not with the row length.
@@ -30,6 +37,19 @@ struct BlockStmts {
 };
 BlockStmts partial_block(const ReductionInfo& info, const std::string& acc, const std::string& part,
                          const dsl::Expr& index);
+
+// A reduction of a pass as the schedules emit it: input and output values, accumulator `acc` and,
+// for a blocked sum, partial `part` (local buffers named after the output).
+struct PassReduction {
+  int in, out;
+  ReductionInfo info;
+  std::string acc, part;
+  bool blocked;  // a sum: blocks of steps add into `part` first
+};
+std::vector<PassReduction> pass_reductions(const dsl::Graph& g, const std::vector<int>& pass);
+// The pass's blocks: the partials of its blocked sums reset, then added into their accumulators,
+// at `index`; empty (no partials) when none is blocked.
+BlockStmts pass_blocks(const std::vector<PassReduction>& rs, const dsl::Expr& index);
 
 // The steps [begin, begin + count) of loop `step` in blocks of kSumBlock (loop `block`), each
 // between `blk.open` and `blk.close`; with `blk` empty (no partials), one plain loop of the steps.

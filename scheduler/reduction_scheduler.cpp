@@ -172,17 +172,20 @@ class ReductionScheduler final : public Scheduler {
   }
 
  private:
-  // Row scope shared by both targets: reductions in order, row ops, row outputs, final pass.
-  // `reduce_loop(node, info, row)` appends the accumulation of one reduction and binds its result;
-  // `full_pass(row)` appends the loops writing full-domain outputs.
-  template <class ReduceLoop, class FullPass, class RowStore>
-  static void emit_row(const KernelInstance& ki, GroupValues& gv, StmtList& row, ReduceLoop reduce_loop,
+  // Row scope shared by both targets: reductions in order (a pass of them at a time:
+  // reduction_passes), row ops, row outputs, final pass. `reduce_pass(nodes, row)` appends the
+  // accumulation of the pass's reductions and binds their results; `full_pass(row)` appends the
+  // loops writing full-domain outputs.
+  template <class ReducePass, class FullPass, class RowStore>
+  static void emit_row(const KernelInstance& ki, GroupValues& gv, StmtList& row, ReducePass reduce_pass,
                        FullPass full_pass, RowStore row_store) {
     const Graph& g = *ki.graph;
+    const std::vector<std::vector<int>> passes = reduction_passes(ki);
+    size_t next = 0;
     for (int n : ki.group->nodes) {
       const int out = g.node(n).outputs.at(0);
       if (is_reduction_node(g, n)) {
-        reduce_loop(n, reduction_info(g, n), row);
+        if (next < passes.size() && passes[next].front() == n) reduce_pass(passes[next++], row);
       } else if (gv.is_row_value(out)) {
         gv.begin_body(&row);
         const Expr e = gv.compute_node(n);
@@ -262,70 +265,80 @@ class ReductionScheduler final : public Scheduler {
       return make_for("ch", make_int(0), var("nchunk"), ForKind::Parallel, pass(chunk_range));
     };
 
-    auto reduce_loop = [&](int n, const ReductionInfo& info, StmtList& scope) {
-      if (lookup_op(g.node(n).op).reduce->arg) {  // value-and-index: scheduler/arg_scan_lowering.cpp
+    auto reduce_pass = [&](const std::vector<int>& pass, StmtList& scope) {
+      if (lookup_op(g.node(pass.front()).op).reduce->arg) {  // value-and-index: arg_scan_lowering.cpp
         emit_arg_reduction_cpu(
-            ki, sig, gv, n, W, kept_idx,
+            ki, sig, gv, pass.front(), W, kept_idx,
             [&](const std::function<Stmt(bool)>& body) {
               return row_loops([&](bool simd, bool) { return body(simd); }, whole_row, BlockStmts{});
             },
             scope);
         return;
       }
-      const int in = g.node(n).inputs[0];
-      const int out = g.node(n).outputs[0];
-      const std::string acc = "acc" + std::to_string(out), part = "part" + std::to_string(out);
+      const std::vector<PassReduction> rs = pass_reductions(g, pass);
       auto lanes = [&](Stmt s) { return make_for("l", make_int(0), make_int(W), ForKind::Vectorized, std::move(s)); };
       // Long sums add blocks of steps into per-lane partials first (reduction_parts.h).
-      const bool blocked = info.op == ReduceOp::Sum;
-      const BlockStmts lane_block = partial_block(info, acc, part, var("l"));
-      const BlockStmts blocking = blocked ? BlockStmts{lanes(lane_block.open), lanes(lane_block.close)} : BlockStmts{};
-      // Accumulates the range's elements into acc's lanes and then into acc[0].
+      const BlockStmts lane_block = pass_blocks(rs, var("l"));
+      const BlockStmts blocking =
+          lane_block.open.defined() ? BlockStmts{lanes(lane_block.open), lanes(lane_block.close)} : BlockStmts{};
+      // Accumulates the range's elements into each acc's lanes and then into acc[0].
       auto accumulate = [&](const StepRange& range) {
         StmtList s;
-        s.allocate(acc, info.acc, W, MemoryScope::Local);
-        if (blocked) s.allocate(part, info.acc, W, MemoryScope::Local);
-        s.add(lanes(make_store(acc, var("l"), reduce_identity(info.op, info.acc))));
+        for (const PassReduction& r : rs) {
+          s.allocate(r.acc, r.info.acc, W, MemoryScope::Local);
+          if (r.blocked) s.allocate(r.part, r.info.acc, W, MemoryScope::Local);
+          s.add(lanes(make_store(r.acc, var("l"), reduce_identity(r.info.op, r.info.acc))));
+        }
         s.add(row_loops(
             [&](bool simd, bool in_block) {
               StmtList body;
               gv.kept_idx = kept_idx;
               gv.begin_body(&body);
-              const Expr x = cast(info.acc, cast(g.value(out).type.dtype, gv.value(in)));
               const Expr lane = simd ? var("l") : make_int(0);
-              const std::string& into = in_block ? part : acc;
-              if (in == stored.value)
-                body.add(make_store(stored.buffer->name, gv.index(*stored.buffer), gv.stored_value(in)));
-              body.add(make_store(into, lane, reduce_combine(info.op, load(info.acc, into, lane), x)));
+              for (const PassReduction& r : rs) {
+                const Expr x = cast(r.info.acc, cast(g.value(r.out).type.dtype, gv.value(r.in)));
+                const std::string& into = in_block && r.blocked ? r.part : r.acc;
+                if (r.in == stored.value)
+                  body.add(make_store(stored.buffer->name, gv.index(*stored.buffer), gv.stored_value(r.in)));
+                body.add(make_store(into, lane, reduce_combine(r.info.op, load(r.info.acc, into, lane), x)));
+              }
               return body.build();
             },
             range, blocking));
-        s.add(make_for(
-            "l", make_int(1), make_int(W - 1), ForKind::Unrolled,
-            make_store(acc, make_int(0),
-                       reduce_combine(info.op, load(info.acc, acc, make_int(0)), load(info.acc, acc, var("l"))))));
+        for (const PassReduction& r : rs)
+          s.add(make_for("l", make_int(1), make_int(W - 1), ForKind::Unrolled,
+                         make_store(r.acc, make_int(0),
+                                    reduce_combine(r.info.op, load(r.info.acc, r.acc, make_int(0)),
+                                                   load(r.info.acc, r.acc, var("l"))))));
         return s;
       };
-      Expr total;
+      std::vector<Expr> totals;
       if (splits == 1) {
         scope.append(accumulate(whole_row));
-        total = load(info.acc, acc, make_int(0));
-      } else {  // each chunk's total into parts[ch], then the chunks' totals in order
-        const std::string parts = "parts" + std::to_string(out);
-        scope.allocate(parts, info.acc, splits, MemoryScope::Local);
+        for (const PassReduction& r : rs) totals.push_back(load(r.info.acc, r.acc, make_int(0)));
+      } else {  // each chunk's totals into parts[ch], then the chunks' totals in order
         StmtList chunk = accumulate(chunk_range);
-        chunk.add(make_store(parts, var("ch"), load(info.acc, acc, make_int(0))));
+        for (const PassReduction& r : rs) {
+          const std::string parts = "parts" + std::to_string(r.out);
+          scope.allocate(parts, r.info.acc, splits, MemoryScope::Local);
+          chunk.add(make_store(parts, var("ch"), load(r.info.acc, r.acc, make_int(0))));
+        }
         scope.add(make_for("ch", make_int(0), var("nchunk"), ForKind::Parallel, chunk.build()));
-        scope.add(make_for(
-            "ch", make_int(1), var("nchunk") - make_int(1), ForKind::Serial,
-            make_store(parts, make_int(0),
-                       reduce_combine(info.op, load(info.acc, parts, make_int(0)), load(info.acc, parts, var("ch"))))));
-        total = load(info.acc, parts, make_int(0));
+        for (const PassReduction& r : rs) {
+          const std::string parts = "parts" + std::to_string(r.out);
+          scope.add(make_for("ch", make_int(1), var("nchunk") - make_int(1), ForKind::Serial,
+                             make_store(parts, make_int(0),
+                                        reduce_combine(r.info.op, load(r.info.acc, parts, make_int(0)),
+                                                       load(r.info.acc, parts, var("ch"))))));
+          totals.push_back(load(r.info.acc, parts, make_int(0)));
+        }
       }
-      const Expr result = finish_reduction(info, total, sig, g.value(out).type.dtype);
-      const std::string name = "v" + std::to_string(out);
-      scope.let(name, result);
-      gv.bind_row(out, var(name, result.type()));
+      for (size_t i = 0; i < rs.size(); ++i) {
+        const Expr result = finish_reduction(rs[i].info, totals[i], sig, g.value(rs[i].out).type.dtype);
+        const std::string name = "v" + std::to_string(rs[i].out);
+        scope.let(name, result);
+        gv.bind_row(rs[i].out, var(name, result.type()));
+      }
     };
 
     auto row_store = [&](const KernelBuffer& b) {
@@ -356,7 +369,7 @@ class ReductionScheduler final : public Scheduler {
       }));
     };
 
-    emit_row(ki, gv, row, reduce_loop, full_pass, row_store);
+    emit_row(ki, gv, row, reduce_pass, full_pass, row_store);
     if (splits > 1) return make_for("row", make_int(0), sig.kept_total(), ForKind::Serial, row.build());
     const int64_t rows_per_task = std::max<int64_t>(1, p.cpu_rows_per_task);
     if (rows_per_task == 1) return make_for("row", make_int(0), sig.kept_total(), ForKind::Parallel, row.build());
@@ -402,32 +415,36 @@ class ReductionScheduler final : public Scheduler {
     };
     auto strided = [&](const std::function<void(StmtList&)>& body_fn) { return strided_blocks(body_fn, BlockStmts{}); };
 
-    auto reduce_loop = [&](int n, const ReductionInfo& info, StmtList& scope) {
-      if (lookup_op(g.node(n).op).reduce->arg) {  // value-and-index: scheduler/arg_scan_lowering.cpp
-        emit_arg_reduction_gpu(ki, sig, gv, n, T, strided, scope);
+    auto reduce_pass = [&](const std::vector<int>& pass, StmtList& scope) {
+      if (lookup_op(g.node(pass.front()).op).reduce->arg) {  // value-and-index: arg_scan_lowering.cpp
+        emit_arg_reduction_gpu(ki, sig, gv, pass.front(), T, strided, scope);
         return;
       }
-      const int in = g.node(n).inputs[0];
-      const int out = g.node(n).outputs[0];
-      const std::string acc = "acc" + std::to_string(out), part = "part" + std::to_string(out);
-      scope.allocate(acc, info.acc, 1, MemoryScope::Local);
-      scope.add(make_store(acc, make_int(0), reduce_identity(info.op, info.acc)));
-      // A thread's long sum adds blocks of steps into a partial first (reduction_parts.h).
-      const bool blocked = info.op == ReduceOp::Sum;
-      if (blocked) scope.allocate(part, info.acc, 1, MemoryScope::Local);
-      const std::string& into = blocked ? part : acc;
-      const BlockStmts blocking = blocked ? partial_block(info, acc, part, make_int(0)) : BlockStmts{};
+      const std::vector<PassReduction> rs = pass_reductions(g, pass);
+      for (const PassReduction& r : rs) {
+        scope.allocate(r.acc, r.info.acc, 1, MemoryScope::Local);
+        scope.add(make_store(r.acc, make_int(0), reduce_identity(r.info.op, r.info.acc)));
+        // A thread's long sum adds blocks of steps into a partial first (reduction_parts.h).
+        if (r.blocked) scope.allocate(r.part, r.info.acc, 1, MemoryScope::Local);
+      }
       scope.add(strided_blocks(
           [&](StmtList& body) {
-            const Expr x = cast(info.acc, cast(g.value(out).type.dtype, gv.value(in)));
-            body.add(make_store(into, make_int(0), reduce_combine(info.op, load(info.acc, into, make_int(0)), x)));
+            for (const PassReduction& r : rs) {
+              const Expr x = cast(r.info.acc, cast(g.value(r.out).type.dtype, gv.value(r.in)));
+              const std::string& into = r.blocked ? r.part : r.acc;
+              body.add(
+                  make_store(into, make_int(0), reduce_combine(r.info.op, load(r.info.acc, into, make_int(0)), x)));
+            }
           },
-          blocking));
-      scope.add(make_block_reduce(info.op, acc, info.acc));
-      const Expr result = finish_reduction(info, load(info.acc, acc, make_int(0)), sig, g.value(out).type.dtype);
-      const std::string name = "v" + std::to_string(out);
-      scope.let(name, result);
-      gv.bind_row(out, var(name, result.type()));
+          pass_blocks(rs, make_int(0))));
+      for (const PassReduction& r : rs) {
+        scope.add(make_block_reduce(r.info.op, r.acc, r.info.acc));
+        const Expr result =
+            finish_reduction(r.info, load(r.info.acc, r.acc, make_int(0)), sig, g.value(r.out).type.dtype);
+        const std::string name = "v" + std::to_string(r.out);
+        scope.let(name, result);
+        gv.bind_row(r.out, var(name, result.type()));
+      }
     };
 
     auto row_store = [&](const KernelBuffer& b) {
@@ -446,7 +463,7 @@ class ReductionScheduler final : public Scheduler {
       }));
     };
 
-    emit_row(ki, gv, row, reduce_loop, full_pass, row_store);
+    emit_row(ki, gv, row, reduce_pass, full_pass, row_store);
     const Stmt threads = make_for("tx", make_int(0), make_int(T), ForKind::GPUThread, row.build(), 0);
     return make_for("row", make_int(0), f.grid[0], ForKind::GPUBlock, threads, 0);
   }

@@ -1,7 +1,7 @@
 // Note: normalizations as composites of primitive ops, written so the fuser makes the fewest
 // kernels the schedulers allow:
 //   layer_norm(x, [weight], [bias]; normalized_shape, eps=1e-5)
-//       mean/var (biased, two-pass: mean((x - mean)^2)) over the last dims, keepdim, then
+//       mean/var (biased, corrected two-pass: dsl/ops/moments.h) over the last dims, keepdim, then
 //       (x - mean) * rsqrt(var + eps) [* w] [+ b]: one persistent-row reduction kernel.
 //   rms_norm(x, [weight]; normalized_shape, eps=finfo(dtype).eps) = x * rsqrt(mean(x^2) + eps) [* w]
 //   group_norm(x, [weight], [bias]; num_groups, eps=1e-5)
@@ -20,6 +20,7 @@
 #include <cmath>
 #include <limits>
 
+#include "dsl/ops/moments.h"
 #include "dsl/ops/op_util.h"
 
 namespace flow::dsl {
@@ -47,7 +48,6 @@ int reshape(Graph& g, int v, const Shape& shape) {
   if (g.value(v).type.shape == shape) return v;
   return g.add("reshape", {v}, {{"shape", shape}});
 }
-
 
 int scalar(Graph& g, double v) {
   return g.add_constant(v, DType::Float64, /*wrapped_number=*/true);
@@ -98,11 +98,12 @@ struct Normalized {
   int y, mean, var;
 };
 Normalized normalize(Graph& g, int xf, const std::vector<int64_t>& dims, double eps) {
-  const int mean = g.add("mean", {xf}, red_attrs(dims));
-  const int d = g.add("sub", {xf, mean});
-  const int var = g.add("mean", {g.add("mul", {d, d})}, red_attrs(dims));
+  int64_t count = 1;
+  for (const int64_t d : dims) count *= g.value(xf).type.shape.at(static_cast<size_t>(d));
+  const Moments m = row_moments(g, xf, red_attrs(dims), count);
+  const int var = g.add("div", {m.m2, scalar(g, static_cast<double>(count))});
   const int rstd = g.add("rsqrt", {g.add("add", {var, scalar(g, eps)})});
-  return {g.add("mul", {d, rstd}), mean, var};
+  return {g.add("mul", {m.centered, rstd}), m.mean, var};
 }
 
 // Parameters are not cast: type promotion computes in the wider type (a half weight with a float32

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <limits>
 
+#include "dsl/ops/moments.h"
 #include "dsl/ops/op_util.h"
 
 namespace flow::dsl {
@@ -55,7 +56,6 @@ Shape reduced_shape(const Shape& in, const std::vector<int64_t>& dims, bool keep
   }
   return s;
 }
-
 
 // Refuses an empty reduced extent (ops without an identity: argmax, max along a dim, ...).
 void check_nonempty(const std::string& op, const Shape& x, const std::vector<int64_t>& given,
@@ -205,12 +205,10 @@ std::vector<int> var_std(const std::string& op, bool is_std, bool with_mean, Gra
     correction = attr_bool(a, "unbiased", op) ? 1 : 0;
   }
   const DType ct = compute_type(r.xt.dtype);
-  const int xf = cast_to(g, r.x, ct);
-  const int mean = g.add("mean", {xf}, r.red);
-  const int d = g.add("sub", {xf, mean});
-  const int ss = g.add("sum", {g.add("mul", {d, d})}, r.red);
+  const Moments m = row_moments(g, cast_to(g, r.x, ct), r.red, r.count);
+  const int mean = m.mean;
   const double denom = std::max(static_cast<double>(r.count) - correction, 0.0);
-  int v = g.add("div", {ss, scalar(g, denom)});
+  int v = g.add("div", {m.m2, scalar(g, denom)});
   if (is_std) v = g.add("sqrt", {v});
   std::vector<int> out{finish(g, cast_to(g, v, r.xt.dtype), r.xt.shape, r.dims, r.keepdim)};
   if (with_mean) out.push_back(finish(g, cast_to(g, mean, r.xt.dtype), r.xt.shape, r.dims, r.keepdim));

@@ -492,7 +492,7 @@ TEST(Pipeline, StridedRowsReduceAcrossAdjacentRows) {
         bool column = false;
         for (const auto& k : exe->kernels()) {
           const std::string nest = dsl::to_string(k->scheduled.func);
-          column = column || nest.find("for (cb = ") != std::string::npos;  // its blocked sums
+          column = column || nest.find("min(t % ") != std::string::npos;  // a tile's first column
         }
         EXPECT_EQ(column, nhwc && shape[3] > 1) << what << "\n" << exe->explain(false);
       }

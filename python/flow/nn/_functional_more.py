@@ -408,9 +408,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
 
 def _instance_stats(xf):
     """Each (sample, channel)'s mean and biased variance over the spatial dims, kept as dims."""
-    dims = list(range(2, xf.ndim))
-    mean = xf.mean(dims, keepdim=True)
-    return mean, ((xf - mean) ** 2).mean(dims, keepdim=True)
+    var, mean = _ops.var_mean(xf, list(range(2, xf.ndim)), correction=0, keepdim=True)
+    return mean, var
 
 
 def _instance_normalized(x, xf, mean, var, weight, bias, eps):
@@ -424,12 +423,11 @@ def _instance_normalized(x, xf, mean, var, weight, bias, eps):
     return y.to(x.dtype)
 
 
-@fused_in_eager  # statistics, normalization and the affine map: one kernel eagerly, where op by op was 8
 def _instance_norm_of_input(x, weight, bias, eps):
-    """instance_norm with the input's own statistics and no running ones (pure)."""
-    xf = x.float() if x.dtype in _HALF else x
-    mean, var = _instance_stats(xf)
-    return _instance_normalized(x, xf, mean, var, weight, bias, eps)
+    """instance_norm with the input's own statistics and no running ones: group_norm with a group
+    per channel (its composite normalizes the deviations of the corrected two-pass moments,
+    dsl/ops/moments.h, in one kernel)."""
+    return F.group_norm(x, x.shape[1], weight, bias, eps)
 
 
 # ---- im2col and its inverse --------------------------------------------------------------------
