@@ -148,6 +148,19 @@ def cpu_bench_start(name: str, quick_help: str = "smaller sizes (smoke run)"):
     return args, bw
 
 
+def normal_float32(seed: int = 0) -> Callable[..., object]:
+    """normal(*shape): standard normal float32 numpy arrays, all drawn from one generator."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return lambda *shape: rng.standard_normal(shape).astype(np.float32)
+
+
+def read_once(arrays: list) -> int:
+    """A workload's floor bytes when it reads its first array once (and writes little)."""
+    return arrays[0].nbytes
+
+
 def write_workloads(path: str, bandwidth: float, rows: list[dict]) -> None:
     """The JSON of a run: date, revision, machine, the copy bandwidth (GB/s) and the rows."""
     import datetime

@@ -19,7 +19,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import WORKLOAD_COLUMNS, cpu_bench_start, print_table, workload_rows, write_workloads  # noqa: E402
+from common import (WORKLOAD_COLUMNS, cpu_bench_start, normal_float32, print_table, read_once,  # noqa: E402
+                    workload_rows, write_workloads)
 
 
 def accuracy_rows(n: int) -> list[dict]:
@@ -41,13 +42,8 @@ def accuracy_rows(n: int) -> list[dict]:
 def main() -> None:
     args, bw = cpu_bench_start("long_rows")
     s = 8 if args.quick else 1
-    rng = np.random.default_rng(0)
-
-    def normal(*shape):
-        return rng.standard_normal(shape).astype(np.float32)
-
+    normal = normal_float32()
     n = (1 << 24) // s
-    read_once = lambda a: a[0].nbytes  # noqa: E731
     workloads = [
         ("sum, 2^24", lambda m, x: x.sum(), [normal(n)], read_once),
         ("norm, 2^24", lambda m, x: (x * x).sum().sqrt(), [normal(n)], read_once),

@@ -18,7 +18,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import WORKLOAD_COLUMNS, cpu_bench_start, print_table, workload_rows, write_workloads  # noqa: E402
+from common import (WORKLOAD_COLUMNS, cpu_bench_start, normal_float32, print_table, read_once,  # noqa: E402
+                    workload_rows, write_workloads)
 
 
 def accuracy_rows(rows: int, cols: int) -> list[dict]:
@@ -50,13 +51,8 @@ def accuracy_rows(rows: int, cols: int) -> list[dict]:
 def main() -> None:
     args, bw = cpu_bench_start("moments")
     s = 8 if args.quick else 1
-    rng = np.random.default_rng(0)
-
-    def normal(*shape):
-        return rng.standard_normal(shape).astype(np.float32)
-
+    normal = normal_float32()
     in_out = lambda a: 2 * a[0].nbytes  # noqa: E731
-    read_once = lambda a: a[0].nbytes  # noqa: E731
     workloads = [
         ("layer_norm [8192, 768]", lambda m, x, w, b: m.nn.functional.layer_norm(x, (768,), w, b),
          [normal(8192 // s, 768), normal(768), normal(768)], in_out),

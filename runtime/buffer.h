@@ -36,7 +36,7 @@ class Buffer {
  public:
   static constexpr size_t kAlignment = 64;
 
-  // Throws std::bad_alloc when host memory runs out. CUDA: on the current device
+  // Throws std::runtime_error naming the size when host memory runs out. CUDA: on the current device
   // (runtime::cuda::current_device()); throws runtime::cuda::CudaError (a std::runtime_error) when
   // CUDA is unavailable ("flow: CUDA is not available: ... driver ...") or device memory runs out.
   static std::shared_ptr<Buffer> allocate(size_t bytes, DeviceType device = DeviceType::CPU);

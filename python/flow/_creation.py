@@ -138,20 +138,34 @@ def _infer_from_python(data, dtype=None):
     if isinstance(data, (list, tuple)):
         data = [(_unwrap_scalar(x) if isinstance(x, Tensor) else x) for x in data]
     arr = np.array(data)
-    if arr.dtype == np.uint64 or arr.dtype == object:
-        # Python ints past int64 (numpy makes them uint64 or objects): torch reads them as doubles for a
-        # floating dtype and refuses them otherwise.
-        try:
-            wide = np.array(data, dtype=np.float64)
-        except (TypeError, ValueError, OverflowError):
-            wide = None
-        if wide is not None and dtype is not None and dtype.is_floating_point:
-            return wide
-        if wide is not None:
+    if arr.dtype.kind in "fuO" and _has_int_past_int64(data):
+        # torch reads such ints as doubles for a floating or bool dtype, or when the data holds
+        # floats and no dtype is given; otherwise it unpacks them as int64 and refuses them.
+        if dtype is not None and (dtype.is_floating_point or dtype is D.bool_):
+            return np.array(data, dtype=np.float64)
+        if dtype is not None or not _has_leaf(data, builtins.float):
             raise ValueError("Overflow when unpacking long long")
+        return np.array(data, dtype=np.float64)
     if arr.dtype == object:
         raise TypeError(f"flow.tensor: could not infer dtype of {type(data).__name__} data")
     return arr
+
+
+def _leaves(data):
+    if isinstance(data, (list, tuple)):
+        for d in data:
+            yield from _leaves(d)
+    else:
+        yield data
+
+
+def _has_int_past_int64(data) -> bool:
+    return builtins.any(isinstance(v, builtins.int) and not isinstance(v, builtins.bool) and
+                        not -2**63 <= v < 2**63 for v in _leaves(data))
+
+
+def _has_leaf(data, kind) -> bool:
+    return builtins.any(isinstance(v, kind) for v in _leaves(data))
 
 
 def _unwrap_scalar(t):
@@ -260,9 +274,11 @@ def _arange_cpu(start, end=None, step=1, *, dtype=None, device=None, requires_gr
         start, end = 0, start
     if step == 0:
         raise RuntimeError("step must be nonzero")
+    if not math.isfinite(step):
+        raise RuntimeError(f"step must be finite but got {step}")
     for v in (start, end):
         if not math.isfinite(v):
-            raise RuntimeError(f"unsupported range: {start} -> {end}")
+            raise RuntimeError(f"unsupported range: {start:g} -> {end:g}")
     if (step > 0 and end < start) or (step < 0 and end > start):
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     all_int = builtins.all(isinstance(v, numbers.Integral) for v in (start, end, step))

@@ -497,7 +497,7 @@ def _divides_by_zero(divisor) -> builtins.bool:
 def _integer_division(op, x, y):
     """floor_divide, remainder or fmod, with torch's CPU refusal of an integer division by zero."""
     r = dispatch1(op, [x, y])
-    if not r.dtype.is_floating_point and _divides_by_zero(y):
+    if r.numel() and not r.dtype.is_floating_point and _divides_by_zero(y):
         raise RuntimeError("ZeroDivisionError")
     return r
 
@@ -911,14 +911,19 @@ def take_along_dim(input, indices, dim=None, *, out=None):
                            f"{ix.dtype._torch_short}")
     if dim is None:
         return _out("take_along_dim", out, gather(x.reshape(-1), 0, ix.reshape(-1)))
+    if x.ndim == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     d = _normalize_dim(dim, x.ndim)
     if ix.ndim != x.ndim:
         raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same number of dimensions, "
                            f"but got {x.ndim} dimensions for input, and {ix.ndim} dimensions for indices")
-    from ._math import broadcast_shapes
-
     xs, ixs = list(x.shape), list(ix.shape)
-    common = list(broadcast_shapes(tuple(xs[:d] + [1] + xs[d + 1:]), tuple(ixs[:d] + [1] + ixs[d + 1:])))
+    common = []
+    for k, (a, b) in enumerate(zip(xs, ixs)):
+        if k != d and a != b and a != 1 and b != 1:
+            raise RuntimeError(f"The size of tensor a ({a}) must match the size of tensor b ({b}) at non-singleton "
+                               f"dimension {k}")
+        common.append(1 if k == d else builtins.max(a, b) if a and b else 0)
     x = x.expand(common[:d] + [xs[d]] + common[d + 1:])
     ix = ix.expand(common[:d] + [ixs[d]] + common[d + 1:])
     return _out("take_along_dim", out, gather(x, d, ix))

@@ -226,7 +226,8 @@ def index_put(input, indices, values, accumulate=False):
         raise TypeError(f"index_put(): argument 'indices' must be tuple of Tensors, not {_type_name(indices)}")
     consumed = builtins.sum(i.ndim if isinstance(i, Tensor) and i.dtype is D.bool_ else 1 for i in indices)
     if builtins.max(consumed, len(indices)) > x.ndim:
-        raise IndexError(f"too many indices for tensor of dimension {x.ndim} (got {consumed})")
+        raise IndexError(f"too many indices for tensor of dimension {x.ndim} (got "
+                         f"{builtins.max(consumed, len(indices))})")
     idx, new_dims = [], []
     for i in indices:
         if not isinstance(i, Tensor):

@@ -38,7 +38,7 @@ def test_index_put_with_a_0d_mask(gen, accumulate):
     for indices, v in cases:
         # (torch's accumulating kernel fails an internal assert on 0-d masks; the positions here are
         # distinct, so adding to what they read is the same)
-        want = torch.index_put(x, indices, v) if not accumulate else x + torch.index_put(torch.zeros_like(x), indices, v)
+        want = x + torch.index_put(torch.zeros_like(x), indices, v) if accumulate else torch.index_put(x, indices, v)
         got = flow.index_put(to_flow(x), tuple(to_flow(i) for i in indices), to_flow(v), accumulate=accumulate)
         assert_same(got, want)
     m = torch.tensor([[True, False], [False, True]])
@@ -64,7 +64,8 @@ def test_tensor_split_at_negative_and_clamped_points():
 
 def test_take_along_dim_broadcasts(gen):
     x = make((2, 3, 4), torch.float32, gen)
-    cases = [(torch.tensor([[[0], [3], [1]]]), 2), (torch.tensor([[[1, 0, 1, 1]]]), 0), (torch.tensor([[[2]], [[0]]]), 1),
+    cases = [(torch.tensor([[[0], [3], [1]]]), 2), (torch.tensor([[[1, 0, 1, 1]]]), 0),
+             (torch.tensor([[[2]], [[0]]]), 1),
              (torch.tensor([[[3, 0, 1, 2]]]), -1), (torch.tensor([5, 23, 0]), None)]
     for ix, d in cases:
         assert_same(flow.take_along_dim(to_flow(x), to_flow(ix), d), torch.take_along_dim(x, ix, d))
@@ -178,6 +179,9 @@ def test_float_division_by_zero_and_nonzero_integer_divisors_still_compute(gen):
     for fn in (lambda m, a, b: a // b, lambda m, a, b: a % -b, lambda m, a, b: m.fmod(a, b),
                lambda m, a, b: a // 0.0, lambda m, a, b: a.float() % 0, lambda m, a, b: a % b.float().sub(b)):
         assert_same(fn(flow, to_flow(a), to_flow(b)), fn(torch, a, b))
+    # an empty result divides nothing
+    assert (flow.tensor([1, 2])[:0] // 0).shape == (0,)
+    assert (flow.ones(0, 3, dtype=flow.int64) % flow.tensor([0, 1, 2])).shape == (0, 3)
     f = flow.jit(lambda a, b: a // b)  # compiled graphs do not check (as torch's CUDA kernels)
     assert f(flow.tensor([6]), flow.tensor([3])).tolist() == [2]
 
@@ -225,6 +229,23 @@ ARGUMENT_CHECKS = [
     lambda m, F: m.tensor([2**63]),
     lambda m, F: m.tensor([[1], [2**70]]),
     lambda m, F: m.tensor([-2**63 - 1]),
+    lambda m, F: m.tensor([1, 2**63]),
+    lambda m, F: m.tensor([1, 2**63], dtype=m.int64),
+    lambda m, F: m.tensor([1.5, 2**63], dtype=m.int64),
+    lambda m, F: m.tensor([True, 2**63]),
+    lambda m, F: m.tensor(-2**63 - 1, dtype=m.uint8),
+    lambda m, F: m.arange(0, 3, float("nan")),
+    lambda m, F: m.arange(0, 3, float("inf")),
+    lambda m, F: m.arange(0.0, float("inf")),
+    lambda m, F: F.max_pool2d(m.ones(1, 1, 4, 4), 2, stride=-1, padding=-1),
+    lambda m, F: F.adaptive_max_pool2d(m.ones(1, 1, 4, 4), -1),
+    lambda m, F: F.adaptive_max_pool2d(m.ones(1, 1, 4, 4), (2, -3)),
+    lambda m, F: F.adaptive_max_pool1d(m.ones(1, 1, 4), -1),
+    lambda m, F: F.instance_norm(m.ones(2, 3, 4, dtype=m.int32)),
+    lambda m, F: m.take_along_dim(m.tensor(3.0), m.tensor(0), 0),
+    lambda m, F: m.take_along_dim(m.ones(3, 4, 5), m.zeros(2, 4, 1, dtype=m.int64), 2),
+    lambda m, F: m.index_put(m.arange(12.0).reshape(3, 4), (m.tensor([0, 2]), m.tensor(True), m.tensor([1, 3])),
+                             m.tensor(-1.0)),
     lambda m, F: F.adaptive_avg_pool2d(m.ones(1, 1, 4, 4), -1),
     lambda m, F: F.adaptive_avg_pool2d(m.ones(1, 1, 4, 4), 2**40),
     lambda m, F: F.adaptive_max_pool2d(m.ones(1, 1, 4, 4), (2**31, 2**31)),
@@ -255,6 +276,10 @@ def test_arguments_torch_accepts_still_work(gen):
     assert flow.tensor([2**63], dtype=flow.float32).item() == torch.tensor([2**63], dtype=torch.float32).item()
     assert flow.tensor([1.5, 2**63]).tolist() == torch.tensor([1.5, 2**63]).tolist()
     assert flow.tensor([2**63 - 1, -2**63]).tolist() == [2**63 - 1, -2**63]
+    for data, dtype in (([1.5, 2**63], None), ([2**64], flow.float16), (2**63, flow.bool), ([1, 2**63], flow.bool)):
+        want = torch.tensor(data, dtype=None if dtype is None else getattr(torch, str(dtype).split(".")[1]))
+        assert_same(flow.tensor(data, dtype=dtype), want)
+    assert FF.instance_norm(flow.ones(2, 0, 9, 9)).shape == (2, 0, 9, 9)  # no channels: empty, as torch's
 
 
 def test_a_failed_host_allocation_names_its_size():

@@ -427,6 +427,10 @@ def _instance_norm_of_input(x, weight, bias, eps):
     """instance_norm with the input's own statistics and no running ones: group_norm with a group
     per channel (its composite normalizes the deviations of the corrected two-pass moments,
     dsl/ops/moments.h, in one kernel)."""
+    if not x.dtype.is_floating_point:  # torch's instance_norm runs as a batch_norm
+        raise NotImplementedError(f'"batch_norm" not implemented for \'{x.dtype._torch_short}\'')
+    if x.shape[1] == 0:  # no channels, no groups: an empty result
+        return x.clone()
     return F.group_norm(x, x.shape[1], weight, bias, eps)
 
 

@@ -408,14 +408,14 @@ def _pool_geometry(input, fn, kernel_size, stride, padding, dilation, ceil_mode)
     d = _pair(dilation, 2, "dilation")
     if 0 in s:
         raise RuntimeError("stride should not be zero")
+    if builtins.min(p) < 0:
+        raise RuntimeError(f"pad must be non-negative, but got pad: {builtins.min(p)}")
     if builtins.min(k) <= 0:
         raise RuntimeError(f"kernel size should be greater than zero, but got kH: {k[0]} kW: {k[1]}")
     if builtins.min(s) < 0:
         raise RuntimeError(f"stride should be greater than zero, but got dH: {s[0]} dW: {s[1]}")
     if builtins.min(d) <= 0:
         raise RuntimeError(f"dilation should be greater than zero, but got dilationH: {d[0]} dilationW: {d[1]}")
-    if builtins.min(p) < 0:
-        raise RuntimeError(f"pad must be non-negative, but got pad: {builtins.min(p)}")
     for i in range(2):
         if p[i] * 2 > k[i]:
             raise RuntimeError(f"{fn}: pad should be at most half of effective kernel size, but got pad={p[i]}, "
@@ -602,6 +602,9 @@ def _adaptive_sizes(input, output_size, fn="adaptive_avg_pool2d"):
     else:
         out = [builtins.int(output_size)] * 2
     if builtins.min(out) < 0:
+        if fn.startswith("adaptive_max"):
+            shape = list(input.shape[:-2]) + out
+            raise RuntimeError(f"Trying to create tensor with negative dimension {builtins.min(out)}: {shape}")
         raise RuntimeError(f"{fn}: elements of output_size must be greater than or equal to 0 but received "
                            f"{{{out[0]}, {out[1]}}}")
     _check_storage(list(input.shape[:-2]) + out, input.dtype)
