@@ -151,13 +151,15 @@ def div(input, other, *, rounding_mode=None, out=None):
     y = _tensor_or_number("div", other, "other", 2)
     if rounding_mode is None:
         return _out("div", out, dispatch1("div", [x, y]))
+    y_bool = y.dtype is D.bool_ if isinstance(y, Tensor) else isinstance(y, builtins.bool)
+    if rounding_mode in ("floor", "trunc") and x.dtype is D.bool_ and y_bool:
+        raise NotImplementedError(f'"div_{rounding_mode}_cpu" not implemented for \'Bool\'')
     if rounding_mode == "floor":
         return _out("div", out, _integer_division("floor_divide", x, y))
     if rounding_mode == "trunc":
-        q = dispatch1("div", [x, y])
-        if q.dtype.is_floating_point and x.dtype.is_floating_point or (isinstance(y, Tensor) and
-                                                                       y.dtype.is_floating_point):
-            return _out("div", out, dispatch1("trunc", [q]))
+        y_floating = y.dtype.is_floating_point if isinstance(y, Tensor) else isinstance(y, builtins.float)
+        if x.dtype.is_floating_point or y_floating:  # a floating quotient, truncated
+            return _out("div", out, dispatch1("trunc", [dispatch1("div", [x, y])]))
         # integers: the exact quotient of (x - fmod(x, y)) by y
         exact = dispatch1("sub", [x, _integer_division("fmod", x, y)])
         return _out("div", out, dispatch1("floor_divide", [exact, y]))
@@ -504,8 +506,10 @@ def _integer_division(op, x, y):
 
 def _division_op(op):
     def f(input, other, *, out=None):
-        return _out(op, out, _integer_division(op, _tensor_arg(op, input, "input", 1),
-                                               _tensor_or_number(op, other, "other", 2)))
+        # torch's remainder and floor_divide also take a number first (fmod does not)
+        first = _tensor_or_number(op, input, "input", 1) if op != "fmod" and isinstance(other, Tensor) else \
+            _tensor_arg(op, input, "input", 1)
+        return _out(op, out, _integer_division(op, first, _tensor_or_number(op, other, "other", 2)))
 
     f.__name__ = f.__qualname__ = op
     f.__doc__ = f"torch.{op}(input, other): elementwise, with broadcasting and type promotion; an integer " \

@@ -186,6 +186,30 @@ def test_float_division_by_zero_and_nonzero_integer_divisors_still_compute(gen):
     assert f(flow.tensor([6]), flow.tensor([3])).tolist() == [2]
 
 
+def test_div_with_a_rounding_mode(gen):
+    """An integer divided by a float number truncates the float quotient (it went through fmod: NaN
+    for 0.0); bool by bool is refused with torch's kernel names."""
+    a = make((9,), torch.int64, gen, low=-20, high=20)
+    for b in (0.0, 2.5, -3.0, 2, torch.tensor([2.5]), torch.tensor([3])):
+        for mode in ("trunc", "floor"):
+            want = torch.div(a, b, rounding_mode=mode)
+            assert_same(flow.div(to_flow(a), to_flow(b) if isinstance(b, torch.Tensor) else b, rounding_mode=mode),
+                        want)
+    for mode in ("trunc", "floor"):
+        same_error(lambda: torch.div(torch.tensor([True]), True, rounding_mode=mode),
+                   lambda: flow.div(flow.tensor([True]), True, rounding_mode=mode))
+
+
+def test_remainder_and_floor_divide_take_a_number_first(gen):
+    t = make((6,), torch.int64, gen, low=1, high=9)
+    for fn in (lambda m, t: m.remainder(5, t), lambda m, t: m.floor_divide(5, t), lambda m, t: m.remainder(5.5, t),
+               lambda m, t: m.remainder(-7, t.float())):
+        assert_same(fn(flow, to_flow(t)), fn(torch, t))
+    same_error(lambda: torch.remainder(5, torch.tensor([0])), lambda: flow.remainder(5, flow.tensor([0])))
+    with pytest.raises(TypeError):  # fmod does not
+        flow.fmod(5, to_flow(t))
+
+
 def test_class_targets_out_of_range(gen):
     x = make((2, 3), torch.float32, gen)
     cases = [
