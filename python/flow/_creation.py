@@ -272,6 +272,8 @@ def _full_like_cpu(input, fill_value, *, dtype=None, device=None):
 def _arange_cpu(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False, out=None):
     if end is None:
         start, end = 0, start
+    # 0-d tensors as their Python numbers (an int64 tensor gives an int64 range, as torch's)
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
     if step == 0:
         raise RuntimeError("step must be nonzero")
     if not math.isfinite(step):

@@ -297,6 +297,8 @@ def test_arguments_torch_accepts_still_work(gen):
     assert_same(FF.embedding(to_flow(t), to_flow(w), padding_idx=-3), TF.embedding(t, w, padding_idx=-3))
     assert flow.arange(5, 0, -1).tolist() == torch.arange(5, 0, -1).tolist()
     assert flow.arange(3, 3).shape == (0,) and flow.arange(3, 3, -1).shape == (0,)
+    assert_same(flow.arange(flow.tensor(3)), torch.arange(torch.tensor(3)))  # int64, as torch's
+    assert_same(flow.arange(flow.tensor(1.5), 4), torch.arange(torch.tensor(1.5), 4))
     assert flow.tensor([2**63], dtype=flow.float32).item() == torch.tensor([2**63], dtype=torch.float32).item()
     assert flow.tensor([1.5, 2**63]).tolist() == torch.tensor([1.5, 2**63]).tolist()
     assert flow.tensor([2**63 - 1, -2**63]).tolist() == [2**63 - 1, -2**63]
