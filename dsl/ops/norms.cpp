@@ -180,8 +180,9 @@ std::vector<int> rms_norm_decompose(Graph& g, const std::vector<int>& in, const 
   const std::vector<int64_t> dims = normalized_dims(op, xt, a);
   const Affine af = affine_operands(op, in, 1, a, /*allow_bias=*/false);
   check_param_shape(g, af.weight, attr_ints(a, "normalized_shape", op), "weight", "normalized_shape");
-  const double eps = float_attr_or(a, "eps", op, finfo_eps(xt.dtype));
   const DType ct = compute_type(xt.dtype);
+  // torch's default: the eps of the type it computes in (float32 for the half types)
+  const double eps = float_attr_or(a, "eps", op, finfo_eps(ct));
   const int xf = cast_to(g, in[0], ct);
   const int ms = g.add("mean", {g.add("mul", {xf, xf})}, red_attrs(dims));
   const int y = g.add("mul", {xf, g.add("rsqrt", {g.add("add", {ms, scalar(g, eps)})})});

@@ -90,3 +90,28 @@ def test_instance_norm_is_group_norm_with_a_group_per_channel(gen):
     got = FF.instance_norm(fx, weight=fw, bias=fb)
     assert flow.launch_count() == 1
     torch.testing.assert_close(to_torch(got), TF.instance_norm(x, weight=w, bias=b), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_an_infinite_value_keeps_an_infinite_mean(device):
+    """The deviations from an infinite first mean are NaN; the mean stays the first mean (torch's)."""
+    for data in ([1.0, 2.0, float("inf")], [float("-inf")], [1.0, float("nan")], [float("inf"), float("-inf")]):
+        x = torch.tensor(data)
+        want_var, want_mean = torch.var_mean(x, correction=0)
+        got_var, got_mean = flow.var_mean(to_flow(x).to(device), correction=0)
+        torch.testing.assert_close(to_torch(got_mean.cpu()), want_mean, equal_nan=True)
+        torch.testing.assert_close(to_torch(got_var.cpu()), want_var, equal_nan=True)
+    rm, rv, trm, trv = flow.zeros(2), flow.ones(2), torch.zeros(2), torch.ones(2)
+    x = torch.tensor([[1.0, float("inf")], [2.0, 3.0]])
+    TF.batch_norm(x, trm, trv, training=True)
+    FF.batch_norm(to_flow(x), rm, rv, training=True)
+    torch.testing.assert_close(to_torch(rm), trm, equal_nan=True)
+    torch.testing.assert_close(to_torch(rv), trv, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_rms_norm_of_half_types_defaults_to_float32_eps(dtype):
+    """torch computes in float32 and takes float32's eps; flow took the half type's (1e-3, 8e-3),
+    which swamped rows of small values."""
+    x = torch.tensor([[1e-4, 2e-4], [3.0, 4.0], [1e-2, 1e-2]], dtype=dtype)
+    torch.testing.assert_close(to_torch(FF.rms_norm(to_flow(x), (2,))), TF.rms_norm(x, (2,)))
