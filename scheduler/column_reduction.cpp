@@ -62,11 +62,9 @@ Stmt lower_tiles(const KernelInstance& ki, const KernelSignature& sig, int64_t w
   const Graph& g = *ki.graph;
   for (const std::vector<int>& pass : reduction_passes(ki)) {
     const std::vector<PassReduction> rs = pass_reductions(g, pass);
-    for (const PassReduction& r : rs) {
-      tile.allocate(r.acc, r.info.acc, w, MemoryScope::Local);
-      if (r.blocked) tile.allocate(r.part, r.info.acc, w, MemoryScope::Local);
+    allocate_accumulators(tile, rs, w);
+    for (const PassReduction& r : rs)
       tile.add(lanes(make_store(r.acc, var("l"), reduce_identity(r.info.op, r.info.acc))));
-    }
     // The innermost reduced dim in blocks (reduction_parts.h); the outer reduced dims around it.
     std::vector<Expr> red(R);
     for (size_t d = 0; d + 1 < R; ++d) red[d] = var("r" + std::to_string(d) + "i");
@@ -74,11 +72,7 @@ Stmt lower_tiles(const KernelInstance& ki, const KernelSignature& sig, int64_t w
     gv.red_idx = red;
     StmtList body;
     gv.begin_body(&body);
-    for (const PassReduction& r : rs) {
-      const Expr x = cast(r.info.acc, cast(g.value(r.out).type.dtype, gv.value(r.in)));
-      const std::string& into = r.blocked ? r.part : r.acc;
-      body.add(make_store(into, var("l"), reduce_combine(r.info.op, load(r.info.acc, into, var("l")), x)));
-    }
+    for (const PassReduction& r : rs) body.add(fold_step(gv, r, r.blocked ? r.part : r.acc, var("l")));
     const Expr inner = sig.reduced_size(R - 1);
     const BlockStmts blk = pass_blocks(rs, var("l"));
     Stmt loops = blocked_steps("cb", "j", make_int(0), inner, lanes(body.build()),
@@ -87,12 +81,11 @@ Stmt lower_tiles(const KernelInstance& ki, const KernelSignature& sig, int64_t w
       loops = make_for("r" + std::to_string(d) + "i", make_int(0), sig.reduced_size(d), ForKind::Serial, loops);
     tile.add(loops);
     for (const PassReduction& r : rs) {
-      const DType out_t = g.value(r.out).type.dtype;
       const std::string row = "row" + std::to_string(r.out);
-      const DType ct = compute_dtype(out_t);
+      const DType ct = compute_dtype(r.out_t);
       tile.allocate(row, ct, w, MemoryScope::Local);
       tile.add(
-          lanes(make_store(row, var("l"), finish_reduction(r.info, load(r.info.acc, r.acc, var("l")), sig, out_t))));
+          lanes(make_store(row, var("l"), finish_reduction(r.info, load(r.info.acc, r.acc, var("l")), sig, r.out_t))));
       gv.bind_row(r.out, load(ct, row, var("l")));
     }
   }
@@ -143,22 +136,15 @@ Stmt lower_column_reduction_gpu(const KernelInstance& ki, const KernelSignature&
   const Graph& g = *ki.graph;
   for (const std::vector<int>& pass : reduction_passes(ki)) {
     const std::vector<PassReduction> rs = pass_reductions(g, pass);
-    for (const PassReduction& r : rs) {
-      body.allocate(r.acc, r.info.acc, 1, MemoryScope::Local);
-      if (r.blocked) body.allocate(r.part, r.info.acc, 1, MemoryScope::Local);
-      body.add(make_store(r.acc, make_int(0), reduce_identity(r.info.op, r.info.acc)));
-    }
+    allocate_accumulators(body, rs, 1);
+    for (const PassReduction& r : rs) body.add(make_store(r.acc, make_int(0), reduce_identity(r.info.op, r.info.acc)));
     // The thread's elements in blocks (reduction_parts.h), as the CPU form's.
     // (Names here avoid the kernel parameters' k<d>, r<d> and c<value>.)
     StmtList elem;
     gv.kept_idx = kept_idx;
     gv.red_idx = unravel(elem, var("j"), reduced_sizes(sig, R), "rj");
     gv.begin_body(&elem);
-    for (const PassReduction& r : rs) {
-      const Expr x = cast(r.info.acc, cast(g.value(r.out).type.dtype, gv.value(r.in)));
-      const std::string& into = r.blocked ? r.part : r.acc;
-      elem.add(make_store(into, make_int(0), reduce_combine(r.info.op, load(r.info.acc, into, make_int(0)), x)));
-    }
+    for (const PassReduction& r : rs) elem.add(fold_step(gv, r, r.blocked ? r.part : r.acc, make_int(0)));
     body.add(make_if(live, blocked_steps("cb", "m", make_int(0), var("cnt"),
                                          make_let("j", var("ty") + make_int(Y) * var("m"), elem.build()),
                                          pass_blocks(rs, make_int(0)))));
@@ -174,11 +160,7 @@ Stmt lower_column_reduction_gpu(const KernelInstance& ki, const KernelSignature&
                         make_store(r.acc, make_int(0),
                                    reduce_combine(r.info.op, load(r.info.acc, r.acc, make_int(0)),
                                                   load(r.info.acc, shared, var("y") * make_int(X) + var("tx"))))));
-      const Expr result =
-          finish_reduction(r.info, load(r.info.acc, r.acc, make_int(0)), sig, g.value(r.out).type.dtype);
-      const std::string name = "v" + std::to_string(r.out);
-      body.let(name, result);
-      gv.bind_row(r.out, var(name, result.type()));
+      bind_result(body, gv, sig, r, load(r.info.acc, r.acc, make_int(0)));
     }
   }
   StmtList stores;

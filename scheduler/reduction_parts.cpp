@@ -49,6 +49,14 @@ bool runs_alone(const Graph& g, int node) {
   return spec.arg || spec.scan;
 }
 
+// Opens a block (partial `part` at `index` reset to the identity) and closes it (added into `acc` at
+// `index`).
+BlockStmts partial_block(const ReductionInfo& info, const std::string& acc, const std::string& part,
+                         const Expr& index) {
+  return {make_store(part, index, reduce_identity(info.op, info.acc)),
+          make_store(acc, index, reduce_combine(info.op, load(info.acc, acc, index), load(info.acc, part, index)))};
+}
+
 }  // namespace
 
 std::vector<std::vector<int>> reduction_passes(const KernelInstance& ki) {
@@ -73,21 +81,35 @@ std::vector<std::vector<int>> reduction_passes(const KernelInstance& ki) {
   return passes;
 }
 
-BlockStmts partial_block(const ReductionInfo& info, const std::string& acc, const std::string& part,
-                         const Expr& index) {
-  return {make_store(part, index, reduce_identity(info.op, info.acc)),
-          make_store(acc, index, reduce_combine(info.op, load(info.acc, acc, index), load(info.acc, part, index)))};
-}
-
 std::vector<PassReduction> pass_reductions(const Graph& g, const std::vector<int>& pass) {
   std::vector<PassReduction> rs;
   for (const int n : pass) {
     const int out = g.node(n).outputs.at(0);
     const ReductionInfo info = reduction_info(g, n);
-    rs.push_back({g.node(n).inputs.at(0), out, info, "acc" + std::to_string(out), "part" + std::to_string(out),
-                  info.op == ReduceOp::Sum});
+    rs.push_back({g.node(n).inputs.at(0), out, g.value(out).type.dtype, info, "acc" + std::to_string(out),
+                  "part" + std::to_string(out), info.op == ReduceOp::Sum});
   }
   return rs;
+}
+
+void allocate_accumulators(StmtList& scope, const std::vector<PassReduction>& rs, int64_t size) {
+  for (const PassReduction& r : rs) {
+    scope.allocate(r.acc, r.info.acc, size, MemoryScope::Local);
+    if (r.blocked) scope.allocate(r.part, r.info.acc, size, MemoryScope::Local);
+  }
+}
+
+Stmt fold_step(GroupValues& gv, const PassReduction& r, const std::string& into, const Expr& index) {
+  const Expr x = cast(r.info.acc, cast(r.out_t, gv.value(r.in)));
+  return make_store(into, index, reduce_combine(r.info.op, load(r.info.acc, into, index), x));
+}
+
+void bind_result(StmtList& scope, GroupValues& gv, const KernelSignature& sig, const PassReduction& r,
+                 const Expr& total) {
+  const Expr result = finish_reduction(r.info, total, sig, r.out_t);
+  const std::string name = "v" + std::to_string(r.out);
+  scope.let(name, result);
+  gv.bind_row(r.out, var(name, result.type()));
 }
 
 BlockStmts pass_blocks(const std::vector<PassReduction>& rs, const Expr& index) {

@@ -30,23 +30,31 @@ std::vector<std::vector<int>> reduction_passes(const KernelInstance& ki);
 // float sum's rounding error grows with the blocks and kSumBlock, not with the row length.
 constexpr int64_t kSumBlock = 256;
 
-// Opens a block (partial `part` at `index` reset to the identity) and closes it (added into `acc` at
-// `index`).
+// Opens a block (partials reset to the identity) and closes it (partials added into their
+// accumulators).
 struct BlockStmts {
   dsl::Stmt open, close;
 };
-BlockStmts partial_block(const ReductionInfo& info, const std::string& acc, const std::string& part,
-                         const dsl::Expr& index);
 
 // A reduction of a pass as the schedules emit it: input and output values, accumulator `acc` and,
 // for a blocked sum, partial `part` (local buffers named after the output).
 struct PassReduction {
   int in, out;
+  dsl::DType out_t;  // the node's output dtype
   ReductionInfo info;
   std::string acc, part;
   bool blocked;  // a sum: blocks of steps add into `part` first
 };
 std::vector<PassReduction> pass_reductions(const dsl::Graph& g, const std::vector<int>& pass);
+// Allocates each reduction's accumulator (and partial, when blocked) of `size` elements in `scope`.
+void allocate_accumulators(StmtList& scope, const std::vector<PassReduction>& rs, int64_t size);
+// One step of r: its input at gv's current indices (as the node's output type, then the accumulator's)
+// folded into buffer `into` at `index`.
+dsl::Stmt fold_step(GroupValues& gv, const PassReduction& r, const std::string& into, const dsl::Expr& index);
+// r's result from its accumulated `total` (finish_reduction), bound as the row value "v<out>" by a
+// Let in `scope`.
+void bind_result(StmtList& scope, GroupValues& gv, const KernelSignature& sig, const PassReduction& r,
+                 const dsl::Expr& total);
 // The pass's blocks: the partials of its blocked sums reset, then added into their accumulators,
 // at `index`; empty (no partials) when none is blocked.
 BlockStmts pass_blocks(const std::vector<PassReduction>& rs, const dsl::Expr& index);

@@ -284,11 +284,9 @@ class ReductionScheduler final : public Scheduler {
       // Accumulates the range's elements into each acc's lanes and then into acc[0].
       auto accumulate = [&](const StepRange& range) {
         StmtList s;
-        for (const PassReduction& r : rs) {
-          s.allocate(r.acc, r.info.acc, W, MemoryScope::Local);
-          if (r.blocked) s.allocate(r.part, r.info.acc, W, MemoryScope::Local);
+        allocate_accumulators(s, rs, W);
+        for (const PassReduction& r : rs)
           s.add(lanes(make_store(r.acc, var("l"), reduce_identity(r.info.op, r.info.acc))));
-        }
         s.add(row_loops(
             [&](bool simd, bool in_block) {
               StmtList body;
@@ -296,11 +294,9 @@ class ReductionScheduler final : public Scheduler {
               gv.begin_body(&body);
               const Expr lane = simd ? var("l") : make_int(0);
               for (const PassReduction& r : rs) {
-                const Expr x = cast(r.info.acc, cast(g.value(r.out).type.dtype, gv.value(r.in)));
-                const std::string& into = in_block && r.blocked ? r.part : r.acc;
                 if (r.in == stored.value)
                   body.add(make_store(stored.buffer->name, gv.index(*stored.buffer), gv.stored_value(r.in)));
-                body.add(make_store(into, lane, reduce_combine(r.info.op, load(r.info.acc, into, lane), x)));
+                body.add(fold_step(gv, r, in_block && r.blocked ? r.part : r.acc, lane));
               }
               return body.build();
             },
@@ -333,12 +329,7 @@ class ReductionScheduler final : public Scheduler {
           totals.push_back(load(r.info.acc, parts, make_int(0)));
         }
       }
-      for (size_t i = 0; i < rs.size(); ++i) {
-        const Expr result = finish_reduction(rs[i].info, totals[i], sig, g.value(rs[i].out).type.dtype);
-        const std::string name = "v" + std::to_string(rs[i].out);
-        scope.let(name, result);
-        gv.bind_row(rs[i].out, var(name, result.type()));
-      }
+      for (size_t i = 0; i < rs.size(); ++i) bind_result(scope, gv, sig, rs[i], totals[i]);
     };
 
     auto row_store = [&](const KernelBuffer& b) {
@@ -421,29 +412,18 @@ class ReductionScheduler final : public Scheduler {
         return;
       }
       const std::vector<PassReduction> rs = pass_reductions(g, pass);
-      for (const PassReduction& r : rs) {
-        scope.allocate(r.acc, r.info.acc, 1, MemoryScope::Local);
+      // A thread's long sums add blocks of steps into partials first (reduction_parts.h).
+      allocate_accumulators(scope, rs, 1);
+      for (const PassReduction& r : rs)
         scope.add(make_store(r.acc, make_int(0), reduce_identity(r.info.op, r.info.acc)));
-        // A thread's long sum adds blocks of steps into a partial first (reduction_parts.h).
-        if (r.blocked) scope.allocate(r.part, r.info.acc, 1, MemoryScope::Local);
-      }
       scope.add(strided_blocks(
           [&](StmtList& body) {
-            for (const PassReduction& r : rs) {
-              const Expr x = cast(r.info.acc, cast(g.value(r.out).type.dtype, gv.value(r.in)));
-              const std::string& into = r.blocked ? r.part : r.acc;
-              body.add(
-                  make_store(into, make_int(0), reduce_combine(r.info.op, load(r.info.acc, into, make_int(0)), x)));
-            }
+            for (const PassReduction& r : rs) body.add(fold_step(gv, r, r.blocked ? r.part : r.acc, make_int(0)));
           },
           pass_blocks(rs, make_int(0))));
       for (const PassReduction& r : rs) {
         scope.add(make_block_reduce(r.info.op, r.acc, r.info.acc));
-        const Expr result =
-            finish_reduction(r.info, load(r.info.acc, r.acc, make_int(0)), sig, g.value(r.out).type.dtype);
-        const std::string name = "v" + std::to_string(r.out);
-        scope.let(name, result);
-        gv.bind_row(r.out, var(name, result.type()));
+        bind_result(scope, gv, sig, r, load(r.info.acc, r.acc, make_int(0)));
       }
     };
 

@@ -138,12 +138,14 @@ def _infer_from_python(data, dtype=None):
     if isinstance(data, (list, tuple)):
         data = [(_unwrap_scalar(x) if isinstance(x, Tensor) else x) for x in data]
     arr = np.array(data)
-    if arr.dtype.kind in "fuO" and _has_int_past_int64(data):
-        # torch reads such ints as doubles for a floating or bool dtype, or when the data holds
-        # floats and no dtype is given; otherwise it unpacks them as int64 and refuses them.
-        if dtype is not None and (dtype.is_floating_point or dtype is D.bool_):
-            return np.array(data, dtype=np.float64)
-        if dtype is not None or not _has_leaf(data, builtins.float):
+    # Python ints past int64 make numpy's array uint64, objects, or (beside floats) float64 with a value
+    # that large; only then are the leaves walked. torch reads such ints as doubles for a floating or
+    # bool dtype, or beside floats with no dtype given; otherwise it unpacks them as int64 and refuses.
+    maybe_past = arr.dtype.kind in "uO" or (arr.dtype.kind == "f" and bool(np.any(np.abs(arr) >= 2.0**63)))
+    if maybe_past and _has_int_past_int64(data):
+        reads_doubles = dtype.is_floating_point or dtype is D.bool_ if dtype is not None else \
+            builtins.any(isinstance(v, builtins.float) for v in _leaves(data))
+        if not reads_doubles:
             raise ValueError("Overflow when unpacking long long")
         return np.array(data, dtype=np.float64)
     if arr.dtype == object:
@@ -162,10 +164,6 @@ def _leaves(data):
 def _has_int_past_int64(data) -> bool:
     return builtins.any(isinstance(v, builtins.int) and not isinstance(v, builtins.bool) and
                         not -2**63 <= v < 2**63 for v in _leaves(data))
-
-
-def _has_leaf(data, kind) -> bool:
-    return builtins.any(isinstance(v, kind) for v in _leaves(data))
 
 
 def _unwrap_scalar(t):

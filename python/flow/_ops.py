@@ -16,7 +16,7 @@ import numpy as np
 from . import _C
 from . import _dtype as D
 from . import amp as _amp
-from ._dispatch import current_trace, dispatch, dispatch1
+from ._dispatch import dispatch, dispatch1
 from ._eager_fusion import fused_in_eager
 from ._errors import trace_error
 from ._tensor import Tensor, _can_cast, _normalize_dim, rebind
@@ -489,11 +489,9 @@ def _divides_by_zero(divisor) -> builtins.bool:
     torch's CUDA kernels, as flow's and compiled graphs, do not check)."""
     if not isinstance(divisor, Tensor):
         return divisor == 0
-    if divisor._c is None or divisor._c.device != "cpu" or current_trace() is not None or not divisor.numel():
-        return False
-    from ._indexing import _host_array
+    from ._indexing import _host_array, _host_checks_indices
 
-    return builtins.bool((_host_array(divisor._c) == 0).any())
+    return _host_checks_indices(divisor) and builtins.bool((_host_array(divisor._c) == 0).any())
 
 
 def _integer_division(op, x, y):

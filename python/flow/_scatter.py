@@ -232,18 +232,15 @@ def index_put(input, indices, values, accumulate=False):
     for i in indices:
         if not isinstance(i, Tensor):
             raise TypeError("index_put(): indices must be tensors (None and slices are indexing syntax: use x[...] = v)")
+        if i.dtype is D.bool_ and i._c is None:
+            raise trace_error("index_put() with a boolean mask", "the number of positions depends on the mask's "
+                              "values; flow.jit compiles static shapes")
         if i.dtype is D.bool_ and i.ndim == 0:
             # A 0-d mask consumes no dim: it indexes a new dim of size 1, all of it (True) or none (False).
-            if i._c is None:
-                raise trace_error("index_put() with a boolean mask", "the number of positions depends on the mask's "
-                                  "values; flow.jit compiles static shapes")
             new_dims.append(len(idx))
             x = x.unsqueeze(len(idx))
             idx.append(_full([1 if i.item() else 0], 0, x).to(D.int64))
         elif i.dtype is D.bool_:
-            if i._c is None:
-                raise trace_error("index_put() with a boolean mask", "the number of positions depends on the mask's "
-                                  "values; flow.jit compiles static shapes")
             from ._data_dependent import nonzero
 
             idx.extend(nonzero(i, as_tuple=True))

@@ -85,10 +85,10 @@ def _infer_sizes(sizes, numel, what="view"):
     return sizes
 
 
-# torch.can_cast for the in-place/out= contract: no float -> int/bool, no int -> bool.
 # The most views one call makes (tensor_split's sections): beyond it torch runs out of memory building
 # the list, and a Python loop over them would hang.
 _MAX_VIEWS = 2**31 - 1
+# torch.can_cast for the in-place/out= contract: no float -> int/bool, no int -> bool.
 _KIND = {"bool": 0, "uint8": 1, "int8": 1, "int16": 1, "int32": 1, "int64": 1, "float16": 2, "bfloat16": 2,
          "float32": 2, "float64": 2}
 
