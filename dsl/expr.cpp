@@ -248,6 +248,16 @@ Expr cast(DType t, Expr v) {
   return Expr(std::make_shared<const Cast>(t, std::move(v)));
 }
 
+Expr reinterpret(DType t, Expr v) {
+  check_defined("reinterpret", v);
+  if (v.type() == t) return v;
+  if (t == DType::Bool || v.type() == DType::Bool || dtype_size(t) != dtype_size(v.type())) {
+    throw std::invalid_argument(std::string("reinterpret: cannot read the bits of ") + dtype_name(v.type()) + " as " +
+                                dtype_name(t));
+  }
+  return Expr(std::make_shared<const Reinterpret>(t, std::move(v)));
+}
+
 Expr load(DType t, const std::string& buffer, Expr index) {
   check_defined("load", index);
   if (buffer.empty()) throw std::invalid_argument("load: empty buffer name");

@@ -40,7 +40,8 @@ namespace flow::dsl {
   X(Not)                      \
   X(Select)                   \
   X(Load)                     \
-  X(Call)
+  X(Call)                     \
+  X(Reinterpret)
 
 enum class ExprKind : uint8_t {
 #define FLOW_X(name) name,
@@ -145,6 +146,16 @@ struct Load : ExprNode {
   const Expr index;
 };
 
+// The bits of `value` read as another type of the same size (C++20's std::bit_cast; torch's
+// Tensor.view(dtype)): float32 <-> int32, float64 <-> int64, float16/bfloat16 <-> int16, uint8 <->
+// int8. Bool takes no part: its bytes are 0 or 1 only, so the ops convert it by value. Last in the
+// kind list so that serialized kernels keep their tags.
+struct Reinterpret : ExprNode {
+  static constexpr ExprKind kKind = ExprKind::Reinterpret;
+  Reinterpret(DType t, Expr v) : ExprNode(kKind, t), value(std::move(v)) {}
+  const Expr value;
+};
+
 // Pure math functions. Arguments and result share one floating type (Float32 or Float64), except
 // Abs/Neg/Floor/Ceil which also take integers. Round rounds half to even (rint / nearbyint in the
 // default rounding mode); Trunc rounds toward zero. Pow, Atan2 and Hypot take two arguments; the
@@ -152,13 +163,14 @@ struct Load : ExprNode {
 // The bitwise functions take two integers of one type (Int32 or Int64): BitAnd, BitOr, BitXor, and
 // the shifts Shl (of the two's-complement bits, as unsigned) and Shr (arithmetic), defined only for
 // a shift count in [0, bits): the ops clamp it first (dsl/ops/elementwise_more.cpp).
-#define FLOW_FOR_EACH_INTRINSIC(X)                                                                                 \
-  X(Neg)                                                                                                           \
-  X(Abs)                                                                                                           \
-  X(Exp)                                                                                                           \
-  X(Log) X(Sqrt) X(Rsqrt) X(Tanh) X(Erf) X(Pow) X(Floor) X(Ceil) X(IsNan) X(Sin) X(Cos) X(Log1p) X(Expm1) X(Trunc) \
-      X(Round) X(Tan) X(Atan) X(Asin) X(Acos) X(Sinh) X(Cosh) X(Asinh) X(Acosh) X(Atanh) X(Log2) X(Log10) X(Exp2)  \
-          X(Erfc) X(Atan2) X(Hypot) X(BitAnd) X(BitOr) X(BitXor) X(Shl) X(Shr) X(CheckIndex)
+#define FLOW_FOR_EACH_INTRINSIC(X)                                                                                   \
+  X(Neg)                                                                                                             \
+  X(Abs)                                                                                                             \
+  X(Exp)                                                                                                             \
+  X(Log)                                                                                                             \
+  X(Sqrt) X(Rsqrt) X(Tanh) X(Erf) X(Pow) X(Floor) X(Ceil) X(IsNan) X(Sin) X(Cos) X(Log1p) X(Expm1) X(Trunc) X(Round) \
+      X(Tan) X(Atan) X(Asin) X(Acos) X(Sinh) X(Cosh) X(Asinh) X(Acosh) X(Atanh) X(Log2) X(Log10) X(Exp2) X(Erfc)     \
+          X(Atan2) X(Hypot) X(BitAnd) X(BitOr) X(BitXor) X(Shl) X(Shr) X(CheckIndex)
 enum class Intrinsic : uint8_t {
 #define FLOW_X(name) name,
   FLOW_FOR_EACH_INTRINSIC(FLOW_X)
@@ -192,6 +204,8 @@ Expr make_zero(DType t);
 Expr make_one(DType t);
 Expr var(const std::string& name, DType t = DType::Int64);
 Expr cast(DType t, Expr v);  // no-op when the type already matches
+// The bits of v as type t (same storage size, neither bool); no-op when the type already matches.
+Expr reinterpret(DType t, Expr v);
 Expr load(DType t, const std::string& buffer, Expr index);
 Expr select(Expr c, Expr t, Expr f);
 Expr call(Intrinsic f, std::vector<Expr> args);

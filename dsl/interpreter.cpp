@@ -481,6 +481,8 @@ class EvalEnv {
   virtual Scalar load(const std::string& buffer, int64_t index, DType t) const = 0;
 };
 
+void write_caller(DType t, void* base, int64_t index, const Scalar& v);
+
 Scalar eval(const Expr& e, const EvalEnv& env, const InterpOptions& opt) {
   if (!e.defined()) fail("evaluating an undefined expression");
   const DType t = e.type();
@@ -500,6 +502,12 @@ Scalar eval(const Expr& e, const EvalEnv& env, const InterpOptions& opt) {
     }
     case ExprKind::Cast:
       return cast_scalar(t, eval(e.as<Cast>()->value, env, opt), opt);
+    case ExprKind::Reinterpret: {  // through memory, as storage holds the value
+      const Expr& v = e.as<Reinterpret>()->value;
+      alignas(8) unsigned char bits[8] = {};
+      write_caller(v.type(), bits, 0, eval(v, env, opt));
+      return read_element(t, bits, 0);
+    }
     case ExprKind::Add:
     case ExprKind::Sub:
     case ExprKind::Mul:

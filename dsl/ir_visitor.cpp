@@ -47,6 +47,9 @@ void IRVisitor::visit_Var(const Var*) {}
 void IRVisitor::visit_Cast(const Cast* op) {
   visit(op->value);
 }
+void IRVisitor::visit_Reinterpret(const Reinterpret* op) {
+  visit(op->value);
+}
 #define FLOW_X(name)                             \
   void IRVisitor::visit_##name(const name* op) { \
     visit(op->a);                                \
@@ -134,6 +137,10 @@ Expr IRMutator::mutate_Var(const Var*, const Expr& self) {
 Expr IRMutator::mutate_Cast(const Cast* op, const Expr& self) {
   Expr v = mutate(op->value);
   return v.same_as(op->value) ? self : cast(op->type, std::move(v));
+}
+Expr IRMutator::mutate_Reinterpret(const Reinterpret* op, const Expr& self) {
+  Expr v = mutate(op->value);
+  return v.same_as(op->value) ? self : reinterpret(op->type, std::move(v));
 }
 #define FLOW_X(name)                                                \
   Expr IRMutator::mutate_##name(const name* op, const Expr& self) { \
@@ -314,6 +321,8 @@ bool expr_fields_equal(const Expr& x, const Expr& y) {
       return x.as<Var>()->name == y.as<Var>()->name;
     case ExprKind::Cast:
       return equal(x.as<Cast>()->value, y.as<Cast>()->value);
+    case ExprKind::Reinterpret:
+      return equal(x.as<Reinterpret>()->value, y.as<Reinterpret>()->value);
 #define FLOW_X(name)                               \
   case ExprKind::name: {                           \
     const auto* p = x.as<name>();                  \
@@ -513,6 +522,13 @@ class Printer {
         out += dtype_name(e.type());
         out += '(';
         expr(e.as<Cast>()->value);
+        out += ')';
+        return;
+      case ExprKind::Reinterpret:
+        out += "reinterpret<";
+        out += dtype_name(e.type());
+        out += ">(";
+        expr(e.as<Reinterpret>()->value);
         out += ')';
         return;
       case ExprKind::Min:

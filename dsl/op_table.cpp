@@ -40,6 +40,7 @@ void register_builtin_ops() {
     register_injective_ops();
     register_library_ops();
     register_elementwise_more_ops();
+    register_bitcast_ops();
     register_reduction_more_ops();
     register_norm_ops();
     register_random_ops();

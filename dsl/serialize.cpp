@@ -65,6 +65,9 @@ class Writer {
       case ExprKind::Cast:
         expr(e.as<Cast>()->value);
         return;
+      case ExprKind::Reinterpret:
+        expr(e.as<Reinterpret>()->value);
+        return;
 #define FLOW_X(name) case ExprKind::name:
         FLOW_FOR_EACH_BINARY(FLOW_X)
 #undef FLOW_X
@@ -269,6 +272,8 @@ class Reader {
         return node<Var>(t, str());
       case ExprKind::Cast:
         return node<Cast>(t, operand());
+      case ExprKind::Reinterpret:
+        return node<Reinterpret>(t, operand());
 #define FLOW_X(name)            \
   case ExprKind::name: {        \
     Expr a = operand();         \

@@ -123,8 +123,12 @@ int64_t storage_elements(const Tensor& t) {
   return static_cast<int64_t>(t.storage->size()) / dsl::dtype_size(t.dtype);
 }
 
-Tensor as_strided(const Tensor& t, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
-                  int64_t offset) {
+// A view of t's storage; `dtype` (when given) reads the storage as another type, with sizes,
+// strides and offset counted in its elements (torch's Tensor.view(dtype) builds these).
+Tensor as_strided(const Tensor& source, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
+                  int64_t offset, const std::optional<std::string>& dtype) {
+  Tensor t = source;
+  if (dtype) t.dtype = parse_dtype(*dtype);
   if (sizes.size() != strides.size()) {
     throw std::runtime_error("mismatch in length of strides and shape");
   }
@@ -222,7 +226,9 @@ void bind_tensor(py::module_& m) {
           },
           "Marks the storage as written in place (caches of values derived from it recompute)")
       .def("as_strided", &as_strided, py::arg("sizes"), py::arg("strides"), py::arg("offset") = 0,
-           "A view of the same storage (element strides and offset)")
+           py::arg("dtype") = py::none(),
+           "A view of the same storage (element strides and offset), read as `dtype` when given (counted in its "
+           "elements)")
       .def(
           "contiguous",
           [](const Tensor& t, const std::optional<std::string>& dtype) {

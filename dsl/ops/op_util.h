@@ -25,6 +25,7 @@ void register_random_ops();            // dsl/ops/random.cpp
 void register_sort_ops();              // dsl/ops/sort.cpp
 void register_scatter_ops();           // dsl/ops/scatter.cpp
 void register_embedding_bag_ops();     // dsl/ops/embedding_bag.cpp
+void register_bitcast_ops();           // dsl/ops/bitcast.cpp
 void register_builtin(OpDef def);
 
 // torch's scalar type names used in its messages: "Bool", "Int", "Long", "Half", "BFloat16",

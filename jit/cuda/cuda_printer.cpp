@@ -259,6 +259,7 @@ class Printer {
   Printed binary(const BinaryNode* op, const char* sym, int prec);
   Printed call(const Call* op);
   Printed cast(const Cast* op);
+  Printed reinterpret(const Reinterpret* op);
 
   // statements
   void line(const std::string& s) { os_ << std::string(2 * indent_, ' ') << s << "\n"; }
@@ -373,6 +374,25 @@ Printed Printer::cast(const Cast* op) {
     return {"static_cast<" + to_name + ">(flow::float_to_int<int32_t>(" + v + "))", kPrecAtom};
   if (src_type == to) return src;
   return {"static_cast<" + to_name + ">(" + v + ")", kPrecAtom};
+}
+
+// The bit-cast intrinsics of CUDA for 4- and 8-byte types; the half types are structs over their
+// bits; between uint8 and int8 the integer conversion keeps the bits (two's complement).
+Printed Printer::reinterpret(const Reinterpret* op) {
+  const DType to = op->type;
+  const DType from = op->value.type();
+  const std::string v = top(op->value);
+  if (to == DType::Int32 && from == DType::Float32) return {"__float_as_int(" + v + ")", kPrecAtom};
+  if (to == DType::Float32 && from == DType::Int32) return {"__int_as_float(" + v + ")", kPrecAtom};
+  if (to == DType::Int64 && from == DType::Float64)
+    return {"static_cast<int64_t>(__double_as_longlong(" + v + "))", kPrecAtom};
+  if (to == DType::Float64 && from == DType::Int64) return {"__longlong_as_double(" + v + ")", kPrecAtom};
+  const std::string bits = is_half(from) ? "(" + v + ").bits" : "static_cast<uint16_t>(" + v + ")";
+  if (is_half(to)) return {std::string(cuda_type_name(to)) + "{" + bits + "}", kPrecAtom};
+  if (to == DType::Int16) return {"static_cast<int16_t>(" + bits + ")", kPrecAtom};
+  if ((to == DType::Int8 && from == DType::UInt8) || (to == DType::UInt8 && from == DType::Int8))
+    return {"static_cast<" + std::string(cuda_type_name(to)) + ">(" + v + ")", kPrecAtom};
+  fail(std::string("reinterpret of ") + dtype_name(from) + " as " + dtype_name(to));
 }
 
 Printed Printer::call(const Call* op) {
@@ -498,6 +518,8 @@ Printed Printer::print(const Expr& e, bool bare_int) {
       return {c_name(e.as<Var>()->name), kPrecAtom};
     case ExprKind::Cast:
       return cast(e.as<Cast>());
+    case ExprKind::Reinterpret:
+      return reinterpret(e.as<Reinterpret>());
     default:
       break;
   }

@@ -57,8 +57,21 @@ __device__ __forceinline__ float to_float(float f) {
   return f;
 }
 
+// A NaN rounded to a half type keeps its sign and its payload's leading bits (the quiet bit when
+// none survive), as the interpreter and the CPU backend do; the PTX conversions would give the
+// canonical NaN, losing the sign (signbit, a traced Tensor.view(dtype)).
+__device__ __forceinline__ uint16_t nan_to_small(uint32_t u, uint32_t mant_bits) {
+  const uint32_t payload = (u & 0x7fffffu) >> (23 - mant_bits);
+  const uint32_t exp_ones = mant_bits == 10 ? 0x7c00u : 0x7f80u;
+  return static_cast<uint16_t>(((u >> 16) & 0x8000u) | exp_ones | (payload ? payload : 1u << (mant_bits - 1)));
+}
+
 __device__ __forceinline__ half float_to_half(float f) {
   half h;
+  if (f != f) {
+    h.bits = nan_to_small(__float_as_uint(f), 10);
+    return h;
+  }
 #ifdef FLOW_SIMT_HOST
   h.bits = flow_simt_f32_to_f16(f);
 #else
@@ -69,16 +82,16 @@ __device__ __forceinline__ half float_to_half(float f) {
 
 __device__ __forceinline__ bfloat16 float_to_bfloat16(float f) {
   bfloat16 h;
+  if (f != f) {
+    h.bits = nan_to_small(__float_as_uint(f), 7);
+    return h;
+  }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
 #else
   const uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    h.bits = static_cast<uint16_t>((u >> 16) | 0x0040u);  // quiet NaN, sign kept
-  } else {
-    const uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
-    h.bits = static_cast<uint16_t>((u + rounding) >> 16);
-  }
+  const uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
+  h.bits = static_cast<uint16_t>((u + rounding) >> 16);
 #endif
   return h;
 }

@@ -75,6 +75,9 @@ void for_each_child(const dsl::Expr& e, const std::function<void(const dsl::Expr
     case ExprKind::Cast:
       fn(e.as<dsl::Cast>()->value);
       return;
+    case ExprKind::Reinterpret:
+      fn(e.as<dsl::Reinterpret>()->value);
+      return;
 #define FLOW_X(name) case ExprKind::name:
       FLOW_FOR_EACH_BINARY(FLOW_X)
 #undef FLOW_X
@@ -862,6 +865,13 @@ Value* Codegen::expr(const dsl::Expr& e) {
     case ExprKind::Cast: {
       const auto* op = e.as<dsl::Cast>();
       return cast_value(b_, expr(op->value), op->value.type(), e.type());
+    }
+    case ExprKind::Reinterpret: {  // halves already live as i16, uint8 and int8 as i8
+      Value* v = expr(e.as<dsl::Reinterpret>()->value);
+      Type* t = register_type(ctx_, e.type());
+      if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(v->getType()))
+        t = llvm::FixedVectorType::get(t, vt->getNumElements());
+      return v->getType() == t ? v : b_.CreateBitCast(v, t);
     }
 #define FLOW_X(name) case ExprKind::name:
       FLOW_FOR_EACH_BINARY(FLOW_X)

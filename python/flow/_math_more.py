@@ -21,8 +21,9 @@ Note: design choices.
     round once (sinc, logcumsumexp, the norms) the composition does too; where they round
     intermediates to half (logit's z / (1 - z), xlogy's log) the plain chain of half ops does that.
     quantile's ranks are float64, as torch's are (so its float32 results match bit for bit).
-  - Known differences from torch: signbit (and so copysign) cannot see the sign of a NaN (flow has
-    no bit-level op), so a negative NaN counts as positive; mode's index among equal values is the
+  - signbit reads the sign bit (the graph op bitcast, flow/_view_dtype.py), so a negative NaN and
+    -0.0 are negative, as in torch.
+  - Known differences from torch: mode's index among equal values is the
     last in input order (torch's is unspecified for lines of 16 or more); set_num_threads cannot
     change flow's thread count, which the runtime reads once from FLOW_NUM_THREADS (there is no
     binding to change it), so it accepts only the count in use.
@@ -252,8 +253,9 @@ def _signbit(x):
         return x != x  # all False
     if not x.dtype.is_floating_point:
         return x < 0
-    # -0.0 is the zero whose reciprocal is -inf (a NaN's sign is not visible: it counts as positive)
-    return (x < 0) | ((x == 0) & (F.reciprocal(x) < 0))
+    # the sign bit itself, so -0.0 and a negative NaN count as negative (as torch's)
+    bits = {2: D.int16, 4: D.int32, 8: D.int64}[x.dtype.itemsize]
+    return dispatch1("bitcast", [x], {"dtype": bits.name}) < 0
 
 
 def signbit(input, *, out=None):

@@ -7,7 +7,8 @@ applied to it. Everything goes through the one dispatcher (``flow._dispatch``):
 - Views (view, reshape, permute, transpose, expand, squeeze/unsqueeze, narrow, split/chunk,
   indexing with ints, slices, None and ``...``) are the op table's view ops: zero-copy aliases
   sharing storage in eager mode (a reshape that strides cannot express copies, as torch's does),
-  graph view nodes in a trace.
+  graph view nodes in a trace. ``view(dtype)`` aliases the storage read as another dtype eagerly,
+  and is a bit cast in a trace (flow/_view_dtype.py).
 - Indexing with one integer tensor is index_select (+ a reshape for N-d indices); a boolean mask
   has a data-dependent size, so it runs eagerly only (nonzero in numpy, then index_select).
 - In-place ops compute out of place and then write into this tensor's storage (a numpy view
@@ -35,6 +36,11 @@ def rebind(t, c):
     the only way an existing Tensor's shape, dtype or strides change."""
     t._c = c
     _epoch.rebound()
+
+
+def _is_dtype(x):
+    """A flow dtype or a torch one (torch's dtypes are accepted wherever flow's are)."""
+    return isinstance(x, D.dtype) or (type(x).__module__ or "").startswith("torch") and type(x).__name__ == "dtype"
 
 
 def _contiguous_strides(shape):
@@ -556,9 +562,17 @@ class Tensor:
             return self._vop("reshape", {"shape": s})  # torch returns a view (a new tensor) here too
         return self._vop("reshape", {"shape": keep})
 
-    def view(self, *sizes):
-        if len(sizes) == 1 and not isinstance(sizes[0], (tuple, list, numbers.Integral)):
-            raise NotImplementedError(f"flow: Tensor.view(dtype) is not supported (got {sizes[0]!r})")
+    def view(self, *sizes, dtype=None):
+        """A view with another shape, or with the same bytes read as `dtype` (flow/_view_dtype.py)."""
+        if dtype is not None and not sizes:
+            sizes = (dtype,)
+        elif dtype is not None:
+            raise TypeError("view() received an invalid combination of arguments: a size and a dtype")
+        if len(sizes) == 1 and _is_dtype(sizes[0]):
+            from ._view_dtype import view_dtype
+            return view_dtype(self, sizes[0])
+        if any(_is_dtype(s) for s in sizes):
+            raise TypeError("view() received an invalid combination of arguments: a size and a dtype")
         return self._vop("view", {"shape": _sizes_arg(sizes)})
 
     def view_as(self, other):

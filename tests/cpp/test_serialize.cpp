@@ -38,7 +38,7 @@ class RandomIR {
       }
     }
     const bool fl = is_floating(t);
-    switch (pick(0, 6)) {
+    switch (pick(0, 7)) {
       case 0:
         return make_binary(
             static_cast<ExprKind>(pick(static_cast<int>(ExprKind::Add), static_cast<int>(ExprKind::Max))),
@@ -58,6 +58,13 @@ class RandomIR {
         return call(Intrinsic::Abs, {gen(t, depth - 1)});
       case 5:
         return cast(t, load(DType::Float16, "h", gen(DType::Int64, depth - 1)));
+      case 6:  // the bits of a same-sized value of the other kind
+        if (t == DType::Int32 || t == DType::Float32 || t == DType::Int64 || t == DType::Float64) {
+          const bool wide = dtype_size(t) == 8;
+          return reinterpret(
+              t, gen(fl ? (wide ? DType::Int64 : DType::Int32) : (wide ? DType::Float64 : DType::Float32), depth - 1));
+        }
+        return gen(t, depth - 1);
       default:
         return gen(t, depth - 1) * gen(t, depth - 1);
     }

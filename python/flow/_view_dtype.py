@@ -1,0 +1,98 @@
+"""Tensor.view(dtype): the same bytes read as another dtype (torch's ``view.dtype``).
+
+Note: eagerly this is an alias, as torch's: a flow._C view of the same storage whose sizes, strides
+and offset are rescaled to the new element size, so a write through either is seen by the other.
+torch's checks come first, in its order and with its messages (the last dim must be dense, and
+divisible by the size ratio when elements grow; offsets and strides too).
+
+A traced graph has no aliases, so there it is a value: between types of one size the graph op
+``bitcast`` (the IR's Reinterpret); between sizes the bytes are split with shifts and masks, or
+joined with masks, shifts and ors, little-endian as every device flow runs on. These are
+elementwise and injective ops, so they fuse with their neighbours. A traced tensor has no strides,
+so the stride and offset checks (which a traced value always passes, being laid out densely) are
+not made there.
+"""
+from . import _dtype as D
+from ._dispatch import dispatch1
+
+# The integer type of each element size: the bits travel in it.
+_BITS = {1: D.uint8, 2: D.int16, 4: D.int32, 8: D.int64}
+
+
+def _what(src, dst):
+    return f"to view {src._torch_short} as {dst._torch_short} (different element sizes)"
+
+
+def _check_and_rescale(x, dst):
+    """torch's checks of a view between element sizes; the new sizes, strides and offset."""
+    src = x.dtype
+    shape = list(x.shape)
+    strides = list(x.stride()) if x._c is not None else None
+    offset = x._c.offset if x._c is not None else 0
+    if len(shape) == 0:
+        raise RuntimeError(f"self.dim() cannot be 0 {_what(src, dst)}")
+    if strides is not None and strides[-1] != 1:
+        raise RuntimeError(f"self.stride(-1) must be 1 {_what(src, dst)}, but got {strides[-1]}")
+    if src.itemsize > dst.itemsize:  # each element becomes `ratio` smaller ones
+        ratio = src.itemsize // dst.itemsize
+        shape[-1] *= ratio
+        if strides is not None:
+            strides = [s * ratio for s in strides[:-1]] + [1]
+        return shape, strides, offset * ratio
+    ratio = dst.itemsize // src.itemsize  # `ratio` elements become one
+    if shape[-1] % ratio:
+        raise RuntimeError(f"self.size(-1) must be divisible by {ratio} {_what(src, dst)}, but got {shape[-1]}")
+    if offset % ratio:
+        raise RuntimeError(f"self.storage_offset() must be divisible by {ratio} {_what(src, dst)}, but got {offset}")
+    if strides is not None:
+        for i, s in enumerate(strides[:-1]):
+            if s % ratio:
+                raise RuntimeError(f"self.stride({i}) must be divisible by {ratio} {_what(src, dst)}, but got {s}")
+        strides = [s // ratio for s in strides[:-1]] + [1]
+    shape[-1] //= ratio
+    return shape, strides, offset // ratio
+
+
+def _bitcast(x, dst):
+    return x if x.dtype is dst else dispatch1("bitcast", [x], {"dtype": dst.name})
+
+
+def _split(x, dst, shape):
+    """Each element of x as `ratio` elements of dst, least significant bytes first."""
+    ratio = x.dtype.itemsize // dst.itemsize
+    bits = _bitcast(x, _BITS[x.dtype.itemsize])
+    width = 8 * dst.itemsize
+    mask = (1 << width) - 1
+    pieces = [(bits >> (width * k)) & mask if k else bits & mask for k in range(ratio)]
+    from ._ops import stack
+    small = stack([p.to(_BITS[dst.itemsize]) for p in pieces], -1).reshape(shape)
+    return _bitcast(small, dst)
+
+
+def _join(x, dst, shape):
+    """Each run of `ratio` elements of x along the last dim as one element of dst."""
+    ratio = dst.itemsize // x.dtype.itemsize
+    wide = _BITS[dst.itemsize]
+    bits = _bitcast(x, _BITS[x.dtype.itemsize]).reshape(list(x.shape[:-1]) + [shape[-1], ratio])
+    width = 8 * x.dtype.itemsize
+    mask = (1 << width) - 1
+    out = None
+    for k in range(ratio):
+        piece = bits.select(-1, k).to(wide) & mask
+        piece = piece << (width * k) if k else piece
+        out = piece if out is None else out | piece
+    return _bitcast(out, dst)
+
+
+def view_dtype(x, dtype):
+    dst = D.to_dtype(dtype)
+    src = x.dtype
+    if src.itemsize == dst.itemsize:
+        if x._c is not None:
+            c = x._c
+            return type(x)._wrap(c.as_strided(list(c.shape), list(c.strides), c.offset, dst.name))
+        return _bitcast(x, dst)
+    shape, strides, offset = _check_and_rescale(x, dst)
+    if x._c is not None:
+        return type(x)._wrap(x._c.as_strided(shape, strides, offset, dst.name))
+    return _split(x, dst, shape) if src.itemsize > dst.itemsize else _join(x, dst, shape)
