@@ -51,6 +51,7 @@ class TraceContext:
         self.aliased = set()  # value ids that are views or were viewed (in-place on them is refused)
         self.broadcast_views = set()  # value ids of views of an expand (they may have zero strides)
         self.mutations = {}  # id(Tensor) -> [Tensor, value id of its new value] (written back after runs)
+        self.written_args = {}  # id(tracer) -> [tracer, graph input index]: arguments written in place
 
     def __enter__(self):
         _stack().append(self)
@@ -87,6 +88,12 @@ class TraceContext:
         into it now would not reach that view."""
         vid = self._captured.get(id(t))
         return vid is not None and vid in self.aliased and id(t) not in self.mutations
+
+    def write_arg(self, tracer):
+        """Records an in-place write into the tracer of a function argument (its value is still the
+        graph input): after every run, the argument receives the tracer's final value."""
+        if id(tracer) not in self.written_args:
+            self.written_args[id(tracer)] = [tracer, list(self.graph.inputs).index(tracer._vid)]
 
     def mutate(self, t, vid):
         """Records that concrete tensor `t` now holds graph value `vid`."""

@@ -235,7 +235,8 @@ def frozen_inputs(bindings, mutations):
     """One flag per graph input: True for a parameter, buffer or captured tensor that the function does
     not write (its derived values are cached by the executable until its storage or version changes,
     see scheduler/frozen.h); False for arguments and written tensors."""
-    written = {("module", x) if kind == "module" else ("capture", id(x)) for (kind, x), _ in mutations}
+    written = {("module", x) if kind == "module" else ("capture", id(x)) for (kind, x), _ in mutations
+               if kind != "arg"}
     flags = []
     for kind, x in bindings:
         if kind == "arg":
@@ -249,9 +250,10 @@ class _Variant:
     def __init__(self, graph, exe, bindings, out_spec, out_leaves, module_state, mutations=()):
         self.graph = graph
         self.exe = exe
-        # Tensors outside the trace written during it: (("module", name) | ("capture", Tensor), output
-        # index); each run copies that output into the tensor.
+        # Tensors outside the trace written during it: (("module", name) | ("capture", Tensor) |
+        # ("arg", flat index), output index); each run copies that output into the tensor.
         self.mutations = list(mutations)
+        self._written_args = [x for (kind, x), _ in self.mutations if kind == "arg"]
         # per graph input: ("arg", flat index) | ("module", parameter/buffer name) | ("capture", Tensor)
         self.bindings = bindings
         self.out_spec = out_spec
@@ -327,7 +329,21 @@ class _Variant:
         keep = not self.uses_module or self.module_state.version is not None
         return run_executable(self, flat, lambda: self.bound(flat, state), keep)
 
+    def _check_written_args(self, flat):
+        """An argument the function writes in place must not share memory with another argument: the
+        compiled graph reads every input before the write-back, where eager code would read the
+        written values through the other one."""
+        for i in self._written_args:
+            mine = flat[i]._c.storage_ptr()
+            for j, other in enumerate(flat):
+                if j != i and isinstance(other, Tensor) and other._c is not None and other._c.storage_ptr() == mine:
+                    raise RuntimeError(f"flow.jit: argument {i} is written in place and shares storage with argument "
+                                       f"{j}; the compiled function would read {j} before the write (pass "
+                                       f"tensors with separate storage, or clone one)")
+
     def run(self, flat, state):
+        if self._written_args:
+            self._check_written_args(flat)
         outs = self._run_exe(flat, state) if self.exe is not None else []
         for (kind, x), k in self.mutations:
             self._resolve(kind, x, flat, state).copy_(Tensor._wrap(outs[k]))
@@ -486,6 +502,9 @@ class JitFunction:
             if isinstance(leaf, Tensor) and leaf._c is None:
                 if leaf._ctx is not ctx:
                     raise TraceError("flow.jit: the function returned a tensor traced by another trace")
+                if id(leaf) in ctx.written_args:  # an argument written in place: the argument itself
+                    out_leaves.append(("input", ctx.written_args[id(leaf)][1]))
+                    continue
                 if leaf._vid in input_vids:
                     out_leaves.append(("input", input_vids[leaf._vid]))
                     continue
@@ -505,6 +524,11 @@ class JitFunction:
         # Captured parameters and buffers of the module are bound by name (see _module_tensors).
         names = {id(t): n for n, t in self._module_state.get().items()}
         mutations = [(("module", names[id(t)]) if id(t) in names else ("capture", t), k) for t, k in mutation_outs]
+        for tracer, b in ctx.written_args.values():  # arguments written in place: written back too
+            if tracer._vid not in marked:
+                marked[tracer._vid] = len(marked)
+                ctx.graph.mark_output(tracer._vid)
+            mutations.append((ctx.bindings[b], marked[tracer._vid]))
         bindings = [("module", names[id(x)]) if kind == "capture" and id(x) in names else (kind, x)
                     for kind, x in ctx.bindings]
         exe = None

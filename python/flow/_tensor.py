@@ -14,8 +14,9 @@ applied to it. Everything goes through the one dispatcher (``flow._dispatch``):
 - In-place ops compute out of place and then write into this tensor's storage (a numpy view
   write on the CPU; on a GPU one stream-ordered copy into a dense target, else a rewrite of the
   storage run the target spans, see ``_device_write``), so every view sees the values; in a trace
-  the tracer is rebound to the new value, which is refused (TraceError) for arguments, captured
-  tensors, views and tensors that have views.
+  the tracer is rebound to the new value (an argument's, a parameter's or a captured tensor's is
+  written back after every run), which is refused (TraceError) for views and tensors that have
+  views.
 - Operations that need a tracer's *values* (``item()``, ``bool()``, ``numpy()``, ``tolist()``,
   boolean masks, indexed assignment) raise ``flow.TraceError`` naming the op and the user's line.
 """
@@ -880,10 +881,12 @@ class Tensor:
             ctx = self._ctx
             if result._c is not None:
                 result = Tensor._tracer(ctx, ctx.value_id(result))
-            if self._vid in ctx.aliased or self._vid in ctx.graph.inputs:
-                raise trace_error(f"Tensor.{op}", "an in-place op on a function argument, a captured tensor, a view "
-                                  "or a tensor that has views cannot be expressed in the traced graph; use the "
+            if self._vid in ctx.aliased:
+                raise trace_error(f"Tensor.{op}", "an in-place op on a view or a tensor that has views cannot be "
+                                  "expressed in the traced graph (the views would not see the write); use the "
                                   "out-of-place form")
+            if self._vid in ctx.graph.inputs:  # a function argument: written back after every run
+                ctx.write_arg(self)
             self._vid = result._vid
             return self
         ctx = current_trace()

@@ -8,12 +8,13 @@ divisible by the size ratio when elements grow; offsets and strides too).
 A traced graph has no aliases, so there it is a value: between types of one size the graph op
 ``bitcast`` (the IR's Reinterpret); between sizes the bytes are split with shifts and masks, or
 joined with masks, shifts and ors, little-endian as every device flow runs on. These are
-elementwise and injective ops, so they fuse with their neighbours. A traced tensor has no strides,
-so the stride and offset checks (which a traced value always passes, being laid out densely) are
-not made there.
+elementwise and injective ops, so they fuse with their neighbours; both sides count as views, so an
+in-place write to either is refused in a trace (TraceError), as for other views. A traced tensor
+has no strides, so the stride and offset checks (which a traced value always passes, being laid
+out densely) are not made there.
 """
 from . import _dtype as D
-from ._dispatch import dispatch1
+from ._dispatch import current_trace, dispatch1
 
 # The integer type of each element size: the bits travel in it.
 _BITS = {1: D.uint8, 2: D.int16, 4: D.int32, 8: D.int64}
@@ -87,12 +88,17 @@ def _join(x, dst, shape):
 def view_dtype(x, dtype):
     dst = D.to_dtype(dtype)
     src = x.dtype
+    ctx = current_trace()
+    if ctx is None and x._c is not None:
+        c = x._c
+        shape, strides, offset = (list(c.shape), list(c.strides), c.offset) if src.itemsize == dst.itemsize \
+            else _check_and_rescale(x, dst)
+        return type(x)._wrap(c.as_strided(shape, strides, offset, dst.name))
     if src.itemsize == dst.itemsize:
-        if x._c is not None:
-            c = x._c
-            return type(x)._wrap(c.as_strided(list(c.shape), list(c.strides), c.offset, dst.name))
-        return _bitcast(x, dst)
-    shape, strides, offset = _check_and_rescale(x, dst)
-    if x._c is not None:
-        return type(x)._wrap(x._c.as_strided(shape, strides, offset, dst.name))
-    return _split(x, dst, shape) if src.itemsize > dst.itemsize else _join(x, dst, shape)
+        out = _bitcast(x, dst)
+    else:
+        shape = _check_and_rescale(x, dst)[0]
+        out = _split(x, dst, shape) if src.itemsize > dst.itemsize else _join(x, dst, shape)
+    if ctx is not None:  # torch's view would see later in-place writes to either side: refuse those
+        ctx.aliased.update([ctx.value_id(x), ctx.value_id(out)])
+    return out

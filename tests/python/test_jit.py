@@ -780,3 +780,90 @@ def test_manual_seed_reseeds_compiled_dropout():
     a = g(x).numpy()
     flow.manual_seed(3)
     np.testing.assert_array_equal(g(x).numpy(), a)
+
+
+# ---- arguments written in place: written back after every run, as torch.compile does -------------
+
+def test_arguments_written_in_place_are_written_back_on_every_call(gen):
+    def fn(L, x, buf, count):
+        y = x * 2  # reads x before any write
+        buf.add_(x).mul_(0.5)
+        count.add_(1)
+        return y + buf, count
+
+    t = torch.randn(3, 5, generator=gen)
+    tb, tc = torch.randn(3, 5, generator=gen), torch.zeros((), dtype=torch.int64)
+    x, b, c = to_flow(t), to_flow(tb.clone()), to_flow(tc.clone())
+    f = flow.jit(lambda *a: fn(flow, *a))
+    for _ in range(3):
+        got, got_c = f(x, b, c)
+        want, _ = fn(torch, t, tb, tc)
+        assert_same(got, want)
+        assert_same(b, tb)
+        assert got_c is c  # the argument itself, as eager code returns it
+        assert_same(c, tc)
+    assert f.num_traces == 1
+
+
+def test_an_argument_written_twice_and_read_between(gen):
+    def fn(L, x):
+        x.mul_(2)
+        y = x + 1  # sees the first write
+        x.sub_(y)
+        return y
+
+    t = torch.randn(4, 6, generator=gen)
+    x = to_flow(t.clone())
+    assert_same(flow.jit(lambda a: fn(flow, a))(x), fn(torch, t))
+    assert_same(x, t)
+
+
+def test_a_non_contiguous_argument_is_written_through_its_strides(gen):
+    base_t = torch.randn(6, 4, generator=gen)
+    base = to_flow(base_t.clone())
+    f = flow.jit(lambda a: a.add_(10))
+    f(base.t())
+    base_t.t().add_(10)
+    assert_same(base, base_t)
+
+
+def test_functional_batch_norm_updates_running_stats_passed_as_arguments(gen):
+    x = torch.randn(8, 3, 5, 5, generator=gen) * 3 + 1
+    rm, rv = torch.zeros(3), torch.ones(3)
+    frm, frv = to_flow(rm.clone()), to_flow(rv.clone())
+    f = flow.jit(lambda a, m, v: flow.nn.functional.batch_norm(a, m, v, training=True, momentum=0.2))
+    for _ in range(2):
+        got = f(to_flow(x), frm, frv)
+        want = torch.nn.functional.batch_norm(x, rm, rv, training=True, momentum=0.2)
+        assert_same(got, want, rtol=1e-5, atol=1e-5)
+        assert_same(frm, rm, rtol=1e-5, atol=1e-6)
+        assert_same(frv, rv, rtol=1e-5, atol=1e-6)
+
+
+def test_writing_an_argument_after_viewing_it_is_refused():
+    with pytest.raises(flow.TraceError, match="views"):
+        flow.jit(lambda a: (a[0], a.add_(1)))(flow.zeros(2, 3))
+    with pytest.raises(flow.TraceError, match="views"):
+        flow.jit(lambda a: (a.view(flow.int32), a.add_(1)))(flow.zeros(2, 3))
+
+
+def test_a_written_argument_sharing_storage_with_another_is_refused():
+    f = flow.jit(lambda a, b: a.add_(b))
+    x = flow.ones(4)
+    with pytest.raises(RuntimeError, match="argument 0 is written in place and shares storage with argument 1"):
+        f(x, x)
+    with pytest.raises(RuntimeError, match="shares storage"):
+        f(x[:2], x[2:])
+    np.testing.assert_array_equal(x.numpy(), [1, 1, 1, 1])  # nothing ran
+    f(x, flow.ones(4))
+    np.testing.assert_array_equal(x.numpy(), [2, 2, 2, 2])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not flow.cuda.is_available(), reason="needs a CUDA device")
+def test_arguments_written_in_place_on_gpu(gen):
+    t = torch.randn(64, 33, generator=gen)
+    x = to_flow(t).cuda()
+    f = flow.jit(lambda a: a.mul_(3).add_(1))
+    assert f(x) is x
+    assert_same(x.cpu(), t * 3 + 1)
