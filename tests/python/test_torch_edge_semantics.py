@@ -277,6 +277,11 @@ ARGUMENT_CHECKS = [
     lambda m, F: F.interpolate(m.ones(1, 1, 4, 4), size=(-1, 2)),
     lambda m, F: F.interpolate(m.ones(1, 1, 4), size=0),
     lambda m, F: F.interpolate(m.ones(1, 1, 4, 4), size=(2**31, 2**31), mode="bilinear"),
+    lambda m, F: F.batch_norm(m.ones(2, 3), None, None, training=True, eps=0.0),
+    lambda m, F: F.batch_norm(m.ones(2, 3), m.zeros(3), m.ones(3), training=True, eps=-1e-5),
+    lambda m, F: F.instance_norm(m.ones(2, 3, 1, 1)),
+    lambda m, F: F.instance_norm(m.ones(2, 3, 1), m.zeros(3), m.ones(3)),
+    lambda m, F: F.batch_norm(m.ones(1, 3, 1, 1), None, None, training=True),  # torch's "torch.Size([...])"
 ]
 
 
@@ -306,6 +311,13 @@ def test_arguments_torch_accepts_still_work(gen):
         want = torch.tensor(data, dtype=None if dtype is None else getattr(torch, str(dtype).split(".")[1]))
         assert_same(flow.tensor(data, dtype=dtype), want)
     assert FF.instance_norm(flow.ones(2, 0, 9, 9)).shape == (2, 0, 9, 9)  # no channels: empty, as torch's
+    # eps=0 outside training, a NaN eps, one spatial element with the running stats normalizing
+    x4 = make((2, 3, 4, 4), torch.float32, gen)
+    for fn in (lambda m, F: F.batch_norm(m, m.mean((0, 2, 3)), m.var((0, 2, 3)) + 1, eps=0.0),
+               lambda m, F: F.batch_norm(m, None, None, training=True, eps=float("nan")),
+               lambda m, F: F.instance_norm(m[:, :, :1, :1], m.mean((0, 2, 3)), m.var((0, 2, 3)) + 1,
+                                            use_input_stats=False)):
+        assert_same(fn(to_flow(x4), FF), fn(x4, TF), rtol=1e-5, atol=1e-5)
 
 
 def test_a_failed_host_allocation_names_its_size():

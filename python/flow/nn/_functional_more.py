@@ -382,6 +382,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     x = F._check_tensor("instance_norm", input)
     if x.ndim < 3:
         raise ValueError(f"Expected 3D or higher dimensionality input (got {x.ndim} dimensions)")
+    if use_input_stats and math.prod(x.shape[2:]) == 1:  # torch.nn.functional's check
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size torch.Size({list(x.shape)})")
     if use_input_stats and running_mean is None and running_var is None:  # InstanceNorm's default
         return _instance_norm_of_input(x, weight, bias, eps)
     c = x.shape[1]

@@ -311,7 +311,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if i != 1:
             size *= s
     if size == 1:
-        raise ValueError(f"Expected more than 1 value per channel when training, got input size {list(input.shape)}")
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                         f"torch.Size({list(input.shape)})")
+    if builtins.float(eps) <= 0:  # torch.nn.functional's check
+        raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
     attrs.update(training=True, has_running_stats=False)
     y, mean, var = dispatch("batch_norm", [input] + wb, attrs)
     if has_stats:
