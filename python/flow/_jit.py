@@ -577,6 +577,11 @@ class JitFunction:
         if getattr(v, "autocast", None) is not None:
             head = (f"== autocast: {v.autocast[0]} with torch.autocast's {v.autocast[1]} lists "
                     f"({v.graph.to_string().count('= cast(')} cast nodes in the traced graph) ==\n")
+        if v.mutations:
+            names = {"arg": lambda x: f"argument {x}", "module": lambda x: f"'{x}'",
+                     "capture": lambda x: f"a captured tensor {list(x.shape)}"}
+            written = ", ".join(names[kind](x) for (kind, x), _ in v.mutations)
+            head += f"== written in place, after every run: {written} ==\n"
         return head + v.exe.explain(with_source)
 
     @property

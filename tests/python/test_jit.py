@@ -803,6 +803,7 @@ def test_arguments_written_in_place_are_written_back_on_every_call(gen):
         assert got_c is c  # the argument itself, as eager code returns it
         assert_same(c, tc)
     assert f.num_traces == 1
+    assert "written in place, after every run: argument 1, argument 2 ==" in f.explain(with_source=False)
 
 
 def test_an_argument_written_twice_and_read_between(gen):
