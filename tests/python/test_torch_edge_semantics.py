@@ -311,6 +311,11 @@ def test_arguments_torch_accepts_still_work(gen):
         want = torch.tensor(data, dtype=None if dtype is None else getattr(torch, str(dtype).split(".")[1]))
         assert_same(flow.tensor(data, dtype=dtype), want)
     assert FF.instance_norm(flow.ones(2, 0, 9, 9)).shape == (2, 0, 9, 9)  # no channels: empty, as torch's
+    # an empty batch in training: an empty result, the running stats untouched (eagerly and traced)
+    for fn in (FF.batch_norm, flow.jit(FF.batch_norm)):
+        rm, rv = flow.zeros(2), flow.ones(2)
+        assert fn(flow.zeros(0, 2), rm, rv, training=True).shape == (0, 2)
+        assert rm.tolist() == [0, 0] and rv.tolist() == [1, 1]
     # eps=0 outside training, a NaN eps, one spatial element with the running stats normalizing
     x4 = make((2, 3, 4, 4), torch.float32, gen)
     for fn in (lambda m, F: F.batch_norm(m, m.mean((0, 2, 3)), m.var((0, 2, 3)) + 1, eps=0.0),

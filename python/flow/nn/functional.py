@@ -310,6 +310,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     for i, s in enumerate(input.shape):
         if i != 1:
             size *= s
+    if size == 0:  # no values: an empty result, running stats untouched (torch's)
+        return input.clone()
     if size == 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                          f"torch.Size({list(input.shape)})")
