@@ -219,7 +219,7 @@ std::vector<int> norm_decompose(Graph& g, const std::vector<int>& in, const Attr
   const std::string op = "norm";
   const Reduce r = reduce_args(g, op, in, a, {"p"});
   if (!is_floating(r.xt.dtype)) {
-    throw OpError(OpError::Kind::Value,
+    throw OpError(OpError::Kind::NotImplemented,
                   std::string("linalg.vector_norm: Expected a floating point or complex tensor as input. Got ") +
                       torch_dtype_name(r.xt.dtype));
   }

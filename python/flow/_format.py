@@ -45,7 +45,9 @@ def _nonfinite(v):
 def format_tensor(t):
     dt = t.dtype
     arr = t._numpy_f32_or_native()
-    suffix = "" if dt.name in _DEFAULT_DTYPES else f", dtype={dt!r}"
+    # torch names every dtype but float32 on an empty tensor (its values cannot show int or bool)
+    implied = dt.name == "float32" or (dt.name in _DEFAULT_DTYPES and arr.size > 0)
+    suffix = "" if implied else f", dtype={dt!r}"
     if t._c.device != "cpu":
         # torch's spelling and order (device, then dtype); flow runs on the current device (index 0).
         suffix = f", device='{t.device.type}:{t.device.index or 0}'" + suffix

@@ -383,6 +383,9 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None, out=None):
 def nanmean(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """The mean of the non-NaN values (torch's formula: nansum / their count)."""
     x = _tensor_arg("nanmean", input, "input", 1)
+    if dtype is not None and not D.to_dtype(dtype).is_floating_point:
+        raise RuntimeError(f"nanmean(): could not infer output dtype. Optional dtype must be either a floating point "
+                           f"or complex dtype. Got: {D.to_dtype(dtype)._torch_short}")
     if not x.dtype.is_floating_point:
         raise NotImplementedError(f"nanmean(): expected input to have floating point or complex dtype but got "
                                   f"{x.dtype._torch_short}")

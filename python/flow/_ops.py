@@ -608,6 +608,8 @@ def min(input, dim=None, keepdim=False, *, out=None):
 
 def _arg(fn, input, dim, keepdim):
     x = _tensor_arg(fn, input, "input", 1)
+    if x.dtype is D.bool_:
+        raise NotImplementedError(f"{fn}(): does not support bool input")
     attrs = {"keepdim": _check_keepdim(fn, keepdim)}
     if dim is not None:
         attrs["dim"] = _one_dim(fn, dim)
@@ -688,7 +690,8 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     x = _tensor_arg("norm", input, "input", 1)
     if dtype is not None:
         x = _cast(x, D.to_dtype(dtype))
-    if isinstance(p, str):
+    fro = isinstance(p, str)
+    if fro:
         if p != "fro":
             raise NotImplementedError(f"flow: norm(p='{p}') is not supported")
         p = 2.0
@@ -696,6 +699,9 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
         p = 2.0
     attrs = {"keepdim": _check_keepdim("norm", keepdim), "p": builtins.float(p)}
     dims = _dims("norm", dim)
+    if fro and dims is not None and len(dims) > 2:  # torch's Frobenius norm is a matrix norm there
+        given = dim if isinstance(dim, (tuple, list)) else [dim]
+        raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {' '.join(str(d) for d in given)}")
     if dims is not None:
         attrs["dims"] = dims
     return _out("norm", out, dispatch1("norm", [x], attrs))

@@ -31,7 +31,8 @@ _HALF = (D.float16, D.bfloat16)
 
 def _float_input(fn, x):
     if not x.dtype.is_floating_point:
-        raise RuntimeError(f"{fn}: Expected a floating point or complex tensor as input. Got {x.dtype._torch_short}")
+        raise NotImplementedError(f"{fn}: Expected a floating point or complex tensor as input. Got "
+                                  f"{x.dtype._torch_short}")
 
 
 def _result_dtype(fn, x, dtype):

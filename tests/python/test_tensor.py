@@ -134,6 +134,10 @@ def test_repr_like_torch():
     assert repr(flow.tensor(2.5)) == repr(torch.tensor(2.5))
     assert "dtype=flow.int32" in repr(flow.tensor([1], dtype=flow.int32))
     assert "nan" in repr(flow.tensor([float("nan"), 1.0]))
+    for dtype in ("float32", "int64", "bool", "int32"):  # empty: every dtype but float32 is named
+        for shape in ((0,), (2, 0)):
+            want = repr(torch.zeros(shape, dtype=getattr(torch, dtype))).replace("torch.", "flow.")
+            assert repr(flow.zeros(shape, dtype=getattr(flow, dtype))) == want
 
 
 def test_item_and_python_conversions():

@@ -282,6 +282,15 @@ ARGUMENT_CHECKS = [
     lambda m, F: F.instance_norm(m.ones(2, 3, 1, 1)),
     lambda m, F: F.instance_norm(m.ones(2, 3, 1), m.zeros(3), m.ones(3)),
     lambda m, F: F.batch_norm(m.ones(1, 3, 1, 1), None, None, training=True),  # torch's "torch.Size([...])"
+    lambda m, F: m.nanmean(m.ones(3), dtype=m.int64),
+    lambda m, F: m.nanmean(m.ones(3), dtype=m.bool),
+    lambda m, F: m.norm(m.ones(2, 2, 2), p="fro", dim=(0, 1, 2)),
+    lambda m, F: m.norm(m.ones(2, 2, 2), p="fro", dim=(-1, 0, 1)),
+    lambda m, F: m.argmax(m.ones(3, dtype=m.bool)),
+    lambda m, F: m.ones(3, 2, dtype=m.bool).argmin(1),
+    lambda m, F: m.linalg.vector_norm(m.ones(3, dtype=m.int32)),
+    lambda m, F: m.linalg.matrix_norm(m.ones(2, 2, dtype=m.int32)),
+    lambda m, F: m.norm(m.ones(3, dtype=m.int64)),
 ]
 
 
