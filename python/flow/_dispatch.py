@@ -51,6 +51,7 @@ class TraceContext:
         self.aliased = set()  # value ids that are views or were viewed (in-place on them is refused)
         self.broadcast_views = set()  # value ids of views of an expand (they may have zero strides)
         self.mutations = {}  # id(Tensor) -> [Tensor, value id of its new value] (written back after runs)
+        self.arg_tracers = {}  # id(tracer) -> graph input index: the tracers standing for the arguments
         self.written_args = {}  # id(tracer) -> [tracer, graph input index]: arguments written in place
 
     def __enter__(self):
@@ -89,11 +90,18 @@ class TraceContext:
         vid = self._captured.get(id(t))
         return vid is not None and vid in self.aliased and id(t) not in self.mutations
 
+    def arg_tracer(self, tracer, vid):
+        """Registers `tracer` as the one standing for the argument bound to graph input `vid`."""
+        self.arg_tracers[id(tracer)] = list(self.graph.inputs).index(vid)
+        return tracer
+
     def write_arg(self, tracer):
-        """Records an in-place write into the tracer of a function argument (its value is still the
-        graph input): after every run, the argument receives the tracer's final value."""
-        if id(tracer) not in self.written_args:
-            self.written_args[id(tracer)] = [tracer, list(self.graph.inputs).index(tracer._vid)]
+        """Records an in-place write into `tracer` when it stands for a function argument (by
+        identity: another tracer holding the argument's value, after `t.copy_(x)`, is a tensor of its
+        own): after every run, the argument receives the tracer's final value."""
+        b = self.arg_tracers.get(id(tracer))
+        if b is not None and id(tracer) not in self.written_args:
+            self.written_args[id(tracer)] = [tracer, b]
 
     def mutate(self, t, vid):
         """Records that concrete tensor `t` now holds graph value `vid`."""

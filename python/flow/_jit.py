@@ -329,26 +329,46 @@ class _Variant:
         keep = not self.uses_module or self.module_state.version is not None
         return run_executable(self, flat, lambda: self.bound(flat, state), keep)
 
-    def _check_written_args(self, flat):
-        """An argument the function writes in place must not share memory with another argument: the
-        compiled graph reads every input before the write-back, where eager code would read the
-        written values through the other one."""
+    def _check_written_args(self, flat, state):
+        """An argument the function writes in place must not overlap another graph input (an
+        argument, a parameter or buffer, a captured tensor): the compiled graph reads every input
+        before the write-back, where eager code would read the written values through the other."""
+        inputs = [self._resolve(kind, x, flat, state) for kind, x in self.bindings]
         for i in self._written_args:
-            mine = flat[i]._c.storage_ptr()
-            for j, other in enumerate(flat):
-                if j != i and isinstance(other, Tensor) and other._c is not None and other._c.storage_ptr() == mine:
-                    raise RuntimeError(f"flow.jit: argument {i} is written in place and shares storage with argument "
-                                       f"{j}; the compiled function would read {j} before the write (pass "
-                                       f"tensors with separate storage, or clone one)")
+            mine = flat[i]._c
+            for (kind, x), other in zip(self.bindings, inputs):
+                if (kind, x) == ("arg", i) or not isinstance(other, Tensor) or not _overlap(mine, other._c):
+                    continue
+                what = {"arg": f"argument {x}", "module": f"'{x}'"}.get(kind, "a captured tensor")
+                raise RuntimeError(f"flow.jit: argument {i} is written in place and overlaps {what}; the compiled "
+                                   f"function would read {what} before the write (pass a tensor that does not "
+                                   f"overlap it, or clone one)")
 
     def run(self, flat, state):
         if self._written_args:
-            self._check_written_args(flat)
+            self._check_written_args(flat, state)
         outs = self._run_exe(flat, state) if self.exe is not None else []
-        for (kind, x), k in self.mutations:
-            self._resolve(kind, x, flat, state).copy_(Tensor._wrap(outs[k]))
+        targets = [self._resolve(kind, x, flat, state) for (kind, x), _ in self.mutations]
+        sources = [outs[k] for _, k in self.mutations]
+        if len(targets) > 1:  # an output may be an input's memory: copy it before any write-back lands
+            sources = [s.contiguous() if any(_overlap(s, t._c) for t in targets) else s for s in sources]
+        for t, src in zip(targets, sources):
+            t.copy_(Tensor._wrap(src))
         return build_outputs(self.out_spec, self.out_leaves, outs,
                              lambda b: self._resolve(*self.bindings[b], flat, state))
+
+
+def _overlap(a, b):
+    """Whether flow._C tensors a and b may touch the same bytes (the spans their elements lie in)."""
+    if a.numel() == 0 or b.numel() == 0 or a.storage_ptr() != b.storage_ptr():
+        return False
+
+    def span(c):
+        last = sum((n - 1) * st for n, st in zip(c.shape, c.strides))
+        return c.data_ptr(), c.data_ptr() + (last + 1) * c.itemsize
+
+    (a0, a1), (b0, b1) = span(a), span(b)
+    return a0 < b1 and b0 < a1
 
 
 class JitFunction:
@@ -487,7 +507,7 @@ class JitFunction:
             for i, leaf in enumerate(flat):
                 if isinstance(leaf, Tensor):
                     vid = ctx.add_arg(i, leaf.shape, leaf.dtype.name, self._input_name(spec, i))
-                    traced.append(Tensor._tracer(ctx, vid))
+                    traced.append(ctx.arg_tracer(Tensor._tracer(ctx, vid), vid))
                 else:
                     traced.append(leaf)
             targs, tkwargs = _unflatten(spec, traced)

@@ -41,7 +41,8 @@ def rebind(t, c):
 
 def _is_dtype(x):
     """A flow dtype or a torch one (torch's dtypes are accepted wherever flow's are)."""
-    return isinstance(x, D.dtype) or (type(x).__module__ or "").startswith("torch") and type(x).__name__ == "dtype"
+    return isinstance(x, D.dtype) or x in (float, int, bool) or (
+        (type(x).__module__ or "").startswith("torch") and type(x).__name__ == "dtype")
 
 
 def _contiguous_strides(shape):
@@ -885,8 +886,7 @@ class Tensor:
                 raise trace_error(f"Tensor.{op}", "an in-place op on a view or a tensor that has views cannot be "
                                   "expressed in the traced graph (the views would not see the write); use the "
                                   "out-of-place form")
-            if self._vid in ctx.graph.inputs:  # a function argument: written back after every run
-                ctx.write_arg(self)
+            ctx.write_arg(self)  # a function argument's tracer: written back after every run
             self._vid = result._vid
             return self
         ctx = current_trace()
@@ -1013,7 +1013,9 @@ class Tensor:
         device = kwargs.pop("device", None)
         memory_format = kwargs.pop("memory_format", None)
         kwargs.pop("non_blocking", None)
-        kwargs.pop("copy", None)
+        if kwargs.pop("copy", False):  # torch's copy=True: a new tensor even when nothing converts
+            out = self.to(*args, dtype=dtype, device=device, memory_format=memory_format, **kwargs)
+            return out.clone() if out is self else out
         if memory_format is not None and memory_format is not D.preserve_format:
             out = self.to(*args, dtype=dtype, device=device)
             return out.contiguous(memory_format=memory_format)

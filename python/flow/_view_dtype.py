@@ -32,9 +32,13 @@ def _check_and_rescale(x, dst):
     offset = x._c.offset if x._c is not None else 0
     if len(shape) == 0:
         raise RuntimeError(f"self.dim() cannot be 0 {_what(src, dst)}")
-    if strides is not None and strides[-1] != 1:
-        raise RuntimeError(f"self.stride(-1) must be 1 {_what(src, dst)}, but got {strides[-1]}")
+
+    def dense_last_dim():
+        if strides is not None and strides[-1] != 1:
+            raise RuntimeError(f"self.stride(-1) must be 1 {_what(src, dst)}, but got {strides[-1]}")
+
     if src.itemsize > dst.itemsize:  # each element becomes `ratio` smaller ones
+        dense_last_dim()
         ratio = src.itemsize // dst.itemsize
         shape[-1] *= ratio
         if strides is not None:
@@ -45,6 +49,7 @@ def _check_and_rescale(x, dst):
         raise RuntimeError(f"self.size(-1) must be divisible by {ratio} {_what(src, dst)}, but got {shape[-1]}")
     if offset % ratio:
         raise RuntimeError(f"self.storage_offset() must be divisible by {ratio} {_what(src, dst)}, but got {offset}")
+    dense_last_dim()  # torch's order: size, offset, then the last stride
     if strides is not None:
         for i, s in enumerate(strides[:-1]):
             if s % ratio:
@@ -85,15 +90,23 @@ def _join(x, dst, shape):
     return _bitcast(out, dst)
 
 
+# Python's types name torch's default dtypes of their kind here (torch.ones(2).view(float) is float64).
+_PY_TYPES = {float: D.float64, int: D.int64, bool: D.bool_}
+
+
 def view_dtype(x, dtype):
-    dst = D.to_dtype(dtype)
+    from ._tensor import Tensor
+
+    dst = _PY_TYPES[dtype] if dtype in _PY_TYPES else D.to_dtype(dtype)
     src = x.dtype
     ctx = current_trace()
     if ctx is None and x._c is not None:
         c = x._c
         shape, strides, offset = (list(c.shape), list(c.strides), c.offset) if src.itemsize == dst.itemsize \
             else _check_and_rescale(x, dst)
-        return type(x)._wrap(c.as_strided(shape, strides, offset, dst.name))
+        return Tensor._wrap(c.as_strided(shape, strides, offset, dst.name))  # a plain Tensor, as torch's
+    if src is dst:
+        return x
     if src.itemsize == dst.itemsize:
         out = _bitcast(x, dst)
     else:

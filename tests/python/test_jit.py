@@ -851,13 +851,79 @@ def test_writing_an_argument_after_viewing_it_is_refused():
 def test_a_written_argument_sharing_storage_with_another_is_refused():
     f = flow.jit(lambda a, b: a.add_(b))
     x = flow.ones(4)
-    with pytest.raises(RuntimeError, match="argument 0 is written in place and shares storage with argument 1"):
+    with pytest.raises(RuntimeError, match="argument 0 is written in place and overlaps argument 1"):
         f(x, x)
-    with pytest.raises(RuntimeError, match="shares storage"):
-        f(x[:2], x[2:])
+    with pytest.raises(RuntimeError, match="overlaps argument 1"):
+        f(x[:2], x[1:3])
     np.testing.assert_array_equal(x.numpy(), [1, 1, 1, 1])  # nothing ran
+    f(x[:2], x[2:])  # disjoint parts of one storage
+    np.testing.assert_array_equal(x.numpy(), [2, 2, 1, 1])
     f(x, flow.ones(4))
-    np.testing.assert_array_equal(x.numpy(), [2, 2, 2, 2])
+    np.testing.assert_array_equal(x.numpy(), [3, 3, 2, 2])
+
+
+def test_a_written_argument_overlapping_a_buffer_is_refused():
+    class M(flow.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("buf", flow.ones(2))
+
+        def forward(self, x):
+            x.add_(1)
+            return x + self.buf
+
+    m = M()
+    jm = flow.jit(m)
+    np.testing.assert_array_equal(jm(flow.zeros(2)).numpy(), [2, 2])
+    with pytest.raises(RuntimeError, match="argument 0 is written in place and overlaps 'buf'"):
+        jm(m.buf)
+
+
+def test_only_the_arguments_own_tensors_are_written_back(gen):
+    """A tracer holding an argument's value (t.copy_(a), or a captured tensor's) is a tensor of its
+    own: writing it writes neither."""
+    g = flow.ones(3)
+
+    def fn(a):
+        t = a * 0
+        t.copy_(a)
+        t.add_(1)
+        u = a * 0
+        u.copy_(g)
+        u.add_(5)
+        c = a.to(a.dtype, copy=True)  # a new tensor, as torch's copy=True
+        c.add_(7)
+        return t, u, c
+
+    a = flow.ones(3)
+    t, u, c = flow.jit(fn)(a)
+    assert a.tolist() == [1, 1, 1] and g.tolist() == [1, 1, 1]
+    assert t.tolist() == [2, 2, 2] and u.tolist() == [6, 6, 6] and c.tolist() == [8, 8, 8]
+
+
+def test_write_backs_read_the_values_of_the_run_not_each_other():
+    class M(flow.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("buf", flow.ones(3))
+
+        def forward(self, x):
+            x.copy_(self.buf)
+            self.buf.zero_()
+            return x
+
+    m = M()
+    x = flow.full((3,), 5.0)
+    flow.jit(m)(x)
+    assert x.tolist() == [1, 1, 1] and m.buf.tolist() == [0, 0, 0]
+
+    def f(a, b):
+        b.copy_(a)
+        a.zero_()
+
+    a, b = flow.ones(2), flow.zeros(2)
+    flow.jit(f)(a, b)
+    assert a.tolist() == [0, 0] and b.tolist() == [1, 1]
 
 
 @pytest.mark.gpu

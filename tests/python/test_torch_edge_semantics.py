@@ -282,6 +282,7 @@ ARGUMENT_CHECKS = [
     lambda m, F: F.instance_norm(m.ones(2, 3, 1, 1)),
     lambda m, F: F.instance_norm(m.ones(2, 3, 1), m.zeros(3), m.ones(3)),
     lambda m, F: F.batch_norm(m.ones(1, 3, 1, 1), None, None, training=True),  # torch's "torch.Size([...])"
+    lambda m, F: F.batch_norm(m.ones(2, 3), m.zeros(3), m.ones(3), eps=-1.0),
     lambda m, F: m.nanmean(m.ones(3), dtype=m.int64),
     lambda m, F: m.nanmean(m.ones(3), dtype=m.bool),
     lambda m, F: m.norm(m.ones(2, 2, 2), p="fro", dim=(0, 1, 2)),

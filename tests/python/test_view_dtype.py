@@ -108,7 +108,11 @@ def test_eager_views_of_views_rescale_offsets_and_strides_as_torch(gen):
     (lambda m: m(torch.uint8, (6, 2))[::3], torch.float32),         # size(-1) 2 < 4
     (lambda m: m(torch.float32, (3, 0)), torch.float64),            # stride(0) of an empty tensor
     (lambda m: m(torch.uint8, (4, 6))[:, :4], torch.float32),       # stride(0) 6 not divisible
-], ids=["stride", "0-d", "size", "offset", "short-row", "empty-stride", "row-stride"])
+    (lambda m: m(torch.float32, (4,))[::2][:1], torch.float64),     # size before the last stride
+    (lambda m: m(torch.uint8, (2, 4)).t(), torch.int16),            # the last stride after size and offset
+    (lambda m: m(torch.uint8, (16,))[1:].reshape(3, 5)[:, :4], torch.int32),  # offset before the stride
+], ids=["stride", "0-d", "size", "offset", "short-row", "empty-stride", "row-stride", "order-size", "order-stride",
+        "order-offset"])
 def test_view_errors_are_torchs(make, dst, gen):
     t = make(lambda d, s: _random_source(d, s, gen))
     x = make(lambda d, s: to_flow(_random_source(d, s, gen)))
@@ -121,6 +125,10 @@ def test_view_errors_are_torchs(make, dst, gen):
 
 def test_view_takes_dtype_by_keyword_and_refuses_mixed_arguments():
     x = flow.zeros(2, 4)
+    for py in (float, int, bool):  # Python's types, as torch reads them (float64, int64, bool)
+        assert x.view(py).dtype is FLOW_OF[torch.zeros(2, 4).view(py).dtype]
+    p = flow.nn.Parameter(flow.zeros(4))
+    assert type(p.view(flow.int32)) is flow.Tensor  # a plain tensor, as torch's
     assert x.view(dtype=flow.int32).dtype is flow.int32
     assert x.view(torch.int16).dtype is flow.int16  # torch's dtypes, as everywhere
     with pytest.raises(TypeError):

@@ -302,6 +302,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     attrs["eps"] = builtins.float(eps)
     has_stats = running_mean is not None and running_var is not None
     if not training:
+        if builtins.float(eps) < 0:  # torch.nn.functional's check (training asks for more, below)
+            raise ValueError(f"batch_norm eps must be non-negative, but got {eps}")
         if not has_stats:
             raise RuntimeError("batch_norm: running_mean and running_var must be defined in evaluation mode")
         attrs.update(training=False, has_running_stats=True)
