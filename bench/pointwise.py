@@ -1,8 +1,9 @@
 """Benchmark (not a test): fused pointwise and row-normalization kernels on the CPU.
 
-Six workloads at 2^24 elements -- the 6-op chain relu(x*a+b)*sigmoid(x)+1, softmax over rows of
+Seven workloads at 2^24 elements -- the 6-op chain relu(x*a+b)*sigmoid(x)+1, softmax over rows of
 4096, a layer-norm-like row normalization (float32), where(m, x, y) (a bool mask picking between
-two float32 tensors), ResNet's max pool (3x3, stride 2, padding 1) and DenseNet's average pool
+two float32 tensors), |x| * 2 through the bits (x.view(int32) & mask, viewed back), ResNet's max
+pool (3x3, stride 2, padding 1) and DenseNet's average pool
 (2x2) of a channels-last [N, 64, 128, 128] float32 input -- each timed in one run for flow jit, flow
 eager, torch eager, torch.compile and numpy, next to the memory floor (bytes that must move divided
 by the copy bandwidth measured in this run). Then the chain's cold compile time and warm
@@ -57,6 +58,12 @@ def select(m):
     return f
 
 
+def bits(m):
+    def f(x):  # |x| * 2 through the bits: Tensor.view(dtype) traced as a bit cast
+        return (x.view(m.int32) & 0x7FFFFFFF).view(m.float32) * 2
+    return f
+
+
 def max_pool(m):
     def f(x_nhwc):  # the input as a CNN holds it after a convolution: channels-last
         return m.nn.functional.max_pool2d(x_nhwc.permute(0, 3, 1, 2), 3, 2, 1)
@@ -88,6 +95,10 @@ def np_max_pool(x_nhwc):
 
 def np_select(c, x, y):
     return np.where(c, x, y)
+
+
+def np_bits(x):
+    return np.abs(x) * 2
 
 
 def np_chain(x, a, b):
@@ -163,6 +174,7 @@ def main() -> None:
         ("softmax rows 4096", softmax, np_softmax, (x2,), 2 * n * 4),
         ("row norm 4096", rownorm, np_rownorm, (x2, w2, c2), 2 * n * 4),
         ("where(m, x, y)", select, np_select, (x1 > 0, a1, b1), n * (1 + 3 * 4)),
+        ("bits: view(int32) & mask", bits, np_bits, (x1,), 2 * n * 4),
         ("max_pool 3x3/2 NHWC", max_pool, np_max_pool, (x4,), n * 4 + n // 4 * 4),
         ("avg_pool 2x2 NHWC", avg_pool, np_avg_pool, (x4,), n * 4 + n // 4 * 4),
     ]
