@@ -1013,6 +1013,10 @@ class Tensor:
         device = kwargs.pop("device", None)
         memory_format = kwargs.pop("memory_format", None)
         kwargs.pop("non_blocking", None)
+        flags = [a for a in args if isinstance(a, builtins.bool)]  # torch's positional non_blocking, copy
+        args = [a for a in args if not isinstance(a, builtins.bool)]
+        if len(flags) > 1:
+            kwargs.setdefault("copy", flags[1])
         if kwargs.pop("copy", False):  # torch's copy=True: a new tensor even when nothing converts
             out = self.to(*args, dtype=dtype, device=device, memory_format=memory_format, **kwargs)
             return out.clone() if out is self else out

@@ -681,6 +681,12 @@ def test_conversions(dtype, gen):
     assert_same(f.to(flow.ones(1, dtype=flow.float16)), t.to(torch.ones(1, dtype=torch.float16)))
     assert_same(f.to("cpu", flow.float64), t.to("cpu", torch.float64))
     assert f.to(f.dtype) is f and f.cpu() is f
+    # copy=True always copies (by keyword or torch's positional non_blocking, copy); copy=False does not
+    for c in (f.to(f.dtype, copy=True), f.to(f.dtype, False, True), f.to("cpu", f.dtype, False, True),
+              f.to(f, False, True)):
+        assert c is not f and c._c.storage_ptr() != f._c.storage_ptr()
+        assert_same(c, t)
+    assert f.to(f.dtype, False, False) is f and f.to(f.dtype, copy=False) is f
     assert f.type_as(flow.ones(1, dtype=flow.int32)).dtype is flow.int32
 
 
