@@ -20,10 +20,7 @@ void register_bitcast_ops() {
   op.pattern = OpPattern::Elementwise;
   op.num_inputs = 1;
   op.canonicalize = [](const Graph&, const std::vector<int>&, const Attrs& a) {
-    check_attrs("bitcast", a, {"dtype"});
-    Attrs out;
-    out["dtype"] = std::string(dtype_name(attr_dtype(a, "dtype", "bitcast")));
-    return out;
+    return canonical_dtype_attrs("bitcast", a);
   };
   op.infer = [](const Graph& g, const std::vector<int>& in, const Attrs& a) {
     const TensorType& x = g.value(in[0]).type;

@@ -385,10 +385,7 @@ void register_clamp_where_cast() {
   cast_op.pattern = OpPattern::Elementwise;
   cast_op.num_inputs = 1;
   cast_op.canonicalize = [](const Graph&, const std::vector<int>&, const Attrs& a) {
-    check_attrs("cast", a, {"dtype"});
-    Attrs out;
-    out["dtype"] = std::string(dtype_name(attr_dtype(a, "dtype", "cast")));  // "float" -> "float32"
-    return out;
+    return canonical_dtype_attrs("cast", a);
   };
   cast_op.infer = [](const Graph& g, const std::vector<int>& in, const Attrs& a) {
     return std::vector<TensorType>{TensorType{g.value(in[0]).type.shape, attr_dtype(a, "dtype", "cast")}};

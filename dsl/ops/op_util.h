@@ -51,8 +51,18 @@ DType result_type(const std::vector<TensorType>& types, const std::vector<bool>&
 
 // Rejects attrs not in `allowed`: OpError(Type) "add(): unexpected attribute 'alhpa'".
 void check_attrs(const std::string& op, const Attrs& attrs, std::initializer_list<const char*> allowed);
+
 // A dtype attr (a name such as "float32" or an alias "float"); OpError(Type) when invalid.
 DType attr_dtype(const Attrs& attrs, const std::string& key, const std::string& op);
+
+// The canonical attrs of an op whose only attr is a target "dtype" (cast, bitcast): the dtype's
+// canonical name ("float" -> "float32").
+inline Attrs canonical_dtype_attrs(const std::string& op, const Attrs& a) {
+  check_attrs(op, a, {"dtype"});
+  Attrs out;
+  out["dtype"] = std::string(dtype_name(attr_dtype(a, "dtype", op)));
+  return out;
+}
 
 // An operand of dtype `own` (given in compute_dtype(own)) as the computation type of `common`. A
 // small integer common dtype wraps it first, as torch converts every operand, Python numbers

@@ -54,6 +54,11 @@ def from_name(name):
     return _BY_NAME[name]
 
 
+def is_torch_dtype(x):
+    """A torch.dtype, recognized without importing torch."""
+    return (type(x).__module__ or "").startswith("torch") and type(x).__name__ == "dtype"
+
+
 def to_dtype(x, what="dtype"):
     """A flow dtype from a flow dtype, a name, a numpy dtype/type or a torch dtype."""
     if isinstance(x, dtype):
@@ -63,8 +68,7 @@ def to_dtype(x, what="dtype"):
         if key in _BY_NAME:
             return _BY_NAME[key]
         raise TypeError(f"flow: unknown {what} '{x}'")
-    mod = type(x).__module__ or ""
-    if mod.startswith("torch"):  # torch.dtype, without importing torch
+    if is_torch_dtype(x):
         return to_dtype(str(x), what)
     if x is bool:
         return bool_

@@ -360,7 +360,7 @@ class _Variant:
 
 def _overlap(a, b):
     """Whether flow._C tensors a and b may touch the same bytes (the spans their elements lie in)."""
-    if a.numel() == 0 or b.numel() == 0 or a.storage_ptr() != b.storage_ptr():
+    if a.storage_ptr() != b.storage_ptr() or a.numel() == 0 or b.numel() == 0:  # the cheap test first
         return False
 
     def span(c):

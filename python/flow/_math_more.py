@@ -254,8 +254,9 @@ def _signbit(x):
     if not x.dtype.is_floating_point:
         return x < 0
     # the sign bit itself, so -0.0 and a negative NaN count as negative (as torch's)
-    bits = {2: D.int16, 4: D.int32, 8: D.int64}[x.dtype.itemsize]
-    return dispatch1("bitcast", [x], {"dtype": bits.name}) < 0
+    from ._view_dtype import bits_of
+
+    return bits_of(x) < 0
 
 
 def signbit(input, *, out=None):

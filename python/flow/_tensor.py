@@ -41,8 +41,7 @@ def rebind(t, c):
 
 def _is_dtype(x):
     """A flow dtype or a torch one (torch's dtypes are accepted wherever flow's are)."""
-    return isinstance(x, D.dtype) or x in (float, int, bool) or (
-        (type(x).__module__ or "").startswith("torch") and type(x).__name__ == "dtype")
+    return isinstance(x, D.dtype) or x in (float, int, bool) or D.is_torch_dtype(x)
 
 
 def _contiguous_strides(shape):

@@ -20,6 +20,11 @@ from ._dispatch import current_trace, dispatch1
 _BITS = {1: D.uint8, 2: D.int16, 4: D.int32, 8: D.int64}
 
 
+def bits_of(x):
+    """The bits of each element of x as the integer type of its size (the graph op bitcast)."""
+    return _bitcast(x, _BITS[x.dtype.itemsize])
+
+
 def _what(src, dst):
     return f"to view {src._torch_short} as {dst._torch_short} (different element sizes)"
 
@@ -66,7 +71,7 @@ def _bitcast(x, dst):
 def _split(x, dst, shape):
     """Each element of x as `ratio` elements of dst, least significant bytes first."""
     ratio = x.dtype.itemsize // dst.itemsize
-    bits = _bitcast(x, _BITS[x.dtype.itemsize])
+    bits = bits_of(x)
     width = 8 * dst.itemsize
     mask = (1 << width) - 1
     pieces = [(bits >> (width * k)) & mask if k else bits & mask for k in range(ratio)]
@@ -79,7 +84,7 @@ def _join(x, dst, shape):
     """Each run of `ratio` elements of x along the last dim as one element of dst."""
     ratio = dst.itemsize // x.dtype.itemsize
     wide = _BITS[dst.itemsize]
-    bits = _bitcast(x, _BITS[x.dtype.itemsize]).reshape(list(x.shape[:-1]) + [shape[-1], ratio])
+    bits = bits_of(x).reshape(list(x.shape[:-1]) + [shape[-1], ratio])
     width = 8 * x.dtype.itemsize
     mask = (1 << width) - 1
     out = None
