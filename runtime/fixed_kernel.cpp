@@ -46,7 +46,19 @@ __device__ __forceinline__ float flow_to_float(flow_f16 h) {
 __device__ __forceinline__ float flow_to_float(flow_bf16 h) { return __uint_as_float(((unsigned)h.bits) << 16); }
 
 __device__ __forceinline__ void flow_store(float* p, float x) { *p = x; }
+// A NaN keeps its sign and leading payload bits, or gets the quiet bit where none survive: the rule
+// of the generated kernels (jit/cuda/flow_helpers.cuh), the interpreter and the CPU; the PTX
+// conversions would write the canonical NaN.
+__device__ __forceinline__ unsigned short flow_nan_to_small(unsigned u, unsigned mant_bits) {
+  const unsigned payload = (u & 0x7fffffu) >> (23 - mant_bits);
+  const unsigned exp_ones = mant_bits == 10 ? 0x7c00u : 0x7f80u;
+  return (unsigned short)(((u >> 16) & 0x8000u) | exp_ones | (payload ? payload : 1u << (mant_bits - 1)));
+}
 __device__ __forceinline__ void flow_store(flow_f16* p, float x) {
+  if (x != x) {
+    p->bits = flow_nan_to_small(__float_as_uint(x), 10);
+    return;
+  }
 #ifdef FLOW_SIMT_HOST
   p->bits = flow_simt_f32_to_f16(x);
 #else
@@ -56,9 +68,9 @@ __device__ __forceinline__ void flow_store(flow_f16* p, float x) {
 #endif
 }
 __device__ __forceinline__ void flow_store(flow_bf16* p, float x) {
-  // Round to nearest even in integers (cvt.rn.bf16.f32 needs sm_80); NaN stays a quiet NaN.
+  // Round to nearest even in integers (cvt.rn.bf16.f32 needs sm_80).
   const unsigned u = __float_as_uint(x);
-  p->bits = (x != x) ? (unsigned short)((u >> 16) | 0x40u) : (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+  p->bits = (x != x) ? flow_nan_to_small(u, 7) : (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
 // Reports what a kernel cannot raise into the device's error word (runtime/device_error.h): the

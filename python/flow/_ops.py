@@ -577,13 +577,21 @@ def _one_dim(fn, dim):
     return builtins.int(dim)
 
 
+_NO_DIM = object()  # max(x) reduces all; max(x, None) is torch's TypeError, as is keepdim without a dim
+
+
 def _max_min(fn, input, dim, keepdim, out):
+    if dim is None or (dim is _NO_DIM and keepdim is not False):
+        given = ", ".join(["Tensor"] + (["NoneType"] if dim is None else []) + (
+            [f"keepdim={_type_name(keepdim)}"] if keepdim is not False else []))
+        raise TypeError(f"{fn}() received an invalid combination of arguments - got ({given}), but expected one "
+                        f"of: (Tensor input), (Tensor input, Tensor other), (Tensor input, int dim, bool keepdim)")
     if isinstance(dim, Tensor):  # torch.max(a, b) is maximum
         if keepdim is not False:
             raise TypeError(f"{fn}(): 'keepdim' is not an argument of {fn}(input, other)")
         return (maximum if fn == "max" else minimum)(input, dim, out=out)
     x = _tensor_arg(fn, input, "input", 1)
-    if dim is None:
+    if dim is _NO_DIM:
         if x.numel() == 0:
             raise RuntimeError(f"{fn}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
                                f"reduction dim with the 'dim' argument.")
@@ -596,13 +604,13 @@ def _max_min(fn, input, dim, keepdim, out):
     return getattr(return_types, fn)(v, i)
 
 
-def max(input, dim=None, keepdim=False, *, out=None):
+def max(input, dim=_NO_DIM, keepdim=False, *, out=None):
     """torch.max(input) -> amax of all; max(input, dim, keepdim) -> (values, indices); max(a, b) ->
     maximum."""
     return _max_min("max", input, dim, keepdim, out)
 
 
-def min(input, dim=None, keepdim=False, *, out=None):
+def min(input, dim=_NO_DIM, keepdim=False, *, out=None):
     return _max_min("min", input, dim, keepdim, out)
 
 

@@ -340,3 +340,13 @@ def test_a_failed_host_allocation_names_its_size():
     with pytest.raises(RuntimeError, match="can't allocate memory: you tried to allocate 4398046511104 bytes"):
         flow.empty(2**40)
     assert flow.ones(3).sum().item() == 3.0  # and flow goes on working
+
+
+@pytest.mark.parametrize("call", ["max(x, None)", "min(x, dim=None)", "max(x, keepdim=True)", "x.min(None)",
+                                  "x.max(keepdim=True)"])
+def test_max_and_min_without_a_dim_take_no_keepdim_and_no_none(call):
+    """flow read max(x, None) as max(x) and ignored a keepdim without a dim; torch raises TypeError."""
+    for m in (torch, flow):
+        with pytest.raises(TypeError, match=r"received an invalid combination of arguments"):
+            eval(call, {"max": m.max, "min": m.min, "x": m.ones(3)})
+    assert flow.max(flow.tensor([1.0, 3.0])).item() == 3.0 and flow.tensor([2, 1]).min(0, True).values.tolist() == [1]
