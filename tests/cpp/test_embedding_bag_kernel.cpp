@@ -2,8 +2,8 @@
 // architecture CUDA 13 targets, without local memory; its launch plan; and its text, run on the
 // host SIMT emulator exactly as embedding_bag() launches it (and on a device where there is one),
 // gives the serial result, bit for bit, for every weight type (float32, float64, float16,
-// bfloat16), mode, padding_idx, per-sample weights, empty bags, NaN rows in max bags (their sign and payload kept), indices out
-// of range (skipped) and boundaries out of order (clamped).
+// bfloat16), mode, padding_idx, per-sample weights, empty bags, NaN rows in max bags (their sign and payload kept),
+// indices out of range (skipped) and boundaries out of order (clamped).
 #include <gtest/gtest.h>
 
 #include <algorithm>
