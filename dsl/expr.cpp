@@ -290,7 +290,8 @@ Expr call(Intrinsic f, std::vector<Expr> args) {
     if (t != DType::Int32 && t != DType::Int64) type_error1(intrinsic_name(f), t, "int32 or int64");
     return Expr(std::make_shared<const Call>(t, f, std::move(args)));
   }
-  const bool int_ok = f == Intrinsic::Neg || f == Intrinsic::Abs || f == Intrinsic::Floor || f == Intrinsic::Ceil;
+  const bool int_ok = f == Intrinsic::Neg || f == Intrinsic::Abs || f == Intrinsic::Floor || f == Intrinsic::Ceil ||
+                      f == Intrinsic::Pow;
   const bool ok = t == DType::Float32 || t == DType::Float64 || (int_ok && is_integral(t));
   if (!ok) type_error1(intrinsic_name(f), t, int_ok ? "int32, int64, float32 or float64" : "float32 or float64");
   const DType rt = f == Intrinsic::IsNan ? DType::Bool : t;

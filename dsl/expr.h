@@ -157,7 +157,9 @@ struct Reinterpret : ExprNode {
 };
 
 // Pure math functions. Arguments and result share one floating type (Float32 or Float64), except
-// Abs/Neg/Floor/Ceil which also take integers. Round rounds half to even (rint / nearbyint in the
+// Abs/Neg/Floor/Ceil/Pow which also take integers. Pow of integers is torch's powi: multiplication
+// by squaring that wraps in the type; a negative exponent gives 1 for a base of 1, +-1 for -1 (by
+// the exponent's parity) and 0 otherwise. Round rounds half to even (rint / nearbyint in the
 // default rounding mode); Trunc rounds toward zero. Pow, Atan2 and Hypot take two arguments; the
 // functions from Tan on are C's (tanf/tan, ..., atan2f/atan2) on every backend.
 // The bitwise functions take two integers of one type (Int32 or Int64): BitAnd, BitOr, BitXor, and

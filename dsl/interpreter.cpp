@@ -324,6 +324,17 @@ bool compare(ExprKind k, const Scalar& a, const Scalar& b) {
   fail(std::string("not a comparison: ") + expr_kind_name(k));
 }
 
+// torch's powi: by squaring, wrapping in t (unsigned arithmetic, then the type's wrap).
+int64_t integer_pow(DType t, int64_t base, int64_t exp) {
+  if (exp < 0) return base == 1 ? 1 : base == -1 ? (exp % 2 == 0 ? 1 : -1) : 0;
+  uint64_t r = 1, b = static_cast<uint64_t>(base);
+  for (uint64_t e = static_cast<uint64_t>(exp); e != 0; e >>= 1) {
+    if (e & 1) r *= b;
+    b *= b;
+  }
+  return wrap_int(t, from_u64(r));
+}
+
 Scalar call_intrinsic(const Call* op, const std::vector<Scalar>& args, const InterpOptions& opt) {
   const Scalar& a = args.at(0);
   const DType t = op->type;
@@ -341,6 +352,8 @@ Scalar call_intrinsic(const Call* op, const std::vector<Scalar>& args, const Int
       case Intrinsic::Floor:
       case Intrinsic::Ceil:
         return int_scalar(t, a.i);
+      case Intrinsic::Pow:
+        return int_scalar(t, integer_pow(t, a.i, args.at(1).i));
       case Intrinsic::BitAnd:
         return int_scalar(t, a.i & args.at(1).i);
       case Intrinsic::BitOr:

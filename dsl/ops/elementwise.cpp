@@ -110,16 +110,10 @@ double half_rounded_alpha(double alpha, const OpContext& ctx) {
   return is_half(t) ? round_to_dtype(t, alpha) : alpha;
 }
 
+// Integer pow is the IR's integer Pow, torch's powi: repeated multiplication that wraps, and for a
+// negative exponent 1, +-1 or 0 (dsl/expr.h).
 Expr pow_expr(Expr a, Expr b) {
-  const DType t = a.type();
-  if (is_floating(t)) return call(Intrinsic::Pow, {a, b});
-  // Integer powers (torch's powi): negative exponents give 1, +-1 or 0; otherwise the float64 power,
-  // exact below 2^53 (larger results do not wrap as torch's repeated multiplication would).
-  const Expr exact = cast(t, call(Intrinsic::Pow, {cast(DType::Float64, a), cast(DType::Float64, b)}));
-  const Expr zero = lit(0, t), one = lit(1, t), minus_one = lit(-1, t);
-  const Expr neg_exp =
-      select(a == one, one, select(a == minus_one, select(b % lit(2, t) == zero, one, minus_one), zero));
-  return select(b < zero, neg_exp, exact);
+  return call(Intrinsic::Pow, {std::move(a), std::move(b)});
 }
 
 void add_binary(const std::string& name, BinaryClass cls,

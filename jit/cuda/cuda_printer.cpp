@@ -427,6 +427,7 @@ Printed Printer::call(const Call* op) {
     case Intrinsic::Erf:
       return fn("erff", "erf");
     case Intrinsic::Pow:
+      if (!fp) return {"flow::ipow(" + top(op->args[0]) + ", " + top(op->args[1]) + ")", kPrecAtom};
       return fn("powf", "pow");
     case Intrinsic::Floor:
       return fp ? fn("floorf", "floor") : print(op->args[0]);

@@ -186,6 +186,25 @@ __device__ __forceinline__ double abs<double>(double a) {
   return fabs(a);
 }
 
+// Integer pow, torch's powi: by squaring, wrapping (in unsigned arithmetic: signed overflow is
+// undefined); a negative exponent gives 1, +-1 or 0.
+template <class T, class U>
+__device__ __forceinline__ T ipow_wrapping(T base, T exp) {
+  if (exp < T(0)) return base == T(1) ? T(1) : base == T(-1) ? ((exp & T(1)) ? T(-1) : T(1)) : T(0);
+  U r = 1, b = static_cast<U>(base);
+  for (U e = static_cast<U>(exp); e != 0; e >>= 1) {
+    if (e & 1u) r *= b;
+    b *= b;
+  }
+  return static_cast<T>(r);
+}
+__device__ __forceinline__ int ipow(int base, int exp) {
+  return ipow_wrapping<int, unsigned int>(base, exp);
+}
+__device__ __forceinline__ long long ipow(long long base, long long exp) {
+  return ipow_wrapping<long long, unsigned long long>(base, exp);
+}
+
 // Floating -> integer cast: truncates toward zero; NaN and out-of-range values give the minimum of
 // the target type (what x86 cvtt* return, so CPU and GPU agree; the bare PTX cvt would saturate).
 template <class I, class F>

@@ -280,6 +280,7 @@ class Codegen {
   Value* emit_load(const dsl::Load* op);
   Value* emit_call(const dsl::Call* op);
   Value* emit_check_index(const dsl::Call* op, Value* i);
+  Value* emit_integer_pow(Value* base, Value* exp);
   Value* int_div(Value* a, Value* b, bool is_mod);
   Value* float_minmax(Value* a, Value* b, bool is_max);
   Value* libm_call(const char* name, Value* x, Value* y = nullptr);  // y: a second argument
@@ -1125,10 +1126,9 @@ Value* Codegen::emit_call(const dsl::Call* op) {
       need_float();
       return f32 ? erf_f32(b_, x) : libm_call("erf", x);
     case dsl::Intrinsic::Pow: {
-      need_float();
       Value* y = expr(op->args[1]);
       unify(x, y);
-      return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);
+      return fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y) : emit_integer_pow(x, y);
     }
     case dsl::Intrinsic::Floor:
       return fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x) : x;
@@ -1228,6 +1228,45 @@ Value* Codegen::emit_call(const dsl::Call* op) {
 
 // CheckIndex(i, lo, hi, dim): i, after a branch (taken only when some lane is out of [lo, hi)) to a
 // block that reports each lane through flow_report_index_error (runtime/device_error.h).
+// torch's powi (dsl/expr.h): a loop of squarings while any lane's exponent has bits left; the
+// multiplications wrap. A negative exponent gives 1, +-1 or 0.
+Value* Codegen::emit_integer_pow(Value* base, Value* exp) {
+  Type* t = base->getType();
+  Value* zero = llvm::Constant::getNullValue(t);
+  Value* one = llvm::ConstantInt::get(t, 1);
+  Value* minus_one = llvm::Constant::getAllOnesValue(t);
+  Value* negative = b_.CreateICmpSLT(exp, zero);
+  llvm::BasicBlock* entry = b_.GetInsertBlock();
+  llvm::BasicBlock* loop = llvm::BasicBlock::Create(ctx_, "ipow.loop", fn_);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "ipow.done", fn_);
+  Value* e0 = b_.CreateSelect(negative, zero, exp);
+  b_.CreateBr(loop);
+  b_.SetInsertPoint(loop);
+  llvm::PHINode* r = b_.CreatePHI(t, 2, "ipow.r");
+  llvm::PHINode* b = b_.CreatePHI(t, 2, "ipow.b");
+  llvm::PHINode* e = b_.CreatePHI(t, 2, "ipow.e");
+  Value* odd = b_.CreateICmpNE(b_.CreateAnd(e, one), zero);
+  Value* r_next = b_.CreateSelect(odd, b_.CreateMul(r, b), r);
+  Value* b_next = b_.CreateMul(b, b);
+  Value* e_next = b_.CreateLShr(e, one);
+  Value* more = b_.CreateICmpNE(e_next, zero);
+  if (more->getType()->isVectorTy()) more = b_.CreateOrReduce(more);
+  r->addIncoming(one, entry);
+  b->addIncoming(base, entry);
+  e->addIncoming(e0, entry);
+  llvm::BasicBlock* latch = b_.GetInsertBlock();
+  r->addIncoming(r_next, latch);
+  b->addIncoming(b_next, latch);
+  e->addIncoming(e_next, latch);
+  b_.CreateCondBr(more, loop, done);
+  b_.SetInsertPoint(done);
+  Value* odd_exp = b_.CreateICmpNE(b_.CreateAnd(exp, one), zero);
+  Value* of_minus_one = b_.CreateSelect(odd_exp, minus_one, one);
+  Value* negative_power = b_.CreateSelect(b_.CreateICmpEQ(base, one), one,
+                                          b_.CreateSelect(b_.CreateICmpEQ(base, minus_one), of_minus_one, zero));
+  return b_.CreateSelect(negative, negative_power, r_next);
+}
+
 Value* Codegen::emit_check_index(const dsl::Call* op, Value* i) {
   auto word = bufs_.find(kErrorWord);
   if (word == bufs_.end()) fail("kernel '" + f_.name + "' checks an index but has no error word");

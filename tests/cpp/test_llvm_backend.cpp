@@ -1110,6 +1110,45 @@ TEST(LlvmBackend, BitwiseIntrinsicsMatchTheInterpreter) {
                std::invalid_argument);
 }
 
+// Integer Pow is torch's powi (a loop of squarings that wraps; negative exponents give 1, +-1 or 0):
+// against the interpreter over extremes, large and negative exponents, in vectorized loops whose
+// lanes run different numbers of squarings, and the interpreter against known wrapped powers.
+TEST(LlvmBackend, IntegerPowWrapsLikeTheInterpreter) {
+  auto g = test::rng(29);
+  for (DType t : {I32, I64}) {
+    const int64_t lo = t == I32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
+    std::vector<int64_t> a = {3, 3, 7, 0, 1, -1, -1, 2, -2, lo, 5, 1, -1, 0};
+    std::vector<int64_t> b = {40, 21, 0, 0, -5, -3, -4, -1, 64, 2, -(lo + 1), lo, lo, 7};
+    std::uniform_int_distribution<int64_t> d(lo / 2, -(lo / 2)), e(-3, 80);
+    while (a.size() < 1001) {
+      a.push_back(d(g));
+      b.push_back(a.size() % 7 == 0 ? d(g) : e(g));
+    }
+    const LoweredFunc f = binary_kernel(std::string("ipow_") + dsl::dtype_name(t), t, t, [](Expr x, Expr y) {
+      return dsl::call(Intrinsic::Pow, {x, y});
+    });
+    std::vector<Arg> args;
+    if (t == I32) {
+      args = {zeros(t, a.size()), buffer_of(t, std::vector<int32_t>(a.begin(), a.end())),
+              buffer_of(t, std::vector<int32_t>(b.begin(), b.end())), int_arg(static_cast<int64_t>(a.size()))};
+    } else {
+      args = {zeros(t, a.size()), buffer_of(t, a), buffer_of(t, b), int_arg(static_cast<int64_t>(a.size()))};
+    }
+    auto [got, want] = run_both(f, args);
+    expect_same(got[0], want[0], "pow");
+    const auto at = [&, w = want[0]](size_t i) { return t == I32 ? int64_t{w.at<int32_t>(i)} : w.at<int64_t>(i); };
+    EXPECT_EQ(at(0), t == I32 ? int64_t{689956897} : int64_t{-6289078614652622815});  // 3^40, wrapped
+    EXPECT_EQ(at(1), t == I32 ? int64_t{1870418611} : int64_t{10460353203});          // 3^21
+    // 7^0, 0^0, 1^-5, (-1)^-3, (-1)^-4, 2^-1, (-2)^64, lo^2, then (5^big), 1^lo, (-1)^lo, 0^7
+    const std::vector<int64_t> small = {1, 1, 1, -1, 1, 0, 0, 0, 5, 1, 1, 0};
+    for (size_t i = 2; i < 2 + small.size(); ++i) {
+      if (i != 10) {
+        EXPECT_EQ(at(i), small[i - 2]) << i;
+      }
+    }
+  }
+}
+
 // out[i] += 1 over a parallel loop [m, m + n): each element exactly once.
 LoweredFunc parallel_increment() {
   LoweredFunc f;

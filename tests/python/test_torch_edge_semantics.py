@@ -350,3 +350,47 @@ def test_max_and_min_without_a_dim_take_no_keepdim_and_no_none(call):
         with pytest.raises(TypeError, match=r"received an invalid combination of arguments"):
             eval(call, {"max": m.max, "min": m.min, "x": m.ones(3)})
     assert flow.max(flow.tensor([1.0, 3.0])).item() == 3.0 and flow.tensor([2, 1]).min(0, True).values.tolist() == [1]
+
+
+INT_TYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+
+
+def integer_powers(dtype, gen):
+    """Bases over the type's whole range; exponents small, large (past the bit width) and negative."""
+    info = torch.iinfo(dtype)
+    base = torch.randint(info.min, info.max, (8, 33), generator=gen, dtype=torch.int64).to(dtype)
+    base[0, :6] = torch.tensor([0, 1, -1, 2, 3, info.max], dtype=torch.int64).to(dtype)
+    exp = torch.randint(0, 70, (8, 33), generator=gen, dtype=torch.int64)
+    exp[1] = torch.randint(0, info.max, (33,), generator=gen, dtype=torch.int64)
+    if info.min < 0:
+        exp[2] = torch.randint(max(info.min, -1000), 0, (33,), generator=gen, dtype=torch.int64)
+        base[2, :6] = torch.tensor([1, -1, -1, 0, 2, -2], dtype=torch.int64).to(dtype)
+    return base, exp.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", INT_TYPES, ids=str)
+def test_integer_pow_wraps_as_torchs(dtype, gen):
+    """torch multiplies by squaring in the type, so large powers wrap; flow computed the float64 power
+    and saturated it. Negative exponents give 1, +-1 or 0. Eagerly, traced, by a number and of one."""
+    base, exp = integer_powers(dtype, gen)
+    for got in (to_flow(base) ** to_flow(exp), flow.jit(lambda a, b: a ** b)(to_flow(base), to_flow(exp))):
+        assert_same(got, base ** exp)
+    nonneg = exp.clamp(min=0)
+    assert_same(flow.pow(to_flow(base), to_flow(nonneg).t().contiguous().t()), torch.pow(base, nonneg))
+    for e in (e for e in (13, 40, 63, 200, 2**31 + 1) if e <= torch.iinfo(dtype).max):
+        assert_same(to_flow(base) ** e, base ** e, msg=f"x ** {e}")
+    assert_same(3 ** to_flow(nonneg), 3 ** nonneg)
+    assert_same(flow.jit(lambda a: (a * 3) ** 21 + 1)(to_flow(base)), (base * 3) ** 21 + 1)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not flow.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("dtype", INT_TYPES, ids=str)
+def test_integer_pow_wraps_on_the_gpu(dtype, gen):
+    base, exp = integer_powers(dtype, gen)
+    fb, fe = to_flow(base).cuda(), to_flow(exp).cuda()
+    for got in (fb ** fe, flow.jit(lambda a, b: a ** b)(fb, fe), fb ** 41):
+        assert got.device.type == "cuda"
+    assert_same((fb ** fe).cpu(), base ** exp)
+    assert_same(flow.jit(lambda a, b: a ** b)(fb, fe).cpu(), base ** exp)
+    assert_same((fb ** 41).cpu(), base ** 41)
