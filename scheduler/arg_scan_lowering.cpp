@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "dsl/op_table.h"
+#include "scheduler/cpu_tasks.h"
 
 namespace flow::sched {
 
@@ -188,7 +189,7 @@ Stmt lower_scan(const KernelInstance& ki, const KernelSignature& sig, const Redu
   for (size_t d = R; d-- > 0;)
     loops = make_for("r" + std::to_string(d) + "i", make_int(0), sig.reduced_size(d), ForKind::Serial, loops);
   line.add(loops);
-  if (t == Target::CPU) return make_for("row", make_int(0), sig.kept_total(), ForKind::Parallel, line.build());
+  if (t == Target::CPU) return cpu_parallel_items("t", "row", sig.kept_total(), sig.reduced_total(), 1, line.build());
 
   const int64_t T = std::max(32, p.gpu_block_x);
   f.grid[0] = (sig.kept_total() + make_int(T - 1)) / make_int(T);

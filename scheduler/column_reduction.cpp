@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "dsl/op_table.h"
+#include "scheduler/cpu_tasks.h"
 #include "scheduler/reduction_parts.h"
 
 namespace flow::sched {
@@ -99,7 +100,7 @@ Stmt lower_tiles(const KernelInstance& ki, const KernelSignature& sig, int64_t w
   for (size_t d = 0; d + 1 < K; ++d) outer = d == 0 ? sig.kept_size(d) : outer * sig.kept_size(d);
   StmtList top;
   top.let("ntile", (sig.kept_size(K - 1) + make_int(w - 1)) / make_int(w));
-  top.add(make_for("t", make_int(0), outer * var("ntile"), ForKind::Parallel, tile.build()));
+  top.add(cpu_parallel_items("tt", "t", outer * var("ntile"), make_int(w) * sig.reduced_total(), 1, tile.build()));
   return top.build();
 }
 

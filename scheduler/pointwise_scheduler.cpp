@@ -13,6 +13,7 @@
 #include "dsl/canonical_names.h"
 #include "dsl/ir_visitor.h"
 #include "dsl/op_table.h"
+#include "scheduler/cpu_tasks.h"
 #include "scheduler/lowering.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/unswitch.h"
@@ -175,18 +176,12 @@ class PointwiseScheduler final : public Scheduler {
     // A choice between inputs fixed for the whole task (cat along an outer dim) is made once per
     // task, not per element (scheduler/unswitch.h).
     task.add(unswitch_invariant_selects(loops.build()));
-    // A parallel task takes several (outer index, tile) items when rows are short, so that each
-    // task has at least kTaskElements elements: with a 32-wide innermost dim (a max pool's strided
-    // slices, which do not coalesce) one item per task spent more time dispatching than computing.
-    constexpr int64_t kTaskElements = 16384;
+    // A parallel task takes several (outer index, tile) items when rows are short (cpu_tasks.h):
+    // with a 32-wide innermost dim (a max pool's strided slices, which do not coalesce) one item
+    // per task spent more time dispatching than computing.
     StmtList top;
     top.let("ntile", ntile);
-    top.let("items", outer * var("ntile"));
-    top.let("per", max(make_int(1), make_int(kTaskElements) / max(inner, make_int(1))));
-    const Stmt items = make_for("t", var("tt") * var("per"), min(var("per"), var("items") - var("tt") * var("per")),
-                                ForKind::Serial, task.build());
-    top.add(
-        make_for("tt", make_int(0), (var("items") + var("per") - make_int(1)) / var("per"), ForKind::Parallel, items));
+    top.add(cpu_parallel_items("tt", "t", outer * var("ntile"), inner, 1, task.build()));
     return top.build();
   }
 

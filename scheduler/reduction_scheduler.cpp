@@ -16,6 +16,7 @@
 #include "dsl/op_table.h"
 #include "scheduler/arg_scan_lowering.h"
 #include "scheduler/column_reduction.h"
+#include "scheduler/cpu_tasks.h"
 #include "scheduler/lowering.h"
 #include "scheduler/reduction_parts.h"
 #include "scheduler/scheduler.h"
@@ -362,15 +363,9 @@ class ReductionScheduler final : public Scheduler {
 
     emit_row(ki, gv, row, reduce_pass, full_pass, row_store);
     if (splits > 1) return make_for("row", make_int(0), sig.kept_total(), ForKind::Serial, row.build());
-    const int64_t rows_per_task = std::max<int64_t>(1, p.cpu_rows_per_task);
-    if (rows_per_task == 1) return make_for("row", make_int(0), sig.kept_total(), ForKind::Parallel, row.build());
-    // Tasks of rows_per_task consecutive rows: fewer, larger parallel tasks for short rows (and
-    // none at all, i.e. serial, when every row fits in one task).
-    const Expr rpt = make_int(rows_per_task);
-    const Expr rows = sig.kept_total();
-    const Stmt in_task = make_for("r", make_int(0), min(rpt, rows - var("t") * rpt), ForKind::Serial,
-                                  make_let("row", var("t") * rpt + var("r"), row.build()));
-    return make_for("t", make_int(0), (rows + rpt - make_int(1)) / rpt, ForKind::Parallel, in_task);
+    // Tasks of at least cpu_rows_per_task consecutive rows, and of enough elements that small
+    // reductions run serially (cpu_tasks.h).
+    return cpu_parallel_items("t", "row", sig.kept_total(), sig.reduced_total(), p.cpu_rows_per_task, row.build());
   }
 
   static Stmt lower_gpu(const KernelInstance& ki, const KernelSignature& sig, const ReductionParams& p,
