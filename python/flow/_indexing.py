@@ -171,18 +171,47 @@ def _multi_index(x, adv):
 
 
 def _numpy_index(index, ndim):
-    """A flow index as a numpy index over numpy_view() (same semantics for one advanced index)."""
-    out = []
+    """A flow index as a pair of numpy indices over numpy_view(), applied one after the other by
+    np_indexed: the basic part (ints, slices, None; a slice holding each tensor's place), then the
+    tensors at their places in what that leaves. In one numpy index an int beside an array would
+    count as an advanced index (x[0, :, [0, 1]] puts the array's dim first); torch selects ints
+    first, as basic indexing does."""
+    basic, advanced, any_array = [], [], False  # advanced: one entry per dim of the basic part's view
     for i in _expand_ellipsis(index, ndim):
         if isinstance(i, slice):
             if i.step is not None and operator.index(i.step) <= 0:
                 raise ValueError("step must be greater than zero")
-            out.append(i)
+            basic.append(i)
+            advanced.append(slice(None))
         elif isinstance(i, Tensor):
             i._need_data("Tensor.__setitem__() index")
             if i.dtype is not D.bool_ and i.dtype not in (D.int32, D.int64):
                 raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-            out.append(_host_array(i._c))
+            if i.dtype is D.bool_ and i.ndim == 0:  # a new dim of size 1, all of it or none
+                basic.append(None)
+                advanced.append(slice(None) if _host_array(i._c) else slice(0, 0))
+                any_array = any_array or not _host_array(i._c)
+                continue
+            basic.extend([slice(None)] * (i.ndim if i.dtype is D.bool_ else 1))
+            advanced.append(_host_array(i._c))  # a mask indexes its i.ndim dims at once
+            any_array = True
+        elif i is None:
+            basic.append(None)
+            advanced.append(slice(None))
         else:
-            out.append(i)
-    return tuple(out)
+            basic.append(i)
+    return tuple(basic), (tuple(advanced) if any_array else None)
+
+
+def np_indexed(array, npindex):
+    """array[npindex] for a _numpy_index pair (a view when the index has no tensors)."""
+    basic, advanced = npindex
+    view = array[basic]
+    return view if advanced is None else view[advanced]
+
+
+def np_assign(array, npindex, value):
+    """array[npindex] = value, through the basic part's view."""
+    basic, advanced = npindex
+    view = array[basic]
+    view[... if advanced is None else advanced] = value

@@ -754,6 +754,8 @@ class Tensor:
                     x = x._slice(d, start, stop, step)
                 d += 1
             elif isinstance(i, Tensor):
+                if i.device != self.device and i.device.type == "cpu":  # torch takes CPU indices anywhere
+                    i = i.to(self.device)
                 adv.append((d, i))
                 d += i.ndim if i.dtype is D.bool_ else 1
             else:
@@ -788,10 +790,10 @@ class Tensor:
             self._device_write("Tensor.__setitem__()", value, npindex)
             return
         dst = self._writable("Tensor.__setitem__()")
-        target_shape = dst[npindex].shape
+        target_shape = _indexing.np_indexed(dst, npindex).shape
         src = _value_array(value, self.dtype, "Tensor.__setitem__()")
         try:
-            dst[npindex] = np.broadcast_to(src, target_shape)
+            _indexing.np_assign(dst, npindex, np.broadcast_to(src, target_shape))
         except ValueError:
             raise RuntimeError(f"shape mismatch: value tensor of shape {list(src.shape)} cannot be broadcast to "
                                f"indexing result of shape {list(target_shape)}") from None
@@ -841,7 +843,7 @@ class Tensor:
             for d, (n, st) in enumerate(zip(c.shape, c.strides)):
                 pos += (np.arange(n, dtype=np.int64) * st).reshape((n,) + (1,) * (len(c.shape) - d - 1))
             if npindex is not None:
-                pos = pos[npindex]
+                pos = _indexing.np_indexed(pos, npindex)
         target = list(self.shape) if pos is None else list(pos.shape)
         if list(value.shape) != target:
             try:

@@ -258,6 +258,49 @@ def test_getitem_several_index_tensors(gen, dtype, name, fn):
         assert raises_like(lambda: fn(t, a, b), lambda: fn(f, to_flow(a), to_flow(b)))
 
 
+MIXED_INDICES = [
+    lambda L: (0, slice(None), L.tensor([2, 0, 1])),
+    lambda L: (1, Ellipsis, L.tensor([2, 0])),
+    lambda L: (0, slice(None), L.tensor([True, False, True])),
+    lambda L: (L.tensor([0, 1]), 0, L.tensor([1, 2])),
+    lambda L: (slice(None), L.tensor([0, 1]), 1),
+    lambda L: (L.tensor([0, 1]), slice(None), L.tensor([1, 2])),
+    lambda L: (None, 0, L.tensor([[0], [1]]), slice(0, 2)),
+    lambda L: (L.tensor(True),),
+    lambda L: (L.tensor(False), 0),
+    lambda L: (0, L.tensor(True), slice(None), 1),
+    lambda L: (1, L.tensor([[True, False, True], [False, True, True], [True, True, False]])),
+    lambda L: (slice(None, None, 2), L.tensor([2, 1]), -1),
+    lambda L: (0, L.tensor(2), slice(None)),
+]
+
+
+def check_mixed_setitem(device, gen):
+    for k, index in enumerate(MIXED_INDICES):
+        t = make((2, 3, 3), torch.float32, gen)
+        f = to_flow(t).to(device)
+        v = make(tuple(t[index(torch)].shape), torch.float32, gen)
+        t[index(torch)] = v
+        f[index(flow)] = to_flow(v).to(device)
+        assert_same(f.cpu(), t, msg=f"case {k}: =")
+        t[index(torch)] += 1
+        f[index(flow)] += 1
+        assert_same(f.cpu(), t, msg=f"case {k}: +=")
+
+
+def test_setitem_selects_ints_before_tensor_indices(gen):
+    """torch applies an int index as a select, before the tensor indices; flow wrote through one
+    numpy index, where an int beside an array is an advanced index: x[0, :, [2, 0, 1]] = v wrote v
+    transposed, and a mask after an int raised a shape mismatch."""
+    check_mixed_setitem("cpu", gen)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not flow.cuda.is_available(), reason="needs a CUDA device")
+def test_setitem_selects_ints_before_tensor_indices_on_the_gpu(gen):
+    check_mixed_setitem("cuda", gen)
+
+
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
 def test_setitem(dtype, gen):
     cases = [
