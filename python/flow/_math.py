@@ -21,7 +21,7 @@ from ._dispatch import dispatch1
 from ._eager_fusion import fused_in_eager
 from ._ops import _binary_number_ok, _normalize_dim, _out, _tensor_arg, _tensor_or_number, _unary
 from ._indexing import _host_array
-from ._tensor import Tensor, _inplace_method, _method
+from ._tensor import Tensor, _fresh, _inplace_method, _method
 
 tan = _unary("tan")
 atan = _unary("atan")
@@ -268,7 +268,7 @@ def roll(input, shifts, dims=None):
         k = builtins.int(s) % n if n else 0
         if k:
             out = F.cat([out.narrow(d, n - k, k), out.narrow(d, 0, n - k)], d)
-    return out
+    return _fresh(out, x)
 
 
 def meshgrid(*tensors, indexing=None):
@@ -318,7 +318,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
             raise RuntimeError("repeats can not be negative")
         s = list(x.shape)
         e = x.unsqueeze(d + 1).expand(s[:d + 1] + [builtins.int(repeats)] + s[d + 1:])
-        return e.reshape(s[:d] + [s[d] * builtins.int(repeats)] + s[d + 1:])
+        return _fresh(e.reshape(s[:d] + [s[d] * builtins.int(repeats)] + s[d + 1:]).contiguous(), input)
     counts = _host_array(repeats._c)
     if counts.ndim != 1 or counts.shape[0] != x.shape[d]:
         raise RuntimeError("repeats must have the same size as input along dim")
@@ -327,7 +327,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     from . import _creation
 
     idx = _creation.tensor(np.repeat(np.arange(x.shape[d]), counts)).to(x.device)
-    return dispatch1("index_select", [x, idx], {"dim": d})
+    return _fresh(dispatch1("index_select", [x, idx], {"dim": d}), input)
 
 
 def diagonal(input, offset=0, dim1=0, dim2=1):

@@ -47,7 +47,7 @@ from ._eager_fusion import fused_in_eager
 from ._math import _in_opmath, broadcast_shapes, lerp, logaddexp, meshgrid, promote_types
 from ._ops import _normalize_dim, _one_dim, _out, _scalar, _tensor_arg, _tensor_list, _type_name
 from ._indexing import _host_checks_indices
-from ._tensor import Tensor, _can_cast, _inplace_method, _method
+from ._tensor import Tensor, _can_cast, _fresh, _inplace_method, _method
 
 inf = math.inf
 nan = math.nan
@@ -611,7 +611,7 @@ def _cum_extreme(fn, kind, input, dim, out):
 
     v, i = _shift_scan((xt, _positions(xt, n)), combine) if n else (xt, _positions(xt, n))
     v = v if v.dtype is x.dtype else F._cast(v, x.dtype)
-    return _pair(kind, out, v.movedim(-1, d), i.movedim(-1, d))
+    return _pair(kind, out, _fresh(v.movedim(-1, d), x), _fresh(i.movedim(-1, d).contiguous(), x))
 
 
 def cummax(input, dim, *, out=None):

@@ -104,6 +104,19 @@ def _can_cast(src, dst):
     return _KIND[src.name] <= _KIND[dst.name]
 
 
+def _fresh(result, source):
+    """`result`, or a copy of it where it is `source` itself or (eagerly) a view of its storage: for
+    ops that are copies in torch (roll, repeat, repeat_interleave, ...) even where they move nothing,
+    so a write into the result never reaches the input. In a trace always a copy: a compiled
+    function returns a chain of views of its argument as a view (a reshape's result is one), and
+    the copy of a computed value fuses into its kernel."""
+    if result is source or result._c is None:
+        return result.clone()
+    if source._c is not None and result.numel() and result._c.storage_ptr() == source._c.storage_ptr():
+        return result.clone()
+    return result
+
+
 def _check_no_self_overlap(c):
     """torch's refusal to write into a tensor whose elements share memory (an expanded view)."""
     if builtins.any(st == 0 and n > 1 for n, st in zip(c.shape, c.strides)):
@@ -727,7 +740,7 @@ class Tensor:
             inter += [1, n]
             expanded += [r, n]
             final.append(r * n)
-        return self.reshape(inter).expand(expanded).reshape(final).contiguous()
+        return _fresh(self.reshape(inter).expand(expanded).reshape(final).contiguous(), self)
 
     def tile(self, *dims):
         reps = _sizes_arg(dims)

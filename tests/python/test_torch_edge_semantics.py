@@ -394,3 +394,33 @@ def test_integer_pow_wraps_on_the_gpu(dtype, gen):
     assert_same((fb ** fe).cpu(), base ** exp)
     assert_same(flow.jit(lambda a, b: a ** b)(fb, fe).cpu(), base ** exp)
     assert_same((fb ** 41).cpu(), base ** 41)
+
+
+NO_OP_COPIES = {
+    "roll by 0": lambda m, x: x.roll(0, 0),
+    "roll by the size": lambda m, x: x.roll(4, 1),
+    "roll flattened by 0": lambda m, x: x.roll(0),
+    "repeat(1, 1)": lambda m, x: x.repeat(1, 1),
+    "tile": lambda m, x: x.tile((1, 1)),
+    "repeat_interleave(1)": lambda m, x: x.repeat_interleave(1, 1),
+    "repeat_interleave(ones)": lambda m, x: x.repeat_interleave(m.tensor([1]), 0),
+    "cummax values": lambda m, x: x.cummax(0).values,
+    "cummin indices": lambda m, x: m.cummin(x, 0)[1],
+    "adaptive_avg_pool1d to its size": lambda m, x: m.nn.functional.adaptive_avg_pool1d(x[None], 4)[0],
+    "adaptive_max_pool2d to its size": lambda m, x: m.nn.functional.adaptive_max_pool2d(x[None], (1, 4))[0],
+}
+
+
+@pytest.mark.parametrize("name", list(NO_OP_COPIES))
+def test_copies_that_move_nothing_are_still_copies(name, gen):
+    """These are copies in torch; flow returned the input itself (or a view of it) where they move
+    nothing, so a write into the result changed the input. Eagerly and under flow.jit."""
+    fn = NO_OP_COPIES[name]
+    t = make((1, 4), torch.float32, gen)
+    want = fn(torch, t)
+    for f in (lambda x: fn(flow, x), flow.jit(lambda x: fn(flow, x))):
+        x = to_flow(t)
+        got = f(x)
+        assert_same(got, want)
+        got.fill_(7)
+        assert_same(x, t, msg="the input is unchanged")

@@ -33,7 +33,7 @@ from .._dispatch import dispatch, dispatch1
 from .._eager_fusion import fused_in_eager
 from .._ops import gelu, relu, sigmoid, silu, tanh  # noqa: F401
 from .._indexing import _host_array, _host_checks_indices
-from .._tensor import Tensor
+from .._tensor import Tensor, _fresh
 
 __all__ = ["relu", "relu6", "gelu", "silu", "sigmoid", "tanh", "hardswish", "hardsigmoid", "hardtanh",
            "leaky_relu", "elu", "softplus", "mish", "softmax", "log_softmax", "linear", "conv1d", "conv2d",
@@ -652,7 +652,7 @@ def _adaptive_pool(input, output_size, op, fn):
         parts = [dispatch1(op, [_slice(x, axis, st, st + n)], {"dims": [axis], "keepdim": True})
                  for st, n in zip(starts, lengths)]
         x = _cat(parts, axis)
-    return x
+    return _fresh(x, input)  # (a pool to the input's own size is a copy, as torch's)
 
 
 def _unequal_window_taps(x, axis, starts, lengths, op):
