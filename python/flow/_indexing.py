@@ -115,8 +115,9 @@ def _check_index_range(ix, size, dim, refusing_negatives=None):
             raise IndexError("index out of range in self")
         raise RuntimeError(f"index {lo} is out of bounds for dimension {dim} with size {size}")
     bad = lo if lo < -size else hi if hi >= size else None
-    if bad is not None:
-        raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+    if bad is not None:  # (gather's kernel check is torch's RuntimeError; indexing's an IndexError)
+        raise (RuntimeError if refusing_negatives == "gather" else IndexError)(
+            f"index {bad} is out of bounds for dimension {dim} with size {size}")
 
 
 def _wrap_index(ix, size, dim):
@@ -187,6 +188,9 @@ def _numpy_index(index, ndim):
             i._need_data("Tensor.__setitem__() index")
             if i.dtype is not D.bool_ and i.dtype not in (D.int32, D.int64):
                 raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+            if i.ndim == 0 and i.dtype is not D.bool_:  # a 0-d integer tensor indexes as its int
+                basic.append(int(_host_array(i._c)))
+                continue
             if i.dtype is D.bool_ and i.ndim == 0:  # a new dim of size 1, all of it or none
                 basic.append(None)
                 advanced.append(slice(None) if _host_array(i._c) else slice(0, 0))
@@ -213,5 +217,7 @@ def np_indexed(array, npindex):
 def np_assign(array, npindex, value):
     """array[npindex] = value, through the basic part's view."""
     basic, advanced = npindex
-    view = array[basic]
-    view[... if advanced is None else advanced] = value
+    if advanced is None:  # (ints alone index an element, which numpy gives as a scalar, not a view)
+        array[basic] = value
+    else:
+        array[basic][advanced] = value

@@ -19,6 +19,7 @@ from . import _dtype as D
 from . import _ops as F
 from ._dispatch import dispatch1
 from ._eager_fusion import fused_in_eager
+from ._errors import trace_error
 from ._ops import _binary_number_ok, _normalize_dim, _out, _tensor_arg, _tensor_or_number, _unary
 from ._indexing import _host_array
 from ._tensor import Tensor, _fresh, _inplace_method, _method
@@ -305,6 +306,8 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
         from . import _creation
 
         counts = _tensor_arg("repeat_interleave", input, "repeats", 1)
+        if counts._c is None:
+            return _traced_repeat_positions(counts, output_size)
         idx = np.repeat(np.arange(counts.shape[0], dtype=np.int64), _host_array(counts._c))
         return _creation.tensor(idx).to(counts.device)
     x = _tensor_arg("repeat_interleave", input, "input", 1)
@@ -319,6 +322,10 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
         s = list(x.shape)
         e = x.unsqueeze(d + 1).expand(s[:d + 1] + [builtins.int(repeats)] + s[d + 1:])
         return _fresh(e.reshape(s[:d] + [s[d] * builtins.int(repeats)] + s[d + 1:]).contiguous(), input)
+    if repeats._c is None:
+        if repeats.ndim != 1 or repeats.shape[0] != x.shape[d]:
+            raise RuntimeError("repeats must have the same size as input along dim")
+        return dispatch1("index_select", [x, _traced_repeat_positions(repeats, output_size)], {"dim": d})
     counts = _host_array(repeats._c)
     if counts.ndim != 1 or counts.shape[0] != x.shape[d]:
         raise RuntimeError("repeats must have the same size as input along dim")
@@ -328,6 +335,22 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
 
     idx = _creation.tensor(np.repeat(np.arange(x.shape[d]), counts)).to(x.device)
     return _fresh(dispatch1("index_select", [x, idx], {"dim": d}), input)
+
+
+def _traced_repeat_positions(counts, output_size):
+    """In a trace, the positions 0.. of `counts` each repeated counts[i] times: position j is the
+    number of running totals at or below j (a comparison of every output position with every total,
+    then a sum). The output's size depends on the counts' values, so torch.compile's output_size is
+    required, as a traced value has none."""
+    if output_size is None:
+        raise trace_error("repeat_interleave() with a tensor of repeats",
+                          "the output's size depends on the repeats' values; pass output_size= (as for "
+                          "torch.compile), or call it outside flow.jit")
+    from . import _creation
+
+    ends = F.cumsum(counts.to(D.int64), 0)
+    j = _creation.arange(builtins.int(output_size), device=counts.device)
+    return F.sum((ends.unsqueeze(0) <= j.unsqueeze(1)).to(D.int64), 1)
 
 
 def diagonal(input, offset=0, dim1=0, dim2=1):

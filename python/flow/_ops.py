@@ -809,7 +809,10 @@ def topk(input, k, dim=-1, largest=True, sorted=True, *, out=None):
         raise TypeError(f"topk(): argument 'k' (position 2) must be int, not {_type_name(k)}")
     _check_bool("topk", "largest", largest)
     _check_bool("topk", "sorted", sorted)
-    indices = _argsort("topk", x, dim, largest, builtins.int(k))
+    k = builtins.int(k)
+    if x.ndim == 0 and k == 0:  # torch: the 0-d tensor itself, index 0 (k is checked against 1 element)
+        k = 1
+    indices = _argsort("topk", x, dim, largest, k)
     return _pair_out("topk", out, _values_at(x, dim, indices), indices)
 
 
@@ -833,13 +836,16 @@ def cat(tensors, dim=0, *, out=None):
         raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     if isinstance(dim, builtins.bool) or not isinstance(dim, numbers.Integral):
         raise TypeError(f"cat(): argument 'dim' must be int, not {_type_name(dim)}")
-    # torch skips legacy empty 1-D tensors (shape [0]) next to tensors of higher rank
-    if builtins.any(t.ndim > 1 for t in ts):
-        kept = [t for t in ts if not (t.ndim == 1 and t.shape[0] == 0)]
-        if kept and len(kept) != len(ts):
-            dt = kept[0].dtype
-            ts = kept
-            del dt
+    # torch skips legacy empty 1-D tensors (shape [0]) next to tensors of higher rank (and takes any
+    # dim when every input is one), but their dtypes still take part in the result's
+    legacy = [t.ndim == 1 and t.shape[0] == 0 for t in ts]
+    if builtins.any(legacy) and (builtins.all(legacy) or builtins.any(t.ndim > 1 for t in ts)):
+        want = ts[0].dtype
+        for t in ts[1:]:
+            want = D.to_dtype(_C.promote_types(want.name, t.dtype.name))
+        kept = [t for t, skip in zip(ts, legacy) if not skip] or [ts[0]]
+        r = dispatch1("cat", kept, {"dim": 0 if builtins.all(legacy) else builtins.int(dim)})
+        return _out("cat", out, r if r.dtype is want else _cast(r, want))
     return _out("cat", out, dispatch1("cat", ts, {"dim": builtins.int(dim)}))
 
 
@@ -911,8 +917,11 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
             if k != d and ix.shape[k] > x.shape[k]:
                 raise RuntimeError(f"Size does not match at dimension {k} expected index {list(ix.shape)} to be no "
                                    f"larger than self {list(x.shape)} apart from dimension {d}")
-    if x.ndim == 0 or ix.ndim == 0:
-        raise NotImplementedError("flow: gather() of 0-dim tensors is not supported")
+    if x.ndim == 0 or ix.ndim == 0:  # a 0-d tensor counts as one element along dim 0
+        x1, ix1 = x.reshape([-1]), ix.reshape([-1])
+        _check_range(ix1, x1.shape[0], 0, "gather")
+        r = dispatch1("gather", [x1, ix1], {"dim": 0, "nonnegative": 1}).reshape(list(ix.shape))
+        return _out("gather", out, r)
     _check_range(ix, x.shape[d], d, "gather")
     return _out("gather", out, dispatch1("gather", [x, ix], {"dim": d, "nonnegative": 1}))
 

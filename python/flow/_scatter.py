@@ -26,6 +26,7 @@ import numbers
 from . import _dtype as D
 from ._dispatch import current_trace, dispatch1
 from ._errors import trace_error
+from . import _ops as F
 from ._ops import _normalize_dim, _tensor_arg, _type_name
 from ._indexing import _host_checks_indices, _wrap_index
 from ._tensor import Tensor, _inplace_method, _method
@@ -178,6 +179,8 @@ def index_copy(input, dim, index, source, *, out=None):
     x = _tensor_arg("index_copy", input, "input", 1)
     d = _normalize_dim(dim, x.ndim)
     ix, s, shape = _index_source("index_copy_", x, d, index, source)
+    if isinstance(index, Tensor) and index.dtype is not D.int64:
+        raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {index.dtype._torch_short}")
     xs = x.reshape([1]) if x.ndim == 0 else x
     r = _scatter_op(xs, d, _along(ix, d, shape), s.reshape(shape) if shape else s)
     return _out(out, r.reshape([]) if x.ndim == 0 else r)
@@ -210,6 +213,11 @@ def index_fill(input, dim, index, value):
     else:
         fill = value
     ix = _vector_index("index_fill_", x, d, index, None)
+    if isinstance(index, Tensor) and index.dtype is not D.int64:
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
+    size = x.shape[d] if x.ndim else 1
+    F._check_range(ix, size, d)  # torch's index_fill wraps negative indices (index_copy does not)
+    ix = _wrap_index(ix, size, d)
     shape = list(x.shape) if x.ndim else [1]
     shape[d] = ix.numel()
     xs = x.reshape([1]) if x.ndim == 0 else x

@@ -508,6 +508,8 @@ class Tensor:
 
     @property
     def mT(self):
+        if self.ndim == 0:  # torch: the identity on 0-d tensors (deprecated there)
+            return self.permute([])
         if self.ndim < 2:
             raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. Got {self.ndim}-D "
                                "tensor.")
@@ -524,6 +526,8 @@ class Tensor:
         dst = [_normalize_dim(d, n) for d in dst]
         if len(set(src)) != len(src) or len(set(dst)) != len(dst):
             raise RuntimeError("movedim: repeated dim in `source` or `destination`")
+        if n == 0:  # dims 0 and -1 of a 0-d tensor: itself, as a view
+            return self.permute([])
         perm = [-1] * n
         for s, d in zip(src, dst):
             perm[d] = s
@@ -766,6 +770,13 @@ class Tensor:
                 if not (start in (None, 0) and stop is None and step == 1):
                     x = x._slice(d, start, stop, step)
                 d += 1
+            elif isinstance(i, Tensor) and i.ndim == 0 and i.dtype in (D.int64, D.int32) and i._c is not None:
+                # a concrete 0-d integer tensor indexes as its int, a view (torch's basic indexing)
+                k = builtins.int(i.item())
+                size = x.shape[d]
+                if k < -size or k >= size:
+                    raise IndexError(f"index {k} is out of bounds for dimension {d} with size {size}")
+                x = x._vop("select", {"dim": d, "index": k})
             elif isinstance(i, Tensor):
                 if i.device != self.device and i.device.type == "cpu":  # torch takes CPU indices anywhere
                     i = i.to(self.device)

@@ -272,6 +272,7 @@ MIXED_INDICES = [
     lambda L: (1, L.tensor([[True, False, True], [False, True, True], [True, True, False]])),
     lambda L: (slice(None, None, 2), L.tensor([2, 1]), -1),
     lambda L: (0, L.tensor(2), slice(None)),
+    lambda L: (L.tensor(0), slice(None), L.tensor([0, 1])),  # a 0-d integer tensor is an int
 ]
 
 

@@ -292,6 +292,12 @@ ARGUMENT_CHECKS = [
     lambda m, F: m.linalg.vector_norm(m.ones(3, dtype=m.int32)),
     lambda m, F: m.linalg.matrix_norm(m.ones(2, 2, dtype=m.int32)),
     lambda m, F: m.norm(m.ones(3, dtype=m.int64)),
+    lambda m, F: m.arange(3.0).index_fill(0, m.tensor([-4]), 0.0),
+    lambda m, F: m.arange(3.0).index_fill(0, m.tensor([1], dtype=m.int32), 0.0),
+    lambda m, F: m.arange(3.0).index_copy(0, m.tensor([1], dtype=m.int32), m.ones(1)),
+    lambda m, F: m.ones(3).gather(0, m.tensor([3])),
+    lambda m, F: m.tensor(1.0).gather(0, m.tensor(1)),
+    lambda m, F: m.topk(m.tensor(1.5), 2),
 ]
 
 
@@ -424,3 +430,50 @@ def test_copies_that_move_nothing_are_still_copies(name, gen):
         assert_same(got, want)
         got.fill_(7)
         assert_same(x, t, msg="the input is unchanged")
+
+
+SHAPE_EDGE_VALUES = {
+    "topk of a 0-d tensor, k=0": lambda m: m.topk(m.tensor(1.5), 0),
+    "cat: a skipped empty 1-D tensor still promotes": lambda m: m.cat([m.ones(2, 2, dtype=m.int32), m.zeros(0)], -1),
+    "cat: bfloat16 and an empty float32": lambda m: m.cat([m.ones(2, 1, dtype=m.bfloat16), m.zeros(0)], 1),
+    "cat: only empty 1-D tensors, any dim": lambda m: m.cat([m.zeros(0), m.zeros(0, dtype=m.int64)], dim=3),
+    "movedim of a 0-d tensor": lambda m: m.movedim(m.tensor(1.5), 0, -1),
+    "index_fill wraps negative indices": lambda m: m.arange(6.).reshape(2, 3).index_fill(1, m.tensor([-1, 0]), 7.),
+    "gather of a 0-d input": lambda m: m.tensor(1.5).gather(0, m.tensor([0, 0])),
+    "gather with a 0-d index": lambda m: m.tensor([1.5, 2.5]).gather(0, m.tensor(1)),
+    "pad of bool with a value of 3": lambda m: m.nn.functional.pad(m.tensor([True, False]), [1, 1], value=3),
+}
+
+
+@pytest.mark.parametrize("name", list(SHAPE_EDGE_VALUES))
+def test_shape_edge_cases_match_torch(name):
+    """Each raised, gave a wrong dtype or an uninitialized index (topk) in flow."""
+    fn = SHAPE_EDGE_VALUES[name]
+    want, got = fn(torch), fn(flow)
+    if isinstance(want, tuple):
+        for w, g in zip(want, got):
+            assert_same(g, w)
+    else:
+        assert_same(got, want)
+
+
+def test_zero_dim_integer_tensor_indexes_as_an_int():
+    """x[tensor(1)] is x[1], a view (flow copied through index_select); mT of a 0-d is itself."""
+    x = flow.zeros(2, 3)
+    x[flow.tensor(1)].fill_(5.0)
+    assert x.tolist() == [[0, 0, 0], [5, 5, 5]]
+    with pytest.raises(IndexError, match="index 5 is out of bounds for dimension 0 with size 2"):
+        x[flow.tensor(5)]
+    assert flow.jit(lambda a, i: a[i])(x, flow.tensor(-1)).tolist() == [5, 5, 5]
+    assert flow.tensor(2.0).mT.item() == 2.0
+
+
+def test_repeat_interleave_with_tensor_repeats_under_jit():
+    """It raised an AttributeError; with output_size it is traced (as torch.compile needs it), and
+    without one it is a TraceError that says so."""
+    x, r = torch.arange(6.0).reshape(2, 3), torch.tensor([0, 2, 1])
+    got = flow.jit(lambda a, b: flow.repeat_interleave(a, b, dim=1, output_size=3))(to_flow(x), to_flow(r))
+    assert_same(got, torch.repeat_interleave(x, r, dim=1))
+    assert_same(flow.jit(lambda b: flow.repeat_interleave(b, output_size=3))(to_flow(r)), torch.repeat_interleave(r))
+    with pytest.raises(flow.TraceError, match="output_size"):
+        flow.jit(lambda b: flow.repeat_interleave(b))(to_flow(r))

@@ -754,7 +754,10 @@ def pad(input, pad, mode="constant", value=None):
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
         raise ValueError("Padding length must be divisible by 2 and at most twice the input rank")
     if mode == "constant":
-        return dispatch1("pad", [input], {"pads": pad, "value": builtins.float(0.0 if value is None else value)})
+        v = builtins.float(0.0 if value is None else value)
+        if isinstance(input, Tensor) and input.dtype is D.bool_:  # the value converted to bool, as torch's
+            v = builtins.float(v != 0)
+        return dispatch1("pad", [input], {"pads": pad, "value": v})
     if mode not in ("reflect", "replicate", "circular"):
         raise NotImplementedError(f"flow: pad mode '{mode}' is not supported")
     if value is not None and value != 0:
