@@ -31,6 +31,7 @@ from ._random import *  # noqa: F401,F403
 from ._sampling import *  # noqa: F401,F403
 from ._scatter import *  # noqa: F401,F403
 from ._math_more import *  # noqa: F401,F403
+from ._shape_more import *  # noqa: F401,F403
 from . import linalg  # noqa: F401,E402
 from ._tensor import Tensor  # noqa: F401
 from . import nn  # noqa: F401,E402

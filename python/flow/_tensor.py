@@ -64,8 +64,11 @@ def _normalize_dim(dim, ndim, what="dim"):
     return dim + ndim if dim < 0 and ndim > 0 else (0 if dim < 0 else dim)
 
 
-def _sizes_arg(sizes):
-    """Accepts f(2, 3) and f((2, 3)) / f([2, 3]) / f(flow.Size)."""
+def _sizes_arg(sizes, fn=None, name=None):
+    """Accepts f(2, 3) and f((2, 3)) / f([2, 3]) / f(flow.Size); with `fn`, no sizes at all is torch's
+    TypeError (an empty tuple is fine)."""
+    if fn is not None and not sizes:
+        raise TypeError(f'{fn}() missing 1 required positional arguments: "{name}"')
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = sizes[0]
     return [operator.index(s) for s in sizes]
@@ -483,7 +486,7 @@ class Tensor:
         return self._vop("as_strided", attrs)
 
     def permute(self, *dims):
-        return self._vop("permute", {"dims": _sizes_arg(dims)})
+        return self._vop("permute", {"dims": _sizes_arg(dims, "permute", "dims")})
 
     def transpose(self, dim0, dim1):
         n = self.ndim
@@ -538,7 +541,7 @@ class Tensor:
     moveaxis = movedim
 
     def expand(self, *sizes):
-        sizes = _sizes_arg(sizes)
+        sizes = _sizes_arg(sizes, "expand", "size")
         old = list(self.shape)
         # torch's checks and messages (from the last dim; the op table checks from the first)
         if len(sizes) < len(old):
@@ -597,7 +600,7 @@ class Tensor:
         return self.view(list(other.shape))
 
     def reshape(self, *sizes):
-        return self._vop("reshape", {"shape": _sizes_arg(sizes)})
+        return self._vop("reshape", {"shape": _sizes_arg(sizes, "reshape", "shape")})
 
     def reshape_as(self, other):
         return self.reshape(list(other.shape))
@@ -731,7 +734,7 @@ class Tensor:
         return self._vop("select", {"dim": d, "index": index})
 
     def repeat(self, *sizes):
-        reps = _sizes_arg(sizes)
+        reps = _sizes_arg(sizes, "repeat", "repeats")
         s = list(self.shape)
         if len(reps) < len(s):
             raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of "
