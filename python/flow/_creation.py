@@ -94,7 +94,22 @@ def _from_array(arr, dtype):
     return Tensor._wrap(_C.Tensor.from_numpy(np.asarray(arr)))
 
 
-def _check_fits(arr, dtype):
+_C_TYPE_NAMES = {"uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int", "int64": "int64_t"}
+
+
+def check_fill_value(value, dtype):
+    """torch's check of a fill value (masked_fill, index_fill, fill_: a number or a concrete 0-dim
+    tensor's) against an integer dtype, with its message naming the C type ("uint8_t")."""
+    if isinstance(value, Tensor):
+        if value._c is None:  # traced: no value to check
+            return
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return
+    _check_fits(np.asarray([value]), dtype, _C_TYPE_NAMES.get(dtype.name, dtype.name))
+
+
+def _check_fits(arr, dtype, type_name=None):
     """torch's checked conversion of Python numbers to an integer dtype: "value cannot be converted
     to type uint8 without overflow". Integers must lie in the type's range (an unsigned type also
     takes negatives down to -max, which wrap); floats in [min, max + 1), truncating into range."""
@@ -107,7 +122,7 @@ def _check_fits(arr, dtype):
     else:
         bad = int(lo) < (-info.max if info.min == 0 else info.min) or int(hi) > info.max
     if bad:
-        raise RuntimeError(f"value cannot be converted to type {dtype.name} without overflow")
+        raise RuntimeError(f"value cannot be converted to type {type_name or dtype.name} without overflow")
 
 
 def _torch_to_flow(t, dtype):

@@ -16,7 +16,7 @@ from . import _dtype as D
 from . import _ops as F
 from ._errors import trace_error
 from ._math import broadcast_shapes
-from ._ops import _tensor_arg
+from ._ops import _normalize_dim, _tensor_arg
 from ._tensor import Tensor
 
 
@@ -72,7 +72,7 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
         vals, inverse, counts = np.unique(arr.reshape(-1), return_inverse=True, return_counts=True, equal_nan=False)
         inverse = inverse.reshape(x.shape)
     else:
-        d = dim % builtins.max(x.ndim, 1)
+        d = _normalize_dim(dim, x.ndim)
         vals, inverse, counts = np.unique(arr, return_inverse=True, return_counts=True, axis=d, equal_nan=False)
         inverse = inverse.reshape(-1)
     out = _on(x, vals.astype(arr.dtype), dtype=x.dtype)

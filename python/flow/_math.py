@@ -357,9 +357,9 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
     """The diagonal of the (dim1, dim2) planes as the last dim: a view of a concrete tensor (through
     its strides, as torch's), a gather when traced."""
     x = _tensor_arg("diagonal", input, "input", 1)
-    if x.ndim < 2:
+    d1, d2 = _normalize_dim(dim1, x.ndim), _normalize_dim(dim2, x.ndim)  # (torch's order: dims first)
+    if x.ndim < 2 and d1 != d2:
         raise RuntimeError(f"diagonal dimensions requested ({dim1}, {dim2}) with a tensor of {x.ndim} dims")
-    d1, d2 = _normalize_dim(dim1, x.ndim), _normalize_dim(dim2, x.ndim)
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
     n1, n2 = x.shape[d1], x.shape[d2]

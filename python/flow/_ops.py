@@ -537,15 +537,19 @@ def masked_fill(input, mask, value):
     if m.dtype is not D.bool_:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
                            f"{_c10_name(m.dtype)}")
+    from ._creation import check_fill_value
+
     if isinstance(value, Tensor):
         if value.ndim != 0:
             raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                                f"{value.ndim} dimension(s).")
+        check_fill_value(value, x.dtype)
         v = value if value.dtype is x.dtype else _cast(value, x.dtype)
     else:
         s = _scalar(value)
         if s is None:
             raise TypeError(f"masked_fill(): argument 'value' must be Number, not {_type_name(value)}")
+        check_fill_value(s, x.dtype)
         v = (builtins.bool(s) if x.dtype is D.bool_ else
              s if x.dtype.is_floating_point else builtins.int(s) if not (isinstance(s, builtins.float) and s != s)
              else s)

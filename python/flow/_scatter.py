@@ -27,6 +27,7 @@ from . import _dtype as D
 from ._dispatch import current_trace, dispatch1
 from ._errors import trace_error
 from . import _ops as F
+from ._creation import check_fill_value
 from ._ops import _normalize_dim, _tensor_arg, _type_name
 from ._indexing import _host_checks_indices, _wrap_index
 from ._tensor import Tensor, _inplace_method, _method
@@ -114,7 +115,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True, out=Non
 
 def _scatter_mean(x, d, ix, s, include_self):
     if x.dtype is D.bool_:
-        raise RuntimeError("\"scatter_gather_tensor_cpu_reduce_mean\" not implemented for 'Bool'")
+        raise NotImplementedError("\"scatter_gather_tensor_cpu_reduce_mean\" not implemented for 'Bool'")
     if s.dtype is not x.dtype:
         raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
     work = D.float32 if x.dtype in _HALF else x.dtype
@@ -209,8 +210,10 @@ def index_fill(input, dim, index, value):
         if value.ndim != 0:
             raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                                f"{value.ndim} dimension(s).")
+        check_fill_value(value, x.dtype)
         fill = value.to(x.dtype)
     else:
+        check_fill_value(value, x.dtype)
         fill = value
     ix = _vector_index("index_fill_", x, d, index, None)
     if isinstance(index, Tensor) and index.dtype is not D.int64:
@@ -224,6 +227,12 @@ def index_fill(input, dim, index, value):
     src = fill.expand(shape).contiguous() if isinstance(fill, Tensor) else _full(shape, fill, x)
     r = _scatter_op(xs, d, _along(ix, d, shape), src)
     return r.reshape([]) if x.ndim == 0 else r
+
+
+def check_index_put_dtypes(x, v):
+    if v.dtype is not x.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{x.dtype._torch_short} for the destination and {v.dtype._torch_short} for the source.")
 
 
 def index_put(input, indices, values, accumulate=False):
@@ -259,6 +268,7 @@ def index_put(input, indices, values, accumulate=False):
     from ._math import broadcast_shapes
 
     v = _tensor_arg("index_put", values, "values", 3)
+    check_index_put_dtypes(x, v)
     if not idx:  # x[()] = values: the whole tensor
         v = v.to(x.dtype).expand(list(x.shape))
         return x + v if accumulate else v.clone()

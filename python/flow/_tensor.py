@@ -575,7 +575,11 @@ class Tensor:
         if dim is None:
             dims = set(range(n))
         elif isinstance(dim, (tuple, list)):
-            dims = {_normalize_dim(d, n) for d in dim}
+            listed = [_normalize_dim(d, n) for d in dim]
+            dims = set(listed)
+            if len(dims) != len(listed):
+                dup = next(d for d in listed if listed.count(d) > 1)
+                raise RuntimeError(f"dim {dup} appears multiple times in the list of dims")
         else:
             dims = {_normalize_dim(dim, n)}
         keep = [s[i] for i in range(n) if not (i in dims and s[i] == 1)]
@@ -607,9 +611,9 @@ class Tensor:
 
     def flatten(self, start_dim=0, end_dim=-1):
         n = self.ndim
+        a, b = _normalize_dim(start_dim, n), _normalize_dim(end_dim, n)
         if n == 0:
             return self.reshape(1)
-        a, b = _normalize_dim(start_dim, n), _normalize_dim(end_dim, n)
         if a > b:
             raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
         s = list(self.shape)
@@ -812,7 +816,13 @@ class Tensor:
             raise trace_error("Tensor.__setitem__() (indexed assignment)",
                               "in-place writes into a traced tensor are not supported; build the value with "
                               "flow.where / flow.cat instead")
-        npindex = _indexing._numpy_index(_indexing._index_tuple(index), self.ndim)
+        index = _indexing._index_tuple(index)
+        npindex = _indexing._numpy_index(index, self.ndim)
+        if npindex[1] is not None and isinstance(value, Tensor) and value.dtype is not self.dtype and not (
+                value.ndim == 0 and len(index) == 1 and isinstance(index[0], Tensor) and index[0].dtype is D.bool_):
+            from ._scatter import check_index_put_dtypes  # torch's index_put_ (a 0-d value by one mask: a fill)
+
+            check_index_put_dtypes(self, value)
         if self._c.device != "cpu":
             self._device_write("Tensor.__setitem__()", value, npindex)
             return
@@ -960,6 +970,9 @@ class Tensor:
                                    f"{value.ndim} dimensions.")
             if value._c is not None and self._c is not None:
                 value = value.item()
+        from ._creation import check_fill_value
+
+        check_fill_value(value, self.dtype)
         if self._c is not None and self._c.device != "cpu" and current_trace() is None:
             self._device_write("Tensor.fill_()", value)
             return self

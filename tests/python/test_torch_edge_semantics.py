@@ -298,6 +298,20 @@ ARGUMENT_CHECKS = [
     lambda m, F: m.ones(3).gather(0, m.tensor([3])),
     lambda m, F: m.tensor(1.0).gather(0, m.tensor(1)),
     lambda m, F: m.topk(m.tensor(1.5), 2),
+    lambda m, F: m.ones(1, 2).squeeze((0, 0)),
+    lambda m, F: m.flatten(m.tensor(1), 0, 1),
+    lambda m, F: m.zeros(3, dtype=m.uint8).masked_fill(m.ones(3, dtype=m.bool), 300),
+    lambda m, F: m.zeros(3, dtype=m.uint8).masked_fill(m.ones(3, dtype=m.bool), m.tensor(300)),
+    lambda m, F: m.zeros(3, dtype=m.int32).masked_fill(m.ones(3, dtype=m.bool), float("-inf")),
+    lambda m, F: m.zeros(3, dtype=m.int8).masked_fill(m.ones(3, dtype=m.bool), float("nan")),
+    lambda m, F: m.zeros(3, dtype=m.uint8).index_fill(0, m.tensor([0]), m.tensor(-256)),
+    lambda m, F: m.zeros(3, dtype=m.int8).fill_(300),
+    lambda m, F: m.zeros(3).index_put((m.tensor([0]),), m.tensor([1], dtype=m.int32)),
+    lambda m, F: m.zeros(3).__setitem__(m.tensor([0, 1]), m.tensor(1)),
+    lambda m, F: m.zeros(3, dtype=m.float16).__setitem__((m.tensor([0]),), m.ones(1)),
+    lambda m, F: m.tensor(1.0).diagonal(),
+    lambda m, F: m.zeros(0, 2, 3).unique(dim=-4),
+    lambda m, F: m.zeros(3, dtype=m.bool).scatter_reduce(0, m.tensor([0]), m.ones(1, dtype=m.bool), "mean"),
 ]
 
 
@@ -306,6 +320,22 @@ def test_argument_checks_match_torch(case):
     """Each was accepted (a result, or a hang building index tables) or failed with an internal error."""
     fn = ARGUMENT_CHECKS[case]
     same_error(lambda: fn(torch, TF), lambda: fn(flow, FF))
+
+
+def test_fill_values_torch_accepts_still_work():
+    """Negative values down to -max fit an unsigned type (they wrap), floats truncate, a 0-d value by
+    a mask converts (masked_fill), as torch's."""
+    for m in (torch, flow):
+        mask = m.ones(3, dtype=m.bool)
+        got = [m.zeros(3, dtype=m.uint8).masked_fill(mask, m.tensor(-1)).tolist(),
+               m.zeros(3, dtype=m.int8).masked_fill(mask, 2.7).tolist(),
+               m.zeros(3, dtype=m.uint8).index_fill(0, m.tensor([1]), -255).tolist()]
+        x = m.zeros(3)
+        x[m.tensor([True, False, True])] = m.tensor(2)
+        got.append(x.tolist())
+        if m is torch:
+            want = got
+    assert got == want
 
 
 def test_arguments_torch_accepts_still_work(gen):
