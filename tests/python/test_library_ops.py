@@ -165,3 +165,20 @@ def test_fused_conv_epilogue_is_one_library_call(gen, monkeypatch):
     (out,) = exe.run([to_flow(t)._c for t in (tx, tw, tb, tr)])
     expected = torch.relu(TF.conv2d(tx, tw, padding=1) + tb + tr)
     close(flow.Tensor._wrap(out), expected, "fused conv epilogue")
+
+
+@pytest.mark.parametrize("jit_first", [False, True])
+@pytest.mark.parametrize("conv", ["conv1d", "conv2d"])
+def test_one_output_channel_1x1_convolution_eager_and_jit_in_one_process(gen, conv, jit_first):
+    """A 1x1 convolution with one output channel, eager (NCHW destination) and under flow.jit (NHWC)
+    on the same shapes: oneDNN's own primitive cache handed the second a primitive of the first's
+    implementation, which read the weights laid out for its own as the other's, so it used input
+    channel 0 alone (found by a helper's fuzzing). oneDNN's cache is off; flow's keys are exact."""
+    spatial = (3,) if conv == "conv1d" else (3, 2)
+    x = torch.randn((2, 5) + spatial, generator=gen)
+    w = torch.randn((1, 5) + (1,) * len(spatial), generator=gen)
+    want = getattr(TF, conv)(x, w)
+    eager = lambda a, b: getattr(flow.nn.functional, conv)(a, b)  # noqa: E731
+    jitted = flow.jit(eager)
+    for f in ([jitted, eager] if jit_first else [eager, jitted]) * 2:
+        torch.testing.assert_close(to_torch(f(to_flow(x), to_flow(w))), want, rtol=1e-5, atol=1e-5)
