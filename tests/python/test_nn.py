@@ -3,6 +3,7 @@ state_dict (keys, order and shapes must match) and run on the same random input,
 @flow.jit; the functional ops (pooling, interpolate, pad, attention, losses); Module bookkeeping
 (state_dict / load_state_dict, hooks, apply, train/eval, containers); nn.init's fan and gain rules.
 """
+import itertools
 import math
 
 import numpy as np
@@ -450,6 +451,24 @@ def test_interpolate(gen, kw, shape):
     expected = TF.interpolate(x, **kw)
     close(F.interpolate(to_flow(x), **kw), expected, 1e-5, 1e-5)
     close(flow.jit(lambda t: F.interpolate(t, **kw))(to_flow(x)), expected, 1e-5, 1e-5, "jit")
+
+
+@pytest.mark.parametrize("mode,shape", [("nearest", (1, 2, 5)), ("nearest", (1, 2, 3, 8)), ("nearest", (1, 1, 2, 3, 4)),
+                                        ("linear", (1, 2, 4)), ("bilinear", (1, 2, 3, 2)), ("trilinear", (1, 1, 2, 3, 4)),
+                                        ("bicubic", (1, 1, 3, 5))])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_interpolate_by_scale_factors_keeping_or_doubling_a_size(gen, mode, shape, dtype):
+    """torch copies an axis whose size the scale factor keeps (linear modes; 1-d and 2-d nearest,
+    which also shift an axis it doubles) whatever the factor, where flow resampled it by 1 / factor;
+    3-d nearest and bicubic use the factor. float64 resizes compute in float64, as torch's (flow's
+    weights were float32: 3e-7 off)."""
+    x = make(shape, dtype, gen)
+    tol = 1e-12 if dtype == torch.float64 else 1e-5
+    for sf in itertools.product([1.0, 1.25, 0.5, 2.0, 2.3], repeat=len(shape) - 2):
+        kw = {"scale_factor": sf, "mode": mode}
+        expected = TF.interpolate(x, **kw)
+        close(F.interpolate(to_flow(x), **kw), expected, tol, tol, f"{sf}")
+        close(flow.jit(lambda t: F.interpolate(t, **kw))(to_flow(x)), expected, tol, tol, f"jit {sf}")
 
 
 @pytest.mark.parametrize("sizes", [((256, 256), (224, 224)), ((224, 300), (256, 199))], ids=str)

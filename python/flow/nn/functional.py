@@ -802,7 +802,11 @@ def pad(input, pad, mode="constant", value=None):
     return x
 
 
-def _source_index_nearest(out, inp, scale, exact):
+def _source_index_nearest(out, inp, scale, exact, shortcuts=True):
+    # torch's nearest_idx (its 1-d and 2-d kernels; not 3-d): an axis that keeps its size is copied,
+    # one that doubles is shifted, whatever the scale
+    if not exact and shortcuts and out in (inp, 2 * inp):
+        return np.arange(out, dtype=np.int64) // (out // inp)
     o = np.arange(out, dtype=np.float64)
     s = (inp / out) if scale is None else 1.0 / scale
     if exact:
@@ -812,11 +816,11 @@ def _source_index_nearest(out, inp, scale, exact):
     return np.minimum(src.astype(np.int64), inp - 1)
 
 
-def _linear_weights(out, inp, scale, align_corners):
+def _linear_weights(out, inp, scale, align_corners, f32=np.float32):
     """torch's (area_pixel_compute_source_index) low/high indices and the high weight, one axis."""
     # In float32 operation by operation, as torch's kernels (opmath float): a float64 ratio moves the
-    # source coordinate of pixel 255 by ~1e-5, which the weights then show.
-    f32 = np.float32
+    # source coordinate of pixel 255 by ~1e-5, which the weights then show. A float64 input computes
+    # in float64 (f32 is then np.float64), as torch's opmath type for double.
     o = np.arange(out).astype(f32)
     if align_corners:
         s = f32(inp - 1) / f32(out - 1) if out > 1 else f32(0)
@@ -830,40 +834,38 @@ def _linear_weights(out, inp, scale, align_corners):
     return lo, hi, w
 
 
-def _ratio(out, inp, scale, align_corners):
-    """torch's area_pixel_compute_scale in float32: input pixels per output pixel."""
-    f32 = np.float32
+def _ratio(out, inp, scale, align_corners, f32=np.float32):
+    """torch's area_pixel_compute_scale in float32 (float64 for a float64 input): input pixels per
+    output pixel."""
     if align_corners:
         return f32(inp - 1) / f32(out - 1) if out > 1 else f32(0)
     return f32(inp) / f32(out) if scale is None else f32(1.0 / scale)
 
 
-def _cubic_near(x, a):
+def _cubic_near(x, a, f32=np.float32):
     """Keys' cubic convolution kernel for 0 <= x <= 1 (torch's cubic_convolution1), in float32."""
-    f32 = np.float32
     return ((a + f32(2)) * x - (a + f32(3))) * x * x + f32(1)
 
 
-def _cubic_far(x, a):
+def _cubic_far(x, a, f32=np.float32):
     """Keys' cubic convolution kernel for 1 < x < 2 (torch's cubic_convolution2), in float32."""
-    f32 = np.float32
     return ((a * x - f32(5) * a) * x + f32(8) * a) * x - f32(4) * a
 
 
-def _cubic_taps(out, inp, scale, align_corners):
+def _cubic_taps(out, inp, scale, align_corners, f32=np.float32):
     """Bicubic (Keys, A = -0.75) source indices and weights of one axis, 4 taps, as torch's
-    compute_indices_weights_cubic in float32: indices clamped to the image (edge replication)."""
-    f32 = np.float32
+    compute_indices_weights_cubic in float32 (float64 for a float64 input): indices clamped to the
+    image (edge replication)."""
     o = np.arange(out)
-    s = _ratio(out, inp, scale, align_corners)
+    s = _ratio(out, inp, scale, align_corners, f32)
     # Not clamped at 0 for cubic. torch's kernel rounds (o + 0.5) * s - 0.5 once (a fused
     # multiply-add, measured against its weights: rounding twice moved the weights by up to 1e-5).
     src = o.astype(f32) * s if align_corners else ((o + 0.5) * np.float64(s) - 0.5).astype(f32)
     idx = np.minimum(np.floor(src).astype(np.int64), inp - 1)
     t = np.clip(src - idx.astype(f32), f32(0), f32(1))
     a = f32(-0.75)
-    weights = [_cubic_far(t + f32(1), a), _cubic_near(t, a), _cubic_near(f32(1) - t, a),
-               _cubic_far(f32(1) - t + f32(1), a)]
+    weights = [_cubic_far(t + f32(1), a, f32), _cubic_near(t, a, f32), _cubic_near(f32(1) - t, a, f32),
+               _cubic_far(f32(1) - t + f32(1), a, f32)]
     return [np.clip(idx - 1 + j, 0, inp - 1) for j in range(4)], weights
 
 
@@ -952,13 +954,14 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                              "linear | bilinear | bicubic | trilinear")
         x = input
         for i in range(nsp):
-            idx = _source_index_nearest(out_sizes[i], in_sizes[i], scales[i], mode == "nearest-exact")
+            idx = _source_index_nearest(out_sizes[i], in_sizes[i], scales[i], mode == "nearest-exact", nsp < 3)
             x = _index_select(x, 2 + i, idx)
         return x
     if mode == "bicubic" or antialias:
         if not input.dtype.is_floating_point:
             raise NotImplementedError(f"flow: interpolate mode '{mode}' takes floating-point input")
         half = input.dtype in (D.float16, D.bfloat16)
+        ft = np.float64 if input.dtype is D.float64 else np.float32  # torch's opmath type
         x = input.float() if half else input
         for i in reversed(range(nsp)):  # the innermost axis first, as torch's kernels
             if antialias and out_sizes[i] == in_sizes[i]:
@@ -968,7 +971,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                                                mode == "bicubic")
                 x = _resample_axis(x, 2 + i, ix, w, valid)
             else:
-                ix, w = _cubic_taps(out_sizes[i], in_sizes[i], scales[i], bool(align_corners))
+                ix, w = _cubic_taps(out_sizes[i], in_sizes[i], scales[i], bool(align_corners), ft)
                 x = _resample_axis(x, 2 + i, ix, w)
         return x.to(input.dtype) if half else x
     if mode in linear_modes:
@@ -982,12 +985,15 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         half = input.dtype in (D.float16, D.bfloat16) or not input.dtype.is_floating_point
         x = input.float() if half else input
         for i in reversed(range(nsp)):  # innermost axis first, as torch's kernels: w0 * a + w1 * b
-            lo, hi, w = _linear_weights(out_sizes[i], in_sizes[i], scales[i], bool(align_corners))
+            if out_sizes[i] == in_sizes[i]:  # copied, whatever the scale (compute_source_index_and_lambda)
+                continue
+            ft = np.float64 if input.dtype is D.float64 else np.float32  # torch's opmath type
+            lo, hi, w = _linear_weights(out_sizes[i], in_sizes[i], scales[i], bool(align_corners), ft)
             dim = 2 + i
             shape = [1] * x.ndim
             shape[dim] = out_sizes[i]
             w1 = _const(w.reshape(shape), x)
-            w0 = _const((np.float32(1) - w).reshape(shape), x)
+            w0 = _const((ft(1) - w).reshape(shape), x)
             x = _index_select(x, dim, lo) * w0 + _index_select(x, dim, hi) * w1
         if not input.dtype.is_floating_point:  # (a weighted mean stays in the inputs' range)
             x = x.round()
