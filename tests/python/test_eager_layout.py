@@ -22,7 +22,7 @@ def twin(t, device):
     order = sorted(range(t.ndim), key=lambda d: -t.stride(d))  # outermost first
     dense = flow.as_tensor(t.permute(order).contiguous()).to(device)
     inverse = [order.index(d) for d in range(t.ndim)]
-    f = dense.permute(*inverse)
+    f = dense.permute(inverse)
     assert f.stride() == t.stride()
     return f
 
