@@ -22,9 +22,7 @@ std::vector<int> softmax_decompose(const std::string& op, bool log, Graph& g, co
   const bool convert = attr_find(attrs, "dtype") != nullptr;
   const DType t = convert ? attr_dtype(attrs, "dtype", op) : xt.dtype;
   // Validate everything before adding a node: a failed add_op leaves the graph unchanged.
-  if (!is_floating(t)) {
-    throw OpError(OpError::Kind::Value, "\"" + op + "\" not implemented for '" + torch_dtype_name(t) + "'");
-  }
+  if (!is_floating(t)) not_implemented_for(op, t);
   if (convert) x = g.add("cast", {x}, {{"dtype", std::string(dtype_name(t))}});
   if (!xt.shape.empty() && xt.shape[dim] == 0) return {x};
   if (is_half(t)) x = g.add("cast", {x}, {{"dtype", std::string("float32")}});

@@ -54,10 +54,7 @@ int scalar(Graph& g, double v) {
 }
 
 void need_floating(const std::string& op, DType t) {
-  if (!is_floating(t)) {
-    throw OpError(OpError::Kind::Value,
-                  "\"" + op + "\" not implemented for '" + std::string(torch_dtype_name(t)) + "'");
-  }
+  if (!is_floating(t)) not_implemented_for(op, t);
 }
 
 // The optional operands after x (and after `skip` leading required ones): weight and bias.

@@ -32,9 +32,9 @@ void register_builtin(OpDef def);
 // "Float", "Double".
 const char* torch_dtype_name(DType t);
 
-// torch's dtype refusal: OpError(Value) "\"exp\" not implemented for 'Long'".
+// torch's dtype refusal, a NotImplementedError as torch's: "\"exp\" not implemented for 'Long'".
 [[noreturn]] inline void not_implemented_for(const std::string& op, DType t) {
-  throw OpError(OpError::Kind::Value, "\"" + op + "\" not implemented for '" + torch_dtype_name(t) + "'");
+  throw OpError(OpError::Kind::NotImplemented, "\"" + op + "\" not implemented for '" + torch_dtype_name(t) + "'");
 }
 
 // Wraps a possibly negative dim into [0, ndim); a 0-dim tensor accepts -1 and 0 as torch does.

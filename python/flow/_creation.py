@@ -343,14 +343,14 @@ def normal_draw(shape, dtype, device, generator, fn):
 def rand(*size, dtype=None, device=None, generator=None, requires_grad=False):
     dt = _creation_dtype(dtype)
     if not dt.is_floating_point:
-        raise RuntimeError(f'"check_uniform_bounds" not implemented for \'{dt._torch_short}\'')
+        raise NotImplementedError(f'"check_uniform_bounds" not implemented for \'{dt._torch_short}\'')
     return uniform_draw(_shape(size, "rand"), dt, device, generator, "rand")
 
 
 def randn(*size, dtype=None, device=None, generator=None, requires_grad=False):
     dt = _creation_dtype(dtype)
     if not dt.is_floating_point:
-        raise RuntimeError(f'"normal_kernel_cpu" not implemented for \'{dt._torch_short}\'')
+        raise NotImplementedError(f'"normal_kernel_cpu" not implemented for \'{dt._torch_short}\'')
     return normal_draw(_shape(size, "randn"), dt, device, generator, "randn")
 
 

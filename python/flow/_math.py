@@ -72,9 +72,9 @@ def _in_opmath(dtype, fn, *args):
 
 def _float_only(fn, x):
     """torch's refusal of an integer or bool input, as the core's (dsl/ops/op_util.h
-    not_implemented_for, RuntimeError): '"frac_cpu" not implemented for 'Long''."""
+    not_implemented_for, NotImplementedError): '"frac_cpu" not implemented for 'Long''."""
     if not x.dtype.is_floating_point:
-        raise RuntimeError(f'"{fn}" not implemented for \'{x.dtype._torch_short}\'')
+        raise NotImplementedError(f'"{fn}" not implemented for \'{x.dtype._torch_short}\'')
 
 
 # The functions below written as several flow ops run as one compiled kernel eagerly (fused_in_eager,

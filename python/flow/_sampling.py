@@ -59,7 +59,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
         raise TypeError("normal() received an invalid combination of arguments: give tensor mean/std, or a size")
     if isinstance(std, Tensor):
         if not std.dtype.is_floating_point:
-            raise RuntimeError(f'"normal" not implemented for \'{std.dtype._torch_short}\'')
+            raise NotImplementedError(f'"normal" not implemented for \'{std.dtype._torch_short}\'')
         if current_trace() is None and std.numel() and (std < 0).any().item():
             raise RuntimeError("normal expects all elements of std >= 0.0")
     elif std < 0:
@@ -71,7 +71,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
 def bernoulli(input, p=None, *, generator=None, out=None):
     """torch.bernoulli: 1 with probability ``input`` (or ``p``), else 0, in input's dtype."""
     if not input.dtype.is_floating_point and p is None:
-        raise RuntimeError(f'"bernoulli_tensor_cpu_p_" not implemented for \'{input.dtype._torch_short}\'')
+        raise NotImplementedError(f'"bernoulli_tensor_cpu_p_" not implemented for \'{input.dtype._torch_short}\'')
     prob = input if p is None else p
     if isinstance(prob, Tensor) and current_trace() is None and prob.numel() and \
             ((prob < 0) | (prob > 1)).any().item():
@@ -129,7 +129,7 @@ def _multinomial_gumbel(input, num_samples, replacement, generator):
 def _float_fill(name, self):
     """torch's refusal of an in-place float fill of an integer tensor (RuntimeError, as the core's)."""
     if not self.dtype.is_floating_point:
-        raise RuntimeError(f'"{name}" not implemented for \'{self.dtype._torch_short}\'')
+        raise NotImplementedError(f'"{name}" not implemented for \'{self.dtype._torch_short}\'')
 
 
 def _u(self, generator, fn):

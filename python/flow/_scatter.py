@@ -371,7 +371,7 @@ def histc(input, bins=100, min=0, max=0, *, out=None):
     elements outside, and NaN, are not counted; max falls in the last bin."""
     x = _tensor_arg("histc", input, "input", 1)
     if not x.dtype.is_floating_point:
-        raise RuntimeError(f"\"histogram_cpu\" not implemented for '{x.dtype._torch_short}'")
+        raise NotImplementedError(f"\"histogram_cpu\" not implemented for '{x.dtype._torch_short}'")
     if bins <= 0:
         raise RuntimeError("torch.histogramdd: expected bins > 0")
     lo, hi = builtins.float(min), builtins.float(max)

@@ -4,6 +4,7 @@ in take_along_dim, type promotion of addcmul, reductions over no dims, integer d
 class targets out of range, argument checks, sizes that overflow, and a failed host allocation.
 Each case compares with torch on fresh random inputs (values) or with torch's exception and message."""
 import itertools
+import math
 
 import pytest
 import torch
@@ -507,3 +508,55 @@ def test_repeat_interleave_with_tensor_repeats_under_jit():
     assert_same(flow.jit(lambda b: flow.repeat_interleave(b, output_size=3))(to_flow(r)), torch.repeat_interleave(r))
     with pytest.raises(flow.TraceError, match="output_size"):
         flow.jit(lambda b: flow.repeat_interleave(b))(to_flow(r))
+
+
+@pytest.mark.parametrize("fn", ["elu", "selu", "celu", "gelu", "silu", "mish", "softplus", "leaky_relu", "hardswish",
+                                "logsigmoid", "softmax", "log_softmax", "layer_norm"])
+def test_integer_inputs_torch_does_not_implement_raise_notimplementederror(fn):
+    """torch's dtype refusals ("... not implemented for 'Long'") are NotImplementedErrors; flow's were
+    RuntimeErrors (code catching NotImplementedError missed them)."""
+    def call(m, F):
+        x = m.tensor([1, 2])
+        return F.layer_norm(x, [2]) if fn == "layer_norm" else getattr(F, fn)(x, 0) if "softmax" in fn else \
+            getattr(F, fn)(x)
+    for m, F in ((torch, TF), (flow, FF)):
+        with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+            call(m, F)
+
+
+def test_attention_rows_a_mask_hides_entirely_are_zero(gen):
+    """torch's attention softmax gives a row whose every key is masked zeros (flow gave NaN), and
+    so MultiheadAttention without weights and the encoder layer with masks, on torch's general path
+    (its inference fast path, taken under no_grad, gives NaN there: flow follows the general one)."""
+    q, k, v = (torch.randn(2, 3, 4, 8, generator=gen) for _ in range(3))
+    bool_mask = torch.rand(4, 4, generator=gen) > 0.5
+    bool_mask[1] = False
+    float_mask = torch.zeros(4, 4).masked_fill(~bool_mask, float("-inf"))
+    for mask in (bool_mask, float_mask):
+        want = TF.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        assert want[:, :, 1].abs().max() == 0
+        for f in (FF.scaled_dot_product_attention, flow.jit(FF.scaled_dot_product_attention)):
+            assert_same(f(to_flow(q), to_flow(k), to_flow(v), attn_mask=to_flow(mask)), want, rtol=1e-5, atol=1e-6)
+    torch.manual_seed(0)
+    tlayer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True).eval()
+    flayer = flow.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True).eval()
+    flayer.load_state_dict({n: to_flow(p) for n, p in tlayer.state_dict().items()})
+    x = torch.randn(2, 5, 8, generator=gen)
+    src_mask = torch.zeros(5, 5, dtype=torch.bool)
+    src_mask[2] = True  # position 2 attends to nothing
+    want = tlayer(x, src_mask=src_mask).detach()  # (with autograd on: torch's general path)
+    assert_same(flayer(to_flow(x), src_mask=to_flow(src_mask)), want, rtol=1e-4, atol=1e-5)
+
+
+def test_losses_and_norm_modules_at_the_edges(gen):
+    """cross_entropy's mean over no elements with probability targets is NaN (0 / 0), as torch's
+    (flow gave 0); InstanceNorm never counts batches, and momentum=None leaves its running stats."""
+    assert torch.isnan(TF.cross_entropy(torch.randn(0, 3), torch.rand(0, 3)))
+    assert math.isnan(FF.cross_entropy(flow.randn(0, 3), flow.rand(0, 3)).item())
+    x = torch.randn(2, 3, 4, 4, generator=gen)
+    for momentum in (None, 0.3):
+        t = torch.nn.InstanceNorm2d(3, track_running_stats=True, momentum=momentum).train()
+        f = flow.nn.InstanceNorm2d(3, track_running_stats=True, momentum=momentum).train()
+        assert_same(f(to_flow(x)), t(x), rtol=1e-5, atol=1e-5)
+        for name, buf in t.state_dict().items():
+            assert_same(f.state_dict()[name], buf, rtol=1e-6, atol=1e-6, msg=name)

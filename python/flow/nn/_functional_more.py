@@ -46,7 +46,7 @@ def _in_dtype(value, dtype):
 def _float_input(fn, x):
     F._check_tensor(fn, x)
     if not x.dtype.is_floating_point:
-        raise RuntimeError(f'"{fn}" not implemented for \'{x.dtype._torch_short}\'')
+        raise NotImplementedError(f'"{fn}" not implemented for \'{x.dtype._torch_short}\'')
     return x
 
 

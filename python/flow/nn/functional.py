@@ -1032,6 +1032,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     elif attn_mask is not None:
         scores = _apply_mask(scores, attn_mask)
     attn = softmax(scores, -1)
+    if attn_mask is not None:  # torch's safe softmax: a row the mask hides entirely attends to nothing (0)
+        hidden = _ops.all(_ops.eq(scores, -math.inf), -1, keepdim=True)
+        attn = _ops.where(hidden, 0.0, attn)
     if dropout_p > 0.0:  # torch applies it whenever given (no training flag here)
         attn = dropout(attn, dropout_p, training=True)
     return dispatch1("matmul", [attn, value])
@@ -1153,7 +1156,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
             for i, s in enumerate(input.shape):
                 if i != cdim:
                     n *= s
-            return _ops.sum(loss) / builtins.float(builtins.max(n, 1))
+            return _ops.sum(loss) / builtins.float(n)  # (no elements: 0 / 0, NaN, as torch's)
         return _reduce_loss(loss, reduction, "cross_entropy")
     nll = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
     if label_smoothing <= 0:  # torch ignores a negative amount

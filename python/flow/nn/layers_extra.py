@@ -9,7 +9,6 @@ import numbers
 
 from .. import _creation
 from .. import _dtype as D
-from .._dispatch import current_trace
 from . import functional as F
 from . import init
 from .layers import ConvTranspose2d, Upsample, _BatchNorm, _empty
@@ -58,11 +57,11 @@ class _InstanceNorm(Module):
         if x.shape[1] != self.num_features and self.affine:
             raise ValueError(f"expected input's size at dim=1 to match num_features ({self.num_features}), but got: "
                              f"{x.shape[1]}.")
-        if self.training and self.track_running_stats and current_trace() is None:
-            self.num_batches_tracked.fill_(int(self.num_batches_tracked.item()) + 1)
+        # (torch's InstanceNorm never counts batches, and momentum=None leaves the running stats as
+        # they are: its forward passes 0.0)
         use_input_stats = self.training or not self.track_running_stats
         y = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias, use_input_stats,
-                            self.momentum if self.momentum is not None else 0.1, self.eps)
+                            self.momentum if self.momentum is not None else 0.0, self.eps)
         return y.squeeze(0) if unbatched else y
 
     def extra_repr(self):
