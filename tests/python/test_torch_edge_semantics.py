@@ -313,6 +313,16 @@ ARGUMENT_CHECKS = [
     lambda m, F: m.tensor(1.0).diagonal(),
     lambda m, F: m.zeros(0, 2, 3).unique(dim=-4),
     lambda m, F: m.zeros(3, dtype=m.bool).scatter_reduce(0, m.tensor([0]), m.ones(1, dtype=m.bool), "mean"),
+    lambda m, F: F.batch_norm(m.ones(2, 3, dtype=m.float64), m.zeros(3), m.ones(3)),
+    lambda m, F: F.batch_norm(m.ones(2, 3), m.zeros(3, dtype=m.float64), m.ones(3, dtype=m.float64), training=True),
+    lambda m, F: F.batch_norm(m.ones(2, 3, dtype=m.bfloat16), m.zeros(3, dtype=m.float16), m.ones(3, dtype=m.float16)),
+    lambda m, F: F.prelu(m.ones(3), m.ones(3)),
+    lambda m, F: F.one_hot(m.zeros(0, dtype=m.int64)),
+    lambda m, F: F.pad(m.zeros(3, dtype=m.uint8), (1, 1), value=-2.0),
+    lambda m, F: F.pad(m.zeros(3, dtype=m.int8), (1, 1), value=300),
+    lambda m, F: F.pad(m.zeros(3, dtype=m.uint8), (1, 1), value=-1),
+    lambda m, F: F.group_norm(m.ones(1, 3), 3),
+    lambda m, F: F.group_norm(m.ones(1, 3, 1), 3),
 ]
 
 
@@ -321,6 +331,21 @@ def test_argument_checks_match_torch(case):
     """Each was accepted (a result, or a hang building index tables) or failed with an internal error."""
     fn = ARGUMENT_CHECKS[case]
     same_error(lambda: fn(torch, TF), lambda: fn(flow, FF))
+
+
+def test_norm_parameters_torch_accepts_still_work(gen):
+    """Half inputs take float32 statistics and parameters; group_norm with more than one value per
+    group; prelu with one weight on a 1-D input; a pad value that truncates into uint8."""
+    x = make((4, 3, 2), torch.bfloat16, gen)
+    stats = (torch.zeros(3), torch.ones(3), torch.ones(3), torch.zeros(3))
+    for training in (False, True):
+        want = TF.batch_norm(x, *[s.clone() for s in stats[:2]], *stats[2:], training=training)
+        got = FF.batch_norm(to_flow(x), *[to_flow(s) for s in stats], training=training)
+        assert_same(got, want, rtol=1e-2, atol=1e-2)
+    assert_same(FF.group_norm(flow.ones(1, 6) * flow.arange(6.0), 3), TF.group_norm(torch.ones(1, 6) * torch.arange(6.0), 3))
+    assert_same(FF.prelu(flow.tensor([-1.0, 2.0]), flow.tensor([0.5])), TF.prelu(torch.tensor([-1.0, 2.0]), torch.tensor([0.5])))
+    assert_same(FF.pad(flow.zeros(2, dtype=flow.uint8), (1, 0), value=255.7),
+                TF.pad(torch.zeros(2, dtype=torch.uint8), (1, 0), value=255.7))
 
 
 def test_fill_values_torch_accepts_still_work():

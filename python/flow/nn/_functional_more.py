@@ -154,7 +154,7 @@ def prelu(input, weight):
         raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {w.ndim}")
     n = w.numel()
     if n != 1:
-        channels = x.shape[1] if x.ndim >= 2 else (x.shape[0] if x.ndim == 1 else 1)
+        channels = x.shape[1] if x.ndim >= 2 else 1  # (torch: a 1-D input has one channel)
         if x.ndim == 0 or n != channels:
             raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = {n} "
                                f"and channel size = {channels}.")

@@ -290,6 +290,22 @@ def _affine_args(weight, bias):
     return args, {"has_weight": weight is not None, "has_bias": bias is not None}
 
 
+def _check_norm_param_dtypes(x, *params):
+    """torch's CPU batch norm: the statistics and affine parameters have the input's dtype, or all
+    float32 beside a half input."""
+    ps = [p for p in params if isinstance(p, Tensor)]
+    if not ps or x.device.type != "cpu":
+        return
+    if x.dtype is D.float64:
+        if builtins.any(p.dtype is not D.float64 for p in ps):
+            raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
+        return
+    mixed = x.dtype in (D.float16, D.bfloat16) and builtins.any(p.dtype is D.float32 for p in ps)
+    allowed = (D.float32,) if mixed or x.dtype is D.float32 else (x.dtype, D.float32)
+    if builtins.any(p.dtype not in allowed for p in ps):
+        raise RuntimeError("mixed dtype (CPU): expect parameter to have scalar type of Float")
+
+
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
     """torch.nn.functional.batch_norm. In training mode the batch statistics normalize and, when running
     stats are given, update them in place: running = (1 - momentum) * running + momentum * batch
@@ -298,6 +314,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     _check_tensor("batch_norm", input)
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected at least a 2-D input (got {input.ndim}D input)")
+    _check_norm_param_dtypes(input, running_mean, running_var, weight, bias)
     wb, attrs = _affine_args(weight, bias)
     attrs["eps"] = builtins.float(eps)
     has_stats = running_mean is not None and running_var is not None
@@ -341,6 +358,12 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     _check_tensor("group_norm", input)
+    if input.ndim >= 2 and builtins.int(num_groups) > 0 and input.shape[1] % builtins.int(num_groups) == 0:
+        # torch.nn.functional's check, over [N * C / G, G, *spatial]
+        size = [input.shape[0] * input.shape[1] // builtins.int(num_groups), builtins.int(num_groups)]
+        size += list(input.shape[2:])
+        if size[0] * math.prod(size[2:]) == 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size {size}")
     wb, attrs = _affine_args(weight, bias)
     attrs.update(num_groups=builtins.int(num_groups), eps=builtins.float(eps))
     return dispatch1("group_norm", [input] + wb, attrs)
@@ -755,6 +778,10 @@ def pad(input, pad, mode="constant", value=None):
         raise ValueError("Padding length must be divisible by 2 and at most twice the input rank")
     if mode == "constant":
         v = builtins.float(0.0 if value is None else value)
+        if isinstance(input, Tensor) and value is not None:
+            from .._creation import check_fill_value
+
+            check_fill_value(builtins.float(value), input.dtype)  # (torch takes the value as a float)
         if isinstance(input, Tensor) and input.dtype is D.bool_:  # the value converted to bool, as torch's
             v = builtins.float(v != 0)
         return dispatch1("pad", [input], {"pads": pad, "value": v})
@@ -1048,6 +1075,8 @@ def one_hot(tensor, num_classes=-1):
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if num_classes < 0:
         tensor._need_data("one_hot(num_classes=-1)")
+        if tensor.numel() == 0:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
         num_classes = builtins.int(_host_array(tensor._c).max()) + 1 if tensor.numel() else 0
     if _host_checks_indices(tensor) and tensor.numel():  # torch's CPU checks (a class out of range is all zeros)
         a = _host_array(tensor._c)
