@@ -890,7 +890,9 @@ def _index_select_wrapping(x, dim, ix):
     """index_select with Python's negative indices wrapped (advanced indexing, take): indices in
     [-size, size) are valid, others raise."""
     d = _normalize_dim(dim, x.ndim)
-    _check_range(ix, x.shape[d] if x.ndim else 1, d)
+    size = x.shape[d] if x.ndim else 1
+    if size == 0 or x.numel() != 0:  # (torch's indexing reads nothing, and checks nothing, when another dim is 0)
+        _check_range(ix, size, d)
     return dispatch1("index_select", [x, ix], {"dim": d})
 
 

@@ -498,6 +498,7 @@ SHAPE_EDGE_VALUES = {
     "gather of a 0-d input": lambda m: m.tensor(1.5).gather(0, m.tensor([0, 0])),
     "gather with a 0-d index": lambda m: m.tensor([1.5, 2.5]).gather(0, m.tensor(1)),
     "pad of bool with a value of 3": lambda m: m.nn.functional.pad(m.tensor([True, False]), [1, 1], value=3),
+    "indices past the size into an empty result": lambda m: m.zeros(0, 3)[:, m.tensor([5, -9])],
 }
 
 
