@@ -20,6 +20,7 @@ import numpy as np
 from . import _dtype as D
 from ._creation import _from_array, _place, _shape, counter_rand, normal_draw, uniform_draw
 from ._dispatch import current_trace
+from ._ops import _c10_name
 from ._random import np_rng
 from ._tensor import Tensor, _inplace_method, _method
 
@@ -39,10 +40,6 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
     return _place(_from_array(np_rng(generator).permutation(n), dt), device)
 
 
-def _float_like(x):
-    return x.dtype if isinstance(x, Tensor) and x.dtype.is_floating_point else D.float32
-
-
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None, layout=None, device=None,
            pin_memory=False, requires_grad=False):
     """torch.normal: N(mean, std) with tensor or float mean and std (broadcast), or floats and a size."""
@@ -53,19 +50,20 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
         shape, dt = _shape((size,), "normal"), D.float32 if dtype is None else D.to_dtype(dtype)
     elif tensors:
         shape = list(np.broadcast_shapes(*(tuple(t.shape) for t in tensors)))
-        dt = _float_like(tensors[0]) if len(tensors) == 1 else _float_like(mean)
+        dt = tensors[0].dtype  # torch's: mean's dtype when it is a tensor, else std's
+        if not dt.is_floating_point:
+            raise NotImplementedError(f'"normal_kernel_cpu" not implemented for \'{dt._torch_short}\'')
         device = tensors[0].device
     else:
         raise TypeError("normal() received an invalid combination of arguments: give tensor mean/std, or a size")
     if isinstance(std, Tensor):
-        if not std.dtype.is_floating_point:
-            raise NotImplementedError(f'"normal" not implemented for \'{std.dtype._torch_short}\'')
         if current_trace() is None and std.numel() and (std < 0).any().item():
             raise RuntimeError("normal expects all elements of std >= 0.0")
     elif std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
     z = normal_draw(shape, dt, device, generator, "normal")
-    return z * std + mean
+    r = z * std + mean
+    return r if r.dtype is dt else r.to(dt)  # (an operand of a wider type than mean's promotes)
 
 
 def bernoulli(input, p=None, *, generator=None, out=None):
@@ -127,9 +125,18 @@ def _multinomial_gumbel(input, num_samples, replacement, generator):
 # ---- in-place fills --------------------------------------------------------------------------------
 
 def _float_fill(name, self):
-    """torch's refusal of an in-place float fill of an integer tensor (RuntimeError, as the core's)."""
+    """torch's refusal of an in-place float fill of an integer tensor: its dtype dispatch's
+    NotImplementedError."""
     if not self.dtype.is_floating_point:
         raise NotImplementedError(f'"{name}" not implemented for \'{self.dtype._torch_short}\'')
+
+
+def _continuous_fill(name, ctype, self):
+    """exponential_ and cauchy_ check the dtype themselves first (a RuntimeError naming the C++ type
+    as torch's message does: "Long" for exponential_, "long int" for cauchy_)."""
+    if not self.dtype.is_floating_point:
+        raise RuntimeError(f"{name} distribution is a continuous probability distribution. dtype must be a "
+                           f"floating point but you specified {ctype(self.dtype)}")
 
 
 def _u(self, generator, fn):
@@ -161,7 +168,7 @@ def _bernoulli(self, p=0.5, *, generator=None):
 
 
 def _exponential(self, lambd=1.0, *, generator=None):
-    _float_fill("exponential_cpu", self)
+    _continuous_fill("Exponential", lambda t: t._torch_short, self)
     if lambd <= 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
     return ((1.0 - _u(self, generator, "exponential_")).log() * (-1.0 / lambd)).to(self.dtype)
@@ -176,7 +183,7 @@ def _log_normal(self, mean=1.0, std=2.0, *, generator=None):
 
 
 def _cauchy(self, median=0.0, sigma=1.0, *, generator=None):
-    _float_fill("cauchy_cpu", self)
+    _continuous_fill("Cauchy", _c10_name, self)
     return (((_u(self, generator, "cauchy_") - 0.5) * math.pi).tan() * sigma + median).to(self.dtype)
 
 

@@ -323,6 +323,10 @@ ARGUMENT_CHECKS = [
     lambda m, F: F.pad(m.zeros(3, dtype=m.uint8), (1, 1), value=-1),
     lambda m, F: F.group_norm(m.ones(1, 3), 3),
     lambda m, F: F.group_norm(m.ones(1, 3, 1), 3),
+    lambda m, F: m.zeros(3, dtype=m.int64).exponential_(),
+    lambda m, F: m.zeros(3, dtype=m.int16).cauchy_(),
+    lambda m, F: m.normal(m.zeros(3, dtype=m.int64), m.ones(3)),
+    lambda m, F: m.normal(0.0, m.ones(3, dtype=m.int32)),
 ]
 
 
@@ -346,6 +350,19 @@ def test_norm_parameters_torch_accepts_still_work(gen):
     assert_same(FF.prelu(flow.tensor([-1.0, 2.0]), flow.tensor([0.5])), TF.prelu(torch.tensor([-1.0, 2.0]), torch.tensor([0.5])))
     assert_same(FF.pad(flow.zeros(2, dtype=flow.uint8), (1, 0), value=255.7),
                 TF.pad(torch.zeros(2, dtype=torch.uint8), (1, 0), value=255.7))
+
+
+def test_normal_takes_means_dtype():
+    """torch.normal's result has mean's dtype when mean is a tensor (std's otherwise): an integer std
+    beside a float mean is fine (flow refused it), a wider std does not widen the result (flow's did)."""
+    for mean, std in [(torch.zeros(2, dtype=torch.float64), torch.ones(2)),
+                      (torch.zeros(2), torch.ones(2, dtype=torch.float64)),
+                      (torch.zeros(2, dtype=torch.float16), torch.ones(2)),
+                      (torch.zeros(3), torch.ones(3, dtype=torch.int64)),
+                      (0.0, torch.ones(2, dtype=torch.float16))]:
+        want = torch.normal(mean, std)
+        got = flow.normal(to_flow(mean) if isinstance(mean, torch.Tensor) else mean, to_flow(std))
+        assert str(got.dtype).split(".")[1] == str(want.dtype).split(".")[1] and tuple(got.shape) == tuple(want.shape)
 
 
 def test_fill_values_torch_accepts_still_work():
