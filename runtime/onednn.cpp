@@ -288,29 +288,12 @@ dnnl::engine& engine() {
     // own cache, keyed by the problem, once handed back another implementation of an equal problem
     // (a 1x1 convolution whose single output channel makes NCHW and NHWC destinations equal) than
     // the one whose weights layout the entry was built for: the weights were read in the wrong
-    // layout. Off, so a primitive is always the one its descriptor chose.
+    // layout. Off, so a primitive is always the one its descriptor chose, and the entry's layouts
+    // and implementation name (taken from the descriptor) are those of what runs.
     dnnl::set_primitive_cache_capacity(0);
     return dnnl::engine(dnnl::engine::kind::cpu, 0);
   }();
   return e;
-}
-
-// The implementation and memory layouts of the primitive oneDNN actually made, which an entry's
-// reorders must match (queried from the primitive, not the descriptor it was asked for).
-struct MadeDescs {
-  std::string impl;
-  memory::desc src, weights, dst, scratchpad;
-};
-MadeDescs made_descs(const dnnl::primitive& p) {
-  const_dnnl_primitive_desc_t pd = p.get_primitive_desc();
-  auto md = [&](dnnl_query_t q) {
-    const dnnl_memory_desc_t* d = dnnl_primitive_desc_query_md(pd, q, 0);
-    return d ? memory::desc(*d) : memory::desc();
-  };
-  const char* impl = nullptr;
-  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success) impl = nullptr;
-  return {impl ? impl : "", md(dnnl_query_src_md), md(dnnl_query_weights_md), md(dnnl_query_dst_md),
-          md(dnnl_query_scratchpad_md)};
 }
 
 // Once per calling thread: honour FLOW_NUM_THREADS for oneDNN's OpenMP team (see the header).
@@ -921,11 +904,9 @@ void matmul(const TensorArg& a, const TensorArg& b, const TensorArg* bias, const
       return dnnl::matmul::primitive_desc(d, attr, engine());
     });
     fresh->prim = dnnl::matmul(pd);
-    const MadeDescs made = made_descs(fresh->prim);
-    fresh->impl = made.impl;
-    fresh->scratch_md = made.scratchpad;
+    fresh->scratch_md = pd.scratchpad_desc();
     fresh->weights_user_md = b_md;
-    fresh->weights_prim_md = made.weights;
+    fresh->weights_prim_md = pd.weights_desc();
     fresh->reorder_weights = !(fresh->weights_prim_md == b_md);
     if (fresh->reorder_weights)
       fresh->weights_reorder =
@@ -1065,12 +1046,10 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
         fresh->available = all;
       }
       fresh->prim = dnnl::convolution_forward(pd);
-      const MadeDescs made = made_descs(fresh->prim);
-      fresh->impl = chosen_prefix + made.impl;
-      fresh->scratch_md = made.scratchpad;
-      w_prim = made.weights;
-      fresh->src_prim_md = made.src;
-      fresh->dst_prim_md = made.dst;
+      fresh->scratch_md = pd.scratchpad_desc();
+      w_prim = pd.weights_desc();
+      fresh->src_prim_md = pd.src_desc();
+      fresh->dst_prim_md = pd.dst_desc();
       fresh->reorder_src = !(fresh->src_prim_md == src_md);
       fresh->reorder_dst = !(fresh->dst_prim_md == dst_md);
       if (fresh->reorder_src)
@@ -1091,10 +1070,8 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
           },
           fuse_ok);
       fresh->prim = dnnl::deconvolution_forward(pd);
-      const MadeDescs made = made_descs(fresh->prim);
-      fresh->impl = made.impl;
-      fresh->scratch_md = made.scratchpad;
-      w_prim = made.weights;
+      fresh->scratch_md = pd.scratchpad_desc();
+      w_prim = pd.weights_desc();
       fresh->reorder_src = !(fresh->src_prim_md == src_md);
       if (fresh->reorder_src)
         fresh->src_reorder =

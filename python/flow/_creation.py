@@ -98,15 +98,18 @@ _C_TYPE_NAMES = {"uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int3
 
 
 def check_fill_value(value, dtype):
-    """torch's check of a fill value (masked_fill, index_fill, fill_: a number or a concrete 0-dim
-    tensor's) against an integer dtype, with its message naming the C type ("uint8_t")."""
+    """torch's check of a fill value (masked_fill, index_fill, fill_, pad: a number or a concrete
+    0-dim CPU tensor's) against an integer dtype, with its message naming the C type ("uint8_t").
+    A traced or device tensor is not read (torch's CUDA kernels take the tensor without a check)."""
+    if dtype.name not in _C_TYPE_NAMES:
+        return
     if isinstance(value, Tensor):
-        if value._c is None:  # traced: no value to check
+        if value._c is None or value.device.type != "cpu":
             return
         value = value.item()
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         return
-    _check_fits(np.asarray([value]), dtype, _C_TYPE_NAMES.get(dtype.name, dtype.name))
+    _check_fits(np.asarray([value]), dtype, _C_TYPE_NAMES[dtype.name])
 
 
 def _check_fits(arr, dtype, type_name=None):

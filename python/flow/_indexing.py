@@ -171,6 +171,11 @@ def _multi_index(x, adv):
     return out.permute([nb + i for i in range(p0)] + list(range(nb)) + [nb + i for i in range(p0, len(rest))])
 
 
+def is_concrete_int(i):
+    """A concrete 0-d integer tensor: torch's indexing takes it as its int (a select, not a gather)."""
+    return i.ndim == 0 and i.dtype in (D.int64, D.int32) and i._c is not None
+
+
 def _numpy_index(index, ndim):
     """A flow index as a pair of numpy indices over numpy_view(), applied one after the other by
     np_indexed: the basic part (ints, slices, None; a slice holding each tensor's place), then the
@@ -188,13 +193,14 @@ def _numpy_index(index, ndim):
             i._need_data("Tensor.__setitem__() index")
             if i.dtype is not D.bool_ and i.dtype not in (D.int32, D.int64):
                 raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-            if i.ndim == 0 and i.dtype is not D.bool_:  # a 0-d integer tensor indexes as its int
+            if is_concrete_int(i):  # a 0-d integer tensor indexes as its int
                 basic.append(int(_host_array(i._c)))
                 continue
             if i.dtype is D.bool_ and i.ndim == 0:  # a new dim of size 1, all of it or none
+                keep = bool(_host_array(i._c))
                 basic.append(None)
-                advanced.append(slice(None) if _host_array(i._c) else slice(0, 0))
-                any_array = any_array or not _host_array(i._c)
+                advanced.append(slice(None) if keep else slice(0, 0))
+                any_array = any_array or not keep
                 continue
             basic.extend([slice(None)] * (i.ndim if i.dtype is D.bool_ else 1))
             advanced.append(_host_array(i._c))  # a mask indexes its i.ndim dims at once

@@ -353,6 +353,11 @@ def _traced_repeat_positions(counts, output_size):
     return F.sum((ends.unsqueeze(0) <= j.unsqueeze(1)).to(D.int64), 1)
 
 
+def diagonal_length(n1, n2, offset):
+    """The length of diagonal `offset` of an n1 x n2 plane (0 past its corner)."""
+    return builtins.max(0, builtins.min(n1, n2 - offset) if offset >= 0 else builtins.min(n1 + offset, n2))
+
+
 def diagonal(input, offset=0, dim1=0, dim2=1):
     """The diagonal of the (dim1, dim2) planes as the last dim: a view of a concrete tensor (through
     its strides, as torch's), a gather when traced."""
@@ -363,7 +368,7 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
     n1, n2 = x.shape[d1], x.shape[d2]
-    length = builtins.max(0, builtins.min(n1, n2 - offset) if offset >= 0 else builtins.min(n1 + offset, n2))
+    length = diagonal_length(n1, n2, offset)
     rest = [k for k in range(x.ndim) if k not in (d1, d2)]
     if x._c is not None:
         st = x._c.strides

@@ -844,9 +844,11 @@ def cat(tensors, dim=0, *, out=None):
     # dim when every input is one), but their dtypes still take part in the result's
     legacy = [t.ndim == 1 and t.shape[0] == 0 for t in ts]
     if builtins.any(legacy) and (builtins.all(legacy) or builtins.any(t.ndim > 1 for t in ts)):
+        from ._math import promote_types
+
         want = ts[0].dtype
         for t in ts[1:]:
-            want = D.to_dtype(_C.promote_types(want.name, t.dtype.name))
+            want = promote_types(want, t.dtype)
         kept = [t for t, skip in zip(ts, legacy) if not skip] or [ts[0]]
         r = dispatch1("cat", kept, {"dim": 0 if builtins.all(legacy) else builtins.int(dim)})
         return _out("cat", out, r if r.dtype is want else _cast(r, want))

@@ -206,15 +206,11 @@ def index_fill(input, dim, index, value):
     """torch.index_fill: input.select(dim, i) = value for every i in index."""
     x = _tensor_arg("index_fill", input, "input", 1)
     d = _normalize_dim(dim, x.ndim)
-    if isinstance(value, Tensor):
-        if value.ndim != 0:
-            raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
-                               f"{value.ndim} dimension(s).")
-        check_fill_value(value, x.dtype)
-        fill = value.to(x.dtype)
-    else:
-        check_fill_value(value, x.dtype)
-        fill = value
+    if isinstance(value, Tensor) and value.ndim != 0:
+        raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                           f"{value.ndim} dimension(s).")
+    check_fill_value(value, x.dtype)
+    fill = value.to(x.dtype) if isinstance(value, Tensor) else value
     ix = _vector_index("index_fill_", x, d, index, None)
     if isinstance(index, Tensor) and index.dtype is not D.int64:
         raise IndexError("index_fill_(): Expected dtype int64 for index.")

@@ -12,11 +12,12 @@ import builtins
 import numpy as np
 
 from . import _creation
-from . import _dtype as D
 from . import _ops as F
 from ._dispatch import dispatch1
+from ._data_dependent import _on
 from ._errors import trace_error
 from ._indexing import _host_array
+from ._math import diagonal_length
 from ._ops import _normalize_dim, _tensor_arg
 from ._tensor import Tensor, rebind
 
@@ -33,10 +34,6 @@ def ravel(input):
     return _tensor_arg("ravel", input, "input", 1).reshape(-1)
 
 
-def _const(array, like):
-    return _creation.tensor(array).to(like.device)
-
-
 def _plane_scatter(fn, x, src, offset, dim1, dim2):
     """x with the diagonal `offset` of its (dim1, dim2) planes replaced by src (the diagonal's shape:
     the other dims, then the diagonal's length)."""
@@ -44,7 +41,7 @@ def _plane_scatter(fn, x, src, offset, dim1, dim2):
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
     n1, n2 = x.shape[d1], x.shape[d2]
-    length = builtins.max(0, builtins.min(n1, n2 - offset) if offset >= 0 else builtins.min(n1 + offset, n2))
+    length = diagonal_length(n1, n2, offset)
     rest = [x.shape[k] for k in range(x.ndim) if k not in (d1, d2)]
     if list(src.shape) != rest + [length]:
         raise RuntimeError(f"{fn}: expected src to have a size equal to the diagonal of the input "
@@ -54,11 +51,11 @@ def _plane_scatter(fn, x, src, offset, dim1, dim2):
     if not on.any():
         return x.clone()
     pos = np.clip(i if offset >= 0 else j, 0, builtins.max(length - 1, 0)).reshape(-1)
-    vals = dispatch1("index_select", [src, _const(pos.astype(np.int64), src)], {"dim": src.ndim - 1})
+    vals = dispatch1("index_select", [src, _on(src, pos.astype(np.int64))], {"dim": src.ndim - 1})
     vals = vals.reshape(rest + [n1, n2]).movedim([-2, -1], [d1, d2])
     shape = [1] * x.ndim
     shape[d1], shape[d2] = n1, n2
-    mask = _const((on if d1 < d2 else on.T).reshape(shape), x)
+    mask = _on(x, (on if d1 < d2 else on.T).reshape(shape))
     return F.where(mask, vals.to(x.dtype), x)
 
 
@@ -110,7 +107,7 @@ def select_scatter(input, src, dim, index):
                            f"slice size = {want}")
     shape = [1] * x.ndim
     shape[d] = size
-    mask = _const((np.arange(size) == k).reshape(shape), x)
+    mask = _on(x, (np.arange(size) == k).reshape(shape))
     return F.where(mask, s.unsqueeze(d).to(x.dtype), x)
 
 
@@ -135,8 +132,8 @@ def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
     pos = np.clip(np.searchsorted(picked, np.arange(size)), 0, len(picked) - 1).astype(np.int64)
     shape = [1] * x.ndim
     shape[d] = size
-    vals = dispatch1("index_select", [s, _const(pos, s)], {"dim": d})
-    return F.where(_const(on.reshape(shape), x), vals.to(x.dtype), x)
+    vals = dispatch1("index_select", [s, _on(s, pos)], {"dim": d})
+    return F.where(_on(x, on.reshape(shape)), vals.to(x.dtype), x)
 
 
 def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
@@ -157,12 +154,12 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
         starts[1:] = (moved[1:] != moved[:-1]).any(axis=1)
     first = np.flatnonzero(starts)
     values = np.take(a, first, axis=d)
-    out = [_creation.tensor(values, dtype=x.dtype).to(x.device)]
+    out = [_on(x, values, x.dtype)]
     if return_inverse:
         inv = (np.cumsum(starts) - 1).astype(np.int64)
-        out.append(_const(inv if dim is not None else inv.reshape(x.shape), x))
+        out.append(_on(x, inv if dim is not None else inv.reshape(x.shape)))
     if return_counts:
-        out.append(_const(np.diff(np.append(first, n)).astype(np.int64), x))
+        out.append(_on(x, np.diff(np.append(first, n)).astype(np.int64)))
     return out[0] if len(out) == 1 else tuple(out)
 
 

@@ -777,20 +777,13 @@ class Tensor:
                 if not (start in (None, 0) and stop is None and step == 1):
                     x = x._slice(d, start, stop, step)
                 d += 1
-            elif isinstance(i, Tensor) and i.ndim == 0 and i.dtype in (D.int64, D.int32) and i._c is not None:
-                # a concrete 0-d integer tensor indexes as its int, a view (torch's basic indexing)
-                k = builtins.int(i.item())
-                size = x.shape[d]
-                if k < -size or k >= size:
-                    raise IndexError(f"index {k} is out of bounds for dimension {d} with size {size}")
-                x = x._vop("select", {"dim": d, "index": k})
-            elif isinstance(i, Tensor):
+            elif isinstance(i, Tensor) and not _indexing.is_concrete_int(i):
                 if i.device != self.device and i.device.type == "cpu":  # torch takes CPU indices anywhere
                     i = i.to(self.device)
                 adv.append((d, i))
                 d += i.ndim if i.dtype is D.bool_ else 1
-            else:
-                k = operator.index(i)
+            else:  # an int, or a concrete 0-d integer tensor (its int: a select, a view, as torch's)
+                k = builtins.int(i.item()) if isinstance(i, Tensor) else operator.index(i)
                 size = x.shape[d]
                 if k < -size or k >= size:
                     raise IndexError(f"index {k} is out of bounds for dimension {d} with size {size}")

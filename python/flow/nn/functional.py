@@ -358,10 +358,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     _check_tensor("group_norm", input)
-    if input.ndim >= 2 and builtins.int(num_groups) > 0 and input.shape[1] % builtins.int(num_groups) == 0:
-        # torch.nn.functional's check, over [N * C / G, G, *spatial]
-        size = [input.shape[0] * input.shape[1] // builtins.int(num_groups), builtins.int(num_groups)]
-        size += list(input.shape[2:])
+    g = builtins.int(num_groups)
+    if input.ndim >= 2 and g > 0 and input.shape[1] % g == 0:  # torch.nn.functional's check, over [N C / G, G, ...]
+        size = [input.shape[0] * input.shape[1] // g, g] + list(input.shape[2:])
         if size[0] * math.prod(size[2:]) == 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size {size}")
     wb, attrs = _affine_args(weight, bias)
@@ -781,7 +780,7 @@ def pad(input, pad, mode="constant", value=None):
         if isinstance(input, Tensor) and value is not None:
             from .._creation import check_fill_value
 
-            check_fill_value(builtins.float(value), input.dtype)  # (torch takes the value as a float)
+            check_fill_value(v, input.dtype)  # (as a float, as torch takes it)
         if isinstance(input, Tensor) and input.dtype is D.bool_:  # the value converted to bool, as torch's
             v = builtins.float(v != 0)
         return dispatch1("pad", [input], {"pads": pad, "value": v})
@@ -843,56 +842,56 @@ def _source_index_nearest(out, inp, scale, exact, shortcuts=True):
     return np.minimum(src.astype(np.int64), inp - 1)
 
 
-def _linear_weights(out, inp, scale, align_corners, f32=np.float32):
+def _linear_weights(out, inp, scale, align_corners, ft=np.float32):
     """torch's (area_pixel_compute_source_index) low/high indices and the high weight, one axis."""
     # In float32 operation by operation, as torch's kernels (opmath float): a float64 ratio moves the
-    # source coordinate of pixel 255 by ~1e-5, which the weights then show. A float64 input computes
-    # in float64 (f32 is then np.float64), as torch's opmath type for double.
-    o = np.arange(out).astype(f32)
+    # source coordinate of pixel 255 by ~1e-5, which the weights then show. ft is the float type: a
+    # float64 input computes in float64, torch's opmath type for double.
+    o = np.arange(out).astype(ft)
     if align_corners:
-        s = f32(inp - 1) / f32(out - 1) if out > 1 else f32(0)
+        s = ft(inp - 1) / ft(out - 1) if out > 1 else ft(0)
         src = o * s
     else:
-        s = f32(inp) / f32(out) if scale is None else f32(1.0 / scale)
-        src = np.maximum((o + f32(0.5)) * s - f32(0.5), f32(0))
+        s = ft(inp) / ft(out) if scale is None else ft(1.0 / scale)
+        src = np.maximum((o + ft(0.5)) * s - ft(0.5), ft(0))
     lo = np.minimum(np.floor(src).astype(np.int64), inp - 1)
     hi = np.minimum(lo + 1, inp - 1)
-    w = np.clip(src - lo.astype(f32), f32(0), f32(1)).astype(f32)
+    w = np.clip(src - lo.astype(ft), ft(0), ft(1)).astype(ft)
     return lo, hi, w
 
 
-def _ratio(out, inp, scale, align_corners, f32=np.float32):
+def _ratio(out, inp, scale, align_corners, ft=np.float32):
     """torch's area_pixel_compute_scale in float32 (float64 for a float64 input): input pixels per
     output pixel."""
     if align_corners:
-        return f32(inp - 1) / f32(out - 1) if out > 1 else f32(0)
-    return f32(inp) / f32(out) if scale is None else f32(1.0 / scale)
+        return ft(inp - 1) / ft(out - 1) if out > 1 else ft(0)
+    return ft(inp) / ft(out) if scale is None else ft(1.0 / scale)
 
 
-def _cubic_near(x, a, f32=np.float32):
+def _cubic_near(x, a, ft=np.float32):
     """Keys' cubic convolution kernel for 0 <= x <= 1 (torch's cubic_convolution1), in float32."""
-    return ((a + f32(2)) * x - (a + f32(3))) * x * x + f32(1)
+    return ((a + ft(2)) * x - (a + ft(3))) * x * x + ft(1)
 
 
-def _cubic_far(x, a, f32=np.float32):
+def _cubic_far(x, a, ft=np.float32):
     """Keys' cubic convolution kernel for 1 < x < 2 (torch's cubic_convolution2), in float32."""
-    return ((a * x - f32(5) * a) * x + f32(8) * a) * x - f32(4) * a
+    return ((a * x - ft(5) * a) * x + ft(8) * a) * x - ft(4) * a
 
 
-def _cubic_taps(out, inp, scale, align_corners, f32=np.float32):
+def _cubic_taps(out, inp, scale, align_corners, ft=np.float32):
     """Bicubic (Keys, A = -0.75) source indices and weights of one axis, 4 taps, as torch's
     compute_indices_weights_cubic in float32 (float64 for a float64 input): indices clamped to the
     image (edge replication)."""
     o = np.arange(out)
-    s = _ratio(out, inp, scale, align_corners, f32)
+    s = _ratio(out, inp, scale, align_corners, ft)
     # Not clamped at 0 for cubic. torch's kernel rounds (o + 0.5) * s - 0.5 once (a fused
     # multiply-add, measured against its weights: rounding twice moved the weights by up to 1e-5).
-    src = o.astype(f32) * s if align_corners else ((o + 0.5) * np.float64(s) - 0.5).astype(f32)
+    src = o.astype(ft) * s if align_corners else ((o + 0.5) * np.float64(s) - 0.5).astype(ft)
     idx = np.minimum(np.floor(src).astype(np.int64), inp - 1)
-    t = np.clip(src - idx.astype(f32), f32(0), f32(1))
-    a = f32(-0.75)
-    weights = [_cubic_far(t + f32(1), a, f32), _cubic_near(t, a, f32), _cubic_near(f32(1) - t, a, f32),
-               _cubic_far(f32(1) - t + f32(1), a, f32)]
+    t = np.clip(src - idx.astype(ft), ft(0), ft(1))
+    a = ft(-0.75)
+    weights = [_cubic_far(t + ft(1), a, ft), _cubic_near(t, a, ft), _cubic_near(ft(1) - t, a, ft),
+               _cubic_far(ft(1) - t + ft(1), a, ft)]
     return [np.clip(idx - 1 + j, 0, inp - 1) for j in range(4)], weights
 
 
@@ -975,6 +974,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                            ", ".join(f"{a}: {v}" for a, v in zip(names, out_sizes)) + ")")
     _check_storage(list(input.shape[:2]) + out_sizes, input.dtype)
     linear_modes = {"linear": 1, "bilinear": 2, "trilinear": 3}
+    ft = np.float64 if input.dtype is D.float64 else np.float32  # the weights' type: torch's opmath type
     if mode in ("nearest", "nearest-exact"):
         if align_corners is not None:
             raise ValueError("align_corners option can only be set with the interpolating modes: "
@@ -988,7 +988,6 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         if not input.dtype.is_floating_point:
             raise NotImplementedError(f"flow: interpolate mode '{mode}' takes floating-point input")
         half = input.dtype in (D.float16, D.bfloat16)
-        ft = np.float64 if input.dtype is D.float64 else np.float32  # torch's opmath type
         x = input.float() if half else input
         for i in reversed(range(nsp)):  # the innermost axis first, as torch's kernels
             if antialias and out_sizes[i] == in_sizes[i]:
@@ -1014,7 +1013,6 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         for i in reversed(range(nsp)):  # innermost axis first, as torch's kernels: w0 * a + w1 * b
             if out_sizes[i] == in_sizes[i]:  # copied, whatever the scale (compute_source_index_and_lambda)
                 continue
-            ft = np.float64 if input.dtype is D.float64 else np.float32  # torch's opmath type
             lo, hi, w = _linear_weights(out_sizes[i], in_sizes[i], scales[i], bool(align_corners), ft)
             dim = 2 + i
             shape = [1] * x.ndim
@@ -1077,7 +1075,7 @@ def one_hot(tensor, num_classes=-1):
         tensor._need_data("one_hot(num_classes=-1)")
         if tensor.numel() == 0:
             raise RuntimeError("Can not infer total number of classes from empty tensor.")
-        num_classes = builtins.int(_host_array(tensor._c).max()) + 1 if tensor.numel() else 0
+        num_classes = builtins.int(_host_array(tensor._c).max()) + 1
     if _host_checks_indices(tensor) and tensor.numel():  # torch's CPU checks (a class out of range is all zeros)
         a = _host_array(tensor._c)
         if a.min() < 0:
