@@ -46,6 +46,14 @@ int = int32  # noqa: A001
 short = int16
 silu = nn.functional.silu
 gelu = nn.functional.gelu
+# torch's top-level spellings of the convolutions and pools (the same functions as torch.nn.functional's).
+conv1d, conv2d, conv3d = nn.functional.conv1d, nn.functional.conv2d, nn.functional.conv3d
+conv_transpose1d = nn.functional.conv_transpose1d
+conv_transpose2d, conv_transpose3d = nn.functional.conv_transpose2d, nn.functional.conv_transpose3d
+max_pool1d, max_pool2d, max_pool3d = nn.functional.max_pool1d, nn.functional.max_pool2d, nn.functional.max_pool3d
+max_pool1d_with_indices = nn.functional.max_pool1d_with_indices
+avg_pool1d, adaptive_avg_pool1d = nn.functional.avg_pool1d, nn.functional.adaptive_avg_pool1d
+adaptive_max_pool1d = nn.functional.adaptive_max_pool1d_with_indices  # (torch's returns the indices too)
 
 __version__ = "0.1.0"
 

@@ -20,7 +20,8 @@ import numpy as np
 from .. import _creation, _ops, _scatter
 from .. import _dtype as D
 
-__all__ = ["max_with_indices", "pool_rows", "adaptive_rows", "max_unpool1d", "max_unpool2d"]
+__all__ = ["max_with_indices", "max3d_with_indices", "pool_rows", "adaptive_rows", "max_unpool1d", "max_unpool2d",
+           "max_unpool3d"]
 
 
 def pool_rows(out, k, s, p, d, size):
@@ -102,42 +103,78 @@ def max_with_indices(x, row_windows, col_windows):
     return out, F._expand(row_at * W + col_at, lead + [OH, OW]).contiguous()
 
 
+def max3d_with_indices(x, depth_windows, row_windows, col_windows):
+    """(maximum, int64 index (d * H + h) * W + w into each [D, H, W] volume) of x [..., D, H, W] over
+    the windows of three position tables, as max_with_indices does two: that scan over height and
+    width, then the same scan over depth on its [..., D, OH * OW] result (each column its own
+    one-element window), carrying each depth's height/width index. torch's scan is depth-major, so
+    the two-level scan picks what it picks, ties and NaNs included."""
+    from . import functional as F
+
+    (depths, d0), (rows, r0), (cols, c0) = depth_windows, row_windows, col_windows
+    D_, H, W = x.shape[-3:]
+    OD, OH, OW = len(depths), len(rows), len(cols)
+    M = OH * OW
+    lead = list(x.shape[:-3])
+    plane_max, plane_at = max_with_indices(x, row_windows, col_windows)  # [..., D, OH, OW]
+    identity = (np.arange(M, dtype=np.int64)[:, None], np.arange(M, dtype=np.int64))
+    out, at = max_with_indices(F._reshape(plane_max, lead + [D_, M]), depth_windows, identity)  # at = depth * M + m
+    depth = _ops.div(at, M, rounding_mode="floor")
+    hw = _ops.gather(F._reshape(plane_at, lead + [D_, M]), -2, _ops.clamp(depth, 0, builtins.max(D_ - 1, 0)))
+    empty = (depths < 0).all(axis=1)
+    if empty.any():  # a depth window wholly in the padding starts at its windows' first row and column
+        start = (r0[:, None] * W + c0[None, :]).reshape(1, M)
+        hw = _ops.where(F._const(empty[:, None], x, D.bool_), F._const(start, x, D.int64), hw)
+    index = depth * (H * W) + hw
+    return F._reshape(out, lead + [OD, OH, OW]), F._reshape(index, lead + [OD, OH, OW]).contiguous()
+
+
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """The inverse of max_pool2d(return_indices=True): zeros of the unpooled size, with each input
     value written at its index into its [H, W] plane."""
+    return _max_unpool("max_unpool2d", 2, input, indices, kernel_size, stride, padding, output_size)
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The inverse of max_pool3d(return_indices=True), each index into its [D, H, W] volume."""
+    return _max_unpool("max_unpool3d", 3, input, indices, kernel_size, stride, padding, output_size)
+
+
+def _max_unpool(fn, nsp, input, indices, kernel_size, stride, padding, output_size):
     from . import functional as F
 
-    x = F._check_tensor("max_unpool2d", input)
-    ix = F._check_tensor("max_unpool2d", indices, "indices")
-    if x.ndim not in (3, 4):
-        raise RuntimeError(f"max_unpool2d(): Expected 3D or 4D tensor, but got {x.ndim}D")
+    x = F._check_tensor(fn, input)
+    ix = F._check_tensor(fn, indices, "indices")
+    if x.ndim not in (nsp + 1, nsp + 2):
+        raise RuntimeError(f"{fn}(): Expected {nsp + 1}D or {nsp + 2}D tensor, but got {x.ndim}D")
     if ix.dtype is not D.int64:
         raise RuntimeError(f"elements in indices should be type int64 but got: {ix.dtype._torch_short}")
     if list(ix.shape) != list(x.shape):
         raise RuntimeError(f"Expected shape of indices to be same as that of the input tensor ({list(x.shape)}) but "
                            f"got indices tensor with shape: {list(ix.shape)}")
-    k = F._pair(kernel_size, 2, "kernel_size")
-    s = k if stride is None else F._pair(stride, 2, "stride")
-    p = F._pair(padding, 2, "padding")
-    H, W = x.shape[-2], x.shape[-1]
-    default = [(H - 1) * s[0] - 2 * p[0] + k[0], (W - 1) * s[1] - 2 * p[1] + k[1]]
+    k = F._pair(kernel_size, nsp, "kernel_size")
+    s = k if stride is None else F._pair(stride, nsp, "stride")
+    p = F._pair(padding, nsp, "padding")
+    sizes = list(x.shape[-nsp:])
+    default = [(sizes[i] - 1) * s[i] - 2 * p[i] + k[i] for i in range(nsp)]
     if output_size is None:
-        oh, ow = default
+        out = default
     else:
         size = [builtins.int(v) for v in output_size]
-        if len(size) not in (2, 4):
-            raise ValueError(f"output_size should be a sequence containing 2 or 4 elements, but it has a length of "
-                             f"'{len(size)}'")
-        size = size[-2:]
+        if len(size) not in (nsp, nsp + 2):
+            raise ValueError(f"output_size should be a sequence containing {nsp} or {nsp + 2} elements, but it has a "
+                             f"length of '{len(size)}'")
+        size = size[-nsp:]
         for got, d_, st in zip(size, default, s):
             if not d_ - st < got < d_ + st:
                 raise ValueError(f"invalid output_size {size} (dim must be between {d_ - st + 1} and {d_ + st - 1})")
-        oh, ow = size
-    lead = list(x.shape[:-2])
-    flat = F._reshape(x, lead + [H * W])
-    out = _creation.zeros(lead + [oh * ow], dtype=x.dtype, device=x.device)
-    out = _scatter.scatter(out, -1, F._reshape(ix, lead + [H * W]), flat)
-    return F._reshape(out, lead + [oh, ow])
+        out = size
+    lead = list(x.shape[:-nsp])
+    n_in = math.prod(sizes)
+    flat = F._reshape(x, lead + [n_in])
+    y = _creation.zeros(lead + [math.prod(out)], dtype=x.dtype, device=x.device)
+    y = _scatter.scatter(y, -1, F._reshape(ix, lead + [n_in]), flat)
+    return F._reshape(y, lead + out)
 
 
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):

@@ -557,12 +557,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     dtype = input.dtype
     if not dtype.is_floating_point and dtype != D.int64:
         raise NotImplementedError(f"\"avg_pool2d\" not implemented for '{dtype._torch_short}'")
-    if divisor_override is not None:
-        if not isinstance(divisor_override, numbers.Integral) or isinstance(divisor_override, builtins.bool):
-            raise TypeError(f"avg_pool2d(): argument 'divisor_override' must be int, not "
-                            f"{type(divisor_override).__name__}")
-        if divisor_override == 0:
-            raise RuntimeError("divisor must be not zero")
+    _check_divisor_override("avg_pool2d", divisor_override)
     (OH, OW), k, s, p, d = _pool_geometry(input, "avg_pool2d", kernel_size, stride, padding, 1, ceil_mode)
     H, W = input.shape[-2], input.shape[-1]
     # The window sum is a sum of taps (zero-padded strided slices, _pool_taps): one kernel that
@@ -574,25 +569,36 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     acc = D.float32 if dtype in (D.float16, D.bfloat16) else dtype
     total = _pool_taps(input, "add", (OH, OW), k, s, d, p, 0.0, acc)
 
-    def divisors(O, size, kk, ss, pp):  # torch's avg_pool2d divisor per output index, along one axis
-        full, valid = [], []
-        for o in range(O):
-            start = o * ss - pp
-            end = builtins.min(start + kk, size + pp)
-            full.append(end - start)
-            valid.append(builtins.min(end, size) - builtins.max(start, 0))
-        return np.array(full if count_include_pad else valid, dtype=np.int64)
-
     if divisor_override is not None:
         divisor = builtins.int(divisor_override)
     else:
-        dh, dw = divisors(OH, H, k[0], s[0], p[0]), divisors(OW, W, k[1], s[1], p[1])
-        table = np.outer(dh, dw)
+        table = np.outer(_avg_divisors(OH, H, k[0], s[0], p[0], count_include_pad),
+                         _avg_divisors(OW, W, k[1], s[1], p[1], count_include_pad))
         divisor = builtins.int(table[0, 0]) if np.all(table == table[0, 0]) else _const(table, total)
     if acc == D.int64:  # torch divides integer sums truncating
         return _ops.div(total, divisor, rounding_mode="trunc")
     out = _ops.div(total, builtins.float(divisor) if isinstance(divisor, builtins.int) else divisor)
     return out if acc == dtype else _ops._cast(out, dtype)
+
+
+def _check_divisor_override(fn, divisor_override):
+    if divisor_override is not None:
+        if not isinstance(divisor_override, numbers.Integral) or isinstance(divisor_override, builtins.bool):
+            raise TypeError(f"{fn}(): argument 'divisor_override' must be int, not {type(divisor_override).__name__}")
+        if divisor_override == 0:
+            raise RuntimeError("divisor must be not zero")
+
+
+def _avg_divisors(O, size, k, s, p, count_include_pad):
+    """torch's average-pool divisor of each of the O outputs along one axis (a window's divisor is
+    the product of its axes' divisors)."""
+    full, valid = [], []
+    for o in range(O):
+        start = o * s - p
+        end = builtins.min(start + k, size + p)
+        full.append(end - start)
+        valid.append(builtins.min(end, size) - builtins.max(start, 0))
+    return np.array(full if count_include_pad else valid, dtype=np.int64)
 
 
 def _unit_dim_pool(fn2d, input, kernel_size, stride, padding, **kw):
@@ -625,34 +631,51 @@ def _check_storage(shape, dtype):
         raise RuntimeError(f"Storage size calculation overflowed with sizes={list(shape)}")
 
 
-def _adaptive_sizes(input, output_size, fn="adaptive_avg_pool2d"):
+def _adaptive_sizes(input, output_size, fn="adaptive_avg_pool2d", nsp=2):
+    """The output sizes of an adaptive pool over the last `nsp` dims (None: the input's size)."""
     if isinstance(output_size, (list, tuple)):
-        out = [input.shape[-2 + i] if o is None else builtins.int(o) for i, o in enumerate(_pair_none(output_size))]
+        sizes = _pair_none(output_size, nsp)
+        if len(sizes) != nsp:
+            if fn.startswith("adaptive_max"):
+                raise RuntimeError(f"{fn}(): internal error: output_size.size() must be {nsp}")
+            raise RuntimeError(f"{fn}: output_size must be {nsp}")
+        out = [input.shape[-nsp + i] if o is None else builtins.int(o) for i, o in enumerate(sizes)]
     else:
-        out = [builtins.int(output_size)] * 2
+        out = [builtins.int(output_size)] * nsp
     if builtins.min(out) < 0:
         if fn.startswith("adaptive_max"):
-            shape = list(input.shape[:-2]) + out
+            shape = list(input.shape[:-nsp]) + out
             raise RuntimeError(f"Trying to create tensor with negative dimension {builtins.min(out)}: {shape}")
         raise RuntimeError(f"{fn}: elements of output_size must be greater than or equal to 0 but received "
-                           f"{{{out[0]}, {out[1]}}}")
-    _check_storage(list(input.shape[:-2]) + out, input.dtype)
+                           "{" + ", ".join(str(o) for o in out) + "}")
+    _check_storage(list(input.shape[:-nsp]) + out, input.dtype)
     return out
 
 
-def _pair_none(v):
+def _pair_none(v, n=2):
     v = list(v)
-    return v * 2 if len(v) == 1 else v
+    return v * n if len(v) == 1 else v
 
 
-def _adaptive_pool(input, output_size, op, fn):
+def _check_pool_input(input, fn, nsp):
+    """torch's checks of an adaptive pool's input: (nsp + 1)-D or (nsp + 2)-D, with no empty dim
+    but the batch."""
+    if input.ndim not in (nsp + 1, nsp + 2):
+        colon = ":" if fn.startswith("adaptive_max") else ""
+        raise RuntimeError(f"{fn}(): Expected {nsp + 1}D or {nsp + 2}D tensor, but got{colon} {list(input.shape)}")
+    for i in range(input.ndim - nsp - 1, input.ndim):
+        if input.shape[i] == 0:
+            raise RuntimeError(f"{fn}(): Expected input to have non-zero size for non-batch dimensions, but input has "
+                               f"sizes {list(input.shape)} with dimension {i} being empty")
+
+
+def _adaptive_pool(input, output_size, op, fn, nsp=2):
     _check_tensor(fn, input)
-    if input.ndim not in (3, 4):
-        raise RuntimeError(f"{fn}: expected 3D or 4D input, got {input.ndim}D")
-    OH, OW = _adaptive_sizes(input, output_size, fn)
+    _check_pool_input(input, fn, nsp)
+    sizes = _adaptive_sizes(input, output_size, fn, nsp)
     x = input
     n = x.ndim
-    for axis, O in ((n - 2, OH), (n - 1, OW)):
+    for axis, O in zip(range(n - nsp, n), sizes):
         size = x.shape[axis]
         if O == size:
             continue
@@ -700,7 +723,8 @@ def _unequal_window_taps(x, axis, starts, lengths, op):
 
 @fused_in_eager
 def adaptive_avg_pool2d(input, output_size):
-    if isinstance(input, Tensor) and _adaptive_sizes(input, output_size) == [1, 1] and input.ndim in (3, 4):
+    if isinstance(input, Tensor) and input.ndim in (3, 4) and 0 not in input.shape[-3:] and \
+            _adaptive_sizes(input, output_size) == [1, 1]:
         n = input.ndim
         return dispatch1("mean", [input], {"dims": [n - 2, n - 1], "keepdim": True})
     return _adaptive_pool(input, output_size, "mean", "adaptive_avg_pool2d")
@@ -710,8 +734,7 @@ def adaptive_avg_pool2d(input, output_size):
 def adaptive_max_pool2d(input, output_size, return_indices=False):
     if return_indices:
         _check_tensor("adaptive_max_pool2d", input)
-        if input.ndim not in (3, 4):
-            raise RuntimeError(f"adaptive_max_pool2d: expected 3D or 4D input, got {input.ndim}D")
+        _check_pool_input(input, "adaptive_max_pool2d", 2)
         OH, OW = _adaptive_sizes(input, output_size, "adaptive_max_pool2d")
         return _pool_indices.max_with_indices(input, _pool_indices.adaptive_rows(OH, input.shape[-2]),
                                               _pool_indices.adaptive_rows(OW, input.shape[-1]))
@@ -975,10 +998,17 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     _check_storage(list(input.shape[:2]) + out_sizes, input.dtype)
     linear_modes = {"linear": 1, "bilinear": 2, "trilinear": 3}
     ft = np.float64 if input.dtype is D.float64 else np.float32  # the weights' type: torch's opmath type
+    if mode in ("nearest", "nearest-exact", "area") and align_corners is not None:
+        raise ValueError("align_corners option can only be set with the interpolating modes: "
+                         "linear | bilinear | bicubic | trilinear")
+    if mode == "area":  # torch's: the adaptive average pool to the output size
+        if nsp > 3:
+            raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) "
+                                      "for the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
+                                      f"nearest-exact (got {mode})")
+        pool = {1: adaptive_avg_pool1d, 2: adaptive_avg_pool2d, 3: adaptive_avg_pool3d}[nsp]  # noqa: F405
+        return pool(input, out_sizes)
     if mode in ("nearest", "nearest-exact"):
-        if align_corners is not None:
-            raise ValueError("align_corners option can only be set with the interpolating modes: "
-                             "linear | bilinear | bicubic | trilinear")
         x = input
         for i in range(nsp):
             idx = _source_index_nearest(out_sizes[i], in_sizes[i], scales[i], mode == "nearest-exact", nsp < 3)
@@ -1024,7 +1054,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             x = x.round()
         return x.to(input.dtype) if half else x
     raise NotImplementedError(f"flow: interpolate mode '{mode}' is not supported (nearest, nearest-exact, "
-                              "linear, bilinear, bicubic, trilinear are)")
+                              "linear, bilinear, bicubic, trilinear and area are)")
 
 
 upsample = interpolate
@@ -1301,9 +1331,11 @@ def pixel_unshuffle(input, downscale_factor):
 # ---- the loss functions beyond cross_entropy, nll, mse and l1, and the less common functions, live ---
 # ---- in their own files ---------------------------------------------------------------------------
 
-from . import _functional_more, _loss_functional, _pool_indices  # noqa: E402
-from ._pool_indices import max_unpool1d, max_unpool2d  # noqa: F401,E402
+from . import _functional_3d, _functional_more, _loss_functional, _pool_indices  # noqa: E402
+from ._pool_indices import max_unpool1d, max_unpool2d, max_unpool3d  # noqa: F401,E402
 from ._functional_more import *  # noqa: F401,F403,E402
 from ._loss_functional import *  # noqa: F401,F403,E402
+from ._functional_3d import *  # noqa: F401,F403,E402
 
-__all__ += _loss_functional.__all__ + _functional_more.__all__ + ["max_unpool1d", "max_unpool2d"]
+__all__ += (_loss_functional.__all__ + _functional_more.__all__ + _functional_3d.__all__ +
+            ["max_unpool1d", "max_unpool2d", "max_unpool3d"])

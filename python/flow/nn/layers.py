@@ -176,10 +176,11 @@ class ConvTranspose2d(_ConvNd):
     def _output_padding(self, input, output_size):
         if output_size is None:
             return self.output_padding
-        output_size = list(output_size)[-2:]
+        nd = len(self.kernel_size)
+        output_size = list(output_size)[-nd:]
         out = []
-        for d in range(2):
-            size = input.shape[-2 + d]
+        for d in range(nd):
+            size = input.shape[-nd + d]
             min_size = ((size - 1) * self.stride[d] - 2 * self.padding[d] + self.dilation[d] *
                         (self.kernel_size[d] - 1) + 1)
             extra = output_size[d] - min_size
