@@ -14,7 +14,7 @@ import torch.nn.functional as TF
 import flow
 import flow.nn.functional as F
 from flow import _eager_fusion
-from conftest import FLOW_OF, assert_same, make, to_flow, to_torch
+from conftest import FLOW_OF, assert_same, make, raises_like, to_flow, to_torch
 
 RTOL, ATOL = 2e-5, 2e-5
 
@@ -376,10 +376,16 @@ def test_transformer_encoder(gen):
     run_both(tm, fm, [make((2, 5, 16), torch.float32, gen)], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("case", ["plain", "scale", "bool_mask", "float_mask", "causal"])
+@pytest.mark.parametrize("case", ["plain", "scale", "bool_mask", "float_mask", "causal", "gqa", "gqa_unbatched"])
 def test_scaled_dot_product_attention(gen, case):
     q, k, v = (make((2, 3, n, 8), torch.float32, gen) for n in (5, 7, 7))
     kw = {}
+    if case.startswith("gqa"):  # grouped-query attention: 6 query heads over 2 key and 3 value heads
+        q, k, v = make((2, 6, 5, 8), torch.float32, gen), make((2, 2, 7, 8), torch.float32, gen), \
+            make((2, 3, 7, 4), torch.float32, gen)
+        if case == "gqa_unbatched":
+            q, k, v = q[1], k[1], v[1]
+        kw = {"enable_gqa": True, "is_causal": case == "gqa"}
     if case == "scale":
         kw["scale"] = 0.3
     elif case == "bool_mask":
@@ -396,6 +402,13 @@ def test_scaled_dot_product_attention(gen, case):
     close(F.scaled_dot_product_attention(to_flow(q), to_flow(k), to_flow(v), **fkw), expected, 1e-5, 1e-5)
     j = flow.jit(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **fkw))
     close(j(to_flow(q), to_flow(k), to_flow(v)), expected, 1e-5, 1e-5, "jit")
+
+
+def test_grouped_query_attention_refusals(gen):
+    q, k = make((1, 6, 4, 8), torch.float32, gen), make((1, 4, 4, 8), torch.float32, gen)
+    for args in ((q, k, k), (q[0, 0], k[0, 0], k[0, 0])):  # 4 heads do not divide 6; 2-d has no head dim
+        assert raises_like(lambda: TF.scaled_dot_product_attention(*args, enable_gqa=True),
+                           lambda: F.scaled_dot_product_attention(*map(to_flow, args), enable_gqa=True))
 
 
 # ---- functional: pad, interpolate, losses ----------------------------------------------------------------

@@ -1074,11 +1074,33 @@ def _apply_mask(scores, mask):
     return scores + mask
 
 
+def _gqa_heads(query, key, value):
+    """Grouped-query attention as torch's: key's and value's heads (dim -3) repeated, each head
+    in place, to the query's head count, which each must divide."""
+    for t in (query, key, value):
+        if t.ndim < 3:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-t.ndim}, {t.ndim - 1}], but got -3)")
+    hq = query.shape[-3]
+    if hq % key.shape[-3] or hq % value.shape[-3]:
+        raise RuntimeError("Number of heads in key and value must divide the number of heads in query")
+
+    def repeat(t):
+        r = hq // t.shape[-3]
+        if r == 1:
+            return t
+        s = list(t.shape)
+        grouped = _expand(_unsqueeze(t, -3), s[:-2] + [r] + s[-2:])
+        return _reshape(grouped, s[:-3] + [hq] + s[-2:])
+
+    return repeat(key), repeat(value)
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
-    """softmax(q @ k^T * scale + mask) @ v, composed from matmul and softmax."""
+    """softmax(q @ k^T * scale + mask) @ v, composed from matmul and softmax. With enable_gqa, key
+    and value heads are shared by groups of query heads (each repeated to the query's count)."""
     if enable_gqa:
-        raise NotImplementedError("flow: scaled_dot_product_attention(enable_gqa=True) is not supported")
+        key, value = _gqa_heads(query, key, value)
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
     scale = 1.0 / math.sqrt(E) if scale is None else builtins.float(scale)
     scores = dispatch1("matmul", [query, _transpose(key, -2, -1)]) * scale
