@@ -298,8 +298,9 @@ Expr call(Intrinsic f, std::vector<Expr> args) {
   return Expr(std::make_shared<const Call>(rt, f, std::move(args)));
 }
 
-Expr check_index(Expr i, int64_t lo, int64_t hi, int64_t dim) {
-  return call(Intrinsic::CheckIndex, {std::move(i), make_int(lo), make_int(hi), make_int(dim)});
+Expr check_index(Expr i, int64_t lo, int64_t hi, int64_t dim, bool as_runtime_error) {
+  const int64_t tagged = as_runtime_error ? dim | kCheckIndexRuntimeError : dim;
+  return call(Intrinsic::CheckIndex, {std::move(i), make_int(lo), make_int(hi), make_int(tagged)});
 }
 
 Expr min(Expr a, Expr b) {

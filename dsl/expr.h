@@ -165,14 +165,15 @@ struct Reinterpret : ExprNode {
 // The bitwise functions take two integers of one type (Int32 or Int64): BitAnd, BitOr, BitXor, and
 // the shifts Shl (of the two's-complement bits, as unsigned) and Shr (arithmetic), defined only for
 // a shift count in [0, bits): the ops clamp it first (dsl/ops/elementwise_more.cpp).
-#define FLOW_FOR_EACH_INTRINSIC(X)                                                                                   \
-  X(Neg)                                                                                                             \
-  X(Abs)                                                                                                             \
-  X(Exp)                                                                                                             \
-  X(Log)                                                                                                             \
-  X(Sqrt) X(Rsqrt) X(Tanh) X(Erf) X(Pow) X(Floor) X(Ceil) X(IsNan) X(Sin) X(Cos) X(Log1p) X(Expm1) X(Trunc) X(Round) \
-      X(Tan) X(Atan) X(Asin) X(Acos) X(Sinh) X(Cosh) X(Asinh) X(Acosh) X(Atanh) X(Log2) X(Log10) X(Exp2) X(Erfc)     \
-          X(Atan2) X(Hypot) X(BitAnd) X(BitOr) X(BitXor) X(Shl) X(Shr) X(CheckIndex)
+#define FLOW_FOR_EACH_INTRINSIC(X)                                                                                  \
+  X(Neg)                                                                                                            \
+  X(Abs)                                                                                                            \
+  X(Exp)                                                                                                            \
+  X(Log)                                                                                                            \
+  X(Sqrt)                                                                                                           \
+  X(Rsqrt) X(Tanh) X(Erf) X(Pow) X(Floor) X(Ceil) X(IsNan) X(Sin) X(Cos) X(Log1p) X(Expm1) X(Trunc) X(Round) X(Tan) \
+      X(Atan) X(Asin) X(Acos) X(Sinh) X(Cosh) X(Asinh) X(Acosh) X(Atanh) X(Log2) X(Log10) X(Exp2) X(Erfc) X(Atan2)  \
+          X(Hypot) X(BitAnd) X(BitOr) X(BitXor) X(Shl) X(Shr) X(CheckIndex)
 enum class Intrinsic : uint8_t {
 #define FLOW_X(name) name,
   FLOW_FOR_EACH_INTRINSIC(FLOW_X)
@@ -211,7 +212,11 @@ Expr reinterpret(DType t, Expr v);
 Expr load(DType t, const std::string& buffer, Expr index);
 Expr select(Expr c, Expr t, Expr f);
 Expr call(Intrinsic f, std::vector<Expr> args);
-Expr check_index(Expr i, int64_t lo, int64_t hi, int64_t dim);  // call(CheckIndex, ...) on an Int64 index
+// call(CheckIndex, ...) on an Int64 index. A report raises IndexError, as torch's index_select,
+// embedding and indexing do, or with as_runtime_error RuntimeError, as torch.gather does: the choice
+// travels in the dim argument (kCheckIndexRuntimeError set), so the error word needs no more room.
+Expr check_index(Expr i, int64_t lo, int64_t hi, int64_t dim, bool as_runtime_error = false);
+constexpr int64_t kCheckIndexRuntimeError = int64_t{1} << 40;
 Expr min(Expr a, Expr b);
 Expr max(Expr a, Expr b);
 Expr operator+(Expr a, Expr b);

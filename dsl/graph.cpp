@@ -20,6 +20,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "dsl/expr.h"
 #include "dsl/op_table.h"
 
 namespace flow::dsl {
@@ -550,6 +551,12 @@ const AttrValue* attr_find(const Attrs& a, const std::string& key) {
 void throw_index_out_of_bounds(int64_t index, int64_t size, int64_t dim, OpError::Kind kind) {
   throw OpError(kind, "index " + std::to_string(index) + " is out of bounds for dimension " + std::to_string(dim) +
                           " with size " + std::to_string(size));
+}
+
+void throw_check_index_report(int64_t index, int64_t size, int64_t tagged_dim) {
+  const bool runtime_error = (tagged_dim & kCheckIndexRuntimeError) != 0;
+  throw_index_out_of_bounds(index, size, tagged_dim & ~kCheckIndexRuntimeError,
+                            runtime_error ? OpError::Kind::Value : OpError::Kind::Index);
 }
 
 int64_t attr_int(const Attrs& a, const std::string& key, const std::string& op) {

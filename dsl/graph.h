@@ -118,6 +118,8 @@ struct OpError : std::runtime_error {
 // torch's "index 7 is out of bounds for dimension 0 with size 5", as an OpError of `kind`.
 [[noreturn]] void throw_index_out_of_bounds(int64_t index, int64_t size, int64_t dim,
                                             OpError::Kind kind = OpError::Kind::Index);
+// The same for a CheckIndex report, whose dim argument also says the exception (dsl/expr.h).
+[[noreturn]] void throw_check_index_report(int64_t index, int64_t size, int64_t tagged_dim);
 
 // Attribute accessors that raise OpError naming the op and attribute when missing or mistyped.
 int64_t attr_int(const Attrs& a, const std::string& key, const std::string& op);

@@ -340,7 +340,7 @@ Scalar call_intrinsic(const Call* op, const std::vector<Scalar>& args, const Int
   const DType t = op->type;
   if (op->func == Intrinsic::IsNan) return int_scalar(DType::Bool, is_floating(a.type) && std::isnan(a.f));
   if (op->func == Intrinsic::CheckIndex) {  // (i, lo, hi, dim): raises as the kernels' reports do
-    if (a.i < args.at(1).i || a.i >= args.at(2).i) throw_index_out_of_bounds(a.i, args.at(2).i, args.at(3).i);
+    if (a.i < args.at(1).i || a.i >= args.at(2).i) throw_check_index_report(a.i, args.at(2).i, args.at(3).i);
     return a;
   }
   if (!is_floating(a.type)) {  // integer forms of Neg, Abs, Floor, Ceil

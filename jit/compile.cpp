@@ -206,7 +206,7 @@ void launch_cpu(const CompiledKernel& k, const std::vector<sched::KernelArg>& ar
   if (k.checks_indices) av.emplace_back().ptr = error_word.data();
   reinterpret_cast<void (*)(const dsl::ArgValue*)>(k.entry)(av.data());
   ++launches();
-  if (error_word[0] != 0) dsl::throw_index_out_of_bounds(error_word[1], error_word[2], error_word[3]);
+  if (error_word[0] != 0) dsl::throw_check_index_report(error_word[1], error_word[2], error_word[3]);
 }
 
 // ---- Executable --------------------------------------------------------------------------------

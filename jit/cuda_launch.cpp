@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "dsl/expr.h"
 #include "dsl/interpreter.h"
 #include "dsl/ir_visitor.h"
 #include "jit/cuda/cuda_compile.h"
@@ -17,6 +18,7 @@
 namespace flow::jit {
 
 namespace rc = runtime::cuda;
+static_assert(rc::kIndexReportTag == dsl::kCheckIndexRuntimeError, "CheckIndex's exception tag, read by both");
 
 namespace {
 

@@ -58,8 +58,8 @@ std::string device_error_message(long long code, long long a, long long b, long 
              " is not a bag boundary: offsets start at 0, never decrease and do not pass the input's length " +
              std::to_string(c) + where;
     case DeviceErrorCode::IndexOutOfBounds:
-      return "index " + std::to_string(a) + " is out of bounds for dimension " + std::to_string(c) + " with size " +
-             std::to_string(b) + where;
+      return "index " + std::to_string(a) + " is out of bounds for dimension " + std::to_string(c & ~kIndexReportTag) +
+             " with size " + std::to_string(b) + where;
     case DeviceErrorCode::None:
       break;
   }

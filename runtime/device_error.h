@@ -22,8 +22,13 @@ enum class DeviceErrorCode : long long {
   EmbeddingBagIndex = 1,   // a: position, b: the index there, c: the number of rows
   EmbeddingBagOffset = 2,  // a: the boundary's position in offsets, b: its value, c: the input's length
   IndexOutOfBounds = 3,    // an index out of range (a generated kernel's dsl CheckIndex, the scatter
-                           // kernel): a: the index, b: the size of the dim, c: the dim
+                           // kernel): a: the index, b: the size of the dim, c: the dim, possibly
+                           // tagged with kIndexReportTag (dsl::kCheckIndexRuntimeError)
 };
+// A CheckIndex's dim carries this bit when torch raises RuntimeError for it (gather); on the device
+// every report is a RuntimeError anyway, so the message only drops it (jit/cuda_launch.cpp checks
+// that it is dsl's bit).
+constexpr long long kIndexReportTag = 1LL << 40;
 
 // The device's error word, created on first use unless `stream` is capturing (then null when it
 // does not exist yet).

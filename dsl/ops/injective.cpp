@@ -28,8 +28,8 @@ Expr idx_load_as_int(const InputLoader& load, int k, const std::vector<Expr>& id
 // as torch's checks do) and wrapped from [-n, n) to [0, n) where negatives are allowed (Python
 // indexing; torch's embedding refuses them). The clamp after the check keeps the generated load in
 // bounds while the kernel finishes.
-Expr wrap_index(Expr i, int64_t n, int64_t dim, bool negatives = true) {
-  const Expr checked = check_index(std::move(i), negatives ? -n : 0, n, dim);
+Expr wrap_index(Expr i, int64_t n, int64_t dim, bool negatives = true, bool as_runtime_error = false) {
+  const Expr checked = check_index(std::move(i), negatives ? -n : 0, n, dim, as_runtime_error);
   // checked + (checked < 0 ? n : 0): the check outside the select's arms, where the code generators
   // evaluate it unconditionally (a check in an arm is evaluated only when that arm is chosen).
   const Expr w = negatives ? checked + select(checked < make_int(0), make_int(n), make_int(0)) : checked;
@@ -208,7 +208,9 @@ void register_injective_ops() {
       [](const std::vector<Expr>& oi, const InputLoader& load, const OpContext& ctx) {
         const int64_t dim = normalize_dim(attr_int(*ctx.attrs, "dim", "gather"), static_cast<int64_t>(oi.size()));
         std::vector<Expr> idx = oi;
-        idx[dim] = wrap_index(idx_load_as_int(load, 1, oi), ctx.inputs[0].shape[dim], dim, negatives_allowed(ctx));
+        // torch.gather's own check (nonnegative) raises RuntimeError; take's wrapping ones IndexError
+        const bool gather_check = !negatives_allowed(ctx);
+        idx[dim] = wrap_index(idx_load_as_int(load, 1, oi), ctx.inputs[0].shape[dim], dim, !gather_check, gather_check);
         return cast(compute_dtype(ctx.outputs[0].dtype), load(0, idx));
       });
 

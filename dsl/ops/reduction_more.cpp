@@ -229,7 +229,7 @@ std::vector<int> norm_decompose(Graph& g, const std::vector<int>& in, const Attr
   int v = -1;
   if (std::isinf(p)) {
     if (r.count == 0) {
-      throw OpError(OpError::Kind::Index,
+      throw OpError(OpError::Kind::Value,  // (torch's is a RuntimeError, unlike an empty amax's IndexError)
                     "linalg.vector_norm cannot compute the " + std::string(p > 0 ? "inf" : "-inf") +
                         " norm on an empty tensor because the operation does not have an identity");
     }

@@ -1372,6 +1372,17 @@ for _name in ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg", "
               "cumsum", "triu", "tril"):
     setattr(Tensor, _name + "_", _inplace_method(_name + "_", _name))
 del _name
+_cumsum_ = Tensor.cumsum_
+
+
+def _cumsum_bool_refused(self, *args, **kwargs):
+    if self.dtype is D.bool_ and kwargs.get("dtype") is None:  # (its sum is int64, which bool cannot hold)
+        raise NotImplementedError("\"cumsum_out_cpu\" not implemented for 'Bool'")
+    return _cumsum_(self, *args, **kwargs)
+
+
+Tensor.cumsum_ = _cumsum_bool_refused
+Tensor.cumsum_.__name__ = Tensor.cumsum_.__qualname__ = "cumsum_"
 
 
 Tensor.__matmul__ = lambda self, other: F.matmul(self, other) if isinstance(other, Tensor) else NotImplemented

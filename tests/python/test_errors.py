@@ -281,3 +281,39 @@ def test_a_cached_eager_kernel_does_not_skip_an_argument_check():
     assert flow.pow(x, 2).tolist() == [4, 9, 1]
     for fn in (lambda: flow.pow(x, -2), lambda: x ** -1):
         assert raises_like(lambda: torch.pow(torch.tensor([2, 3, -1]), -2), fn)
+
+
+def test_exception_classes_torch_raises(gen):
+    """The exception classes (and messages) of torch for: an out-of-range index found by a jitted
+    gather's kernel (RuntimeError, where a jitted index_select's or indexing's is IndexError, both as
+    torch's eager ops); the inf norms of an empty dim (RuntimeError); cumsum_ of bool
+    (NotImplementedError)."""
+    x = make((2, 3), torch.float32, gen)
+    bad = torch.tensor([[0, 5]])
+    same_error(lambda: torch.gather(x, 1, bad),
+               lambda: flow.jit(lambda a, i: flow.gather(a, 1, i))(to_flow(x), to_flow(bad)))
+    with pytest.raises(IndexError, match="index 5 is out of bounds for dimension 0 with size 3"):
+        flow.jit(lambda a, i: flow.index_select(a, 0, i))(flow.ones(3), flow.tensor([0, 5]))
+    with pytest.raises(IndexError, match="index -4 is out of bounds for dimension 0 with size 3"):
+        flow.jit(lambda a, i: a[i])(flow.ones(3), flow.tensor([0, -4]))
+    for p in (float("inf"), float("-inf")):
+        same_error(lambda: torch.nn.functional.normalize(torch.ones(2, 0), p=p, dim=1),
+                   lambda: flow.nn.functional.normalize(flow.ones(2, 0), p=p, dim=1), exact=False)
+        same_error(lambda: torch.norm(torch.ones(0, 2), p, 0), lambda: flow.norm(flow.ones(0, 2), p, 0), exact=False)
+    same_error(lambda: torch.ones(3, dtype=torch.bool).cumsum_(0), lambda: flow.ones(3, dtype=flow.bool).cumsum_(0))
+    y = flow.ones(3, dtype=flow.int64)
+    assert y.cumsum_(0) is y and y.tolist() == [1, 2, 3]
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.bool])
+def test_softmax_of_an_empty_integer_tensor_is_itself(dtype):
+    """torch has no integer softmax, but an empty integer input comes back as it is (a new tensor);
+    the dim is still checked."""
+    for fn in ("softmax", "log_softmax"):
+        x = torch.ones(0, 3, dtype=dtype)
+        got = getattr(flow, fn)(to_flow(x), 1)
+        assert got.dtype == to_flow(x).dtype and list(got.shape) == [0, 3]
+        assert list(getattr(flow.nn.functional, fn)(to_flow(x), -1).shape) == list(getattr(torch, fn)(x, -1).shape)
+        same_error(lambda: getattr(torch, fn)(x, 2), lambda: getattr(flow, fn)(to_flow(x), 2))
+        same_error(lambda: getattr(torch, fn)(torch.ones(2, 3, dtype=dtype), 1),
+                   lambda: getattr(flow, fn)(flow.ones(2, 3, dtype=to_flow(x).dtype), 1), exact=False)
