@@ -244,15 +244,16 @@ def _pool3d_geometry(input, fn, kernel_size, stride, padding, dilation, ceil_mod
     return out, k, s, p, d
 
 
-def _separable_pool(x, op, out, k, s, p, d, fill, acc=None):
+def _separable_pool(x, op, out, k, s, p, d, fill, acc=None, finish=None):
     """`op` over each k[0] x k[1] x k[2] window of x [..., D, H, W]: the height/width taps, then the
-    depth taps of that over [..., D, OH * OW] (max and sum are separable)."""
+    depth taps of that over [..., D, OH * OW] (max and sum are separable). `finish` maps the
+    [..., OD, OH * OW] result before its reshape, so that elementwise work joins the depth kernel."""
     od, oh, ow = out
     hw = F._pool_taps(x, op, (oh, ow), k[1:], s[1:], d[1:], p[1:], fill, acc)
     lead = list(hw.shape[:-3])
     flat = F._reshape(hw, lead + [hw.shape[-3], oh * ow])
     y = F._pool_taps(flat, op, (od, oh * ow), (k[0], 1), (s[0], 1), (d[0], 1), (p[0], 0), fill, acc)
-    return F._reshape(y, lead + [od, oh, ow])
+    return F._reshape(finish(y) if finish else y, lead + [od, oh, ow])
 
 
 @fused_in_eager
@@ -280,18 +281,21 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     out, k, s, p, _ = _pool3d_geometry(input, "avg_pool3d", kernel_size, stride, padding, 1, ceil_mode)
     # Half types add in float32 and round once, as torch's CUDA kernels; int64 truncates as its CPU kernel.
     acc = D.float32 if dtype in (D.float16, D.bfloat16) else dtype
-    total = _separable_pool(input, "add", out, k, s, p, (1, 1, 1), 0.0, acc)
     if divisor_override is not None:
-        divisor = builtins.int(divisor_override)
+        table = np.array(builtins.int(divisor_override))
     else:
         size = input.shape[-3:]
         per_axis = [F._avg_divisors(out[i], size[i], k[i], s[i], p[i], count_include_pad) for i in range(3)]
-        table = np.einsum("i,j,k->ijk", *per_axis)
+        table = np.einsum("i,j,k->ijk", *per_axis).reshape(out[0], out[1] * out[2])
+
+    def divide(total):  # over the window sums' [..., OD, OH * OW], inside the depth kernel
         divisor = builtins.int(table.flat[0]) if np.all(table == table.flat[0]) else F._const(table, total)
-    if acc == D.int64:
-        return _ops.div(total, divisor, rounding_mode="trunc")
-    y = _ops.div(total, builtins.float(divisor) if isinstance(divisor, builtins.int) else divisor)
-    return y if acc == dtype else _ops._cast(y, dtype)
+        if acc == D.int64:
+            return _ops.div(total, divisor, rounding_mode="trunc")
+        y = _ops.div(total, builtins.float(divisor) if isinstance(divisor, builtins.int) else divisor)
+        return y if acc == dtype else _ops._cast(y, dtype)
+
+    return _separable_pool(input, "add", out, k, s, p, (1, 1, 1), 0.0, acc, divide)
 
 
 @fused_in_eager
