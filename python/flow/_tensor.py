@@ -966,6 +966,13 @@ class Tensor:
         from ._creation import check_fill_value
 
         check_fill_value(value, self.dtype)
+        if self._c is not None and current_trace() is None and builtins.any(
+                st == 0 and n > 1 for n, st in zip(self._c.shape, self._c.strides)):
+            # torch fills an expanded tensor (every element sharing memory gets the same value):
+            # fill the elements it has, a view without the repeats
+            sizes = [1 if st == 0 else n for n, st in zip(self._c.shape, self._c.strides)]
+            self.as_strided(sizes, list(self._c.strides), self.storage_offset()).fill_(value)
+            return self
         if self._c is not None and self._c.device != "cpu" and current_trace() is None:
             self._device_write("Tensor.fill_()", value)
             return self

@@ -92,7 +92,13 @@ def test_out_argument_and_errors(device, gen):
     with pytest.raises(RuntimeError, match="shape mismatch"):
         f[0:2] = flow.ones(3, device=device)
     with pytest.raises(RuntimeError, match="single memory location"):
-        flow.zeros(1, 4, device=device).expand(3, 4).fill_(1)
+        flow.zeros(1, 4, device=device).expand(3, 4).add_(1)
+    # fill_ and zero_ of an expanded tensor write its elements (every copy the same value), as torch's
+    base = flow.zeros(2, 1, 4, device=device)
+    assert base[:, :, 1:3].expand(2, 5, 2).fill_(7.0).cpu().tolist() == [[[7.0, 7.0]] * 5] * 2
+    assert base.cpu().tolist() == [[[0.0, 7.0, 7.0, 0.0]]] * 2
+    base.expand(2, 3, 4).zero_()
+    assert base.cpu().tolist() == [[[0.0] * 4]] * 2
     with pytest.raises(RuntimeError, match="can't be cast"):
         flow.add(flow.ones(3, device=device), 0.5, out=flow.zeros(3, dtype=flow.int64, device=device))
 

@@ -603,3 +603,33 @@ def test_losses_and_norm_modules_at_the_edges(gen):
         assert_same(f(to_flow(x)), t(x), rtol=1e-5, atol=1e-5)
         for name, buf in t.state_dict().items():
             assert_same(f.state_dict()[name], buf, rtol=1e-6, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_conv_transpose2d_with_output_padding_at_or_above_the_stride(jit, gen):
+    """torch allows an output_padding below the stride or the dilation; oneDNN's deconvolution
+    refuses one at or above the stride (a negative end padding), so flow computes it as the
+    convolution over the zero-stuffed input on the CPU as on CUDA (it raised)."""
+    x, w, b = make((2, 2, 4, 5), torch.float32, gen), make((2, 3, 3, 3), torch.float32, gen), \
+        make((3,), torch.float32, gen)
+    for kw in ({"stride": 2, "output_padding": 2, "dilation": 3}, {"stride": 1, "output_padding": 1, "dilation": 2},
+               {"stride": (1, 2), "output_padding": (1, 0), "dilation": (2, 1), "padding": (2, 1)}):
+        run = flow.jit(lambda a, c, d: FF.conv_transpose2d(a, c, d, **kw)) if jit else \
+            (lambda a, c, d: FF.conv_transpose2d(a, c, d, **kw))
+        assert_same(run(to_flow(x), to_flow(w), to_flow(b)), TF.conv_transpose2d(x, w, b, **kw), atol=3e-5,
+                    msg=str(kw))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.uint8])
+def test_integer_linear_is_exact_as_torchs(dtype, gen):
+    """F.linear of integers: torch's CPU kernel, wrapping in the dtype (flow refused: its library
+    call takes floating point); 1-d weights and inputs too; mismatched dtypes raise as torch."""
+    x, w, b = make((5, 7), dtype, gen), make((3, 7), dtype, gen), make((3,), dtype, gen)
+    if dtype is torch.uint8:
+        x, w = x * 37, w * 11  # products that wrap
+    for args in ((x, w), (x, w, b), (x[0], w), (x, w[0]), (x[1], w[2])):
+        assert_same(FF.linear(*map(to_flow, args)), TF.linear(*args))
+    assert_same(flow.jit(lambda a, c, d: FF.linear(a, c, d))(to_flow(x), to_flow(w), to_flow(b)), TF.linear(x, w, b))
+    other = torch.int32 if dtype is not torch.int32 else torch.int64
+    same_error(lambda: TF.linear(x, w.to(other)), lambda: FF.linear(to_flow(x), to_flow(w.to(other))))
+    same_error(lambda: TF.linear(x, w, b.float()), lambda: FF.linear(to_flow(x), to_flow(w), to_flow(b.float())))

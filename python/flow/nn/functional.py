@@ -182,6 +182,17 @@ def mish(input, inplace=False):
 def linear(input, weight, bias=None):
     _check_tensor("linear", input)
     _check_tensor("linear", weight, "weight")
+    if not input.dtype.is_floating_point and input.dtype is not D.bool_:
+        # An integer linear (torch's CPU kernel) is flow's exact integer matrix product, wrapping in
+        # its dtype; the library call takes floating point only.
+        if weight.dtype is not input.dtype:
+            raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_ops._c10_name(input.dtype)} != "
+                               f"{_ops._c10_name(weight.dtype)}")
+        if bias is not None and bias.dtype is not input.dtype:
+            raise RuntimeError(f"self and mat2 must have the same dtype, but got {bias.dtype._torch_short} and "
+                               f"{input.dtype._torch_short}")
+        out = _ops.matmul(input, _transpose(weight, 0, 1) if weight.ndim == 2 else weight)
+        return out if bias is None else out + bias
     return dispatch1("linear", [input, weight] + ([bias] if bias is not None else []))
 
 
@@ -226,10 +237,11 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     attrs = {"stride": _pair(stride, 2, "stride"), "padding": _pair(padding, 2, "padding"),
              "output_padding": _pair(output_padding, 2, "output_padding"), "dilation": _pair(dilation, 2, "dilation"),
              "groups": builtins.int(groups)}
-    # On CUDA, cuDNN's backward data runs it when its output is the input of a convolution giving
-    # back the input's size: output_padding below the stride (torch also allows it below the
-    # dilation). The rest is written as a convolution over the zero-stuffed input.
-    if input.device.type == "cuda" and any(op >= s for op, s in zip(attrs["output_padding"], attrs["stride"])):
+    # cuDNN's backward data (CUDA) and oneDNN's deconvolution (CPU) run it when its output is the
+    # input of a convolution giving back the input's size: output_padding below the stride (torch
+    # also allows it below the dilation). The rest is written as a convolution over the
+    # zero-stuffed input.
+    if any(op >= s for op, s in zip(attrs["output_padding"], attrs["stride"])):  # (oneDNN refuses it too)
         return _conv_transpose2d_as_conv2d(input, weight, bias, **attrs)
     return dispatch1("conv_transpose2d", [input, weight] + ([bias] if bias is not None else []), attrs)
 
