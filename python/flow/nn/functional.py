@@ -1369,11 +1369,12 @@ def pixel_unshuffle(input, downscale_factor):
 # ---- the loss functions beyond cross_entropy, nll, mse and l1, and the less common functions, live ---
 # ---- in their own files ---------------------------------------------------------------------------
 
-from . import _functional_3d, _functional_more, _loss_functional, _pool_indices  # noqa: E402
+from . import _ctc, _functional_3d, _functional_more, _loss_functional, _pool_indices  # noqa: E402
 from ._pool_indices import max_unpool1d, max_unpool2d, max_unpool3d  # noqa: F401,E402
 from ._functional_more import *  # noqa: F401,F403,E402
 from ._loss_functional import *  # noqa: F401,F403,E402
 from ._functional_3d import *  # noqa: F401,F403,E402
+from ._ctc import ctc_loss  # noqa: F401,E402
 
 __all__ += (_loss_functional.__all__ + _functional_more.__all__ + _functional_3d.__all__ +
-            ["max_unpool1d", "max_unpool2d", "max_unpool3d"])
+            ["max_unpool1d", "max_unpool2d", "max_unpool3d", "ctc_loss"])
