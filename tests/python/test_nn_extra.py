@@ -550,3 +550,58 @@ def test_threshold_of_integers_and_bilinear_resize_of_uint8_like_torch():
         diff = (torch.from_numpy(got.numpy()).int() - want.int()).abs()
         assert int(diff.max()) <= 1 and float(diff.float().mean()) < 0.5
 
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_norms_without_bias_and_sync_batch_norm(jit, gen):
+    """torch's `bias=False` keyword of the batch and instance norms (an affine scale without a
+    shift: no bias parameter, folded into the convolution under jit all the same), and
+    SyncBatchNorm (one process: batch norm over any input of 2+ dims) with convert_sync_batchnorm
+    keeping the parameters, against torch in eval and train mode."""
+    x = make((3, 4, 5, 6), torch.float32, gen)
+    tm = torch.nn.Sequential(torch.nn.Conv2d(4, 6, 3), torch.nn.BatchNorm2d(6, bias=False), torch.nn.ReLU(),
+                             torch.nn.InstanceNorm2d(6, affine=True, bias=False))
+    for p in tm.parameters():
+        torch.nn.init.normal_(p, generator=gen)
+    tm[1].running_mean.normal_(generator=gen)
+    fm = fnn.Sequential(fnn.Conv2d(4, 6, 3), fnn.BatchNorm2d(6, bias=False), fnn.ReLU(),
+                        fnn.InstanceNorm2d(6, affine=True, bias=False))
+    assert repr(fm) == repr(tm) and list(fm.state_dict()) == list(tm.state_dict())
+    fm.load_state_dict(tm.state_dict())
+    tsync = torch.nn.SyncBatchNorm.convert_sync_batchnorm(tm)
+    fsync = fnn.SyncBatchNorm.convert_sync_batchnorm(fm)
+    assert repr(fsync) == repr(tsync) and fsync[1].weight is fm[1].weight
+    for mode in ("eval", "train"):
+        for t, f in ((tm, fm), (tsync, fsync)):
+            getattr(t, mode)()
+            getattr(f, mode)()
+            run = flow.jit(f) if jit else f
+            if mode == "train" and t is tsync:
+                continue  # (torch's SyncBatchNorm trains on CUDA only; flow's is batch norm)
+            assert_same(run(to_flow(x)), t(x).detach(), atol=2e-5, rtol=1e-5, msg=f"{mode} {type(f[1]).__name__}")
+    y = make((2, 6, 3, 2, 2), torch.float32, gen)  # any rank
+    tsync.eval()
+    fsync.eval()
+    assert_same(fsync[1](to_flow(y)), tsync[1](y).detach(), atol=1e-5)
+    with pytest.raises(ValueError, match="expected at least 2D input"):
+        fsync[1](flow.ones(6))
+
+
+def test_buffer_attributes_register_buffers():
+    """torch.nn.Buffer: a tensor assigned as one is a buffer, persistent or not."""
+    class M(fnn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = fnn.Buffer(flow.ones(2))
+            self.b = fnn.Buffer(flow.ones(3), persistent=False)
+
+        def forward(self, x):
+            return x + self.a
+
+    m = M()
+    assert list(m.state_dict()) == ["a"] and [n for n, _ in m.named_buffers()] == ["a", "b"]
+    assert isinstance(m.a, fnn.Buffer) and not isinstance(flow.ones(2), fnn.Buffer)
+    compiled = flow.jit(m)
+    assert compiled(flow.zeros(2)).tolist() == [1.0, 1.0]
+    m.a = fnn.Buffer(flow.full((2,), 5.0))
+    assert compiled(flow.zeros(2)).tolist() == [5.0, 5.0] and "a" in m._buffers

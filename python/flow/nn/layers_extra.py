@@ -14,7 +14,7 @@ from . import init
 from .layers import ConvTranspose2d, Upsample, _BatchNorm, _empty
 from .modules import Module, Parameter
 
-__all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LocalResponseNorm", "BatchNorm3d", "ConstantPad1d",
+__all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LocalResponseNorm", "BatchNorm3d", "SyncBatchNorm", "ConstantPad1d",
            "ConstantPad2d", "ConstantPad3d", "ZeroPad1d", "ZeroPad3d", "ReflectionPad1d", "ReflectionPad2d",
            "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "CircularPad1d",
            "CircularPad2d", "CircularPad3d", "Fold", "Unfold", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "MaxUnpool1d",
@@ -29,13 +29,17 @@ class _InstanceNorm(Module):
     _batched_ndim = 0
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
-                 dtype=None):
+                 dtype=None, *, bias=True):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
+        self._has_bias = bool(affine and bias)
         if affine:
             self.weight = Parameter(_creation.ones(num_features, dtype=dtype or D.float32, device=device))
-            self.bias = Parameter(_creation.zeros(num_features, dtype=dtype or D.float32, device=device))
+            if bias:
+                self.bias = Parameter(_creation.zeros(num_features, dtype=dtype or D.float32, device=device))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -66,7 +70,7 @@ class _InstanceNorm(Module):
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+                f"bias={self._has_bias}, track_running_stats={self.track_running_stats}")
 
 
 class InstanceNorm1d(_InstanceNorm):
@@ -83,6 +87,37 @@ class InstanceNorm3d(_InstanceNorm):
 
 class BatchNorm3d(_BatchNorm):
     _dims = (5,)
+
+
+class SyncBatchNorm(_BatchNorm):
+    """torch's SyncBatchNorm in one process: batch norm over any input of 2 or more dims (in
+    training, the statistics of the batch it sees; there are no other processes to share them
+    with). It is here so that models trained with it (convert_sync_batchnorm) load and run."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+                 process_group=None, device=None, dtype=None, *, bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+        self.process_group = process_group
+
+    def _check_input_dim(self, input):
+        if input.ndim < 2:
+            raise ValueError(f"expected at least 2D input (got {input.ndim}D input)")
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module, process_group=None):
+        """module with every BatchNorm*d replaced by a SyncBatchNorm holding the same parameters and
+        buffers (the module itself when it is one), as torch's."""
+        out = module
+        if isinstance(module, _BatchNorm) and not isinstance(module, SyncBatchNorm):
+            out = cls(module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats,
+                      process_group, bias=module._has_bias)
+            for store in ("_parameters", "_buffers"):
+                for name, value in getattr(module, store).items():
+                    getattr(out, store)[name] = value
+            out.train(module.training)
+        for name, child in module._modules.items():
+            out._modules[name] = cls.convert_sync_batchnorm(child, process_group)
+        return out
 
 
 class LocalResponseNorm(Module):

@@ -49,6 +49,28 @@ class Parameter(Tensor):
     __hash__ = Tensor.__hash__
 
 
+class _BufferMeta(type):
+    def __instancecheck__(cls, obj):  # torch's: a tensor made by Buffer() counts as one
+        return isinstance(obj, Tensor) and getattr(obj, "_is_buffer", False)
+
+
+class Buffer(Tensor, metaclass=_BufferMeta):
+    """torch.nn.Buffer(data, persistent=True): a plain Tensor (sharing data's storage) that a Module
+    registers as a buffer when assigned as an attribute, persistent (in state_dict) or not."""
+
+    def __new__(cls, data=None, *, persistent=True):
+        from .. import _creation
+
+        if data is None:
+            data = _creation.empty(0)
+        if not isinstance(data, Tensor):
+            data = _creation.tensor(data)
+        b = Tensor._wrap(data._c) if data._c is not None else data
+        b._is_buffer = True
+        b._buffer_persistent = bool(persistent)
+        return b
+
+
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
     def __repr__(self):
         if not self.missing_keys and not self.unexpected_keys:
@@ -121,6 +143,9 @@ class Module:
             self._parameters.pop(name, None)
             self._buffers.pop(name, None)
             self._modules[name] = value
+        elif isinstance(value, Tensor) and getattr(value, "_is_buffer", False):  # an nn.Buffer
+            d.pop(name, None)
+            self.register_buffer(name, value, persistent=value._buffer_persistent)
         elif "_parameters" in d and name in self._parameters:
             if value is not None:
                 raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
