@@ -685,9 +685,10 @@ def _adaptive_pool(input, output_size, op, fn, nsp=2):
     _check_tensor(fn, input)
     _check_pool_input(input, fn, nsp)
     sizes = _adaptive_sizes(input, output_size, fn, nsp)
-    # A half mean pools in float32 and rounds once (a rounding per axis was up to 3 ulp off torch's).
+    # A half mean pools in float32 and rounds once (a rounding per axis was up to 3 ulp off torch's):
+    # each axis's kernel widens what it reads, and only the last result is rounded.
     half_mean = op == "mean" and input.dtype in (D.float16, D.bfloat16)
-    x = _ops._cast(input, D.float32) if half_mean else input
+    x = input
     n = x.ndim
     for axis, O in zip(range(n - nsp, n), sizes):
         size = x.shape[axis]
@@ -700,23 +701,23 @@ def _adaptive_pool(input, output_size, op, fn, nsp=2):
             # Equal windows: view the axis as [O, size / O] and reduce the inner dim.
             s = list(x.shape)
             x = _reshape(x, s[:axis] + [O, size // O] + s[axis + 1:])
-            x = dispatch1(op, [x], {"dims": [axis + 1], "keepdim": False})
+            x = dispatch1(op, [_ops._cast(x, D.float32) if half_mean else x], {"dims": [axis + 1], "keepdim": False})
             continue
         # torch's windows: start = floor(o * size / O), end = ceil((o + 1) * size / O).
         starts = [(o * size) // O for o in range(O)]
         lengths = [-((-(o + 1) * size) // O) - st for o, st in enumerate(starts)]
         if op == "amax" or x.dtype.is_floating_point:
-            x = _unequal_window_taps(x, axis, starts, lengths, op)
+            x = _unequal_window_taps(x, axis, starts, lengths, op, keep_float32=half_mean)
             continue
         parts = [dispatch1(op, [_slice(x, axis, st, st + n)], {"dims": [axis], "keepdim": True})
                  for st, n in zip(starts, lengths)]
         x = _cat(parts, axis)
-    if half_mean:
+    if half_mean and x.dtype is not input.dtype:
         return _ops._cast(x, input.dtype)  # (a new tensor)
     return _fresh(x, input)  # (a pool to the input's own size is a copy, as torch's)
 
 
-def _unequal_window_taps(x, axis, starts, lengths, op):
+def _unequal_window_taps(x, axis, starts, lengths, op, keep_float32=False):
     """`op` ("mean" or "amax") over windows [starts[o], starts[o] + lengths[o]) of `axis`: the
     windows' k-th elements gathered by one index_select each (a shorter window repeats its last
     element, left out of a sum by a select), combined as the pools' taps are (_combine_taps), so the
@@ -734,7 +735,7 @@ def _unequal_window_taps(x, axis, starts, lengths, op):
     out = _combine_taps(taps, "add" if op == "mean" else "maximum", x, None, None, acc)
     if op == "mean":
         out = _ops.div(out, _const(np.array(lengths, dtype=np.float64).reshape(shape), out))
-    return out if out.dtype == x.dtype else _ops._cast(out, x.dtype)
+    return out if out.dtype == x.dtype or keep_float32 else _ops._cast(out, x.dtype)
 
 
 @fused_in_eager
