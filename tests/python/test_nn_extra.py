@@ -605,3 +605,50 @@ def test_buffer_attributes_register_buffers():
     assert compiled(flow.zeros(2)).tolist() == [1.0, 1.0]
     m.a = fnn.Buffer(flow.full((2,), 5.0))
     assert compiled(flow.zeros(2)).tolist() == [5.0, 5.0] and "a" in m._buffers
+
+
+_LAZY = [
+    ("LazyLinear", (5,), {}, (3, 7)),
+    ("LazyConv1d", (4, 3), {"padding": 1}, (2, 3, 9)),
+    ("LazyConv2d", (4, 3), {"stride": 2, "groups": 1, "bias": False}, (2, 6, 7, 7)),
+    ("LazyConv3d", (2, (1, 3, 3)), {}, (1, 3, 4, 5, 5)),
+    ("LazyConvTranspose1d", (4, 3), {"stride": 2}, (2, 3, 5)),
+    ("LazyConvTranspose2d", (4, 3), {"output_padding": 1, "stride": 2}, (2, 3, 4, 4)),
+    ("LazyConvTranspose3d", (2, 2), {"stride": 2}, (1, 3, 2, 3, 3)),
+    ("LazyBatchNorm1d", (), {}, (4, 6)),
+    ("LazyBatchNorm2d", (), {"affine": False}, (2, 3, 4, 4)),
+    ("LazyBatchNorm3d", (), {"bias": False}, (2, 3, 2, 3, 3)),
+    ("LazyInstanceNorm1d", (), {"affine": True}, (2, 3, 8)),
+    ("LazyInstanceNorm2d", (), {"track_running_stats": False}, (2, 3, 5, 6)),
+    ("LazyInstanceNorm3d", (), {}, (2, 3, 2, 3, 3)),
+]
+
+
+@pytest.mark.parametrize("name,args,kwargs,shape", _LAZY, ids=[c[0] for c in _LAZY])
+def test_lazy_layers_materialize_as_torchs(name, args, kwargs, shape, gen):
+    """A lazy layer has torch's state_dict keys before materializing, becomes torch's layer (class,
+    repr, parameter shapes) at its first call or from a loaded state dict, and then computes what
+    torch's does, eagerly and under flow.jit; under flow.jit before materializing it is a TraceError."""
+    x = make(shape, torch.float32, gen)
+    tm, fm = getattr(torch.nn, name)(*args, **kwargs), getattr(fnn, name)(*args, **kwargs)
+    assert list(fm.state_dict()) == list(tm.state_dict())
+    with pytest.raises(flow.TraceError, match="lazy layer"):
+        flow.jit(getattr(fnn, name)(*args, **kwargs))(to_flow(x))
+    tm(x)  # torch's materializes
+    fm(to_flow(x))
+    assert type(fm).__name__ == type(tm).__name__ and repr(fm) == repr(tm)
+    assert [tuple(p.shape) for p in fm.parameters()] == [tuple(p.shape) for p in tm.parameters()]
+    loaded = getattr(fnn, name)(*args, **kwargs)  # materialized by the checkpoint's shapes
+    loaded.load_state_dict(tm.state_dict())
+    assert type(loaded).__name__ == type(tm).__name__
+    tm.eval()
+    loaded.eval()
+    want = tm(x).detach()
+    assert_same(loaded(to_flow(x)), want, atol=1e-5, rtol=1e-5)
+    assert_same(flow.jit(loaded)(to_flow(x)), want, atol=1e-5, rtol=1e-5)
+
+
+def test_lazy_layer_input_checks():
+    with pytest.raises(RuntimeError, match=r"Expected 3D \(unbatched\) or 4D \(batched\) input to LazyConv2d"):
+        fnn.LazyConv2d(4, 3)(flow.ones(5))
+    assert fnn.LazyLinear(2).has_uninitialized_params()

@@ -9,6 +9,7 @@ from .layers import (AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d,
 from .layers import CosineSimilarity, PixelShuffle, PixelUnshuffle, Upsample, ZeroPad2d  # noqa: F401
 from .layers_extra import *  # noqa: F401,F403
 from .layers_3d import *  # noqa: F401,F403
+from .lazy import *  # noqa: F401,F403
 from .modules import Buffer, Module, ModuleDict, ModuleList, Parameter, ParameterList, Sequential  # noqa: F401
 from .transformer import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403

@@ -475,7 +475,10 @@ class Module:
         """Copies values (flow tensors, torch tensors or numpy arrays) into the parameters and buffers
         in place, so compiled @flow.jit variants stay valid. strict: missing or unexpected keys are an
         error (else returned in the result). Shapes must match; values are converted to the
-        destination dtype (as torch's copy_)."""
+        destination dtype (as torch's copy_). Lazy layers (flow.nn.lazy) take their sizes from it first."""
+        for prefix, m in list(self.named_modules()):
+            if hasattr(m, "_materialize_from_state"):
+                m._materialize_from_state(state_dict, prefix + "." if prefix else "")
         own = self._state_tensors()
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
