@@ -652,3 +652,25 @@ def test_lazy_layer_input_checks():
     with pytest.raises(RuntimeError, match=r"Expected 3D \(unbatched\) or 4D \(batched\) input to LazyConv2d"):
         fnn.LazyConv2d(4, 3)(flow.ones(5))
     assert fnn.LazyLinear(2).has_uninitialized_params()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_embedding_max_norm_renormalizes_the_weight_in_place(jit, dtype, gen):
+    """embedding(max_norm=): the rows looked up whose norm exceeds max_norm are scaled in place
+    (torch's embedding_renorm_), before the lookup; repeated and unused rows; every call again."""
+    w = make((10, 4), dtype, gen) * 2
+    idx = torch.tensor([[1, 3, 3], [9, 0, 1]])
+    for max_norm, norm_type in ((1.0, 2.0), (2.5, 1.0), (0.5, float("inf")), (100.0, 2.0)):
+        tw, fw = w.clone(), to_flow(w.clone())
+        want = TF.embedding(idx, tw, max_norm=max_norm, norm_type=norm_type)
+        run = (lambda i, v: F.embedding(i, v, max_norm=max_norm, norm_type=norm_type))
+        got = (flow.jit(run) if jit else run)(to_flow(idx), fw)
+        assert_same(got, want, msg=f"{max_norm} {norm_type}")
+        assert_same(fw, tw, msg=f"weight after {max_norm} {norm_type}")
+    tm, fm = torch.nn.Embedding(10, 4, max_norm=1.0), fnn.Embedding(10, 4, max_norm=1.0)
+    fm.load_state_dict(tm.state_dict())
+    run = flow.jit(fm) if jit else fm
+    for _ in range(2):
+        assert_same(run(to_flow(idx)), tm(idx).detach())
+        assert_same(fm.weight, tm.weight.detach())

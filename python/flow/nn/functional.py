@@ -784,9 +784,6 @@ def unflatten(input, dim, sizes):
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
               sparse=False):
-    if max_norm is not None:
-        raise NotImplementedError("flow: embedding(max_norm=...) is not supported (it renormalizes the weight "
-                                  "in place)")
     if padding_idx is not None and isinstance(weight, Tensor) and weight.ndim:  # torch's asserts
         if padding_idx > 0:
             assert padding_idx < weight.shape[0], "Padding_idx must be within num_embeddings"
@@ -799,7 +796,23 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         a = _host_array(input._c)
         if int(a.min()) < 0 or int(a.max()) >= weight.shape[0]:
             raise IndexError("index out of range in self")
+    if max_norm is not None:
+        _embedding_renorm_(input, weight, builtins.float(max_norm), builtins.float(norm_type))
     return dispatch1("embedding", [input, weight])
+
+
+def _embedding_renorm_(input, weight, max_norm, norm_type):
+    """torch's embedding_renorm_: each row of weight that input looks up and whose norm exceeds
+    max_norm is scaled in place to max_norm / (norm + 1e-7) of itself, before the lookup. A row
+    looked up twice gets the same value written twice. Under @flow.jit it is a write into the weight
+    (a parameter) that every run of the compiled call repeats, as torch's forward does."""
+    idx = _reshape(input, [-1])
+    rows = dispatch1("embedding", [idx, weight])  # (checks the indices as the lookup does)
+    wide = D.float32 if weight.dtype in (D.float16, D.bfloat16) else weight.dtype
+    norms = _ops.norm(_ops._cast(rows, wide), norm_type, 1, keepdim=True)
+    scale = _ops.where(_ops.gt(norms, max_norm), max_norm / (norms + 1e-7), 1.0)
+    weight.index_copy_(0, idx if idx.dtype is D.int64 else _ops._cast(idx, D.int64),
+                       _ops._cast(_ops._cast(rows, wide) * scale, weight.dtype))
 
 
 # ---- padding and resampling (index math) ---------------------------------------------------------------
