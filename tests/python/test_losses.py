@@ -774,3 +774,29 @@ def test_legacy_size_average_and_reduce_of_the_core_losses(gen):
             assert_same(got, expected, msg=f"{name} {kw}")
     with pytest.warns(UserWarning, match="different to the input size"):
         F.mse_loss(to_flow(x), to_flow(y[:1]))
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_triplet_margin_with_distance_loss(jit, gen):
+    """Any distance function (a callable; pairwise_distance by default), swap, every reduction, the
+    module, and torch's argument errors."""
+    a, p, n = (make((5, 7), torch.float32, gen) for _ in range(3))
+
+    def cosine(m):
+        return lambda x, y: 1.0 - m.nn.functional.cosine_similarity(x, y)
+
+    for kw in ({}, {"swap": True, "margin": 0.5}, {"reduction": "none"}, {"reduction": "sum", "swap": True}):
+        for dist in (None, cosine):
+            tkw = dict(kw, distance_function=None if dist is None else dist(torch))
+            fkw = dict(kw, distance_function=None if dist is None else dist(flow))
+            run = (lambda x, y, z, fkw=fkw: F.triplet_margin_with_distance_loss(x, y, z, **fkw))
+            got = (flow.jit(run) if jit else run)(to_flow(a), to_flow(p), to_flow(n))
+            assert_same(got, TF.triplet_margin_with_distance_loss(a, p, n, **tkw), atol=3e-6, msg=str(kw))
+    module = flow.nn.TripletMarginWithDistanceLoss(distance_function=cosine(flow), margin=0.3)
+    assert_same(module(to_flow(a), to_flow(p), to_flow(n)),
+                torch.nn.TripletMarginWithDistanceLoss(distance_function=cosine(torch), margin=0.3)(a, p, n), atol=3e-6)
+    for bad in ({"margin": 0}, {"reduction": "avg"}):
+        with pytest.raises(ValueError):
+            F.triplet_margin_with_distance_loss(to_flow(a), to_flow(p), to_flow(n), **bad)
+    with pytest.raises(RuntimeError, match="same number of dimensions"):
+        F.triplet_margin_with_distance_loss(to_flow(a), to_flow(p), to_flow(n[0]))

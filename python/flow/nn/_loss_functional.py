@@ -42,7 +42,7 @@ from .functional import _check_reduction, _const, _legacy_reduction, _reduce_los
 __all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "huber_loss", "smooth_l1_loss",
            "soft_margin_loss", "margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss",
            "poisson_nll_loss", "gaussian_nll_loss", "hinge_embedding_loss", "multi_margin_loss",
-           "multilabel_soft_margin_loss", "multilabel_margin_loss"]
+           "multilabel_soft_margin_loss", "multilabel_margin_loss", "triplet_margin_with_distance_loss"]
 
 
 # ---- helpers -----------------------------------------------------------------------------------------
@@ -432,6 +432,29 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
         dist_neg = _ops.minimum(dist_neg, _pairwise_distance(positive, negative, p, eps))
     out = _ops.clamp(builtins.float(margin) + dist_pos - dist_neg, min=0)
     return _reduce_loss(out, reduction, "triplet_margin_loss")
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False,
+                                      reduction="mean"):
+    """triplet_margin_loss with any distance (a callable of two tensors; pairwise_distance when None)."""
+    for x, name in ((anchor, "anchor"), (positive, "positive"), (negative, "negative")):
+        _tensor("triplet_margin_with_distance_loss", x, name)
+    reduction = _check_reduction(reduction)
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    a, pdim, n = anchor.ndim, positive.ndim, negative.ndim
+    if not (a == pdim == n):
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
+                           f"dimensions, but got: anchor {a}D, positive {pdim}D, and negative {n}D inputs")
+    from ._functional_more import pairwise_distance
+
+    distance = distance_function if distance_function is not None else pairwise_distance
+    dist_pos = distance(anchor, positive)
+    dist_neg = distance(anchor, negative)
+    if swap:
+        dist_neg = _ops.minimum(dist_neg, distance(positive, negative))
+    out = _ops.clamp(builtins.float(margin) + dist_pos - dist_neg, min=0)
+    return _reduce_loss(out, reduction, "triplet_margin_with_distance_loss")
 
 
 def _margin_input_check(input):
