@@ -1043,3 +1043,53 @@ def test_adaptive_pools_of_unequal_windows_are_one_kernel_per_axis(fn, dtype, ge
     assert_same(getattr(F, fn)(to_flow(x), (4, 3)), want, *tol, msg="eager")
     assert_same(jitted(to_flow(x)), want, *tol, msg="jit")
     assert jitted.num_kernels == 2, jitted.explain(with_source=False)
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_multi_head_attention_forward_function(jit, gen):
+    """F.multi_head_attention_forward with its weights as arguments: packed and separate
+    projections (CLIP's attention pool), bias_k/bias_v, add_zero_attn, masks, per-head weights,
+    unbatched inputs; and static_k refused by name."""
+    E, H = 16, 4
+    w = {n: make(s, torch.float32, gen) * 0.3 for n, s in (("ipw", (3 * E, E)), ("ipb", (3 * E,)), ("opw", (E, E)),
+                                                          ("opb", (E,)), ("bk", (1, 1, E)), ("bv", (1, 1, E)),
+                                                          ("qw", (E, E)), ("kw", (E, E)), ("vw", (E, E)))}
+    q, kv = make((5, 2, E), torch.float32, gen), make((7, 2, E), torch.float32, gen)
+    mask = torch.rand(5, 7, generator=gen) > 0.7
+    mask[:, 0] = False
+    kpm = torch.tensor([[False] * 6 + [True], [False] * 7])
+    cases = [
+        ((q, kv, kv), dict(bias_k=None, bias_v=None, add_zero_attn=False), {}),
+        ((q, kv, kv), dict(bias_k="bk", bias_v="bv", add_zero_attn=True), {"attn_mask": mask,
+                                                                          "average_attn_weights": False}),
+        ((kv[:1], kv, kv), dict(bias_k=None, bias_v=None, add_zero_attn=False),
+         {"use_separate_proj_weight": True, "q_proj_weight": "qw", "k_proj_weight": "kw", "v_proj_weight": "vw",
+          "need_weights": False, "key_padding_mask": kpm}),
+        ((q[:, 0], kv[:, 0], kv[:, 0]), dict(bias_k=None, bias_v=None, add_zero_attn=False), {}),
+    ]
+    for inputs, extra, kw in cases:
+        def args(m, conv, inputs=inputs, extra=extra, kw=kw):
+            pick = {k: conv(w[v]) if isinstance(v, str) else (conv(v) if isinstance(v, torch.Tensor) else v)
+                    for k, v in {**extra, **kw}.items()}
+            return [conv(t) for t in inputs], pick
+
+        (tq, tk, tv), tkw = args(torch, lambda t: t)
+        want = TF.multi_head_attention_forward(tq, tk, tv, E, H, w["ipw"], w["ipb"], dropout_p=0.0,
+                                               out_proj_weight=w["opw"], out_proj_bias=w["opb"], training=False,
+                                               **tkw)
+        (fq, fk, fv), fkw = args(flow, to_flow)
+
+        def run(a, b, c, fkw=fkw):
+            return F.multi_head_attention_forward(a, b, c, E, H, to_flow(w["ipw"]), to_flow(w["ipb"]), dropout_p=0.0,
+                                                  out_proj_weight=to_flow(w["opw"]), out_proj_bias=to_flow(w["opb"]),
+                                                  training=False, **fkw)
+
+        got = (flow.jit(run) if jit else run)(fq, fk, fv)
+        close(got[0], want[0], 1e-4, 1e-5, str(kw))
+        assert (got[1] is None) == (want[1] is None)
+        if want[1] is not None:
+            close(got[1], want[1], 1e-4, 1e-6, f"weights {kw}")
+    with pytest.raises(NotImplementedError, match="static_k"):
+        F.multi_head_attention_forward(to_flow(q), to_flow(kv), to_flow(kv), E, H, to_flow(w["ipw"]),
+                                       to_flow(w["ipb"]), None, None, False, 0.0, to_flow(w["opw"]),
+                                       to_flow(w["opb"]), static_k=to_flow(kv))

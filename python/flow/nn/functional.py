@@ -1390,5 +1390,14 @@ from ._loss_functional import *  # noqa: F401,F403,E402
 from ._functional_3d import *  # noqa: F401,F403,E402
 from ._ctc import ctc_loss  # noqa: F401,E402
 
+
+def multi_head_attention_forward(*args, **kwargs):
+    from .transformer import multi_head_attention_forward as mha  # (transformer.py imports this module)
+
+    return mha(*args, **kwargs)
+
+
+multi_head_attention_forward.__doc__ = "torch.nn.functional.multi_head_attention_forward (flow/nn/transformer.py)."
+
 __all__ += (_loss_functional.__all__ + _functional_more.__all__ + _functional_3d.__all__ +
-            ["max_unpool1d", "max_unpool2d", "max_unpool3d", "ctc_loss"])
+            ["max_unpool1d", "max_unpool2d", "max_unpool3d", "ctc_loss", "multi_head_attention_forward"])

@@ -398,3 +398,46 @@ class Transformer(Module):
         for p in self.parameters():
             if p.ndim > 1:
                 init.xavier_uniform_(p)
+
+
+class _AttentionArguments:
+    """The state MultiheadAttention.forward reads, from multi_head_attention_forward's arguments."""
+
+    _proj_weights = MultiheadAttention._proj_weights
+    _heads = MultiheadAttention._heads
+    forward = MultiheadAttention.forward
+
+    def __init__(self, embed_dim, num_heads, in_proj_weight, in_proj_bias, bias_k, bias_v, add_zero_attn, dropout_p,
+                 out_proj_weight, out_proj_bias, training, separate, q_proj_weight, k_proj_weight, v_proj_weight):
+        self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
+        if self.head_dim * num_heads != embed_dim:
+            raise AssertionError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
+        self._qkv_same_embed_dim = not separate
+        self.in_proj_weight, self.in_proj_bias = in_proj_weight, in_proj_bias
+        self.q_proj_weight, self.k_proj_weight, self.v_proj_weight = q_proj_weight, k_proj_weight, v_proj_weight
+        self.bias_k, self.bias_v, self.add_zero_attn = bias_k, bias_v, add_zero_attn
+        self.dropout, self.training, self.batch_first = dropout_p, training, False
+        self.out_proj = lambda x: F.linear(x, out_proj_weight, out_proj_bias)
+
+
+def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
+                                 bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias,
+                                 training=True, key_padding_mask=None, need_weights=True, attn_mask=None,
+                                 use_separate_proj_weight=False, q_proj_weight=None, k_proj_weight=None,
+                                 v_proj_weight=None, static_k=None, static_v=None, average_attn_weights=True,
+                                 is_causal=False):
+    """torch.nn.functional.multi_head_attention_forward: MultiheadAttention's computation from its
+    weights as arguments (sequence-first [L, N, E] or unbatched [L, E] inputs), returning (output,
+    weights averaged over heads or per head, or None)."""
+    if static_k is not None or static_v is not None:
+        raise NotImplementedError("flow: multi_head_attention_forward(static_k=, static_v=) is not supported")
+    if query.shape[-1] != embed_dim_to_check:
+        raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, but got {query.shape[-1]}")
+    if use_separate_proj_weight and (q_proj_weight is None or k_proj_weight is None or v_proj_weight is None):
+        raise AssertionError("use_separate_proj_weight is True but q_proj_weight, k_proj_weight or v_proj_weight "
+                             "is None")
+    state = _AttentionArguments(embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias, bias_k, bias_v,
+                                add_zero_attn, dropout_p, out_proj_weight, out_proj_bias, training,
+                                use_separate_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight)
+    return state.forward(query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights,
+                         is_causal)
