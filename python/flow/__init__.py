@@ -6,6 +6,8 @@ elementwise math, reductions and softmax, views, ``flow.nn`` (Module, Parameter,
 Every op goes through one dispatcher (flow._dispatch): eager ops run a generated kernel compiled
 once per signature, traced ops are recorded into the graph.
 """
+import sys as _sys
+
 from . import _C
 from ._creation import (arange, as_tensor, empty, empty_like, from_numpy, full, full_like, is_tensor,  # noqa: F401
                         manual_seed, ones, ones_like, rand, randint, randn, tensor, zeros, zeros_like)
@@ -32,6 +34,7 @@ from ._sampling import *  # noqa: F401,F403
 from ._scatter import *  # noqa: F401,F403
 from ._math_more import *  # noqa: F401,F403
 from ._shape_more import *  # noqa: F401,F403
+from ._api_more import *  # noqa: F401,F403
 from . import linalg  # noqa: F401,E402
 from ._tensor import Tensor  # noqa: F401
 from . import nn  # noqa: F401,E402
@@ -54,6 +57,7 @@ max_pool1d, max_pool2d, max_pool3d = nn.functional.max_pool1d, nn.functional.max
 max_pool1d_with_indices = nn.functional.max_pool1d_with_indices
 avg_pool1d, adaptive_avg_pool1d = nn.functional.avg_pool1d, nn.functional.adaptive_avg_pool1d
 adaptive_max_pool1d = nn.functional.adaptive_max_pool1d_with_indices  # (torch's returns the indices too)
+_api_more._install_toplevel(_sys.modules[__name__])
 
 __version__ = "0.1.0"
 
