@@ -51,23 +51,23 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
     return _ops.logical_not(hit) if invert else hit
 
 
-def fmax(input, other, *, out=None):
-    """maximum that takes the other value where one is NaN (NaN only where both are)."""
-    m = _ops.maximum(input, other)
-    if not m.dtype.is_floating_point:
+def _nan_ignoring(op):
+    """op (maximum or minimum) taking the other value where one is NaN (NaN only where both are)."""
+
+    def f(input, other, *, out=None):
+        m = op(input, other)
+        if m.dtype.is_floating_point:
+            r = _ops.where(_ops.isnan(input), other, _ops.where(_ops.isnan(other), input, m))
+            m = r if r.dtype is m.dtype else _ops._cast(r, m.dtype)
         return m if out is None else out.copy_(m)
-    r = _ops.where(_ops.isnan(input), other, _ops.where(_ops.isnan(other), input, m))
-    r = r if r.dtype is m.dtype else _ops._cast(r, m.dtype)
-    return r if out is None else out.copy_(r)
+
+    return f
 
 
-def fmin(input, other, *, out=None):
-    m = _ops.minimum(input, other)
-    if not m.dtype.is_floating_point:
-        return m if out is None else out.copy_(m)
-    r = _ops.where(_ops.isnan(input), other, _ops.where(_ops.isnan(other), input, m))
-    r = r if r.dtype is m.dtype else _ops._cast(r, m.dtype)
-    return r if out is None else out.copy_(r)
+fmax = _nan_ignoring(_ops.maximum)
+fmin = _nan_ignoring(_ops.minimum)
+fmax.__name__ = fmax.__qualname__ = "fmax"
+fmin.__name__ = fmin.__qualname__ = "fmin"
 
 
 def isneginf(input):

@@ -417,44 +417,35 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
                         reduce=None, reduction="mean"):
     """max(0, margin + d(anchor, positive) - d(anchor, negative)), d the p-norm distance
     (d(anchor, negative) replaced by d(positive, negative) where smaller, when swap)."""
-    for x, name in ((anchor, "anchor"), (positive, "positive"), (negative, "negative")):
-        _tensor("triplet_margin_loss", x, name)
-    reduction = _reduction(size_average, reduce, reduction)
-    if margin <= 0:
-        raise ValueError(f"margin must be greater than 0, got {margin}")
-    a, pdim, n = anchor.ndim, positive.ndim, negative.ndim
-    if not (a == pdim == n):
-        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
-                           f"dimensions, but got: anchor {a}D, positive {pdim}D, and negative {n}D inputs")
-    dist_pos = _pairwise_distance(anchor, positive, p, eps)
-    dist_neg = _pairwise_distance(anchor, negative, p, eps)
-    if swap:
-        dist_neg = _ops.minimum(dist_neg, _pairwise_distance(positive, negative, p, eps))
-    out = _ops.clamp(builtins.float(margin) + dist_pos - dist_neg, min=0)
-    return _reduce_loss(out, reduction, "triplet_margin_loss")
+    return _triplet("triplet_margin_loss", anchor, positive, negative, lambda x, y: _pairwise_distance(x, y, p, eps),
+                    margin, swap, _reduction(size_average, reduce, reduction))
 
 
 def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False,
                                       reduction="mean"):
     """triplet_margin_loss with any distance (a callable of two tensors; pairwise_distance when None)."""
+    from ._functional_more import pairwise_distance
+
+    return _triplet("triplet_margin_with_distance_loss", anchor, positive, negative,
+                    distance_function if distance_function is not None else pairwise_distance, margin, swap,
+                    _check_reduction(reduction))
+
+
+def _triplet(fn, anchor, positive, negative, distance, margin, swap, reduction):
     for x, name in ((anchor, "anchor"), (positive, "positive"), (negative, "negative")):
-        _tensor("triplet_margin_with_distance_loss", x, name)
-    reduction = _check_reduction(reduction)
+        _tensor(fn, x, name)
     if margin <= 0:
         raise ValueError(f"margin must be greater than 0, got {margin}")
     a, pdim, n = anchor.ndim, positive.ndim, negative.ndim
     if not (a == pdim == n):
         raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
                            f"dimensions, but got: anchor {a}D, positive {pdim}D, and negative {n}D inputs")
-    from ._functional_more import pairwise_distance
-
-    distance = distance_function if distance_function is not None else pairwise_distance
     dist_pos = distance(anchor, positive)
     dist_neg = distance(anchor, negative)
     if swap:
         dist_neg = _ops.minimum(dist_neg, distance(positive, negative))
     out = _ops.clamp(builtins.float(margin) + dist_pos - dist_neg, min=0)
-    return _reduce_loss(out, reduction, "triplet_margin_with_distance_loss")
+    return _reduce_loss(out, reduction, fn)
 
 
 def _margin_input_check(input):
