@@ -22,6 +22,7 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
+#include <llvm/IR/PatternMatch.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
@@ -280,6 +281,7 @@ class Codegen {
   Value* emit_load(const dsl::Load* op);
   Value* emit_call(const dsl::Call* op);
   Value* emit_check_index(const dsl::Call* op, Value* i);
+  Value* sign_flip_keeping_nan(Value* x, Value* minus_one);
   Value* emit_integer_pow(Value* base, Value* exp);
   Value* int_div(Value* a, Value* b, bool is_mod);
   Value* float_minmax(Value* a, Value* b, bool is_max);
@@ -890,6 +892,14 @@ Value* Codegen::expr(const dsl::Expr& e) {
   fail("invalid expression kind");
 }
 
+// x * -1 and x / -1 (a constant -1, scalar or splat) as NaN ? x : -x. LLVM's InstCombine folds
+// them into fneg, which flips a NaN's sign; the hardware multiply torch's kernels run returns a NaN
+// operand with its sign (as does -1 * x). Null when `minus_one` is not that constant.
+Value* Codegen::sign_flip_keeping_nan(Value* x, Value* minus_one) {
+  if (!llvm::PatternMatch::match(minus_one, llvm::PatternMatch::m_SpecificFP(-1.0))) return nullptr;
+  return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, b_.CreateFNeg(x));
+}
+
 Value* Codegen::emit_binary(const dsl::BinaryNode* op, ExprKind kind) {
   if ((kind == ExprKind::And || kind == ExprKind::Or) && lane_width_ == 0 && !speculatable(op->b)) {
     return emit_short_circuit(op, kind == ExprKind::And);
@@ -906,8 +916,15 @@ Value* Codegen::emit_binary(const dsl::BinaryNode* op, ExprKind kind) {
     case ExprKind::Sub:
       return fl ? b_.CreateFSub(a, b) : b_.CreateSub(a, b);
     case ExprKind::Mul:
+      if (fl) {
+        if (Value* r = sign_flip_keeping_nan(a, b)) return r;
+        if (Value* r = sign_flip_keeping_nan(b, a)) return r;
+      }
       return fl ? b_.CreateFMul(a, b) : b_.CreateMul(a, b);
     case ExprKind::Div:
+      if (fl) {
+        if (Value* r = sign_flip_keeping_nan(a, b)) return r;
+      }
       return fl ? b_.CreateFDiv(a, b) : int_div(a, b, false);
     case ExprKind::Mod:
       return fl ? b_.CreateFRem(a, b) : int_div(a, b, true);

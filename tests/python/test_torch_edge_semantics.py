@@ -12,7 +12,7 @@ import torch.nn.functional as TF
 
 import flow
 import flow.nn.functional as FF
-from conftest import assert_same, make, to_flow
+from conftest import assert_same, make, to_flow, to_torch
 
 
 def same_error(torch_fn, flow_fn):
@@ -633,3 +633,17 @@ def test_integer_linear_is_exact_as_torchs(dtype, gen):
     other = torch.int32 if dtype is not torch.int32 else torch.int64
     same_error(lambda: TF.linear(x, w.to(other)), lambda: FF.linear(to_flow(x), to_flow(w.to(other))))
     same_error(lambda: TF.linear(x, w, b.float()), lambda: FF.linear(to_flow(x), to_flow(w), to_flow(b.float())))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_compiled_multiply_by_minus_one_keeps_a_nans_sign(dtype):
+    """x * -1, -1 * x and x / -1 compiled: LLVM folds them into a negation, which flips a NaN's sign
+    bit; torch's kernels multiply, and the hardware returns the NaN operand with its sign."""
+    vals = [math.nan, -math.nan, 1.5, -0.0, math.inf, -2.0]
+    t = torch.tensor(vals, dtype=dtype)
+    for fn in (lambda a: a * -1, lambda a: -1 * a, lambda a: a / -1, lambda a: a.exp() * -1.0):
+        result = flow.jit(fn)(to_flow(t))
+        want = fn(t)
+        assert_same(result, want)
+        got = to_torch(result)
+        assert torch.equal(torch.signbit(got), torch.signbit(want)), (got, want)
