@@ -570,7 +570,8 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
   Arg x = norm_x(*tx);
   if (!conv_src_ok(x)) x = norm_x(*(tx = &copies.contiguous(*tx)));
   Arg w = arg_of(*tw);
-  if (has_zero_stride(w)) w = arg_of(*(tw = &copies.contiguous(*tw)));
+  // (oneDNN takes dense OIHW or OHWI weights; a strided view, such as every other tap, is copied)
+  if (!conv_src_ok(w)) w = arg_of(*(tw = &copies.contiguous(*tw)));
   tidy_unit_strides(w);
   const std::string& op = step.op;
   const std::vector<int64_t> stride = dsl::attr_ints(step.attrs, "stride", op),

@@ -647,3 +647,19 @@ def test_compiled_multiply_by_minus_one_keeps_a_nans_sign(dtype):
         assert_same(result, want)
         got = to_torch(result)
         assert torch.equal(torch.signbit(got), torch.signbit(want)), (got, want)
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_convolutions_of_strided_weights(jit, gen):
+    """A weight view oneDNN cannot describe (every other tap, a transposed filter) is copied first:
+    it raised "could not construct a memory descriptor using strides"."""
+    x, x3 = make((2, 2, 5, 6), torch.float32, gen), make((2, 1, 4, 3, 6), torch.float32, gen)
+    w, wt, w3 = make((3, 2, 3, 6), torch.float32, gen), make((2, 3, 3, 6), torch.float32, gen), \
+        make((3, 1, 2, 2, 6), torch.float32, gen)
+    cases = [(lambda m, a, b: m.nn.functional.conv2d(a, b[..., ::2]), x, w),
+             (lambda m, a, b: m.nn.functional.conv2d(a, b.transpose(2, 3)[:, :, :5, :3]), x, w),
+             (lambda m, a, b: m.nn.functional.conv_transpose2d(a, b[..., 1::2], stride=2), x, wt),
+             (lambda m, a, b: m.nn.functional.conv3d(a, b[..., ::3], padding=1), x3, w3)]
+    for fn, a, b in cases:
+        run = flow.jit(lambda p, q, fn=fn: fn(flow, p, q)) if jit else (lambda p, q, fn=fn: fn(flow, p, q))
+        assert_same(run(to_flow(a), to_flow(b)), fn(torch, a, b), atol=1e-5)
