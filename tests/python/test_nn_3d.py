@@ -232,6 +232,8 @@ def test_bad_arguments_raise_as_torch():
         ("max_pool3d empty channel", lambda m: m.nn.functional.max_pool3d(torch.randn(1, 0, 4, 4, 4), 2)),
         ("max_pool3d bool", lambda m: m.nn.functional.max_pool3d(x > 0, 2)),
         ("avg_pool3d too small", lambda m: m.nn.functional.avg_pool3d(x, 5)),
+        ("avg_pool3d smaller than the kernel, padded", lambda m: m.nn.functional.avg_pool3d(
+            torch.randn(1, 1, 2, 4, 4), (3, 2, 2), padding=(1, 0, 0))),
         ("avg_pool3d divisor 0", lambda m: m.nn.functional.avg_pool3d(x, 2, divisor_override=0)),
         ("avg_pool3d empty depth", lambda m: m.nn.functional.avg_pool3d(torch.randn(1, 2, 0, 4, 4), 2)),
         ("adaptive_avg_pool3d negative", lambda m: m.nn.functional.adaptive_avg_pool3d(x, -1)),
@@ -272,6 +274,40 @@ def _flow_call(name):
 for _name in ("conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d", "adaptive_max_pool3d",
               "adaptive_avg_pool2d", "adaptive_max_pool2d"):
     setattr(_FlowArgs.nn.functional, _name, staticmethod(_flow_call(_name)))
+
+
+def test_empty_dims_torch_accepts(gen):
+    """torch's adaptive pools refuse an empty dim after the first (adaptive_avg_pool2d: an empty
+    spatial dim only), so an unbatched input without channels pools; interpolate(mode="area") to a
+    size of 0 is an empty result (the other modes refuse it)."""
+    for fn, shape, out in (("adaptive_avg_pool2d", (0, 4, 5), (2, 3)), ("adaptive_max_pool2d", (0, 4, 5), (2, 3)),
+                           ("adaptive_avg_pool2d", (2, 0, 4, 5), (2, 3)), ("adaptive_avg_pool3d", (0, 3, 4, 5), 2),
+                           ("adaptive_max_pool3d", (0, 3, 4, 5), 2)):
+        x = make(shape, torch.float32, gen)
+        assert_same(getattr(F, fn)(to_flow(x), out), getattr(TF, fn)(x, out), msg=f"{fn} {shape}")
+    x = make((2, 1, 1, 5), torch.float32, gen)
+    for kw in ({"scale_factor": 0.7}, {"size": (0, 3)}):
+        assert_same(F.interpolate(to_flow(x), mode="area", **kw), TF.interpolate(x, mode="area", **kw))
+
+
+def test_conv_transpose_output_size_as_torch(gen):
+    """The modules' forward(output_size=): [min, min + stride - 1] per dim (not the dilation), with
+    the batch and channel dims optional, and torch's ValueErrors."""
+    for nd, tcls, fcls in ((1, torch.nn.ConvTranspose1d, fnn.ConvTranspose1d),
+                           (2, torch.nn.ConvTranspose2d, fnn.ConvTranspose2d),
+                           (3, torch.nn.ConvTranspose3d, fnn.ConvTranspose3d)):
+        tm, fm = tcls(2, 3, 3, stride=2, padding=1, dilation=2), fcls(2, 3, 3, stride=2, padding=1, dilation=2)
+        fm.load_state_dict(tm.state_dict())
+        x = make((1, 2) + (3, 4, 2)[:nd], torch.float32, gen)
+        base = [(n - 1) * 2 - 2 + 2 * 2 + 1 for n in x.shape[2:]]
+        for size in (base, [b + 1 for b in base], [1, 3] + base, [b + 2 for b in base], [7] * (nd + 1)):
+            try:
+                want = tm(x, output_size=size).detach()
+            except ValueError:
+                with pytest.raises(ValueError):
+                    fm(to_flow(x), output_size=size)
+                continue
+            assert_same(fm(to_flow(x), output_size=size), want, atol=1e-5, msg=f"{nd}-d {size}")
 
 
 def test_empty_batch_and_edge_shapes(gen):

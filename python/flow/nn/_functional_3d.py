@@ -230,6 +230,9 @@ def _pool3d_geometry(input, fn, kernel_size, stride, padding, dilation, ceil_mod
             raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p[i]}, "
                                f"kernel_size={k[i]} and dilation={d[i]}")
     size = list(input.shape[-3:])
+    if fn == "avg_pool3d" and any(size[i] < k[i] for i in range(3)):  # (torch's, on the unpadded input)
+        raise RuntimeError(f"input image (T: {size[0]} H: {size[1]} W: {size[2]}) smaller than kernel size "
+                           f"(kT: {k[0]} kH: {k[1]} kW: {k[2]})")
     try:
         out = tuple(F._pool_out_size(size[i], k[i], s[i], p[i], d[i], ceil_mode) for i in range(3))
     except RuntimeError:

@@ -671,11 +671,12 @@ def _pair_none(v, n=2):
 
 def _check_pool_input(input, fn, nsp):
     """torch's checks of an adaptive pool's input: (nsp + 1)-D or (nsp + 2)-D, with no empty dim
-    but the batch."""
+    after the first (an unbatched input may have no channels), or for adaptive_avg_pool2d no empty
+    spatial dim."""
     if input.ndim not in (nsp + 1, nsp + 2):
         colon = ":" if fn.startswith("adaptive_max") else ""
         raise RuntimeError(f"{fn}(): Expected {nsp + 1}D or {nsp + 2}D tensor, but got{colon} {list(input.shape)}")
-    for i in range(input.ndim - nsp - 1, input.ndim):
+    for i in range(input.ndim - 2 if fn == "adaptive_avg_pool2d" else 1, input.ndim):
         if input.shape[i] == 0:
             raise RuntimeError(f"{fn}(): Expected input to have non-zero size for non-batch dimensions, but input has "
                                f"sizes {list(input.shape)} with dimension {i} being empty")
@@ -1019,7 +1020,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         sf = list(scale_factor) if isinstance(scale_factor, (list, tuple)) else [scale_factor] * nsp
         out_sizes = [builtins.int(math.floor(i * builtins.float(f))) for i, f in zip(in_sizes, sf)]
         scales = [None if recompute_scale_factor else builtins.float(f) for f in sf]
-    if builtins.min(out_sizes) <= 0:
+    if builtins.min(out_sizes) <= 0 and not (mode == "area" and builtins.min(out_sizes) == 0):
         names = "DHW"[3 - nsp:]
         raise RuntimeError("Input and output sizes should be greater than 0, but got input (" +
                            ", ".join(f"{a}: {v}" for a, v in zip(names, in_sizes)) +

@@ -174,21 +174,26 @@ class ConvTranspose2d(_ConvNd):
                          padding_mode, output_padding, device=device, dtype=dtype)
 
     def _output_padding(self, input, output_size):
+        """torch's _ConvTransposeNd._output_padding: the output_padding giving `output_size`, which
+        must lie in [min, min + stride - 1] per spatial dim."""
         if output_size is None:
             return self.output_padding
         nd = len(self.kernel_size)
-        output_size = list(output_size)[-nd:]
-        out = []
-        for d in range(nd):
-            size = input.shape[-nd + d]
-            min_size = ((size - 1) * self.stride[d] - 2 * self.padding[d] + self.dilation[d] *
-                        (self.kernel_size[d] - 1) + 1)
-            extra = output_size[d] - min_size
-            if extra < 0 or extra >= max(self.stride[d], self.dilation[d]):
-                raise ValueError(f"requested an output size of {output_size}, but valid sizes range from "
-                                 f"{min_size} to {min_size + max(self.stride[d], self.dilation[d]) - 1}")
-            out.append(extra)
-        return tuple(out)
+        lead = input.ndim - nd  # (1 unbatched, 2 batched)
+        output_size = list(output_size)
+        if len(output_size) == lead + nd:
+            output_size = output_size[lead:]
+        if len(output_size) != nd:
+            raise ValueError(f"ConvTranspose{nd}D: for {input.ndim}D input, output_size must have {nd} or {lead + nd} "
+                             f"elements (got {len(output_size)})")
+        mins = [(input.shape[lead + d] - 1) * self.stride[d] - 2 * self.padding[d] +
+                self.dilation[d] * (self.kernel_size[d] - 1) + 1 for d in range(nd)]
+        maxs = [m + self.stride[d] - 1 for d, m in enumerate(mins)]
+        for size, lo, hi in zip(output_size, mins, maxs):
+            if size < lo or size > hi:
+                raise ValueError(f"requested an output size of {output_size}, but valid sizes range from {mins} to "
+                                 f"{maxs} (for an input of {list(input.shape[lead:])})")
+        return tuple(size - lo for size, lo in zip(output_size, mins))
 
     def forward(self, input, output_size=None):
         return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,

@@ -387,10 +387,8 @@ class ConvTranspose1d(ConvTranspose2d):
         self.padding, self.output_padding, self.dilation = (one(padding),), (one(output_padding),), (one(dilation),)
 
     def forward(self, input, output_size=None):
-        if output_size is not None:
-            raise NotImplementedError("flow: ConvTranspose1d(output_size=...) is not supported; give output_padding")
-        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding, self.output_padding,
-                                  self.groups, self.dilation)
+        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups, self.dilation)
 
 
 class ParameterDict(Module):
