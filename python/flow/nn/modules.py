@@ -173,6 +173,9 @@ class Module:
         for store in ("_parameters", "_buffers", "_modules"):
             if store in d and name in d[store]:
                 return d[store][name]
+        derived = d.get("_derived")  # tensors computed from parameters on each access (weight_norm)
+        if derived and name in derived:
+            return derived[name](self)
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name):

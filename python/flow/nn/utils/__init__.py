@@ -2,13 +2,16 @@
 vector_to_parameters, the conv/linear + batch-norm fusions, and rnn.pad_sequence.
 
 Note: flow has no autograd, so the gradient utilities (clip_grad_norm_, clip_grad_value_) raise a
-clear error rather than doing nothing; weight_norm/spectral_norm parametrizations are not here.
+clear error rather than doing nothing. weight_norm (both APIs) is here (weight_norm.py);
+spectral_norm is not.
 """
-from . import rnn  # noqa: F401
+from . import parametrizations, parametrize, rnn  # noqa: F401
+from .weight_norm import remove_weight_norm, weight_norm  # noqa: F401
 from .fusion import fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval, fuse_linear_bn_weights  # noqa: F401
 
 __all__ = ["parameters_to_vector", "vector_to_parameters", "fuse_conv_bn_eval", "fuse_conv_bn_weights",
-           "fuse_linear_bn_eval", "fuse_linear_bn_weights", "clip_grad_norm_", "clip_grad_value_", "rnn"]
+           "fuse_linear_bn_eval", "fuse_linear_bn_weights", "clip_grad_norm_", "clip_grad_value_", "rnn", "weight_norm",
+           "remove_weight_norm", "parametrizations", "parametrize"]
 
 
 def parameters_to_vector(parameters):
