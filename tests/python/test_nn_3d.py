@@ -245,6 +245,10 @@ def test_bad_arguments_raise_as_torch():
         ("adaptive_max_pool2d empty", lambda m: m.nn.functional.adaptive_max_pool2d(torch.randn(2, 0, 4), 2)),
         ("adaptive_max_pool2d empty indices", lambda m: m.nn.functional.adaptive_max_pool2d(
             torch.randn(2, 3, 0), 2, return_indices=True)),
+        ("adaptive_max_pool2d 2-d input", lambda m: m.nn.functional.adaptive_max_pool2d(torch.randn(7, 3), (2, 2))),
+        ("adaptive_avg_pool3d 3-d input", lambda m: m.nn.functional.adaptive_avg_pool3d(torch.randn(7, 3, 4), (2, 2, 2))),
+        ("max_unpool3d negative size", lambda m: m.nn.functional.max_unpool3d(
+            *m.nn.functional.max_pool3d(x, 2, return_indices=True), 2, output_size=[4, 4, -1])),
     ]
     for name, fn in cases:
         try:
@@ -272,7 +276,7 @@ def _flow_call(name):
 
 
 for _name in ("conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d", "adaptive_max_pool3d",
-              "adaptive_avg_pool2d", "adaptive_max_pool2d"):
+              "adaptive_avg_pool2d", "adaptive_max_pool2d", "max_unpool3d"):
     setattr(_FlowArgs.nn.functional, _name, staticmethod(_flow_call(_name)))
 
 

@@ -313,8 +313,8 @@ def adaptive_avg_pool3d(input, output_size):
 def adaptive_max_pool3d(input, output_size, return_indices=False):
     if return_indices:
         F._check_tensor("adaptive_max_pool3d", input)
-        F._check_pool_input(input, "adaptive_max_pool3d", 3)
         out = F._adaptive_sizes(input, output_size, "adaptive_max_pool3d", 3)
+        F._check_pool_input(input, "adaptive_max_pool3d", 3)
         size = input.shape[-3:]
         return _pool_indices.max3d_with_indices(input, *(_pool_indices.adaptive_rows(out[i], size[i])
                                                          for i in range(3)))

@@ -165,6 +165,10 @@ def _max_unpool(fn, nsp, input, indices, kernel_size, stride, padding, output_si
             raise ValueError(f"output_size should be a sequence containing {nsp} or {nsp + 2} elements, but it has a "
                              f"length of '{len(size)}'")
         size = size[-nsp:]
+        for i, got in enumerate(size):
+            if got < 0:
+                raise ValueError(f"max_unpooling: output_size must contain non-negative spatial dimensions, but got "
+                                 f"output_size[{i}]={got}")
         for got, d_, st in zip(size, default, s):
             if not d_ - st < got < d_ + st:
                 raise ValueError(f"invalid output_size {size} (dim must be between {d_ - st + 1} and {d_ + st - 1})")

@@ -646,6 +646,8 @@ def _check_storage(shape, dtype):
 def _adaptive_sizes(input, output_size, fn="adaptive_avg_pool2d", nsp=2):
     """The output sizes of an adaptive pool over the last `nsp` dims (None: the input's size)."""
     if isinstance(output_size, (list, tuple)):
+        if input.ndim <= len(output_size):  # (torch's _list_with_default, before its other checks)
+            raise ValueError(f"Input dimension should be at least {len(output_size) + 1}")
         sizes = _pair_none(output_size, nsp)
         if len(sizes) != nsp:
             if fn.startswith("adaptive_max"):
@@ -684,8 +686,8 @@ def _check_pool_input(input, fn, nsp):
 
 def _adaptive_pool(input, output_size, op, fn, nsp=2):
     _check_tensor(fn, input)
-    _check_pool_input(input, fn, nsp)
     sizes = _adaptive_sizes(input, output_size, fn, nsp)
+    _check_pool_input(input, fn, nsp)
     # A half mean pools in float32 and rounds once (a rounding per axis was up to 3 ulp off torch's):
     # each axis's kernel widens what it reads, and only the last result is rounded.
     half_mean = op == "mean" and input.dtype in (D.float16, D.bfloat16)
@@ -752,8 +754,8 @@ def adaptive_avg_pool2d(input, output_size):
 def adaptive_max_pool2d(input, output_size, return_indices=False):
     if return_indices:
         _check_tensor("adaptive_max_pool2d", input)
-        _check_pool_input(input, "adaptive_max_pool2d", 2)
         OH, OW = _adaptive_sizes(input, output_size, "adaptive_max_pool2d")
+        _check_pool_input(input, "adaptive_max_pool2d", 2)
         return _pool_indices.max_with_indices(input, _pool_indices.adaptive_rows(OH, input.shape[-2]),
                                               _pool_indices.adaptive_rows(OW, input.shape[-1]))
     return _adaptive_pool(input, output_size, "amax", "adaptive_max_pool2d")
