@@ -213,17 +213,28 @@ def _numpy_index(index, ndim):
     return tuple(basic), (tuple(advanced) if any_array else None)
 
 
+def _torch_index_error(e):
+    """numpy's "index 5 is out of bounds for axis 0 with size 3" in torch's words ("dimension")."""
+    return IndexError(str(e).replace(" for axis ", " for dimension "))
+
+
 def np_indexed(array, npindex):
     """array[npindex] for a _numpy_index pair (a view when the index has no tensors)."""
     basic, advanced = npindex
-    view = array[basic]
-    return view if advanced is None else view[advanced]
+    try:
+        view = array[basic]
+        return view if advanced is None else view[advanced]
+    except IndexError as e:
+        raise _torch_index_error(e) from None
 
 
 def np_assign(array, npindex, value):
     """array[npindex] = value, through the basic part's view."""
     basic, advanced = npindex
-    if advanced is None:  # (ints alone index an element, which numpy gives as a scalar, not a view)
-        array[basic] = value
-    else:
-        array[basic][advanced] = value
+    try:
+        if advanced is None:  # (ints alone index an element, which numpy gives as a scalar, not a view)
+            array[basic] = value
+        else:
+            array[basic][advanced] = value
+    except IndexError as e:
+        raise _torch_index_error(e) from None

@@ -663,3 +663,13 @@ def test_convolutions_of_strided_weights(jit, gen):
     for fn, a, b in cases:
         run = flow.jit(lambda p, q, fn=fn: fn(flow, p, q)) if jit else (lambda p, q, fn=fn: fn(flow, p, q))
         assert_same(run(to_flow(a), to_flow(b)), fn(torch, a, b), atol=1e-5)
+
+
+def test_out_of_range_writes_name_the_dimension_as_torch():
+    """Indexed writes past a dim (a size-0 one too) raise torch's IndexError and message."""
+    for shape, index in (((0, 3), 5), ((0, 3), (slice(None), 5)), ((2, 0), (0, 1)), ((4,), -5)):
+        with pytest.raises(IndexError) as te:
+            torch.zeros(*shape)[index] = 1.0
+        with pytest.raises(IndexError) as fe:
+            flow.zeros(*shape)[index] = 1.0
+        assert str(fe.value) == str(te.value)
