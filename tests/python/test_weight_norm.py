@@ -1,4 +1,4 @@
-"""weight_norm (torch.nn.utils.weight_norm and parametrizations.weight_norm; flow/nn/utils/weight_norm.py)
+"""weight_norm (torch.nn.utils.weight_norm and parametrizations.weight_norm) and spectral_norm (flow/nn/utils)
 against torch: state_dict names, torch checkpoints loading, outputs eagerly and under flow.jit for
 convolutions and linear layers over every normalized dim, the weight read outside forward, a new g
 taking effect in a compiled model, and the removal of the parametrization."""
@@ -73,3 +73,30 @@ def test_weight_norm_errors():
     p = flow.nn.utils.parametrizations.weight_norm(flow.nn.Linear(3, 2))
     with pytest.raises(ValueError, match="Cannot leave unparametrized"):
         flow.nn.utils.parametrize.remove_parametrizations(p, "weight", leave_parametrized=False)
+
+
+@pytest.mark.parametrize("layer,shape", [(lambda m: m.nn.Conv2d(2, 3, 3), (2, 2, 5, 5)),
+                                         (lambda m: m.nn.ConvTranspose2d(3, 2, 3, stride=2), (1, 3, 4, 4)),
+                                         (lambda m: m.nn.Linear(4, 6), (3, 4))], ids=["conv2d", "conv_transpose2d",
+                                                                                      "linear"])
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_spectral_norm_matches_torch(layer, shape, jit, gen):
+    """spectral_norm with torch's state (weight_orig, weight_u, weight_v): eval uses u and v as they
+    are; each training call runs a power-iteration step and writes u and v back, as torch's."""
+    torch.manual_seed(gen.initial_seed() % 2**31)
+    tm = torch.nn.utils.spectral_norm(layer(torch), n_power_iterations=2)
+    fm = flow.nn.utils.spectral_norm(layer(flow), n_power_iterations=2)
+    assert list(fm.state_dict()) == list(tm.state_dict())
+    fm.load_state_dict(tm.state_dict())
+    run = flow.jit(fm) if jit else fm
+    x = make(shape, torch.float32, gen)
+    for mode in ("eval", "train", "train", "eval"):
+        getattr(tm, mode)()
+        getattr(fm, mode)()
+        assert_same(run(to_flow(x)), tm(x).detach(), atol=2e-5, rtol=1e-4, msg=mode)
+        assert_same(fm.weight_u, tm.weight_u, atol=1e-6, msg=f"u after {mode}")
+        assert_same(fm.weight_v, tm.weight_v, atol=1e-6, msg=f"v after {mode}")
+    torch.nn.utils.remove_spectral_norm(tm)
+    flow.nn.utils.remove_spectral_norm(fm)
+    assert list(fm.state_dict()) == list(tm.state_dict())
+    assert_same(fm(to_flow(x)), tm(x).detach(), atol=2e-5, rtol=1e-4)

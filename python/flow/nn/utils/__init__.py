@@ -2,16 +2,17 @@
 vector_to_parameters, the conv/linear + batch-norm fusions, and rnn.pad_sequence.
 
 Note: flow has no autograd, so the gradient utilities (clip_grad_norm_, clip_grad_value_) raise a
-clear error rather than doing nothing. weight_norm (both APIs) is here (weight_norm.py);
-spectral_norm is not.
+clear error rather than doing nothing. weight_norm (both APIs; weight_norm.py) and spectral_norm
+(torch.nn.utils's; spectral_norm.py) are here.
 """
 from . import parametrizations, parametrize, rnn  # noqa: F401
+from .spectral_norm import remove_spectral_norm, spectral_norm  # noqa: F401
 from .weight_norm import remove_weight_norm, weight_norm  # noqa: F401
 from .fusion import fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval, fuse_linear_bn_weights  # noqa: F401
 
 __all__ = ["parameters_to_vector", "vector_to_parameters", "fuse_conv_bn_eval", "fuse_conv_bn_weights",
            "fuse_linear_bn_eval", "fuse_linear_bn_weights", "clip_grad_norm_", "clip_grad_value_", "rnn", "weight_norm",
-           "remove_weight_norm", "parametrizations", "parametrize"]
+           "remove_weight_norm", "parametrizations", "parametrize", "spectral_norm", "remove_spectral_norm"]
 
 
 def parameters_to_vector(parameters):

@@ -6,8 +6,7 @@ new one). flow keeps g and v as parameters under torch's state_dict names (`weig
 or `parametrizations.weight.original0/1`) and makes the weight a derived attribute, computed from
 them on each access (flow.nn.Module's `_derived`): the layer's forward reads it as before, eagerly
 or traced (under @flow.jit it is parameter-only work, computed once per weight version), and a
-read outside forward is never stale. Only weight_norm is provided; spectral_norm (a power
-iteration in training) is not.
+read outside forward is never stale. spectral_norm (spectral_norm.py) works the same way.
 """
 import warnings
 
