@@ -140,17 +140,12 @@ class LazyConv3d(_LazyConv):
     cls_to_become, _nd = layers_3d.Conv3d, 3
 
 
-class _LazyConvTranspose(_LazyModule):
-    _nd = 2
-
+class _LazyConvTranspose(_LazyConv):
     def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1, bias=True,
                  dilation=1, padding_mode="zeros", device=None, dtype=None):
-        super().__init__(out_channels, kernel_size, stride=stride, padding=padding, output_padding=output_padding,
-                         groups=groups, bias=bias, dilation=dilation, padding_mode=padding_mode, device=device,
-                         dtype=dtype)
-
-    def _size_from_input(self, input):
-        return _channels(self, input, self._nd)
+        _LazyModule.__init__(self, out_channels, kernel_size, stride=stride, padding=padding,
+                             output_padding=output_padding, groups=groups, bias=bias, dilation=dilation,
+                             padding_mode=padding_mode, device=device, dtype=dtype)
 
     def _size_from_state(self, state_dict, prefix):
         w = state_dict.get(prefix + "weight")
