@@ -674,3 +674,14 @@ def test_embedding_max_norm_renormalizes_the_weight_in_place(jit, dtype, gen):
     for _ in range(2):
         assert_same(run(to_flow(idx)), tm(idx).detach())
         assert_same(fm.weight, tm.weight.detach())
+
+
+def test_data_parallel_wraps_one_device_with_torchs_keys(gen):
+    tm = torch.nn.DataParallel(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()))
+    fm = fnn.DataParallel(fnn.Sequential(fnn.Linear(4, 3), fnn.ReLU()))
+    assert list(fm.state_dict()) == list(tm.state_dict()) == ["module.0.weight", "module.0.bias"]
+    fm.load_state_dict(tm.state_dict())
+    x = make((5, 4), torch.float32, gen)
+    assert_same(fm(to_flow(x)), tm(x).detach())
+    assert_same(flow.jit(fm)(to_flow(x)), tm(x).detach())
+    assert isinstance(fnn.NLLLoss2d(), fnn.NLLLoss)

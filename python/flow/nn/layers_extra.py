@@ -20,7 +20,7 @@ __all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LocalResponseN
            "CircularPad2d", "CircularPad3d", "Fold", "Unfold", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "MaxUnpool1d",
            "MaxUnpool2d", "LPPool1d", "LPPool2d", "PairwiseDistance", "ChannelShuffle", "Bilinear", "EmbeddingBag", "AlphaDropout",
            "FeatureAlphaDropout", "Dropout1d", "Dropout2d", "Dropout3d", "UpsamplingNearest2d",
-           "UpsamplingBilinear2d", "ConvTranspose1d", "ParameterDict"]
+           "UpsamplingBilinear2d", "ConvTranspose1d", "ParameterDict", "DataParallel"]
 
 
 # ---- norms -------------------------------------------------------------------------------------
@@ -436,3 +436,16 @@ class ParameterDict(Module):
         items = parameters.items() if hasattr(parameters, "items") else parameters
         for k, v in items:
             self[k] = v
+
+
+class DataParallel(Module):
+    """torch's DataParallel on one device: forward is the wrapped module's, and state_dict keys
+    carry its "module." prefix, so code and checkpoints that use it run unchanged."""
+
+    def __init__(self, module, device_ids=None, output_device=None, dim=0):
+        super().__init__()
+        self.module = module
+        self.device_ids, self.output_device, self.dim = device_ids, output_device, dim
+
+    def forward(self, *inputs, **kwargs):
+        return self.module(*inputs, **kwargs)
