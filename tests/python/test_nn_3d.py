@@ -392,3 +392,52 @@ def test_top_level_spellings():
     wv, wi = TF.max_pool2d_with_indices(x[None], 2)
     assert_same(v, wv)
     assert_same(i, wi)
+
+
+def _unet3d(m):
+    """A small 3-D U-Net (as in volumetric segmentation): conv-BN-ReLU blocks, a max pool down, a
+    transposed convolution up, a skip concatenation and trilinear upsampling of the logits."""
+    nn = m.nn
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout):
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv3d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm3d(cout), nn.ReLU(),
+                                      nn.Conv3d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm3d(cout), nn.ReLU())
+
+        def forward(self, x):
+            return self.body(x)
+
+    class UNet3d(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = Block(2, 8)
+            self.pool = nn.MaxPool3d(2)
+            self.mid = Block(8, 16)
+            self.up = nn.ConvTranspose3d(16, 8, 2, stride=2)
+            self.dec = Block(16, 8)
+            self.head = nn.Conv3d(8, 3, 1)
+
+        def forward(self, x):
+            e = self.enc(x)
+            u = self.up(self.mid(self.pool(e)))
+            y = self.head(self.dec(m.cat([e, u], 1)))
+            return m.nn.functional.interpolate(y, scale_factor=2, mode="trilinear", align_corners=False)
+
+    return UNet3d()
+
+
+def test_a_3d_unet_matches_torch(gen):
+    torch.manual_seed(gen.initial_seed() % 2**31)
+    tm, fm = _unet3d(torch).eval(), _unet3d(flow).eval()
+    with torch.no_grad():
+        for name, b in tm.named_buffers():
+            if name.endswith("running_mean"):
+                b.normal_(0, 0.1, generator=gen)
+            elif name.endswith("running_var"):
+                b.uniform_(0.5, 1.5, generator=gen)
+    fm.load_state_dict(tm.state_dict())
+    x = make((2, 2, 8, 12, 10), torch.float32, gen)
+    want = tm(x).detach()
+    assert_same(fm(to_flow(x)), want, atol=2e-5, rtol=1e-4)
+    assert_same(flow.jit(fm)(to_flow(x)), want, atol=2e-5, rtol=1e-4)
