@@ -545,7 +545,8 @@ def test_non_tensor_arguments_are_type_errors():
     from its Python-level size checks, AttributeError)."""
     x = flow.rand(3)
     for name in F._loss_functional.__all__:
-        nargs = 3 if name in ("margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss") else 2
+        nargs = 3 if name in ("margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss",
+                                "triplet_margin_with_distance_loss") else 2
         for pos in range(nargs):
             args = [x] * nargs
             args[pos] = [0.5] * 3
