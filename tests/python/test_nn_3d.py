@@ -323,7 +323,9 @@ def test_empty_batch_and_edge_shapes(gen):
     assert_same(F.conv3d(to_flow(x), to_flow(w)), TF.conv3d(x, w))
     # torch's global average pools are means: an empty plane or volume gives NaN, not an error
     for x, fn in ((make((1, 2, 0, 4), torch.float32, gen), "adaptive_avg_pool2d"),
-                  (make((2, 0, 3, 4), torch.float32, gen), "adaptive_avg_pool3d")):
+                  (make((2, 0, 3, 4), torch.float32, gen), "adaptive_avg_pool3d"),
+                  (make((7, 3), torch.float32, gen), "adaptive_avg_pool2d"),  # (any rank: torch's mean)
+                  (make((2, 2, 3, 2, 4, 3), torch.float32, gen), "adaptive_avg_pool3d")):
         assert_same(getattr(F, fn)(to_flow(x), 1), getattr(TF, fn)(x, 1))
     # a depth-1 kernel over a single depth, and a 1 x 1 x 1 window: copies, not views of the input
     x = make((2, 3, 1, 4, 5), torch.float32, gen)

@@ -303,8 +303,9 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
 
 @fused_in_eager
 def adaptive_avg_pool3d(input, output_size):
-    if isinstance(input, F.Tensor) and input.ndim in (4, 5) and F._adaptive_sizes(input, output_size, nsp=3) == [1] * 3:
-        # torch's shortcut: a mean (so an empty volume gives NaN, where a pool would refuse it)
+    if isinstance(input, F.Tensor) and input.ndim >= 3 and F._adaptive_sizes(input, output_size, nsp=3) == [1] * 3:
+        # torch's shortcut, before its rank checks: a mean (an empty volume gives NaN, where a pool
+        # would refuse it, and any rank from 3 up takes it)
         return F.dispatch1("mean", [input], {"dims": [-3, -2, -1], "keepdim": True})
     return F._adaptive_pool(input, output_size, "mean", "adaptive_avg_pool3d", nsp=3)
 

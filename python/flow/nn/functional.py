@@ -743,10 +743,10 @@ def _unequal_window_taps(x, axis, starts, lengths, op, keep_float32=False):
 
 @fused_in_eager
 def adaptive_avg_pool2d(input, output_size):
-    if isinstance(input, Tensor) and input.ndim in (3, 4) and _adaptive_sizes(input, output_size) == [1, 1]:
-        # torch's shortcut: a mean, so an empty plane gives NaN where a pool would refuse it
-        n = input.ndim
-        return dispatch1("mean", [input], {"dims": [n - 2, n - 1], "keepdim": True})
+    if isinstance(input, Tensor) and input.ndim >= 2 and _adaptive_sizes(input, output_size) == [1, 1]:
+        # torch's shortcut, before its rank checks: a mean (an empty plane gives NaN where a pool
+        # would refuse it, and any rank from 2 up takes it)
+        return dispatch1("mean", [input], {"dims": [-2, -1], "keepdim": True})
     return _adaptive_pool(input, output_size, "mean", "adaptive_avg_pool2d")
 
 
