@@ -1,5 +1,5 @@
 """More of torch's namespace and Tensor methods, as compositions of flow's ops: broadcast_tensors,
-isin, fmax/fmin, isneginf/isposinf/isreal, logaddexp2, ldexp, inner, vdot, addmv, addr, addbmm,
+isin, fmax/fmin, isneginf/isposinf/isreal, logaddexp2, ldexp, inner, vdot, addr, addbmm,
 chain_matmul, cov, corrcoef, renorm, unravel_index; torch's top-level spellings of nn.functional
 (with torch's argument orders: torch.batch_norm, torch.embedding(weight, indices), ...) and of the
 in-place ops (torch.relu_(x)); and the Tensor aliases and in-place forms torch has (greater, eq_,
@@ -13,7 +13,6 @@ import math
 import numbers
 import warnings
 
-import numpy as np
 
 from . import _dtype as D
 from . import _math
@@ -22,7 +21,7 @@ from ._creation import ones_like, zeros_like
 from ._tensor import Tensor, _normalize_dim
 
 __all__ = ["broadcast_tensors", "isin", "fmax", "fmin", "isneginf", "isposinf", "isreal", "logaddexp2", "ldexp",
-           "inner", "vdot", "addmv", "addr", "addbmm", "chain_matmul", "cov", "corrcoef", "renorm", "unravel_index"]
+           "inner", "vdot", "addr", "addbmm", "chain_matmul", "cov", "corrcoef", "renorm", "unravel_index"]
 
 
 def broadcast_tensors(*tensors):
@@ -59,7 +58,7 @@ def _nan_ignoring(op):
         if m.dtype.is_floating_point:
             r = _ops.where(_ops.isnan(input), other, _ops.where(_ops.isnan(other), input, m))
             m = r if r.dtype is m.dtype else _ops._cast(r, m.dtype)
-        return m if out is None else out.copy_(m)
+        return _ops._out(f.__name__, out, m)
 
     return f
 
@@ -85,15 +84,13 @@ def isreal(input):
     return ones_like(input, dtype=D.bool_)
 
 
-def logaddexp2(input, other):
-    """log2(2^a + 2^b), computed as max + log2(1 + 2^-|a - b|); equal infinities give themselves."""
-    a, b = input, other
-    m = _ops.maximum(a, b)
-    if not m.dtype.is_floating_point:
-        raise NotImplementedError(f"\"logaddexp2\" not implemented for '{m.dtype._torch_short}'")
-    same_inf = _ops.logical_and(_ops.isinf(a), _ops.eq(a, b))
-    r = m + _ops.log1p(_ops.pow(2.0, -_ops.abs(a - b))) * (1.0 / math.log(2.0))
-    return _ops.where(same_inf, a, r)
+def logaddexp2(input, other, *, out=None):
+    """log2(2^a + 2^b): logaddexp's formula (equal infinities give themselves) in base 2."""
+    dtype = _math._common_type(input, other)
+    if not dtype.is_floating_point:  # (as torch's CPU kernel)
+        raise NotImplementedError(f"\"logaddexp2_cpu\" not implemented for '{dtype._torch_short}'")
+    ln2 = math.log(2.0)
+    return _ops._out("logaddexp2", out, _math._logaddexp(input * ln2, other * ln2) * (1.0 / ln2))
 
 
 def ldexp(input, other, *, out=None):
@@ -101,7 +98,7 @@ def ldexp(input, other, *, out=None):
     x = input if input.dtype.is_floating_point else _ops._cast(input, D.float32)
     r = x * _ops.pow(2.0, other if not isinstance(other, Tensor) or other.dtype.is_floating_point
                      else _ops._cast(other, x.dtype))
-    return r if out is None else out.copy_(r)
+    return _ops._out("ldexp", out, r)
 
 
 def inner(input, other, *, out=None):
@@ -115,38 +112,25 @@ def inner(input, other, *, out=None):
         n = input.shape[-1]
         flat = _ops.matmul(input.reshape(-1, n), other.reshape(-1, n).t())
         r = flat.reshape(list(input.shape[:-1]) + list(other.shape[:-1]))
-    return r if out is None else out.copy_(r)
+    return _ops._out("inner", out, r)
 
 
 def vdot(input, other, *, out=None):
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
-    r = _ops.dot(input, other)
-    return r if out is None else out.copy_(r)
-
-
-def _scaled(beta, x, alpha, product):
-    """beta * x + alpha * product, with torch's rule that beta = 0 ignores x (NaN included)."""
-    p = product if alpha == 1 else product * alpha
-    if beta == 0:
-        return p + zeros_like(x, dtype=p.dtype) if tuple(x.shape) != tuple(p.shape) else p
-    return (x if beta == 1 else x * beta) + p
-
-
-def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
-    r = _scaled(beta, input, alpha, _ops.mv(mat, vec))
-    return r if out is None else out.copy_(r)
+    return _ops._out("vdot", out, _ops.dot(input, other))
 
 
 def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
-    r = _scaled(beta, input, alpha, _ops.outer(vec1, vec2))
-    return r if out is None else out.copy_(r)
+    """beta * input + alpha * outer(vec1, vec2) (addmm's rule: beta 0 ignores input, NaN too)."""
+    x = _ops._tensor_arg("addr", input, "input", 1)
+    return _ops._out("addr", out, _ops._scaled_sum("addr", x, _ops.outer(vec1, vec2), beta, alpha))
 
 
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     """beta * input + alpha * the sum over the batch of batch1[i] @ batch2[i]."""
-    r = _scaled(beta, input, alpha, _ops.sum(_ops.bmm(batch1, batch2), 0))
-    return r if out is None else out.copy_(r)
+    x = _ops._tensor_arg("addbmm", input, "input", 1)
+    return _ops._out("addbmm", out, _ops._scaled_sum("addbmm", x, _ops.sum(_ops.bmm(batch1, batch2), 0), beta, alpha))
 
 
 def chain_matmul(*matrices, out=None):
@@ -154,8 +138,7 @@ def chain_matmul(*matrices, out=None):
                   "Use torch.linalg.multi_dot instead.", stacklevel=2)
     from . import linalg
 
-    r = linalg.multi_dot(list(matrices))
-    return r if out is None else out.copy_(r)
+    return _ops._out("chain_matmul", out, linalg.multi_dot(list(matrices)))
 
 
 def cov(input, *, correction=1, fweights=None, aweights=None):
@@ -212,7 +195,7 @@ def renorm(input, p, dim, maxnorm, *, out=None):
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"renorm: expected a floating point input, got {input.dtype._torch_short}")
     if builtins.float(p) <= 0:
-        raise RuntimeError(f"renorm: non-positive-norm not supported")
+        raise RuntimeError("renorm: non-positive-norm not supported")
     if builtins.float(maxnorm) < 0:
         raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
     d = _normalize_dim(dim, input.ndim)
@@ -221,7 +204,7 @@ def renorm(input, p, dim, maxnorm, *, out=None):
     norms = _ops.norm(wide, builtins.float(p), others, keepdim=True) if others else _ops.abs(wide)
     scale = _ops.where(_ops.gt(norms, builtins.float(maxnorm)), builtins.float(maxnorm) / (norms + 1e-7), 1.0)
     r = _ops._cast(wide * scale, input.dtype) if wide is not input else input * scale
-    return r if out is None else out.copy_(r)
+    return _ops._out("renorm", out, r)
 
 
 def unravel_index(indices, shape):
@@ -322,11 +305,11 @@ def _install_methods():
                       ("not_equal_", "ne")):
         setattr(Tensor, alias, _compare_inplace(op))
     methods = {"isneginf": isneginf, "isposinf": isposinf, "isreal": isreal, "fmax": fmax, "fmin": fmin,
-               "logaddexp2": logaddexp2, "ldexp": ldexp, "inner": inner, "vdot": vdot, "addmv": addmv, "addr": addr,
+               "logaddexp2": logaddexp2, "ldexp": ldexp, "inner": inner, "vdot": vdot, "addmv": _ops.addmv, "addr": addr,
                "addbmm": addbmm, "renorm": renorm, "cov": cov, "corrcoef": corrcoef}
     for name, fn in methods.items():
         setattr(Tensor, name, fn)
-    for name, fn in (("addmv_", addmv), ("addr_", addr), ("addbmm_", addbmm), ("renorm_", renorm),
+    for name, fn in (("addmv_", _ops.addmv), ("addr_", addr), ("addbmm_", addbmm), ("renorm_", renorm),
                      ("ldexp_", ldexp), ("addmm_", _ops.addmm), ("baddbmm_", _ops.baddbmm),
                      ("cumprod_", _ops.cumprod), ("logical_xor_", _ops.logical_xor),
                      ("bitwise_not_", _ops.bitwise_not)):

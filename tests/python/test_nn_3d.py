@@ -13,7 +13,7 @@ import torch.nn.functional as TF
 import flow
 import flow.nn as fnn
 import flow.nn.functional as F
-from conftest import FLOAT_DTYPES, assert_same, make, products_atol, raises_like, to_flow, to_torch
+from conftest import FLOAT_DTYPES, assert_same, make, products_atol, to_flow, to_torch
 
 DEVICES = [
     "cpu",

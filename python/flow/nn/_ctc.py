@@ -43,19 +43,6 @@ def _lengths(v, n, name, T):
     return t, host
 
 
-def _logaddexp(*xs):
-    """log(sum(exp(x))) elementwise, -inf where every x is -inf (where x - max would be NaN)."""
-    m = xs[0]
-    for x in xs[1:]:
-        m = _ops.maximum(m, x)
-    finite = _ops.where(_ops.eq(m, -math.inf), 0.0, m)
-    total = None
-    for x in xs:
-        e = _ops.exp(x - finite)
-        total = e if total is None else total + e
-    return _ops.where(_ops.eq(m, -math.inf), -math.inf, finite + _ops.log(total))
-
-
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
     lp = F._check_tensor("ctc_loss", log_probs, "log_probs")
     tg = F._check_tensor("ctc_loss", targets, "targets")
@@ -124,12 +111,12 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
         if L > 2:
             shift2 = F._cat([F._slice(neg_inf, 1, 0, 2), F._slice(alpha, 1, 0, L - 2)], 1)
             terms.append(_ops.where(skip, shift2, -math.inf))
-        step = _logaddexp(*terms) + F._select(lp_ext, 0, t)
+        step = _ops.logsumexp(_ops.stack(terms, 0), 0) + F._select(lp_ext, 0, t)
         alpha = _ops.where(_ops.gt(frames, t), step, alpha)
     last = _ops.gather(alpha, 1, F._unsqueeze(2 * tl, 1))
     before = _ops.gather(alpha, 1, F._unsqueeze(_ops.clamp(2 * tl - 1, 0), 1))
     before = _ops.where(_ops.gt(F._unsqueeze(tl, 1), 0), before, -math.inf)
-    loss = -F._reshape(_logaddexp(last, before), [N])
+    loss = -F._reshape(_ops.logsumexp(_ops.cat([last, before], 1), 1), [N])
     # No frames at all: an empty target has probability 1, any other 0.
     loss = _ops.where(_ops.eq(il, 0), _ops.where(_ops.eq(tl, 0), 0.0, math.inf), loss)
     if zero_infinity:

@@ -326,8 +326,9 @@ def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     """(sum over each window of x^p)^(1/p), as lp_pool2d: the average pool of x^p times the window size."""
     x = F._check_tensor("lp_pool3d", input)
     k = _triple(kernel_size, "kernel_size")
-    out = avg_pool3d(x ** norm_type, k, stride, 0, ceil_mode)
-    return ((out.sign() * out.abs().relu()) * math.prod(k)) ** (1.0 / norm_type)
+    from ._functional_more import lp_from_average
+
+    return lp_from_average(avg_pool3d(x ** norm_type, k, stride, 0, ceil_mode), math.prod(k), norm_type)
 
 
 def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,

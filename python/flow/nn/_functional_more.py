@@ -533,19 +533,23 @@ def adaptive_max_pool1d(input, output_size, return_indices=False):
 
 
 @fused_in_eager
+def lp_from_average(avg, window, norm_type):
+    """The lp pools from the average pool of x^p: (avg * window size)^(1/p), a negative average
+    (odd p) taken as 0, as torch's."""
+    return ((avg.sign() * avg.abs().relu()) * window) ** (1.0 / norm_type)
+
+
 def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     """(sum over each window of x^p)^(1/p): the average pool of x^p times the window size."""
     x = F._check_tensor("lp_pool2d", input)
     kh, kw = F._pair(kernel_size, 2, "kernel_size")
-    out = F.avg_pool2d(x ** norm_type, (kh, kw), stride, 0, ceil_mode)
-    return ((out.sign() * out.abs().relu()) * (kh * kw)) ** (1.0 / norm_type)
+    return lp_from_average(F.avg_pool2d(x ** norm_type, (kh, kw), stride, 0, ceil_mode), kh * kw, norm_type)
 
 
 def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     x = F._check_tensor("lp_pool1d", input)
     k = F._pair(kernel_size, 1, "kernel_size")[0]
-    out = F.avg_pool1d(x ** norm_type, k, stride, 0, ceil_mode)
-    return ((out.sign() * out.abs().relu()) * k) ** (1.0 / norm_type)
+    return lp_from_average(F.avg_pool1d(x ** norm_type, k, stride, 0, ceil_mode), k, norm_type)
 
 
 pdist = _math_more.pdist  # torch.nn.functional.pdist is torch.pdist

@@ -809,13 +809,12 @@ def _embedding_renorm_(input, weight, max_norm, norm_type):
     max_norm is scaled in place to max_norm / (norm + 1e-7) of itself, before the lookup. A row
     looked up twice gets the same value written twice. Under @flow.jit it is a write into the weight
     (a parameter) that every run of the compiled call repeats, as torch's forward does."""
+    from .._api_more import renorm
+
     idx = _reshape(input, [-1])
     rows = dispatch1("embedding", [idx, weight])  # (checks the indices as the lookup does)
-    wide = D.float32 if weight.dtype in (D.float16, D.bfloat16) else weight.dtype
-    norms = _ops.norm(_ops._cast(rows, wide), norm_type, 1, keepdim=True)
-    scale = _ops.where(_ops.gt(norms, max_norm), max_norm / (norms + 1e-7), 1.0)
     weight.index_copy_(0, idx if idx.dtype is D.int64 else _ops._cast(idx, D.int64),
-                       _ops._cast(_ops._cast(rows, wide) * scale, weight.dtype))
+                       renorm(rows, norm_type, 0, max_norm))  # (torch's rule: the same per row)
 
 
 # ---- padding and resampling (index math) ---------------------------------------------------------------

@@ -20,16 +20,20 @@ from .._tensor import Tensor
 from ._module_store import ModuleStore
 
 
+def _data_of(data):
+    """Parameter's and Buffer's data argument as a Tensor (None: an empty one)."""
+    from .. import _creation
+
+    if data is None:
+        return _creation.empty(0)
+    return data if isinstance(data, Tensor) else _creation.tensor(data)
+
+
 class Parameter(Tensor):
     """A Tensor that a Module registers as a parameter. Parameter(data) shares data's storage."""
 
     def __new__(cls, data=None, requires_grad=True):
-        from .. import _creation
-
-        if data is None:
-            data = _creation.empty(0)
-        if not isinstance(data, Tensor):
-            data = _creation.tensor(data)
+        data = _data_of(data)
         data._need_data("nn.Parameter()")
         p = cls._wrap(data._c)
         p._requires_grad = bool(requires_grad)
@@ -59,12 +63,7 @@ class Buffer(Tensor, metaclass=_BufferMeta):
     registers as a buffer when assigned as an attribute, persistent (in state_dict) or not."""
 
     def __new__(cls, data=None, *, persistent=True):
-        from .. import _creation
-
-        if data is None:
-            data = _creation.empty(0)
-        if not isinstance(data, Tensor):
-            data = _creation.tensor(data)
+        data = _data_of(data)
         b = Tensor._wrap(data._c) if data._c is not None else data
         b._is_buffer = True
         b._buffer_persistent = bool(persistent)

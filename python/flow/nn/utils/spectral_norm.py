@@ -23,7 +23,9 @@ def _matrix(w, dim):
 
 
 def _normalize(x, eps):
-    return x / _ops.clamp(_ops.norm(x), min=eps)
+    from .. import functional as F
+
+    return F.normalize(x, dim=0, eps=eps)
 
 
 def _spectrally_normed(module, name, n_power_iterations, dim, eps):
