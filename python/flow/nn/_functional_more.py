@@ -532,13 +532,13 @@ def adaptive_max_pool1d(input, output_size, return_indices=False):
     return tuple(t.squeeze(-2) for t in y) if return_indices else y.squeeze(-2)
 
 
-@fused_in_eager
 def lp_from_average(avg, window, norm_type):
     """The lp pools from the average pool of x^p: (avg * window size)^(1/p), a negative average
     (odd p) taken as 0, as torch's."""
     return ((avg.sign() * avg.abs().relu()) * window) ** (1.0 / norm_type)
 
 
+@fused_in_eager
 def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     """(sum over each window of x^p)^(1/p): the average pool of x^p times the window size."""
     x = F._check_tensor("lp_pool2d", input)
