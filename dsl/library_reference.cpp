@@ -76,58 +76,68 @@ std::vector<double> linear_ref(const HostTensor& x, const HostTensor& w, const H
   return r;
 }
 
+// Any spatial rank nsp (2 or 3), written once over three spatial dims: a 2-d convolution is a 3-d
+// one of depth 1 (kernel depth 1, stride, dilation 1 and no padding along it).
 std::vector<double> conv_ref(const Node& n, bool transposed, const HostTensor& x, const HostTensor& w,
                              const HostTensor* bias, const Shape& out_shape) {
-  const Shape xs =
-      x.type.shape.size() == 4 ? x.type.shape : Shape{1, x.type.shape[0], x.type.shape[1], x.type.shape[2]};
-  const Shape os = out_shape.size() == 4 ? out_shape : Shape{1, out_shape[0], out_shape[1], out_shape[2]};
-  const std::vector<int64_t> stride = attr_ints(n.attrs, "stride", n.op), pad = attr_ints(n.attrs, "padding", n.op),
-                             dil = attr_ints(n.attrs, "dilation", n.op);
-  const int64_t groups = attr_int(n.attrs, "groups", n.op);
-  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
-  const int64_t OC = os[1], OH = os[2], OW = os[3];
-  const int64_t KH = w.type.shape[2], KW = w.type.shape[3];
-  const int64_t icg = C / groups, ocg = OC / groups;
-  std::vector<double> out(static_cast<size_t>(numel(os)), 0.0);
-  auto X = [&](int64_t b, int64_t c, int64_t h, int64_t ww) { return x.data[((b * C + c) * H + h) * W + ww]; };
-  auto O = [&](int64_t b, int64_t c, int64_t h, int64_t ww) -> double& {
-    return out[static_cast<size_t>(((b * OC + c) * OH + h) * OW + ww)];
+  const size_t nsp = w.type.shape.size() - 2;
+  auto to_3d = [nsp](Shape s, size_t rank_batched, int64_t unit) {
+    if (s.size() + 1 == rank_batched) s.insert(s.begin(), 1);  // unbatched: N = 1
+    if (nsp == 2) s.insert(s.begin() + 2, unit);
+    return s;
   };
+  auto spatial = [&](const char* key, int64_t unit) {
+    std::vector<int64_t> v = attr_ints(n.attrs, key, n.op);
+    if (nsp == 2) v.insert(v.begin(), unit);
+    return v;
+  };
+  const Shape xs = to_3d(x.type.shape, nsp + 2, 1), os = to_3d(out_shape, nsp + 2, 1),
+              ws = to_3d(w.type.shape, nsp + 2, 1);
+  const std::vector<int64_t> stride = spatial("stride", 1), pad = spatial("padding", 0), dil = spatial("dilation", 1);
+  const int64_t groups = attr_int(n.attrs, "groups", n.op);
+  const int64_t N = xs[0], C = xs[1], OC = os[1];
+  const int64_t in_sp[3] = {xs[2], xs[3], xs[4]}, out_sp[3] = {os[2], os[3], os[4]}, k[3] = {ws[2], ws[3], ws[4]};
+  const int64_t icg = C / groups, ocg = OC / groups, taps = k[0] * k[1] * k[2];
+  const int64_t in_img = in_sp[0] * in_sp[1] * in_sp[2], out_img = out_sp[0] * out_sp[1] * out_sp[2];
+  std::vector<double> out(static_cast<size_t>(numel(os)), 0.0);
+  // (ia, oa): an input and an output position along spatial dim d related by tap t:
+  // forward o * s - p + t * d = i; transposed (every input scatters) i * s - p + t * d = o.
   for (int64_t b = 0; b < N; ++b)
     for (int64_t g = 0; g < groups; ++g)
       for (int64_t oc = 0; oc < ocg; ++oc)
         for (int64_t ic = 0; ic < icg; ++ic)
-          for (int64_t kh = 0; kh < KH; ++kh)
-            for (int64_t kw = 0; kw < KW; ++kw) {
-              if (!transposed) {  // w [OC, IC/G, KH, KW]
-                const double wv = w.data[(((g * ocg + oc) * icg + ic) * KH + kh) * KW + kw];
-                for (int64_t oh = 0; oh < OH; ++oh) {
-                  const int64_t ih = oh * stride[0] - pad[0] + kh * dil[0];
-                  if (ih < 0 || ih >= H) continue;
-                  for (int64_t ow = 0; ow < OW; ++ow) {
-                    const int64_t iw = ow * stride[1] - pad[1] + kw * dil[1];
-                    if (iw < 0 || iw >= W) continue;
-                    O(b, g * ocg + oc, oh, ow) += wv * X(b, g * icg + ic, ih, iw);
-                  }
-                }
-              } else {  // w [IC, OC/G, KH, KW]: every input pixel scatters into the output
-                const double wv = w.data[(((g * icg + ic) * ocg + oc) * KH + kh) * KW + kw];
-                for (int64_t ih = 0; ih < H; ++ih) {
-                  const int64_t oh = ih * stride[0] - pad[0] + kh * dil[0];
-                  if (oh < 0 || oh >= OH) continue;
-                  for (int64_t iw = 0; iw < W; ++iw) {
-                    const int64_t ow = iw * stride[1] - pad[1] + kw * dil[1];
-                    if (ow < 0 || ow >= OW) continue;
-                    O(b, g * ocg + oc, oh, ow) += wv * X(b, g * icg + ic, ih, iw);
+          for (int64_t t = 0; t < taps; ++t) {
+            const int64_t tap[3] = {t / (k[1] * k[2]), t / k[2] % k[1], t % k[2]};
+            // w [OC, IC/G, k...] forward, [IC, OC/G, k...] transposed
+            const int64_t wi = transposed ? (g * icg + ic) * ocg + oc : (g * ocg + oc) * icg + ic;
+            const double wv = w.data[static_cast<size_t>(wi * taps + t)];
+            const double* X = &x.data[static_cast<size_t>((b * C + g * icg + ic) * in_img)];
+            double* O = &out[static_cast<size_t>((b * OC + g * ocg + oc) * out_img)];
+            const int64_t* from = transposed ? in_sp : out_sp;  // the loop runs over these positions
+            const int64_t* to = transposed ? out_sp : in_sp;
+            for (int64_t p0 = 0; p0 < from[0]; ++p0) {
+              const int64_t q0 = p0 * stride[0] - pad[0] + tap[0] * dil[0];
+              if (q0 < 0 || q0 >= to[0]) continue;
+              for (int64_t p1 = 0; p1 < from[1]; ++p1) {
+                const int64_t q1 = p1 * stride[1] - pad[1] + tap[1] * dil[1];
+                if (q1 < 0 || q1 >= to[1]) continue;
+                for (int64_t p2 = 0; p2 < from[2]; ++p2) {
+                  const int64_t q2 = p2 * stride[2] - pad[2] + tap[2] * dil[2];
+                  if (q2 < 0 || q2 >= to[2]) continue;
+                  const int64_t at_from = (p0 * from[1] + p1) * from[2] + p2, at_to = (q0 * to[1] + q1) * to[2] + q2;
+                  if (transposed) {
+                    O[at_to] += wv * X[at_from];
+                  } else {
+                    O[at_from] += wv * X[at_to];
                   }
                 }
               }
             }
+          }
   if (bias) {
     for (int64_t b = 0; b < N; ++b)
       for (int64_t c = 0; c < OC; ++c)
-        for (int64_t h = 0; h < OH; ++h)
-          for (int64_t ww = 0; ww < OW; ++ww) O(b, c, h, ww) += bias->data[c];
+        for (int64_t e = 0; e < out_img; ++e) out[static_cast<size_t>((b * OC + c) * out_img + e)] += bias->data[c];
   }
   return out;
 }
@@ -281,8 +291,8 @@ void throw_embedding_bag_index(int64_t position, int64_t value, int64_t rows) {
 }
 
 bool has_library_reference(const std::string& op) {
-  return op == "matmul" || op == "linear" || op == "conv2d" || op == "conv_transpose2d" || op == "argsort" ||
-         op == "scatter" || op == "embedding_bag";
+  return op == "matmul" || op == "linear" || op == "conv2d" || op == "conv_transpose2d" || op == "conv3d" ||
+         op == "conv_transpose3d" || op == "argsort" || op == "scatter" || op == "embedding_bag";
 }
 
 HostTensor run_library_reference(const Graph& g, const Node& n, const std::vector<const HostTensor*>& in,
@@ -312,8 +322,9 @@ HostTensor run_library_reference(const Graph& g, const Node& n, const std::vecto
           for (int64_t c = 0; c < o[3]; ++c)
             out.data[static_cast<size_t>(((b * o[1] + h) * o[2] + w) * o[3] + c)] =
                 nchw[static_cast<size_t>(((b * o[3] + c) * o[1] + h) * o[2] + w)];
-  } else if (n.op == "conv2d" || n.op == "conv_transpose2d") {
-    out.data = conv_ref(n, n.op == "conv_transpose2d", *in.at(0), *in.at(1), bias, out_t.shape);
+  } else if (n.op == "conv2d" || n.op == "conv_transpose2d" || n.op == "conv3d" || n.op == "conv_transpose3d") {
+    out.data = conv_ref(n, n.op == "conv_transpose2d" || n.op == "conv_transpose3d", *in.at(0), *in.at(1), bias,
+                        out_t.shape);
   } else {
     throw std::logic_error("run_library_reference: '" + n.op + "' is not a library op");
   }

@@ -1,6 +1,6 @@
 // Note: see library_ops.h. Every op is normalized to oneDNN's view of it before the call: matmul
 // and linear to a batched matmul of rank >= 2 (a 1-D operand becomes a row or column matrix; the
-// weight of linear is w^T by strides), conv to rank 4 (an unbatched input gets N = 1). The output
+// weight of linear is w^T by strides), conv to rank 4 or 5 (an unbatched input gets N = 1). The output
 // tensor is contiguous, so inserting those size-1 dims does not move any element; binary post-op
 // operands are broadcast against the flow output shape first, then get the same size-1 dims.
 #include "jit/library_ops.h"
@@ -557,10 +557,11 @@ bool conv_src_ok(const Arg& a) {
 
 void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out, HeldTensors& copies,
               onednn::ImplInfo* info) {
-  const bool transposed = step.op == "conv_transpose2d";
+  const bool transposed = step.op == "conv_transpose2d" || step.op == "conv_transpose3d";
   const Tensor* tx = &bound_value(values, step.operands[0]);
   const Tensor* tw = &bound_value(values, step.operands[1]);
-  const bool unbatched = tx->dim() == 3;
+  const size_t nsp = static_cast<size_t>(tw->dim()) - 2;  // spatial rank: 2 or 3
+  const bool unbatched = static_cast<size_t>(tx->dim()) == nsp + 1;
   auto norm_x = [&](const Tensor& t) {
     Arg x = arg_of(t);
     if (unbatched) insert_unit(x, 0);
@@ -593,7 +594,7 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
     dst_dims = {o[0], o[3], o[1], o[2]};
     dst_strides = {o[1] * o[2] * o[3], 1, o[2] * o[3], o[3]};
   }
-  for (int d = 0; d < 2; ++d) {
+  for (size_t d = 0; d < nsp; ++d) {
     p.stride[d] = stride[d];
     p.dilation[d] = dil[d];
     p.pad_begin[d] = pad[d];
@@ -627,7 +628,7 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
   }
   const onednn::TensorArg bias_arg = bias.tensor();
   const onednn::TensorArg w_arg = weights_arg(step, values, w);
-  onednn::conv2d(p, x.tensor(), w_arg, has_bias ? &bias_arg : nullptr, out_arg(out, dst_dims, dst_strides), post,
+  onednn::convolution(p, x.tensor(), w_arg, has_bias ? &bias_arg : nullptr, out_arg(out, dst_dims, dst_strides), post,
                  step.impl, info);
 }
 
@@ -638,7 +639,7 @@ void run_onednn(const LibraryStep& step, const std::vector<const Tensor*>& value
     run_matmul(step, values, out, copies, info);
   } else if (step.op == "linear") {
     run_linear(step, values, out, copies, info);
-  } else if (step.op == "conv2d" || step.op == "conv_transpose2d") {
+  } else if (sched::is_convolution(step.op)) {
     run_conv(step, values, out, copies, info);
   } else {
     throw std::logic_error("run_library_group: unknown library op '" + step.op + "'");

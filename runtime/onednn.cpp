@@ -254,9 +254,9 @@ void linear(const TensorArg&, const TensorArg&, const TensorArg*, const OutArg&,
             const std::string&, ImplInfo*) {
   unavailable("linear");
 }
-void conv2d(const ConvParams&, const TensorArg&, const TensorArg&, const TensorArg*, const OutArg&,
-            const std::vector<PostOp>&, const std::string&, ImplInfo*) {
-  unavailable("conv2d");
+void convolution(const ConvParams&, const TensorArg&, const TensorArg&, const TensorArg*, const OutArg&,
+                 const std::vector<PostOp>&, const std::string&, ImplInfo*) {
+  unavailable("convolution");
 }
 Stats stats() {
   return {};
@@ -821,7 +821,9 @@ void fix_scalar_ranks(std::vector<PostOp>& post, size_t rank) {
 // them wrongly (8e-4 relative error). Dense ones are described as plain NCHW: a GEMM.
 std::vector<int64_t> unit_spatial_strides(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
   if ((dims[1] != 1 && strides[1] != 1) || (dims[0] != 1 && strides[0] != dims[1])) return strides;
-  return {dims[1], 1, 1, 1};
+  std::vector<int64_t> s(dims.size(), 1);
+  s[0] = dims[1];
+  return s;
 }
 
 // The source a plain (non-blocked) convolution reads: in the destination's layout. oneDNN 2.6 has
@@ -833,7 +835,9 @@ memory::desc plain_conv_src_md(const std::vector<int64_t>& src_dims, const std::
                                DataType t) {
   const bool src_nhwc = dense_nhwc(src_dims, src_strides), dst_nhwc = dense_nhwc(dst_dims, dst_strides);
   if (src_nhwc == dst_nhwc) return md_of(src_dims, src_strides, t);
-  return memory::desc(Dims(src_dims.begin(), src_dims.end()), dnnl_type(t), dst_nhwc ? Tag::nhwc : Tag::nchw);
+  const bool volumetric = src_dims.size() == 5;
+  const Tag tag = dst_nhwc ? (volumetric ? Tag::ndhwc : Tag::nhwc) : (volumetric ? Tag::ncdhw : Tag::nchw);
+  return memory::desc(Dims(src_dims.begin(), src_dims.end()), dnnl_type(t), tag);
 }
 
 void check_rank(const char* what, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
@@ -935,52 +939,65 @@ void linear(const TensorArg& x, const TensorArg& w, const TensorArg* bias, const
   matmul(x, wt, &b2, dst, post, impl, info);
 }
 
-void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights, const TensorArg* bias,
-            const OutArg& dst, const std::vector<PostOp>& post_in, const std::string& impl, ImplInfo* info) {
+void convolution(const ConvParams& p, const TensorArg& src, const TensorArg& weights, const TensorArg* bias,
+                 const OutArg& dst, const std::vector<PostOp>& post_in, const std::string& impl, ImplInfo* info) {
   std::vector<float> scalars;
   std::vector<PostOp> post = sanitize_chain(post_in, scalars);
   fix_scalar_ranks(post, dst.dims.size());
-  if (src.dims.size() != 4 || weights.dims.size() != 4 || dst.dims.size() != 4 || (bias && bias->dims.size() != 1))
-    throw std::invalid_argument("onednn::conv2d: src, weights and dst must be 4-D and bias 1-D");
-  check_rank("conv2d src", src.dims, src.strides);
-  check_rank("conv2d weights", weights.dims, weights.strides);
+  const size_t rank = src.dims.size(), nsp = rank - 2;
+  if ((rank != 4 && rank != 5) || weights.dims.size() != rank || dst.dims.size() != rank ||
+      (bias && bias->dims.size() != 1))
+    throw std::invalid_argument("onednn::convolution: src, weights and dst must be 4-D or 5-D alike and bias 1-D");
+  check_rank("convolution src", src.dims, src.strides);
+  check_rank("convolution weights", weights.dims, weights.strides);
   if (product(dst.dims) == 0) return;
   const int64_t g = p.groups;
+  auto image = [](const std::vector<int64_t>& d) { return product(std::vector<int64_t>(d.begin() + 2, d.end())); };
   // Both images 1x1: source and destination described as plain NCHW together (unit_spatial_strides).
-  const bool unit_spatial = src.dims[2] * src.dims[3] == 1 && dst.dims[2] * dst.dims[3] == 1;
+  const bool unit_spatial = image(src.dims) == 1 && image(dst.dims) == 1;
   auto strides_for = [&](const auto& t) {
     const std::vector<int64_t> s = strides_of(t.dims, t.strides);
     return unit_spatial ? unit_spatial_strides(t.dims, s) : s;
   };
   const std::vector<int64_t> ss = strides_for(src), ds = strides_for(dst);
   const std::vector<int64_t> ws0 = strides_of(weights.dims, weights.strides);
-  // oneDNN's weights: [G,] OC/G, IC/G, KH, KW, described over the caller's torch layout by strides.
+  // oneDNN's weights: [G,] OC/G, IC/G, K..., described over the caller's torch layout by strides.
   std::vector<int64_t> wd, wst;
-  const int64_t kh = weights.dims[2], kw = weights.dims[3];
-  if (!p.transposed) {  // torch [OC, IC/G, KH, KW]
+  const std::vector<int64_t> taps(weights.dims.begin() + 2, weights.dims.end()),
+      tap_strides(ws0.begin() + 2, ws0.end());
+  const bool one_tap = std::all_of(taps.begin(), taps.end(), [](int64_t k) { return k == 1; });
+  if (!p.transposed) {  // torch [OC, IC/G, K...]
     const int64_t ocg = weights.dims[0] / g, icg = weights.dims[1];
     if (icg == 0) return zero_then_post_ops(dst, bias, post);
-    wd = {ocg, icg, kh, kw};
-    wst = {ws0[0], ws0[1], ws0[2], ws0[3]};
+    wd = {ocg, icg};
+    wst = {ws0[0], ws0[1]};
     if (g > 1) {
       wd.insert(wd.begin(), g);
       wst.insert(wst.begin(), ocg * ws0[0]);
     }
-  } else {  // torch [IC, OC/G, KH, KW]
+  } else {  // torch [IC, OC/G, K...]
     const int64_t icg = weights.dims[0] / g, ocg = weights.dims[1];
     if (icg == 0) return zero_then_post_ops(dst, bias, post);
-    wd = {ocg, icg, kh, kw};
-    wst = {ws0[1], ws0[0], ws0[2], ws0[3]};
+    wd = {ocg, icg};
+    wst = {ws0[1], ws0[0]};
     if (g > 1) {
       wd.insert(wd.begin(), g);
       wst.insert(wst.begin(), icg * ws0[0]);
     }
   }
+  wd.insert(wd.end(), taps.begin(), taps.end());
+  wst.insert(wst.end(), tap_strides.begin(), tap_strides.end());
   const std::vector<int64_t> bs = bias ? strides_of(bias->dims, bias->strides) : std::vector<int64_t>{};
   std::ostringstream key;
-  key << (p.transposed ? "deconv" : "conv") << " s" << p.stride[0] << "," << p.stride[1] << " d" << p.dilation[0] << ","
-      << p.dilation[1] << " p" << p.pad_begin[0] << "," << p.pad_begin[1] << "," << p.pad_end[0] << "," << p.pad_end[1]
-      << " g" << g;
+  key << (p.transposed ? "deconv" : "conv");
+  for (const auto& [what, v] : {std::pair<const char*, const int64_t*>{" s", p.stride},
+                                {" d", p.dilation},
+                                {" p", p.pad_begin},
+                                {" q", p.pad_end}}) {
+    key << what;
+    for (size_t i = 0; i < nsp; ++i) key << (i ? "," : "") << v[i];
+  }
+  key << " g" << g;
   key_dims(key, "src", src.dims, ss);
   key_dims(key, "w", wd, wst);
   if (bias) key_dims(key, "bias", bias->dims, bs);
@@ -997,8 +1014,14 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
     const memory::desc src_md = md_of(src.dims, ss, src.dtype), dst_md = md_of(dst.dims, ds, dst.dtype);
     const memory::desc w_any = any_md(wd, weights.dtype);
     const memory::desc bias_md = bias ? md_of(bias->dims, bs, bias->dtype) : memory::desc();
-    const Dims strides{p.stride[0], p.stride[1]}, dil{p.dilation[0] - 1, p.dilation[1] - 1},
-        pl{p.pad_begin[0], p.pad_begin[1]}, pr{p.pad_end[0], p.pad_end[1]};
+    Dims strides, dil, pl, pr;
+    for (size_t i = 0; i < nsp; ++i) {
+      strides.push_back(p.stride[i]);
+      dil.push_back(p.dilation[i] - 1);
+      pl.push_back(p.pad_begin[i]);
+      pr.push_back(p.pad_end[i]);
+    }
+    const bool unit_strides = std::all_of(strides.begin(), strides.end(), [](int64_t s) { return s == 1; });
     memory::desc w_prim;
     if (!p.transposed) {
       // Layout: "blocked/<impl>" lets oneDNN pick the activation layouts, "plain/<impl>" keeps
@@ -1006,7 +1029,7 @@ void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights,
       // for the rest. A Sum post-op (reads dst in place) and FLOW_ONEDNN_PLAIN_CONV=1 force plain.
       const bool plain_only = has_sum_op(post) || plain_conv_forced();
       std::string name = impl;
-      bool blocked = !(kh == 1 && kw == 1 && p.stride[0] == 1 && p.stride[1] == 1);
+      bool blocked = !(one_tap && unit_strides);
       if (name.rfind("plain/", 0) == 0) {
         blocked = false;
         name = name.substr(6);

@@ -1,6 +1,6 @@
 // Note: a thin wrapper over oneDNN (CPU) for the library ops: batched matmul, linear (matmul
 // with a transposed-weight view, which is oneDNN's inner product without the weight reorder an
-// inner_product primitive wants on every call), 2-D convolution and transposed convolution, each
+// inner_product primitive wants on every call), 2-D and 3-D convolution and transposed convolution, each
 // with a chain of post-ops. Plain types only (float pointers, dims, element strides): runtime/
 // knows nothing of the IR.
 //
@@ -132,20 +132,23 @@ void matmul(const TensorArg& a, const TensorArg& b, const TensorArg* bias, const
 void linear(const TensorArg& x, const TensorArg& w, const TensorArg* bias, const OutArg& dst,
             const std::vector<PostOp>& post, const std::string& impl = "", ImplInfo* info = nullptr);
 
+// Per spatial dim, outermost first: (H, W) of a 2-d convolution, (D, H, W) of a 3-d one; entries
+// past the convolution's spatial rank are unused.
 struct ConvParams {
-  int64_t stride[2] = {1, 1};
-  int64_t dilation[2] = {1, 1};  // torch's meaning (1 = dense); oneDNN's is this minus 1
-  int64_t pad_begin[2] = {0, 0};
-  int64_t pad_end[2] = {0, 0};
+  int64_t stride[3] = {1, 1, 1};
+  int64_t dilation[3] = {1, 1, 1};  // torch's meaning (1 = dense); oneDNN's is this minus 1
+  int64_t pad_begin[3] = {0, 0, 0};
+  int64_t pad_end[3] = {0, 0, 0};
   int64_t groups = 1;
-  bool transposed = false;  // deconvolution; weights are then [IC, OC/groups, KH, KW] (torch)
+  bool transposed = false;  // deconvolution; weights are then [IC, OC/groups, K...] (torch)
 };
 
-// NCHW convolution: src [N, C, H, W] (plain strides: NCHW-dense or NHWC-dense), weights
-// [OC, C/groups, KH, KW] (any plain strides; reordered to oneDNN's choice), bias nullptr or [OC],
-// dst [N, OC, OH, OW] contiguous. Transposed: see ConvParams.
-void conv2d(const ConvParams& p, const TensorArg& src, const TensorArg& weights, const TensorArg* bias,
-            const OutArg& dst, const std::vector<PostOp>& post, const std::string& impl = "", ImplInfo* info = nullptr);
+// 2-d or 3-d convolution: src [N, C, H, W] or [N, C, D, H, W] (plain strides: channels-first or
+// channels-last dense), weights [OC, C/groups, K...] of src's rank (any plain strides; reordered to
+// oneDNN's choice), bias nullptr or [OC], dst [N, OC, spatial...]. Transposed: see ConvParams.
+void convolution(const ConvParams& p, const TensorArg& src, const TensorArg& weights, const TensorArg* bias,
+                 const OutArg& dst, const std::vector<PostOp>& post, const std::string& impl = "",
+                 ImplInfo* info = nullptr);
 
 // Applies a post-op chain to dst by plain loops (the fallback path; exposed for tests). float32
 // dst and operands only (throws std::invalid_argument otherwise).

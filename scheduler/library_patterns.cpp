@@ -181,7 +181,8 @@ size_t bias_dim(const Node& lib, size_t rank) {
     const dsl::AttrValue* cl = dsl::attr_find(lib.attrs, "channels_last");
     const int64_t* v = cl ? std::get_if<int64_t>(cl) : nullptr;
     if (v && *v != 0) return rank - 1;
-    return rank == 4 ? 1 : 0;  // [N, C, H, W] or unbatched [C, H, W]
+    const size_t nsp = lib.op == "conv3d" || lib.op == "conv_transpose3d" ? 3 : 2;
+    return rank == nsp + 2 ? 1 : 0;  // [N, C, spatial...] or unbatched [C, spatial...]
   }
   return rank - 1;
 }
@@ -250,6 +251,8 @@ const std::vector<LibraryPattern>& library_patterns() {
   static const std::vector<LibraryPattern> table = {
       {"conv2d", dsl::Target::CPU, "oneDNN", kOneDnnEpilogues},
       {"conv_transpose2d", dsl::Target::CPU, "oneDNN", kOneDnnEpilogues},
+      {"conv3d", dsl::Target::CPU, "oneDNN", kOneDnnEpilogues},
+      {"conv_transpose3d", dsl::Target::CPU, "oneDNN", kOneDnnEpilogues},
       {"matmul", dsl::Target::CPU, "oneDNN", kOneDnnEpilogues},
       {"linear", dsl::Target::CPU, "oneDNN", kOneDnnEpilogues},
       {"conv2d", dsl::Target::CUDA, "cuDNN", kCudnnEpilogues},
@@ -269,7 +272,7 @@ const std::vector<LibraryPattern>& library_patterns() {
 }
 
 bool is_convolution(const std::string& op) {
-  return op == "conv2d" || op == "conv_transpose2d";
+  return op == "conv2d" || op == "conv_transpose2d" || op == "conv3d" || op == "conv_transpose3d";
 }
 
 const LibraryPattern* find_library_pattern(const std::string& op, dsl::Target target) {

@@ -77,7 +77,8 @@ struct LibraryPattern {
 const std::vector<LibraryPattern>& library_patterns();
 const LibraryPattern* find_library_pattern(const std::string& op, dsl::Target target);
 
-// conv2d or conv_transpose2d: the library ops with a channel dim, a per-channel bias and a layout.
+// conv2d, conv_transpose2d, conv3d or conv_transpose3d: the library ops with a channel dim and a
+// per-channel bias (the layout pass converts the 2-d ones only).
 bool is_convolution(const std::string& op);
 
 // May elementwise node `n`, which reads `chain` (the current output of a library group whose

@@ -1,4 +1,5 @@
-// Note: the library ops (pattern OutEWiseFusable): matmul, linear, conv2d, conv_transpose2d. They
+// Note: the library ops (pattern OutEWiseFusable): matmul, linear, conv2d, conv_transpose2d, conv3d,
+// conv_transpose3d. They
 // have no compute definition: the CPU executor calls oneDNN (jit/library_ops.h), the reference
 // interpreter runs naive loops (dsl/library_reference.h), and the fuser lets elementwise epilogues
 // join them as post-ops (scheduler/library_patterns.h). Entries here give torch's shape and dtype
@@ -11,6 +12,10 @@
 //                     users): the output is [N, OH, OW, C], the NHWC order of torch's result.
 //   conv_transpose2d: stride [2], padding [2], output_padding [2], dilation [2], groups; and
 //                     "channels_last" as conv2d's (the layout pass sets it on CUDA only).
+//   conv3d, conv_transpose3d: their 2-d namesakes' attrs with three entries (depth, height, width),
+//                     never channels_last. oneDNN runs them on the CPU; on CUDA flow.nn.functional
+//                     writes 3-d convolutions over the 2-d ones (python/flow/nn/_functional_3d.py)
+//                     until cuDNN's N-d path has run on a device.
 // Floating dtypes are supported: float64 runs by reference loops on the CPU (oneDNN has no f64
 // matmul/conv); float16/bfloat16 run on the CPU as float32 products of the half inputs rounded
 // once to the output dtype (jit/library_ops.cpp), and on CUDA through cuDNN/cuBLASLt with float32
@@ -179,25 +184,33 @@ std::vector<TensorType> linear_infer(const Graph& g, const std::vector<int>& in)
   return {TensorType{out, x.dtype}};
 }
 
-// ---- conv2d / conv_transpose2d ----------------------------------------------------------------
+// ---- conv2d / conv3d / conv_transpose2d / conv_transpose3d ------------------------------------
+// One definition for both spatial ranks (nsp = 2 or 3); the 3-d ops are registered for the CPU's
+// oneDNN (scheduler/library_patterns.cpp), and their attrs are conv2d's with three entries each.
 
-// An int or a list of 1 or 2 ints as a pair; `name` for torch's message.
-std::vector<int64_t> pair_attr(const Attrs& a, const std::string& key, const std::string& op, int64_t dflt) {
+// An int or a list of 1 or nsp ints as nsp ints; `key` for torch's message.
+std::vector<int64_t> spatial_attr(const Attrs& a, const std::string& key, const std::string& op, int64_t dflt,
+                                  size_t nsp) {
   const AttrValue* v = attr_find(a, key);
-  if (!v) return {dflt, dflt};
-  if (const int64_t* i = std::get_if<int64_t>(v)) return {*i, *i};
+  if (!v) return std::vector<int64_t>(nsp, dflt);
+  if (const int64_t* i = std::get_if<int64_t>(v)) return std::vector<int64_t>(nsp, *i);
   if (const auto* xs = std::get_if<std::vector<int64_t>>(v)) {
-    if (xs->size() == 1) return {(*xs)[0], (*xs)[0]};
-    if (xs->size() == 2) return *xs;
-    value_error("expected " + key +
-                " to be a single integer value or a list of 2 values to match the convolution "
-                "dimensions, but got " +
-                key + "=" + shape_str(*xs));
+    if (xs->size() == 1) return std::vector<int64_t>(nsp, (*xs)[0]);
+    if (xs->size() == nsp) return *xs;
+    value_error("expected " + key + " to be a single integer value or a list of " + std::to_string(nsp) +
+                " values to match the convolution dimensions, but got " + key + "=" + shape_str(*xs));
   }
   throw OpError(OpError::Kind::Type, op + "(): attribute '" + key + "' must be an int or a list of ints");
 }
 
-Attrs conv_canonicalize(const std::string& op, bool transposed, const Graph& g, const std::vector<int>& in,
+// "a x b [x c]", as torch's size messages join spatial extents.
+std::string by(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? " x " : "") + std::to_string(v[i]);
+  return s;
+}
+
+Attrs conv_canonicalize(const std::string& op, bool transposed, size_t nsp, const Graph& g, const std::vector<int>& in,
                         const Attrs& a) {
   if (transposed) {
     check_attrs(op, a, {"stride", "padding", "output_padding", "dilation", "groups", "channels_last"});
@@ -208,8 +221,8 @@ Attrs conv_canonicalize(const std::string& op, bool transposed, const Graph& g, 
     throw OpError(OpError::Kind::Type,
                   op + "() takes 2 or 3 input(s) but " + std::to_string(in.size()) + " were given");
   }
-  const std::vector<int64_t> stride = pair_attr(a, "stride", op, 1);
-  const std::vector<int64_t> dilation = pair_attr(a, "dilation", op, 1);
+  const std::vector<int64_t> stride = spatial_attr(a, "stride", op, 1, nsp);
+  const std::vector<int64_t> dilation = spatial_attr(a, "dilation", op, 1, nsp);
   const int64_t groups = attr_find(a, "groups") ? attr_int(a, "groups", op) : 1;
   for (int64_t s : stride)
     if (s <= 0) value_error("non-positive stride is not supported");
@@ -221,22 +234,25 @@ Attrs conv_canonicalize(const std::string& op, bool transposed, const Graph& g, 
   if (pv && std::holds_alternative<std::string>(*pv)) {
     const std::string mode = std::get<std::string>(*pv);
     if (transposed || (mode != "same" && mode != "valid")) value_error("Invalid padding string: '" + mode + "'");
-    pad = {0, 0};
-    pad_end = {0, 0};
+    pad.assign(nsp, 0);
+    pad_end.assign(nsp, 0);
     if (mode == "same") {
-      if (stride[0] != 1 || stride[1] != 1) value_error("padding='same' is not supported for strided convolutions");
+      for (int64_t s : stride)
+        if (s != 1) value_error("padding='same' is not supported for strided convolutions");
       const Shape& w = g.value(in[1]).type.shape;
-      if (w.size() != 4)
-        value_error("weight should have 4 dimensions for conv2d, but got weight of size " + torch_size(w));
-      for (int d = 0; d < 2; ++d) {  // torch: the left side gets total / 2
+      if (w.size() != nsp + 2) {
+        value_error("weight should have " + std::to_string(nsp + 2) + " dimensions for " + op +
+                    ", but got weight of size " + torch_size(w));
+      }
+      for (size_t d = 0; d < nsp; ++d) {  // torch: the low side gets total / 2
         const int64_t total = dilation[d] * (w[2 + d] - 1);
         pad[d] = total / 2;
         pad_end[d] = total - pad[d];
       }
     }
   } else {
-    pad = pair_attr(a, "padding", op, 0);
-    pad_end = attr_find(a, "padding_end") ? pair_attr(a, "padding_end", op, 0) : pad;
+    pad = spatial_attr(a, "padding", op, 0, nsp);
+    pad_end = attr_find(a, "padding_end") ? spatial_attr(a, "padding_end", op, 0, nsp) : pad;
   }
   for (int64_t p : pad)
     if (p < 0) value_error("negative padding is not supported");
@@ -249,19 +265,23 @@ Attrs conv_canonicalize(const std::string& op, bool transposed, const Graph& g, 
   out["groups"] = groups;
   if (!transposed && pad_end != pad) out["padding_end"] = pad_end;
   if (attr_find(a, "channels_last") && attr_int(a, "channels_last", op) != 0) {
-    if (g.value(in[0]).type.shape.size() != 4) value_error(op + ": channels_last needs a 4-D input");
+    if (nsp != 2 || g.value(in[0]).type.shape.size() != 4) value_error(op + ": channels_last needs a 4-D input");
     out["channels_last"] = int64_t{1};
   }
   if (transposed) {
-    const std::vector<int64_t> op_pad = pair_attr(a, "output_padding", op, 0);
-    for (int d = 0; d < 2; ++d) {
+    const std::vector<int64_t> op_pad = spatial_attr(a, "output_padding", op, 0, nsp);
+    for (size_t d = 0; d < nsp; ++d) {
       if (op_pad[d] < 0) value_error("negative output_padding is not supported");
       if (op_pad[d] >= stride[d] && op_pad[d] >= dilation[d]) {
-        value_error("output padding must be smaller than either stride or dilation, but got output_padding_height: " +
-                    std::to_string(op_pad[0]) + " output_padding_width: " + std::to_string(op_pad[1]) +
-                    " stride_height: " + std::to_string(stride[0]) + " stride_width: " + std::to_string(stride[1]) +
-                    " dilation_height: " + std::to_string(dilation[0]) +
-                    " dilation_width: " + std::to_string(dilation[1]));
+        static const char* const kAxes[3] = {"depth", "height", "width"};
+        std::string msg = "output padding must be smaller than either stride or dilation, but got";
+        for (const auto& [what, v] : {std::pair<const char*, const std::vector<int64_t>*>{"output_padding", &op_pad},
+                                      {"stride", &stride},
+                                      {"dilation", &dilation}}) {
+          for (size_t i = 0; i < nsp; ++i)
+            msg += std::string(" ") + what + "_" + kAxes[3 - nsp + i] + ": " + std::to_string((*v)[i]);
+        }
+        value_error(msg);
       }
     }
     out["output_padding"] = op_pad;
@@ -269,18 +289,20 @@ Attrs conv_canonicalize(const std::string& op, bool transposed, const Graph& g, 
   return out;
 }
 
-std::vector<TensorType> conv_infer(const std::string& op, bool transposed, const Graph& g, const std::vector<int>& in,
-                                   const Attrs& a) {
+std::vector<TensorType> conv_infer(const std::string& op, bool transposed, size_t nsp, const Graph& g,
+                                   const std::vector<int>& in, const Attrs& a) {
   const TensorType x = g.value(in[0]).type, w = g.value(in[1]).type;
-  if (x.shape.size() != 3 && x.shape.size() != 4) {
-    value_error("Expected 3D (unbatched) or 4D (batched) input to " + op +
-                ", but got input of size: " + torch_size(x.shape));
+  if (x.shape.size() != nsp + 1 && x.shape.size() != nsp + 2) {
+    value_error("Expected " + std::to_string(nsp + 1) + "D (unbatched) or " + std::to_string(nsp + 2) +
+                "D (batched) input to " + op + ", but got input of size: " + torch_size(x.shape));
   }
-  if (w.shape.size() != 4) {
-    value_error("weight should have 4 dimensions for " + op + ", but got weight of size " + torch_size(w.shape));
+  if (w.shape.size() != nsp + 2) {
+    value_error("weight should have " + std::to_string(nsp + 2) + " dimensions for " + op +
+                ", but got weight of size " + torch_size(w.shape));
   }
-  const bool batched = x.shape.size() == 4;
-  const Shape xs = batched ? x.shape : Shape{1, x.shape[0], x.shape[1], x.shape[2]};
+  const bool batched = x.shape.size() == nsp + 2;
+  Shape xs = x.shape;
+  if (!batched) xs.insert(xs.begin(), 1);
   const std::vector<int64_t> stride = attr_ints(a, "stride", op), pad = attr_ints(a, "padding", op),
                              dil = attr_ints(a, "dilation", op);
   const std::vector<int64_t> pad_end = attr_find(a, "padding_end") ? attr_ints(a, "padding_end", op) : pad;
@@ -326,44 +348,49 @@ std::vector<TensorType> conv_infer(const std::string& op, bool transposed, const
     value_error(std::string("Input type (") + c10_name(x.dtype) + ") and weight type (" + c10_name(w.dtype) +
                 ") should be the same");
   }
-  Shape out{xs[0], out_channels, 0, 0};
+  Shape out{xs[0], out_channels};
+  const std::vector<int64_t> in_size(xs.begin() + 2, xs.end());
   if (!transposed) {
-    const int64_t ph = xs[2] + pad[0] + pad_end[0], pw = xs[3] + pad[1] + pad_end[1];
-    const int64_t kh = dil[0] * (w.shape[2] - 1) + 1, kw = dil[1] * (w.shape[3] - 1) + 1;
-    if (ph < kh || pw < kw) {
-      value_error("Calculated padded input size per channel: (" + std::to_string(ph) + " x " + std::to_string(pw) +
-                  "). Kernel size: (" + std::to_string(kh) + " x " + std::to_string(kw) +
+    std::vector<int64_t> padded(nsp), reach(nsp);
+    bool fits = true;
+    for (size_t d = 0; d < nsp; ++d) {
+      padded[d] = in_size[d] + pad[d] + pad_end[d];
+      reach[d] = dil[d] * (w.shape[2 + d] - 1) + 1;
+      fits = fits && padded[d] >= reach[d];
+    }
+    if (!fits) {
+      value_error("Calculated padded input size per channel: (" + by(padded) + "). Kernel size: (" + by(reach) +
                   "). Kernel size can't be greater than actual input size");
     }
-    out[2] = (ph - kh) / stride[0] + 1;
-    out[3] = (pw - kw) / stride[1] + 1;
+    for (size_t d = 0; d < nsp; ++d) out.push_back((padded[d] - reach[d]) / stride[d] + 1);
   } else {
     const std::vector<int64_t> op_pad = attr_ints(a, "output_padding", op);
-    for (int d = 0; d < 2; ++d) {
-      out[2 + d] = (xs[2 + d] - 1) * stride[d] - 2 * pad[d] + dil[d] * (w.shape[2 + d] - 1) + op_pad[d] + 1;
+    bool positive = true;
+    for (size_t d = 0; d < nsp; ++d) {
+      out.push_back((in_size[d] - 1) * stride[d] - 2 * pad[d] + dil[d] * (w.shape[2 + d] - 1) + op_pad[d] + 1);
+      positive = positive && out.back() > 0;
     }
-    if (out[2] <= 0 || out[3] <= 0) {
-      value_error("Given input size per channel: (" + std::to_string(xs[2]) + " x " + std::to_string(xs[3]) +
-                  "). Calculated output size per channel: (" + std::to_string(out[2]) + " x " + std::to_string(out[3]) +
-                  "). Output size is too small");
+    if (!positive) {
+      value_error("Given input size per channel: (" + by(in_size) + "). Calculated output size per channel: (" +
+                  by(std::vector<int64_t>(out.begin() + 2, out.end())) + "). Output size is too small");
     }
   }
   check_supported_dtype(op, x.dtype);
-  if (!batched) out.erase(out.begin());
   if (attr_find(a, "channels_last")) out = {out[0], out[2], out[3], out[1]};
+  if (!batched) out.erase(out.begin());
   return {TensorType{out, x.dtype}};
 }
 
-void add_conv(const std::string& name, bool transposed) {
+void add_conv(const std::string& name, bool transposed, size_t nsp) {
   OpDef d;
   d.name = name;
   d.pattern = OpPattern::OutEWiseFusable;
   d.num_inputs = -1;
-  d.canonicalize = [name, transposed](const Graph& g, const std::vector<int>& in, const Attrs& a) {
-    return conv_canonicalize(name, transposed, g, in, a);
+  d.canonicalize = [name, transposed, nsp](const Graph& g, const std::vector<int>& in, const Attrs& a) {
+    return conv_canonicalize(name, transposed, nsp, g, in, a);
   };
-  d.infer = [name, transposed](const Graph& g, const std::vector<int>& in, const Attrs& a) {
-    return conv_infer(name, transposed, g, in, a);
+  d.infer = [name, transposed, nsp](const Graph& g, const std::vector<int>& in, const Attrs& a) {
+    return conv_infer(name, transposed, nsp, g, in, a);
   };
   register_builtin(std::move(d));
 }
@@ -393,8 +420,10 @@ void register_library_ops() {
   lin.infer = [](const Graph& g, const std::vector<int>& in, const Attrs&) { return linear_infer(g, in); };
   register_builtin(std::move(lin));
 
-  add_conv("conv2d", false);
-  add_conv("conv_transpose2d", true);
+  add_conv("conv2d", false, 2);
+  add_conv("conv_transpose2d", true, 2);
+  add_conv("conv3d", false, 3);
+  add_conv("conv_transpose3d", true, 3);
 }
 
 }  // namespace flow::dsl

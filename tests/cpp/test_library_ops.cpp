@@ -182,6 +182,50 @@ TEST(LibraryOps, ConvShapesAttrsAndErrors) {
             std::string::npos);
 }
 
+TEST(LibraryOps, Conv3dShapesAttrsAndErrors) {
+  auto add = [](const std::string& op, const Shape& xs, const Shape& ws, const Attrs& a) {
+    dsl::Graph g;
+    const int out = g.add(op, {g.add_input({xs, DType::Float32}), g.add_input({ws, DType::Float32})}, a);
+    return std::make_pair(g.value(out).type.shape, g.node(g.value(out).producer).attrs);
+  };
+  auto err = [&](const std::string& op, const Shape& xs, const Shape& ws, const Attrs& a) {
+    return op_error([&] { add(op, xs, ws, a); });
+  };
+  const auto strided = add("conv3d", {2, 4, 7, 9, 11}, {6, 2, 3, 3, 3},
+                           {{"stride", I{1, 2, 3}}, {"padding", int64_t{1}}, {"groups", int64_t{2}}});
+  EXPECT_EQ(strided.first, (Shape{2, 6, 7, 5, 4}));
+  EXPECT_EQ(std::get<I>(strided.second.at("padding")), (I{1, 1, 1}));
+  EXPECT_EQ(add("conv3d", {4, 5, 6, 7}, {3, 4, 2, 2, 2}, {{"dilation", I{2}}}).first, (Shape{3, 3, 4, 5}));
+  const auto same = add("conv3d", {1, 2, 5, 6, 7}, {3, 2, 2, 3, 4}, {{"padding", std::string("same")}});
+  EXPECT_EQ(same.first, (Shape{1, 3, 5, 6, 7}));
+  EXPECT_EQ(std::get<I>(same.second.at("padding")), (I{0, 1, 1}));
+  EXPECT_EQ(std::get<I>(same.second.at("padding_end")), (I{1, 1, 2}));
+  EXPECT_EQ(add("conv_transpose3d", {2, 4, 3, 4, 5}, {4, 3, 3, 2, 3},
+                {{"stride", I{2, 1, 2}}, {"padding", int64_t{1}}, {"output_padding", I{1, 0, 1}}})
+                .first,
+            (Shape{2, 3, 6, 3, 10}));
+
+  EXPECT_EQ(err("conv3d", {2, 3, 8}, {4, 3, 3, 3, 3}, {}),
+            "Expected 4D (unbatched) or 5D (batched) input to conv3d, but got input of size: [2, 3, 8]");
+  EXPECT_EQ(err("conv3d", {2, 3, 8, 8, 8}, {4, 3, 3, 3}, {}),
+            "weight should have 5 dimensions for conv3d, but got weight of size [4, 3, 3, 3]");
+  EXPECT_EQ(err("conv3d", {2, 3, 8, 8, 8}, {4, 3, 3, 3, 3}, {{"stride", I{1, 2}}}),
+            "expected stride to be a single integer value or a list of 3 values to match the convolution dimensions, "
+            "but got stride=[1, 2]");
+  EXPECT_EQ(err("conv3d", {2, 3, 2, 8, 8}, {4, 3, 3, 3, 3}, {}),
+            "Calculated padded input size per channel: (2 x 8 x 8). Kernel size: (3 x 3 x 3). Kernel size can't be "
+            "greater than actual input size");
+  EXPECT_EQ(err("conv3d", {2, 3, 8, 8, 8}, {4, 3, 3, 3, 3}, {{"channels_last", int64_t{1}}}),
+            "conv3d: channels_last needs a 4-D input");
+  EXPECT_EQ(err("conv_transpose3d", {1, 2, 3, 3, 3}, {2, 2, 1, 1, 1}, {{"output_padding", I{0, 0, 1}}}),
+            "output padding must be smaller than either stride or dilation, but got output_padding_depth: 0 "
+            "output_padding_height: 0 output_padding_width: 1 stride_depth: 1 stride_height: 1 stride_width: 1 "
+            "dilation_depth: 1 dilation_height: 1 dilation_width: 1");
+  EXPECT_EQ(err("conv_transpose3d", {1, 2, 1, 1, 1}, {2, 2, 1, 1, 1}, {{"padding", int64_t{1}}}),
+            "Given input size per channel: (1 x 1 x 1). Calculated output size per channel: (-1 x -1 x -1). Output "
+            "size is too small");
+}
+
 // ---- numerics vs the reference interpreter ---------------------------------------------------------
 
 TEST(LibraryOps, MatmulRandomShapesMatchReference) {
@@ -318,6 +362,63 @@ TEST(LibraryOps, ConvTranspose2dMatchesReference) {
           "conv_transpose2d x" + dsl::shape_str(xs) + " w" + dsl::shape_str(ws) + " s" + std::to_string(stride) + " p" +
               std::to_string(pad) + " op" + std::to_string(out_pad) + " d" + std::to_string(dil) + " g" +
               std::to_string(groups));
+  }
+}
+
+// oneDNN's 3-d convolution and deconvolution against the reference loops: groups, strides,
+// paddings (asymmetric too), dilations, unbatched, channels-last and strided inputs, a bias, and a
+// fused relu + residual epilogue.
+TEST(LibraryOps, Conv3dRandomConfigsMatchReference) {
+  REQUIRE_BACKENDS();
+  auto rng = test::rng(17);
+  for (int iter = 0; iter < 24; ++iter) {
+    const bool transposed = iter % 3 == 2;
+    const int64_t groups = iter % 4 == 1 ? 2 : 1;
+    const int64_t c = groups * rnd(rng, 1, 3), ocg = rnd(rng, 1, 4);
+    const I k{rnd(rng, 1, 3), rnd(rng, 1, 3), rnd(rng, 1, 2)};
+    I stride{rnd(rng, 1, 2), rnd(rng, 1, 2), rnd(rng, 1, 3)}, dil{rnd(rng, 1, 2), 1, rnd(rng, 1, 2)};
+    I pad{rnd(rng, 0, 1), rnd(rng, 0, 1), rnd(rng, 0, transposed ? 1 : 2)};  // (a transposed output stays > 0)
+    const bool unbatched = iter % 7 == 3;
+    Shape xs{rnd(rng, 1, 2), c, rnd(rng, 1, 4) + 2 * k[0], rnd(rng, 1, 5) + 2 * k[1], rnd(rng, 1, 6) + 2 * k[2]};
+    if (unbatched) xs.erase(xs.begin());
+    const Shape ws = transposed ? Shape{c, ocg, k[0], k[1], k[2]} : Shape{ocg * groups, c / groups, k[0], k[1], k[2]};
+    Attrs a{{"stride", stride}, {"padding", pad}, {"dilation", dil}, {"groups", groups}};
+    if (transposed) {
+      I op(3);
+      for (int d = 0; d < 3; ++d) op[d] = stride[d] > 1 ? rnd(rng, 0, stride[d] - 1) : 0;
+      a["output_padding"] = op;
+    } else if (iter % 4 == 0) {
+      a["padding_end"] = I{pad[0] + 1, pad[1], pad[2] + 1};
+    }
+    const int layout = unbatched ? 0 : iter % 3;  // contiguous, channels-last (NDHWC), strided
+    jit::Tensor x = layout == 1 ? permuted_tensor(xs, {0, 2, 3, 4, 1}, rng)
+                    : layout == 2 ? strided_tensor(xs, rng)
+                                  : random_tensor(xs, rng);
+    const std::string op = transposed ? "conv_transpose3d" : "conv3d";
+    dsl::Graph g;
+    std::vector<int> ins{g.add_input({xs, DType::Float32}), g.add_input({ws, DType::Float32})};
+    std::vector<jit::Tensor> ts{x, random_tensor(ws, rng)};
+    if (iter % 2 == 1) {
+      ins.push_back(g.add_input({{ocg * groups}, DType::Float32}));
+      ts.push_back(random_tensor({ocg * groups}, rng));
+    }
+    int y = g.add(op, ins, a);
+    const bool epilogue = iter % 5 == 0;
+    if (epilogue) {
+      const Shape ys = g.value(y).type.shape;
+      ts.push_back(random_tensor(ys, rng));
+      y = g.add("add", {g.add("relu", {y}), g.add_input({ys, DType::Float32})});
+    }
+    g.mark_output(y);
+    std::string what = op + " x" + dsl::shape_str(xs) + " w" + dsl::shape_str(ws) + " layout " + std::to_string(layout);
+    for (const auto& [key, v] : g.node(0).attrs)
+      what += " " + key + "=" + (std::holds_alternative<I>(v) ? dsl::shape_str(std::get<I>(v)) : "g");
+    auto exe = check(g, ts, what);
+    ASSERT_EQ(exe->num_library_calls(), 1) << what;
+    EXPECT_EQ(exe->library_steps()[0].library, "oneDNN") << what;
+    if (epilogue) {
+      EXPECT_EQ(exe->library_steps()[0].epilogue.size(), 2u) << what;
+    }
   }
 }
 
@@ -684,9 +785,9 @@ TEST(LibraryOps, RandomPostOpChainsMatchTheLoop) {
       p.pad_begin[0] = p.pad_begin[1] = p.pad_end[0] = p.pad_end[1] = 1;
       got.resize(cfull.size());
       want.resize(cfull.size());
-      od::conv2d(p, {x.data(), {2, C, H, W}, {}}, {w.data(), {OC, C, 3, 3}, {}}, nullptr,
+      od::convolution(p, {x.data(), {2, C, H, W}, {}}, {w.data(), {OC, C, 3, 3}, {}}, nullptr,
                  {got.data(), {2, OC, H, W}, {}}, chain);
-      od::conv2d(p, {x.data(), {2, C, H, W}, {}}, {w.data(), {OC, C, 3, 3}, {}}, nullptr,
+      od::convolution(p, {x.data(), {2, C, H, W}, {}}, {w.data(), {OC, C, 3, 3}, {}}, nullptr,
                  {want.data(), {2, OC, H, W}, {}}, {});
       od::apply_post_ops({want.data(), {2, OC, H, W}, {}}, chain, nullptr);
     }
@@ -1184,7 +1285,7 @@ TEST(OnednnConv, MixedSourceAndDestinationLayoutsAvoidTheReferenceImplementation
         std::fill(dst.begin(), dst.end(), std::nanf(""));
         const runtime::onednn::TensorArg weights = transposed ? runtime::onednn::TensorArg{wt.data(), {C, K, 1, 1}, {}}
                                                               : runtime::onednn::TensorArg{w.data(), {K, C, 1, 1}, {}};
-        runtime::onednn::conv2d(p, {src.data(), {N, C, H, W}, ss}, weights, nullptr, {dst.data(), {N, K, H, W}, ds}, {},
+        runtime::onednn::convolution(p, {src.data(), {N, C, H, W}, ss}, weights, nullptr, {dst.data(), {N, K, H, W}, ds}, {},
                                 "", &info);
         const std::string what = std::string(transposed ? "transposed, " : "") + (src_nhwc ? "NHWC" : "NCHW") +
                                  " source, " + (dst_nhwc ? "NHWC" : "NCHW") + " destination, " + std::to_string(H) +

@@ -3,7 +3,8 @@ conv3d and conv_transpose3d over strides, paddings ('same' with even kernels too
 groups, unbatched, non-contiguous and edge-sized inputs; the max (with indices, NaN and ties),
 average, adaptive and power-average 3-d pools; max_unpool3d; interpolate(mode='area'); eagerly,
 under flow.jit, and (marker `gpu`) on CUDA; torch's errors for bad arguments; the modules with
-torch's state dicts; and the jitted conv3d as one unfold kernel plus the convolution."""
+torch's state dicts; and the jitted conv3d as one oneDNN call on the CPU, or (the composition CUDA
+runs, also checked on the CPU) one unfold kernel plus a 2-d convolution."""
 import math
 
 import pytest
@@ -21,6 +22,22 @@ DEVICES = [
         not flow.cuda.is_available(), reason="no CUDA device: " + flow.cuda.unavailable_reason()[:80])]),
 ]
 HALF = (torch.float16, torch.bfloat16)
+# The convolutions' two paths: the 3-d library op (the CPU's) and the composition over 2-d ones
+# (CUDA's; on the CPU by switching the library op off).
+CONV_PATHS = [
+    ("cpu", "native"),
+    ("cpu", "composed"),
+    pytest.param("cuda", "composed", marks=[pytest.mark.gpu, pytest.mark.skipif(
+        not flow.cuda.is_available(), reason="no CUDA device: " + flow.cuda.unavailable_reason()[:80])]),
+]
+
+
+@pytest.fixture
+def conv_path(request, monkeypatch):
+    from flow.nn import _functional_3d
+
+    monkeypatch.setattr(_functional_3d, "_native_on_cpu", request.param == "native")
+    return request.param
 
 
 def _f(t, device):
@@ -55,10 +72,10 @@ CONV3D_CASES = [
 ]
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device,conv_path", CONV_PATHS, indirect=["conv_path"])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
-def test_conv3d_matches_torch(jit, dtype, device, gen):
+def test_conv3d_matches_torch(jit, dtype, device, conv_path, gen):
     for xs, ws, kw in CONV3D_CASES:
         x, w, b = make(xs, dtype, gen), make(ws, dtype, gen), make((ws[0],), dtype, gen)
         exact = TF.conv3d(x.double(), w.double(), b.double(), **kw)
@@ -90,10 +107,10 @@ CONV_T3D_CASES = [
 ]
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device,conv_path", CONV_PATHS, indirect=["conv_path"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16], ids=str)
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
-def test_conv_transpose3d_matches_torch(jit, dtype, device, gen):
+def test_conv_transpose3d_matches_torch(jit, dtype, device, conv_path, gen):
     for xs, ws, kw in CONV_T3D_CASES:
         groups = kw.get("groups", 1)
         x, w, b = make(xs, dtype, gen), make(ws, dtype, gen), make((ws[1] * groups,), dtype, gen)
@@ -368,10 +385,12 @@ def test_modules_load_torch_state_and_match(device, gen):
                 up(x, output_size=[10, 12, 14]).detach(), atol=5e-5, rtol=1e-5)
 
 
-def test_jitted_conv3d_is_one_unfold_kernel_and_the_convolution(gen):
-    """conv3d + relu under jit: the depth taps' cat (reading the input in place, pads inlined) and
-    relu writing the NCDHW result are the two generated kernels launched beside the library
-    convolution (a frozen weight's transform is computed once, not per call)."""
+@pytest.mark.parametrize("conv_path", ["native", "composed"], indirect=True)
+def test_jitted_conv3d_launches(conv_path, gen):
+    """conv3d + relu under jit. Native: one oneDNN conv3d call, relu its only generated kernel.
+    Composed: the depth taps' cat (reading the input in place, pads inlined) and relu writing the
+    NCDHW result are the two generated kernels launched beside a 2-d library convolution (a
+    frozen weight's transform is computed once, not per call)."""
     x, w = make((2, 4, 5, 6, 7), torch.float32, gen), make((6, 4, 3, 3, 3), torch.float32, gen)
     conv = fnn.Conv3d(4, 6, 3, padding=1, bias=False)
     conv.weight = fnn.Parameter(to_flow(w))
@@ -380,7 +399,10 @@ def test_jitted_conv3d_is_one_unfold_kernel_and_the_convolution(gen):
     assert_same(model(fx), TF.relu(TF.conv3d(x, w, padding=1)), atol=3e-5, rtol=1e-5)
     flow.reset_launch_count()
     model(fx)
-    assert flow.launch_count() == 2, model.explain(with_source=False)
+    report = model.explain(with_source=False)
+    assert flow.launch_count() == (1 if conv_path == "native" else 2), report
+    library = "library call: conv3d (oneDNN)" if conv_path == "native" else "library call: conv2d (oneDNN)"
+    assert library in report, report
 
 
 def test_top_level_spellings():

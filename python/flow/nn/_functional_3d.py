@@ -1,7 +1,9 @@
-"""torch.nn.functional's volumetric (3-d) convolutions and pools, written over flow's 2-d ones.
+"""torch.nn.functional's volumetric (3-d) convolutions and pools.
 
-Note: flow's library ops (oneDNN on the CPU, cuDNN on CUDA), their fusions and the layout pass are
-2-d. Rather than a second set of 3-d library calls, each 3-d function here is a composition:
+Note: on the CPU, conv3d and conv_transpose3d are library ops of their own (oneDNN's 3-d
+convolution and deconvolution, with post-op fusion as the 2-d ones; dsl/ops/library.cpp). On CUDA,
+where flow's cuDNN calls are 2-d (and an N-d cuDNN path has not yet run on a device), and for the
+pools everywhere, each 3-d function is a composition of 2-d ones:
 
 - conv3d is one 2-d convolution over the depth-unfolded input. The KD depth taps of the (depth
   padded) input, strided slices along depth, are stacked into the channels, so each output depth is
@@ -119,8 +121,26 @@ def _check_conv_args(fn, x, weight, bias, groups, stride, dilation, transposed=F
                            f"{out_channels} elements, but got bias of size {list(bias.shape)} instead")
 
 
+# Whether the 3-d library ops may run a convolution of x: on the CPU (oneDNN). Traced values ask
+# the trace's device. (A switch for bench/volumetric.py, which times the composition beside them.)
+_native_on_cpu = True
+
+
+def _native(x):
+    if not _native_on_cpu:
+        return False
+    if x._c is not None:
+        return not x.is_cuda
+    return getattr(x._ctx, "autocast_device", "cpu") != "cuda"
+
+
+def _operands(x, weight, bias):
+    return [x, weight] + ([bias] if bias is not None else [])
+
+
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """torch.nn.functional.conv3d: one conv2d over the depth-unfolded input (see the Note)."""
+    """torch.nn.functional.conv3d: the 3-d library op on the CPU, else one conv2d over the
+    depth-unfolded input (see the Note)."""
     F._check_tensor("conv3d", input)
     F._check_tensor("conv3d", weight, "weight")
     x, unbatched = _batched(input, "conv3d")
@@ -146,6 +166,11 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         raise RuntimeError(f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). Kernel size: "
                            f"({' x '.join(str(r + 1) for r in reach)}). Kernel size can't be greater than actual "
                            "input size")
+    if _native(x):
+        attrs = {"stride": list(s), "padding": lo, "dilation": list(d), "groups": groups}
+        if hi != lo:
+            attrs["padding_end"] = hi
+        return _unbatch(F.dispatch1("conv3d", _operands(x, weight, bias), attrs), unbatched)
     # Depth padding and any asymmetric part of the height/width padding ('same' with an even
     # reach) are the unfold's (one kernel); the rest is conv2d's own.
     od = (padded[0] - reach[0] - 1) // s[0] + 1
@@ -157,8 +182,8 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 
 def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
-    """torch.nn.functional.conv_transpose3d: conv_transpose2d over the depth-zero-stuffed,
-    depth-unfolded input (see the Note)."""
+    """torch.nn.functional.conv_transpose3d: the 3-d library op on the CPU, else conv_transpose2d
+    over the depth-zero-stuffed, depth-unfolded input (see the Note)."""
     F._check_tensor("conv_transpose3d", input)
     F._check_tensor("conv_transpose3d", weight, "weight")
     x, unbatched = _batched(input, "conv_transpose3d")
@@ -181,6 +206,11 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
     if builtins.min(out) <= 0:
         raise RuntimeError(f"Given input size per channel: ({' x '.join(map(str, size))}). Calculated output size per "
                            f"channel: ({' x '.join(map(str, out))}). Output size is too small")
+    # oneDNN's deconvolution, as conv_transpose2d's: output_padding below the stride.
+    if _native(x) and all(op[i] < s[i] for i in range(3)):
+        attrs = {"stride": list(s), "padding": list(p), "output_padding": list(op), "dilation": list(d),
+                 "groups": groups}
+        return _unbatch(F.dispatch1("conv_transpose3d", _operands(x, weight, bias), attrs), unbatched)
     # Depth: zeros between the input's depths, padded (or cropped) so that output depth z reads taps
     # z + j * d of it, tap j against the weight's depth KD - 1 - j.
     xs = F._dilate(x, 2, s[0])
