@@ -33,8 +33,8 @@ AutocastClass autocast_class(const std::string& op, AutocastDevice device) {
   // class, as torch's dispatcher does). Checked against torch 2.15: the CUDA lists are
   // AT_FORALL_LOWER_PRECISION_FP, AT_FORALL_FP32, AT_FORALL_FP32_SET_OPT_DTYPE and AT_FORALL_PROMOTE;
   // the CPU lists were read off torch.autocast("cpu") op by op.
-  static const std::set<std::string> lower = {"conv2d", "conv_transpose2d", "conv3d", "conv_transpose3d", "matmul",
-                                              "linear", "mm",     "bmm",              "addmm",  "baddbmm"};
+  static const std::set<std::string> lower = {
+      "conv2d", "conv_transpose2d", "conv3d", "conv_transpose3d", "matmul", "linear", "mm", "bmm", "addmm", "baddbmm"};
   static const std::set<std::string> lower_cuda = {"mv", "addmv"};  // CPU: not on torch's list
   static const std::set<std::string> fp32_cuda = {
       "exp", "expm1", "log", "log1p", "reciprocal", "rsqrt", "pow", "softplus", "layer_norm", "rms_norm", "group_norm",

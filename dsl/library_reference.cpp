@@ -323,8 +323,8 @@ HostTensor run_library_reference(const Graph& g, const Node& n, const std::vecto
             out.data[static_cast<size_t>(((b * o[1] + h) * o[2] + w) * o[3] + c)] =
                 nchw[static_cast<size_t>(((b * o[3] + c) * o[1] + h) * o[2] + w)];
   } else if (n.op == "conv2d" || n.op == "conv_transpose2d" || n.op == "conv3d" || n.op == "conv_transpose3d") {
-    out.data = conv_ref(n, n.op == "conv_transpose2d" || n.op == "conv_transpose3d", *in.at(0), *in.at(1), bias,
-                        out_t.shape);
+    out.data =
+        conv_ref(n, n.op == "conv_transpose2d" || n.op == "conv_transpose3d", *in.at(0), *in.at(1), bias, out_t.shape);
   } else {
     throw std::logic_error("run_library_reference: '" + n.op + "' is not a library op");
   }

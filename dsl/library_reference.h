@@ -1,5 +1,5 @@
-// Note: reference implementations of the library ops (matmul, linear, conv2d, conv_transpose2d, conv3d, conv_transpose3d,
-// argsort, scatter, embedding_bag) for the graph interpreter: naive loops accumulating in double
+// Note: reference implementations of the library ops (matmul, linear, conv2d, conv_transpose2d, conv3d,
+// conv_transpose3d, argsort, scatter, embedding_bag) for the graph interpreter: naive loops accumulating in double
 // (argsort: a std::stable_sort of each line, on the values as doubles; scatter: the index's
 // positions in row-major order, serially; embedding_bag: each bag's positions in order), the result rounded to the
 // output dtype like every other interpreted op (kept in double with float64_math). They are the oracle of the oneDNN

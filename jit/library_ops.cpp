@@ -629,7 +629,7 @@ void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values,
   const onednn::TensorArg bias_arg = bias.tensor();
   const onednn::TensorArg w_arg = weights_arg(step, values, w);
   onednn::convolution(p, x.tensor(), w_arg, has_bias ? &bias_arg : nullptr, out_arg(out, dst_dims, dst_strides), post,
-                 step.impl, info);
+                      step.impl, info);
 }
 
 void run_onednn(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out,

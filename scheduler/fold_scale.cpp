@@ -12,7 +12,7 @@ using dsl::Graph;
 using dsl::Node;
 using dsl::Shape;
 
-// One conv2d and the scale/shift nodes that fold into it.
+// One conv2d or conv3d and the scale/shift nodes that fold into it.
 struct Fold {
   int conv = -1;
   int scale = -1, shift = -1;            // values (frozen), -1 when absent
@@ -42,12 +42,13 @@ int sole_consumer(const Graph& g, int v) {
 }
 
 // Whether `o` (a frozen tensor, not a scalar constant) holds one value per channel of an
-// [N, C, H, W] output, or a single value: every dim 1 except (right-aligned) the channel dim.
+// [N, C, H, W] or [N, C, D, H, W] output, or a single value: every dim 1 except (right-aligned)
+// the channel dim.
 bool per_channel(const Graph& g, int o, const dsl::TensorType& out, bool frozen) {
   const dsl::Value& v = g.value(o);
   if (!frozen || v.kind == dsl::ValueKind::Constant || v.type.dtype != out.dtype) return false;
   const Shape& s = v.type.shape;
-  if (s.size() > out.shape.size() || out.shape.size() != 4) return false;
+  if (s.size() > out.shape.size() || (out.shape.size() != 4 && out.shape.size() != 5)) return false;
   const size_t lead = out.shape.size() - s.size();
   for (size_t i = 0; i < s.size(); ++i) {
     const size_t d = lead + i;
@@ -94,7 +95,7 @@ int float32_source(const Graph& g, int v, int reader, int& cast_node) {
 std::vector<Fold> find_folds(const Graph& g, const std::vector<bool>& frozen) {
   std::vector<Fold> folds;
   for (const Node& c : g.nodes()) {
-    if (c.op != "conv2d" || c.outputs.size() != 1 || c.inputs.size() < 2) continue;
+    if ((c.op != "conv2d" && c.op != "conv3d") || c.outputs.size() != 1 || c.inputs.size() < 2) continue;
     const int y = c.outputs[0];
     const bool weights_frozen =
         frozen[c.inputs[1]] && (c.inputs.size() < 3 || frozen[c.inputs[2]]) && !frozen[c.inputs[0]];
@@ -184,8 +185,9 @@ FoldResult fold_scale_into_conv(const Graph& g, const std::vector<bool>& frozen)
       int b = c.inputs.size() > 2 ? widened(c.inputs[2], f.bias32) : -1;
       if (f.scale >= 0) {
         const int64_t k = dsl::numel(g.value(f.scale).type.shape);  // 1 or channels
-        const int s4 = out.add("reshape", {map[f.scale]}, {{"shape", std::vector<int64_t>{k, 1, 1, 1}}});
-        w = out.add("mul", {w, s4});
+        std::vector<int64_t> per_filter(g.value(c.inputs[1]).type.shape.size(), 1);  // [k, 1, 1, 1(, 1)]
+        per_filter[0] = k;
+        w = out.add("mul", {w, out.add("reshape", {map[f.scale]}, {{"shape", per_filter}})});
         if (b >= 0) b = out.add("mul", {b, out.add("reshape", {map[f.scale]}, {{"shape", std::vector<int64_t>{k}}})});
       }
       if (f.shift >= 0) {
@@ -194,7 +196,7 @@ FoldResult fold_scale_into_conv(const Graph& g, const std::vector<bool>& frozen)
         if (b >= 0) {
           b = out.add("add", {b, t});
         } else {
-          // The bias operand of conv2d is exactly [C]; a single shift value is broadcast (and
+          // The bias operand of a convolution is exactly [C]; a single shift value is broadcast (and
           // made contiguous, as a conv operand) first.
           if (k != channels)
             t = out.add("mul", {out.add("expand", {t}, {{"shape", std::vector<int64_t>{channels}}}),
@@ -204,7 +206,7 @@ FoldResult fold_scale_into_conv(const Graph& g, const std::vector<bool>& frozen)
       }
       std::vector<int> ins{map[c.inputs[0]], narrowed(w)};
       if (b >= 0) ins.push_back(narrowed(b));
-      map.set(f.replaced, out.add("conv2d", ins, c.attrs));
+      map.set(f.replaced, out.add(c.op, ins, c.attrs));
       ++r.folded;
       continue;
     }

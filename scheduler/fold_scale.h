@@ -1,5 +1,5 @@
 // Note: folding a per-channel scale and shift into the convolution before it (DESIGN.md §2,
-// "fold constants (BN into conv)"). An eval-mode batch norm decomposes into
+// "fold constants (BN into conv)"), a conv2d or (CPU) conv3d; transposed ones keep their scale. An eval-mode batch norm decomposes into
 //     y = conv2d(x, W [, b]) * s + t        (s, t: one value per output channel, or one value)
 // and when s and t are frozen (computed from parameters only, scheduler/frozen.h) this pass rewrites
 // it as

@@ -480,7 +480,8 @@ class JitFunction:
         """Online autotuning of a new variant (see the module doc)."""
         db = self._database()
         records = os.path.join(self._tuning_dir, "records.jsonl") if self._tuning_dir is not None else None
-        print(f"flow.jit: autotuning {exe.num_kernels} kernels for up to {self._budget:.0f} s", file=sys.stderr)
+        calls = f" and {exe.num_library_calls} library call(s)" if exe.num_library_calls else ""
+        print(f"flow.jit: autotuning {exe.num_kernels} kernel(s){calls} for up to {self._budget:.0f} s", file=sys.stderr)
 
         def progress(result, done, total):
             if result["record"] is not None:

@@ -391,7 +391,7 @@ TEST(LibraryOps, Conv3dRandomConfigsMatchReference) {
       a["padding_end"] = I{pad[0] + 1, pad[1], pad[2] + 1};
     }
     const int layout = unbatched ? 0 : iter % 3;  // contiguous, channels-last (NDHWC), strided
-    jit::Tensor x = layout == 1 ? permuted_tensor(xs, {0, 2, 3, 4, 1}, rng)
+    jit::Tensor x = layout == 1   ? permuted_tensor(xs, {0, 2, 3, 4, 1}, rng)
                     : layout == 2 ? strided_tensor(xs, rng)
                                   : random_tensor(xs, rng);
     const std::string op = transposed ? "conv_transpose3d" : "conv3d";
@@ -786,9 +786,9 @@ TEST(LibraryOps, RandomPostOpChainsMatchTheLoop) {
       got.resize(cfull.size());
       want.resize(cfull.size());
       od::convolution(p, {x.data(), {2, C, H, W}, {}}, {w.data(), {OC, C, 3, 3}, {}}, nullptr,
-                 {got.data(), {2, OC, H, W}, {}}, chain);
+                      {got.data(), {2, OC, H, W}, {}}, chain);
       od::convolution(p, {x.data(), {2, C, H, W}, {}}, {w.data(), {OC, C, 3, 3}, {}}, nullptr,
-                 {want.data(), {2, OC, H, W}, {}}, {});
+                      {want.data(), {2, OC, H, W}, {}}, {});
       od::apply_post_ops({want.data(), {2, OC, H, W}, {}}, chain, nullptr);
     }
     for (size_t i = 0; i < got.size(); ++i)
@@ -1285,8 +1285,8 @@ TEST(OnednnConv, MixedSourceAndDestinationLayoutsAvoidTheReferenceImplementation
         std::fill(dst.begin(), dst.end(), std::nanf(""));
         const runtime::onednn::TensorArg weights = transposed ? runtime::onednn::TensorArg{wt.data(), {C, K, 1, 1}, {}}
                                                               : runtime::onednn::TensorArg{w.data(), {K, C, 1, 1}, {}};
-        runtime::onednn::convolution(p, {src.data(), {N, C, H, W}, ss}, weights, nullptr, {dst.data(), {N, K, H, W}, ds}, {},
-                                "", &info);
+        runtime::onednn::convolution(p, {src.data(), {N, C, H, W}, ss}, weights, nullptr,
+                                     {dst.data(), {N, K, H, W}, ds}, {}, "", &info);
         const std::string what = std::string(transposed ? "transposed, " : "") + (src_nhwc ? "NHWC" : "NCHW") +
                                  " source, " + (dst_nhwc ? "NHWC" : "NCHW") + " destination, " + std::to_string(H) +
                                  "x" + std::to_string(W);

@@ -465,3 +465,34 @@ def test_a_3d_unet_matches_torch(gen):
     want = tm(x).detach()
     assert_same(fm(to_flow(x)), want, atol=2e-5, rtol=1e-4)
     assert_same(flow.jit(fm)(to_flow(x)), want, atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("groups", [1, 4], ids=["dense", "depthwise"])
+def test_frozen_conv3d_absorbs_batch_norm3d(groups, gen):
+    """Conv3d + BatchNorm3d + ReLU of an eval module under jit on the CPU: the batch norm's scale
+    and shift fold into the 3-d library convolution's weight and bias (scheduler/fold_scale.h),
+    and the result is torch's."""
+    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
+
+    def block(m):
+        return m.nn.Sequential(m.nn.Conv3d(4, 8, 3, padding=1, groups=groups, bias=groups == 1), m.nn.BatchNorm3d(8),
+                               m.nn.ReLU())
+
+    tm = block(torch).eval()
+    with torch.no_grad():
+        bn = tm[1]
+        bn.running_mean.normal_()
+        bn.running_var.uniform_(0.5, 2.0)
+        bn.weight.normal_()
+        bn.bias.normal_()
+    fm = block(flow).eval()
+    fm.load_state_dict(tm.state_dict())
+    jm = flow.jit(fm)
+    for _ in range(2):  # the second call reuses the cached folded weights
+        x = make((2, 4, 5, 6, 7), torch.float32, gen)
+        with torch.no_grad():
+            want = tm(x)
+        assert_same(jm(to_flow(x)), want, rtol=1e-4, atol=1e-4)
+    text = jm.explain(with_source=False)
+    assert "1 convolution(s) absorbed a per-channel scale/shift" in text, text
+    assert "library call: conv3d (oneDNN)" in text, text
