@@ -184,7 +184,7 @@ FoldResult fold_scale_into_conv(const Graph& g, const std::vector<bool>& frozen)
       int w = widened(c.inputs[1], f.weight32);
       int b = c.inputs.size() > 2 ? widened(c.inputs[2], f.bias32) : -1;
       if (f.scale >= 0) {
-        const int64_t k = dsl::numel(g.value(f.scale).type.shape);  // 1 or channels
+        const int64_t k = dsl::numel(g.value(f.scale).type.shape);                   // 1 or channels
         std::vector<int64_t> per_filter(g.value(c.inputs[1]).type.shape.size(), 1);  // [k, 1, 1, 1(, 1)]
         per_filter[0] = k;
         w = out.add("mul", {w, out.add("reshape", {map[f.scale]}, {{"shape", per_filter}})});
