@@ -188,6 +188,21 @@ void bind_tensor(py::module_& m) {
           "numpy_raw", [](const Tensor& t) { return numpy_view(t).attr("copy")(); },
           "A copy as a numpy array; bfloat16 as uint16 bit patterns")
       .def("numpy_view", &numpy_view, "A writable numpy view sharing this tensor's storage (bfloat16: uint16)")
+      .def(
+          "jit_key",
+          [](const Tensor& t) {
+            // flow.jit's guard for a tensor argument (python/flow/_jit.py, _leaf_key): ("T", sizes,
+            // dtype, layout, device), the layout being the strides with those of size-1 dims as -1
+            // (their stride never changes which elements are read). One call per argument.
+            py::tuple sizes(t.sizes.size()), layout(t.sizes.size());
+            for (size_t i = 0; i < t.sizes.size(); ++i) {
+              sizes[i] = py::int_(t.sizes[i]);
+              layout[i] = py::int_(t.sizes[i] == 1 ? int64_t{-1} : t.strides[i]);
+            }
+            return py::make_tuple("T", sizes, dsl::dtype_name(t.dtype), layout,
+                                  runtime::device_type_name(t.device()));
+          },
+          "flow.jit's guard key of a tensor argument: (\"T\", sizes, dtype, layout, device)")
       .def_property_readonly("shape", [](const Tensor& t) { return t.sizes; })
       .def_property_readonly("strides", [](const Tensor& t) { return t.strides; })
       .def_property_readonly("offset", [](const Tensor& t) { return t.offset; })

@@ -71,9 +71,9 @@ def _mixed_layouts(tensors):
 
 def _signature(jitted, args, kwargs):
     """The key `jitted` files a call's variant under (argument structure, shapes, dtypes, strides)."""
-    from ._jit import _flatten
+    from ._jit import _flatten_call
 
-    return jitted._key(*_flatten((args, kwargs)))
+    return jitted._key(*_flatten_call(args, kwargs))
 
 
 def fused_in_eager(fn):

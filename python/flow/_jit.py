@@ -75,6 +75,19 @@ def _flatten(obj):
     return leaves, spec
 
 
+_TENSOR_ARGS_SPECS = {}  # n -> the spec _flatten gives (args, {}) for n flow.Tensor args
+
+
+def _flatten_call(args, kwargs):
+    """_flatten((args, kwargs)), with a shortcut for the common call: flow.Tensor arguments only."""
+    if not kwargs and all(type(a) is Tensor for a in args):
+        spec = _TENSOR_ARGS_SPECS.get(len(args))
+        if spec is None:
+            spec = _TENSOR_ARGS_SPECS.setdefault(len(args), _flatten((args, {}))[1])
+        return list(args), spec
+    return _flatten((args, kwargs))
+
+
 def _unflatten_from(s, it):
     if s in ("T", "V"):
         return next(it)
@@ -92,14 +105,15 @@ def _unflatten(spec, leaves):
 
 
 def _layout_key(c):
-    return tuple(-1 if n == 1 else s for n, s in zip(c.shape, c.strides))
+    """The strides of flow._C tensor c, -1 for size-1 dims (one definition: _C's jit_key)."""
+    return c.jit_key()[3]
 
 
 def _leaf_key(x):
     if isinstance(x, Tensor):
         if x._c is None:
             raise TraceError("flow.jit: a traced tensor was passed to a jitted function outside its trace")
-        return ("T", tuple(x._c.shape), x._c.dtype, _layout_key(x._c), x._c.device)
+        return x._c.jit_key()
     if type(x) is float and (x != x or (x == 0 and math.copysign(1.0, x) < 0)):
         return ("F", float, x.hex())  # -0.0 == 0.0 and nan != nan: the bits tell them apart
     try:
@@ -425,7 +439,7 @@ class JitFunction:
         return (spec, tuple(_leaf_key(x) for x in flat), mode, amp)
 
     def __call__(self, *args, **kwargs):
-        flat, spec = _flatten((args, kwargs))
+        flat, spec = _flatten_call(args, kwargs)
         ctx = current_trace()
         if ctx is not None or any(isinstance(x, Tensor) and x._c is None for x in flat):
             if self._amp is not None and ctx is not None:  # inline, keeping this function's amp=

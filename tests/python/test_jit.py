@@ -934,3 +934,22 @@ def test_arguments_written_in_place_on_gpu(gen):
     f = flow.jit(lambda a: a.mul_(3).add_(1))
     assert f(x) is x
     assert_same(x.cpu(), t * 3 + 1)
+
+
+def test_call_guard_shortcuts_match_the_general_path(gen):
+    """The per-call guard's shortcuts (python/flow/_jit.py: _flatten_call for tensor-only calls,
+    _C's jit_key for a tensor) give exactly the general path's structure and keys: shapes, dtypes,
+    strides (size-1 dims' as -1), devices; views, expanded and size-0 tensors included."""
+    from flow._jit import _flatten, _flatten_call
+
+    base = flow.tensor(torch.randn(4, 1, 6, generator=gen).numpy())
+    tensors = [base, base.transpose(0, 2), base[:, :, ::2], base.expand(4, 3, 6), flow.zeros(0, 3),
+               flow.tensor(3.0), flow.ones(2, 5, dtype=flow.int64)]
+    for t in tensors:
+        c = t._c
+        layout = tuple(-1 if n == 1 else s for n, s in zip(c.shape, c.strides))
+        assert c.jit_key() == ("T", tuple(c.shape), c.dtype, layout, c.device), c
+    p = flow.nn.Parameter(base)
+    for args, kwargs in [(tuple(tensors), {}), ((), {}), ((base, 2.0), {}), ((base,), {"y": base}), ((p, base), {}),
+                         (([base, base],), {})]:
+        assert _flatten_call(args, kwargs) == _flatten((args, kwargs)), (args, kwargs)
