@@ -199,8 +199,7 @@ void bind_tensor(py::module_& m) {
               sizes[i] = py::int_(t.sizes[i]);
               layout[i] = py::int_(t.sizes[i] == 1 ? int64_t{-1} : t.strides[i]);
             }
-            return py::make_tuple("T", sizes, dsl::dtype_name(t.dtype), layout,
-                                  runtime::device_type_name(t.device()));
+            return py::make_tuple("T", sizes, dsl::dtype_name(t.dtype), layout, runtime::device_type_name(t.device()));
           },
           "flow.jit's guard key of a tensor argument: (\"T\", sizes, dtype, layout, device)")
       .def_property_readonly("shape", [](const Tensor& t) { return t.sizes; })
