@@ -120,10 +120,20 @@ class TraceContext:
         return self.constant(a)
 
 
-def dispatch(op, args, attrs=None):
-    """Runs or records `op` over `args` (Tensors and Python scalars); returns a list of Tensors."""
+_Tensor = None  # flow.Tensor, bound at the first dispatch (flow._tensor imports this module)
+
+
+def _tensor_class():
+    global _Tensor
     from ._tensor import Tensor
 
+    _Tensor = Tensor
+    return Tensor
+
+
+def dispatch(op, args, attrs=None):
+    """Runs or records `op` over `args` (Tensors and Python scalars); returns a list of Tensors."""
+    Tensor = _Tensor or _tensor_class()
     attrs = attrs or {}
     ctx = current_trace()
     if ctx is None and op not in VIEW_OPS:
