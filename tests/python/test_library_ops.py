@@ -182,3 +182,32 @@ def test_one_output_channel_1x1_convolution_eager_and_jit_in_one_process(gen, co
     jitted = flow.jit(eager)
     for f in ([jitted, eager] if jit_first else [eager, jitted]) * 2:
         torch.testing.assert_close(to_torch(f(to_flow(x), to_flow(w))), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("channels", [1, 3, 5])
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_bfloat16_convolutions_keep_nonfinite_values_in_their_windows(channels, jit):
+    """A bfloat16 convolution with an odd count of input channels per group: an inf or NaN pixel
+    makes NaN only in the outputs whose windows read it (oneDNN's bf16 kernels pair channels and
+    leaked a neighbour's NaN through a zero weight; jit/library_ops.cpp routes those to float32)."""
+    run = (lambda f: flow.jit(f)) if jit else (lambda f: f)
+    x2 = torch.ones(2, channels, 5, 6, dtype=torch.bfloat16)
+    x2[0, 0, 2, 1], x2[1, channels - 1, 3, 4] = float("nan"), float("inf")
+    w2 = torch.ones(3, channels, 3, 1, dtype=torch.bfloat16)
+    x3 = torch.ones(1, channels, 3, 5, 4, dtype=torch.bfloat16)
+    x3[0, 0, 1, 2, 1] = float("-inf")
+    w3 = torch.randn(2, channels, 1, 3, 1).to(torch.bfloat16).abs()
+    xt = torch.ones(1, channels, 4, 4, dtype=torch.bfloat16)
+    xt[0, 0, 1, 2] = float("nan")
+    wt = torch.ones(channels, 2, 2, 2, dtype=torch.bfloat16)
+    cases = [("conv2d", TF.conv2d, flow.nn.functional.conv2d, x2, w2, {}),
+             ("conv3d", TF.conv3d, flow.nn.functional.conv3d, x3, w3, {"padding": (0, 1, 0)}),
+             ("conv_transpose2d", TF.conv_transpose2d, flow.nn.functional.conv_transpose2d, xt, wt, {"stride": 2})]
+    for name, tfn, ffn, x, w, kw in cases:
+        want = tfn(x, w, **kw)
+        got = to_torch(run(lambda a, b: ffn(a, b, **kw))(to_flow(x), to_flow(w)))
+        assert got.dtype == torch.bfloat16
+        assert torch.equal(got.isnan(), want.isnan()), f"{name}: NaN at {got.isnan().nonzero().tolist()}"
+        assert torch.equal(got.isinf(), want.isinf()), name
+        finite = ~want.isnan() & ~want.isinf()
+        torch.testing.assert_close(got[finite].float(), want[finite].float(), rtol=1e-2, atol=1e-2, msg=name)

@@ -85,8 +85,9 @@ def test_conv3d_matches_torch(jit, dtype, device, conv_path, gen):
             with pytest.raises(NotImplementedError, match="not implemented for 'Double' on CUDA"):
                 run(_f(x, device), _f(w, device), _f(b, device))
             return
-        got = to_torch(run(_f(x, device), _f(w, device), _f(b, device)).cpu())
-        assert got.is_contiguous()
+        out = run(_f(x, device), _f(w, device), _f(b, device))
+        assert out.is_contiguous(), (out.stride(), f"{xs} {ws} {kw}")  # as torch's, jitted too
+        got = to_torch(out.cpu())
         _assert_products(got, exact, magnitude, math.prod(ws[1:]) + 1, dtype, f"{xs} {ws} {kw}")
     # no bias, a non-contiguous input (a channels-last view) and weight (every other filter)
     fx = _f(make((2, 5, 4, 6, 3), dtype, gen), device)
@@ -121,7 +122,9 @@ def test_conv_transpose3d_matches_torch(jit, dtype, device, conv_path, gen):
             with pytest.raises(NotImplementedError, match="not implemented for 'Double' on CUDA"):
                 run(_f(x, device), _f(w, device), _f(b, device))
             return
-        got = to_torch(run(_f(x, device), _f(w, device), _f(b, device)).cpu())
+        out = run(_f(x, device), _f(w, device), _f(b, device))
+        assert out.is_contiguous(), (out.stride(), f"{xs} {ws} {kw}")
+        got = to_torch(out.cpu())
         _assert_products(got, exact, magnitude, ws[0] // groups * math.prod(ws[2:]) + 1, dtype, f"{xs} {ws} {kw}")
 
 
@@ -496,3 +499,14 @@ def test_frozen_conv3d_absorbs_batch_norm3d(groups, gen):
     text = jm.explain(with_source=False)
     assert "1 convolution(s) absorbed a per-channel scale/shift" in text, text
     assert "library call: conv3d (oneDNN)" in text, text
+
+
+@pytest.mark.parametrize("conv_path", ["native", "composed"], indirect=True)
+def test_unbatched_conv3d_output_takes_inplace_ops_under_jit(conv_path, gen):
+    """An in-place activation on an unbatched 3-d convolution's result traces (torch accepts it):
+    the result is no view of a batched one."""
+    x, w, wt = make((3, 4, 5, 6), torch.float32, gen), make((2, 3, 1, 2, 2), torch.float32, gen), \
+        make((3, 2, 2, 1, 2), torch.float32, gen)
+    for fn, tfn, weight in ((F.conv3d, TF.conv3d, w), (F.conv_transpose3d, TF.conv_transpose3d, wt)):
+        got = flow.jit(lambda a, c: F.relu(fn(a, c), inplace=True))(to_flow(x), to_flow(weight))
+        assert_same(got, TF.relu(tfn(x, weight)), atol=3e-5, rtol=1e-5)

@@ -83,10 +83,15 @@ def _depth_unfold(x, k, s, d, pad, od, groups, hw_pads=(0, 0, 0, 0)):
     return F._reshape(t, [n * od, c * k] + list(t.shape[-2:]))
 
 
-def _fold_depth(y, n, od):
-    """[N * OD, O, OH, OW] -> [N, O, OD, OH, OW], contiguous as torch's convolutions return."""
+def _fold_depth(y, n, od, unbatched):
+    """[N * OD, O, OH, OW] -> [N, O, OD, OH, OW] ([O, OD, OH, OW] unbatched), contiguous as torch's
+    convolutions return."""
     o, oh, ow = y.shape[1:]
-    return F._permute(F._reshape(y, [n, od, o, oh, ow]), [0, 2, 1, 3, 4]).contiguous()
+    y = F._permute(F._reshape(y, [n, od, o, oh, ow]), [0, 2, 1, 3, 4])
+    y = _unbatch(y, unbatched)
+    # Traced, a copy (clone: a graph value of its own, written in order), else a
+    # graph output would be this permuted view; an elementwise reader fuses the copy away.
+    return y.contiguous() if y._c is not None else y.clone()
 
 
 def _check_conv_args(fn, x, weight, bias, groups, stride, dilation, transposed=False):
@@ -170,7 +175,9 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         attrs = {"stride": list(s), "padding": lo, "dilation": list(d), "groups": groups}
         if hi != lo:
             attrs["padding_end"] = hi
-        return _unbatch(F.dispatch1("conv3d", _operands(x, weight, bias), attrs), unbatched)
+        # (an unbatched input as it is: the op takes it, and its result is no view that an in-place
+        # op after it could not write)
+        return F.dispatch1("conv3d", _operands(input, weight, bias), attrs)
     # Depth padding and any asymmetric part of the height/width padding ('same' with an even
     # reach) are the unfold's (one kernel); the rest is conv2d's own.
     od = (padded[0] - reach[0] - 1) // s[0] + 1
@@ -178,7 +185,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     o = weight.shape[0]
     w2 = F._reshape(F._permute(weight, [0, 2, 1, 3, 4]), [o, k[0] * weight.shape[1], k[1], k[2]])
     y = F.conv2d(xcol, w2, bias, list(s[1:]), lo[1:], list(d[1:]), groups)
-    return _unbatch(_fold_depth(y, x.shape[0], od), unbatched)
+    return _fold_depth(y, x.shape[0], od, unbatched)
 
 
 def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
@@ -210,7 +217,7 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
     if _native(x) and all(op[i] < s[i] for i in range(3)):
         attrs = {"stride": list(s), "padding": list(p), "output_padding": list(op), "dilation": list(d),
                  "groups": groups}
-        return _unbatch(F.dispatch1("conv_transpose3d", _operands(x, weight, bias), attrs), unbatched)
+        return F.dispatch1("conv_transpose3d", _operands(input, weight, bias), attrs)
     # Depth: zeros between the input's depths, padded (or cropped) so that output depth z reads taps
     # z + j * d of it, tap j against the weight's depth KD - 1 - j.
     xs = F._dilate(x, 2, s[0])
@@ -226,7 +233,7 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
     w2 = F._reshape(weight, [groups, cin // groups, cout_g] + k).flip([3])
     w2 = F._reshape(F._permute(w2, [0, 3, 1, 2, 4, 5]), [k[0] * cin, cout_g, k[1], k[2]])
     y = F.conv_transpose2d(xcol, w2, bias, list(s[1:]), list(p[1:]), list(op[1:]), groups, list(d[1:]))
-    return _unbatch(_fold_depth(y, x.shape[0], od), unbatched)
+    return _fold_depth(y, x.shape[0], od, unbatched)
 
 
 # ---- pools ----------------------------------------------------------------------------------------------
