@@ -1085,7 +1085,9 @@ def test_multi_head_attention_forward_function(jit, gen):
                                                   training=False, **fkw)
 
         got = (flow.jit(run) if jit else run)(fq, fk, fv)
-        close(got[0], want[0], 1e-4, 1e-5, str(kw))
+        # (float32 through two 16-term projections, a softmax and the weighted sum: rounding of a
+        # few 1e-5 at outputs of magnitude ~1; atol 1e-5 once failed one element by 1.5e-5)
+        close(got[0], want[0], 1e-4, 5e-5, str(kw))
         assert (got[1] is None) == (want[1] is None)
         if want[1] is not None:
             close(got[1], want[1], 1e-4, 1e-6, f"weights {kw}")
