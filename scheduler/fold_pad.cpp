@@ -8,23 +8,29 @@
 namespace flow::sched {
 namespace {
 
-// The (top, left, bottom, right) amounts of a foldable pad node, or false.
-bool spatial_zero_pad(const dsl::Graph& g, const dsl::Node& pad, int64_t out[4]) {
+// The forward convolutions a pad folds into, and their spatial rank (0: not one).
+size_t conv_spatial_rank(const std::string& op) {
+  return op == "conv2d" ? 2 : op == "conv3d" ? 3 : 0;
+}
+
+// Per spatial dim (outermost first), the low and high amounts of a zero pad of `nsp` spatial dims
+// that folds, or false. torch's pads run from the last dim: [w_lo, w_hi, h_lo, h_hi, d_lo, d_hi,
+// ...]; a pad of a channel or batch dim, a crop (a negative amount) or a nonzero value does not.
+bool spatial_zero_pad(const dsl::Graph& g, const dsl::Node& pad, size_t nsp, std::vector<int64_t>& lo,
+                      std::vector<int64_t>& hi) {
   if (pad.op != "pad" || pad.inputs.size() != 1) return false;
   const dsl::AttrValue* v = dsl::attr_find(pad.attrs, "value");
   if (v && !(std::holds_alternative<double>(*v) && std::get<double>(*v) == 0.0)) return false;
   const std::vector<int64_t> pads = dsl::attr_ints(pad.attrs, "pads", "pad");
-  if (g.value(pad.inputs[0]).type.shape.size() < 3) return false;
-  for (size_t i = 4; i < pads.size(); ++i)
-    if (pads[i] != 0) return false;  // a pad of the channel or batch dim
-  int64_t p[4] = {0, 0, 0, 0};       // l, r, t, b
-  for (size_t i = 0; i < pads.size() && i < 4; ++i) p[i] = pads[i];
-  for (int64_t x : p)
-    if (x < 0) return false;
-  out[0] = p[2];
-  out[1] = p[0];
-  out[2] = p[3];
-  out[3] = p[1];
+  if (g.value(pad.inputs[0]).type.shape.size() < nsp + 1) return false;
+  for (size_t i = 2 * nsp; i < pads.size(); ++i)
+    if (pads[i] != 0) return false;
+  lo.assign(nsp, 0);
+  hi.assign(nsp, 0);
+  for (size_t i = 0; i < pads.size() && i < 2 * nsp; ++i) {
+    if (pads[i] < 0) return false;
+    (i % 2 == 0 ? lo : hi)[nsp - 1 - i / 2] = pads[i];
+  }
   return true;
 }
 
@@ -34,31 +40,36 @@ PadFoldResult fold_pad_into_conv(const dsl::Graph& g, dsl::Target target) {
   PadFoldResult r;
   // The pad a conv's input comes from, directly or through one cast (autocast's, dsl/autocast.h:
   // pad -> cast -> conv; a cast of zero is zero), and that cast node (-1 when direct).
-  auto source = [&](const dsl::Node& n, int64_t amount[4], int& cast) -> const dsl::Node* {
+  auto source = [&](const dsl::Node& n, std::vector<int64_t>& lo, std::vector<int64_t>& hi,
+                    int& cast) -> const dsl::Node* {
     cast = -1;
-    if (n.op != "conv2d" || n.inputs.empty() || g.value(n.inputs[0]).kind != dsl::ValueKind::OpResult) return nullptr;
+    const size_t nsp = conv_spatial_rank(n.op);
+    if (nsp == 0 || n.inputs.empty() || g.value(n.inputs[0]).kind != dsl::ValueKind::OpResult) return nullptr;
     const dsl::Node* p = &g.node(g.value(n.inputs[0]).producer);
     if (p->op == "cast" && g.value(p->inputs[0]).kind == dsl::ValueKind::OpResult) {
       cast = p->id;
       p = &g.node(g.value(p->inputs[0]).producer);
     }
-    return spatial_zero_pad(g, *p, amount) ? p : nullptr;
+    return spatial_zero_pad(g, *p, nsp, lo, hi) ? p : nullptr;
   };
-  // Which convolutions fold their input pad. cuDNN's convolution pads symmetrically, so on CUDA
-  // only a fold that keeps the padding symmetric is made.
-  auto folds = [&](const dsl::Node& n, int64_t amount[4]) {
+  // The convolution's padding after the fold (begin, end), when it folds. cuDNN's convolution pads
+  // symmetrically, so on CUDA only a fold that keeps the padding symmetric is made.
+  auto folded_padding = [&](const dsl::Node& n, std::vector<int64_t>& begin, std::vector<int64_t>& end) {
+    std::vector<int64_t> lo, hi;
     int cast = -1;
-    if (!source(n, amount, cast)) return false;
-    if (target != dsl::Target::CUDA) return true;
-    const std::vector<int64_t> pad = dsl::attr_ints(n.attrs, "padding", "conv2d");
-    const std::vector<int64_t> end =
-        dsl::attr_find(n.attrs, "padding_end") ? dsl::attr_ints(n.attrs, "padding_end", "conv2d") : pad;
-    return pad[0] + amount[0] == end[0] + amount[2] && pad[1] + amount[1] == end[1] + amount[3];
+    if (!source(n, lo, hi, cast)) return false;
+    begin = dsl::attr_ints(n.attrs, "padding", n.op);
+    end = dsl::attr_find(n.attrs, "padding_end") ? dsl::attr_ints(n.attrs, "padding_end", n.op) : begin;
+    for (size_t d = 0; d < begin.size(); ++d) {
+      begin[d] += lo[d];
+      end[d] += hi[d];
+    }
+    return target != dsl::Target::CUDA || begin == end;
   };
   std::vector<bool> folding(g.nodes().size(), false);
   for (const dsl::Node& n : g.nodes()) {
-    int64_t amount[4];
-    folding[n.id] = folds(n, amount);
+    std::vector<int64_t> begin, end;
+    folding[n.id] = folded_padding(n, begin, end);
   }
   if (std::find(folding.begin(), folding.end(), true) == folding.end()) return r;
   auto is_output = [&](int v) { return std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end(); };
@@ -71,17 +82,20 @@ PadFoldResult fold_pad_into_conv(const dsl::Graph& g, dsl::Target target) {
     }
     return all;
   };
+  // Whether node `n` is a pad that some convolution folds (of its own spatial rank, or any).
+  auto foldable_pad = [&](const dsl::Node& n) {
+    std::vector<int64_t> lo, hi;
+    return spatial_zero_pad(g, n, 2, lo, hi) || spatial_zero_pad(g, n, 3, lo, hi);
+  };
   // Dead after the rewrite: a cast between a pad and folding convs whose every reader folds, and a
   // pad whose every reader folds or is such a cast.
   std::vector<bool> dead(g.nodes().size(), false);
   for (const dsl::Node& n : g.nodes()) {
     if (n.op != "cast" || g.value(n.inputs[0]).kind != dsl::ValueKind::OpResult) continue;
-    int64_t amount[4];
-    if (spatial_zero_pad(g, g.node(g.value(n.inputs[0]).producer), amount)) dead[n.id] = all_fold(n.outputs[0]);
+    if (foldable_pad(g.node(g.value(n.inputs[0]).producer))) dead[n.id] = all_fold(n.outputs[0]);
   }
   for (const dsl::Node& n : g.nodes()) {
-    int64_t amount[4];
-    if (!spatial_zero_pad(g, n, amount)) continue;
+    if (!foldable_pad(n)) continue;
     const int v = n.outputs[0];
     bool all = !is_output(v);
     for (int c : g.consumers(v)) {
@@ -95,27 +109,22 @@ PadFoldResult fold_pad_into_conv(const dsl::Graph& g, dsl::Target target) {
   dsl::GraphReplay replay(g);
   for (const dsl::Node& n : g.nodes()) {
     if (dead[n.id]) continue;
-    int64_t amount[4];
+    std::vector<int64_t> begin, end, lo, hi;
     int cast = -1;
-    if (!folding[n.id] || !folds(n, amount)) {
+    if (!folding[n.id] || !folded_padding(n, begin, end)) {
       replay.copy(n);
       continue;
     }
-    const dsl::Node& pad_node = *source(n, amount, cast);
-    const std::vector<int64_t> pad = dsl::attr_ints(n.attrs, "padding", "conv2d");
-    const std::vector<int64_t> end =
-        dsl::attr_find(n.attrs, "padding_end") ? dsl::attr_ints(n.attrs, "padding_end", "conv2d") : pad;
+    const dsl::Node& pad_node = *source(n, lo, hi, cast);
     dsl::Attrs a = n.attrs;
-    const std::vector<int64_t> begin{pad[0] + amount[0], pad[1] + amount[1]};
-    const std::vector<int64_t> finish{end[0] + amount[2], end[1] + amount[3]};
     a["padding"] = begin;
     a.erase("padding_end");
-    if (finish != begin) a["padding_end"] = finish;
+    if (end != begin) a["padding_end"] = end;
     std::vector<int> ins;
     for (int i : n.inputs) ins.push_back(replay[i]);
     ins[0] = replay[pad_node.inputs[0]];
     if (cast >= 0) ins[0] = replay.out().add("cast", {ins[0]}, g.node(cast).attrs);  // the cast, before the pad
-    replay.set(n.outputs[0], replay.out().add("conv2d", ins, a));
+    replay.set(n.outputs[0], replay.out().add(n.op, ins, a));
     ++r.folded;
   }
   r.graph = replay.finish();

@@ -1,8 +1,9 @@
 // Note: folding a zero pad into the convolution that reads it (DESIGN.md §2, the constant-folding
 // pass; the torch-API issue asks for it). `conv2d(pad(x, [l, r, t, b], 0), W)` becomes
 // `conv2d(x, W)` with `t, l` added to its padding and `b, r` to its end padding: oneDNN pads on the
-// fly, so the padded copy of the activation is never written. Only zero pads of the two spatial
-// dims with no negative amount (a crop) fold; the pad node stays when something else reads it.
+// fly, so the padded copy of the activation is never written. conv3d the same over three spatial
+// dims (a causal video convolution's one-sided time pad, say). Only zero pads of the spatial dims
+// with no negative amount (a crop) fold; the pad node stays when something else reads it.
 //
 // Under autocast the conv reads cast(pad(x)); the fold looks through the cast (a cast of zero is
 // zero) and the conv reads cast(x). On CUDA only folds that leave the padding symmetric are made:

@@ -510,3 +510,23 @@ def test_unbatched_conv3d_output_takes_inplace_ops_under_jit(conv_path, gen):
     for fn, tfn, weight in ((F.conv3d, TF.conv3d, w), (F.conv_transpose3d, TF.conv_transpose3d, wt)):
         got = flow.jit(lambda a, c: F.relu(fn(a, c), inplace=True))(to_flow(x), to_flow(weight))
         assert_same(got, TF.relu(tfn(x, weight)), atol=3e-5, rtol=1e-5)
+
+
+def test_causal_pad_folds_into_conv3d(gen):
+    """A video model's causal convolution, F.pad(x, (1, 1, 1, 1, 2, 0)) then conv3d: under jit on the
+    CPU the zero pad becomes the library convolution's (asymmetric) padding, so the padded copy is
+    never written; the result is torch's."""
+    x, w, b = make((2, 3, 5, 6, 7), torch.float32, gen), make((4, 3, 3, 3, 3), torch.float32, gen), \
+        make((4,), torch.float32, gen)
+
+    def causal(m, a, c, d):
+        return m.nn.functional.conv3d(m.nn.functional.pad(a, (1, 1, 1, 1, 2, 0)), c, d)
+
+    jitted = flow.jit(lambda a, c, d: causal(flow, a, c, d))
+    assert_same(jitted(to_flow(x), to_flow(w), to_flow(b)), causal(torch, x, w, b), atol=3e-5, rtol=1e-5)
+    text = jitted.explain(with_source=False)
+    assert "folded 1 zero pad(s) into convolution padding" in text, text
+    assert "padding_end=[0, 1, 1]" in text and "padding=[2, 1, 1]" in text, text
+    flow.reset_launch_count()
+    jitted(to_flow(x), to_flow(w), to_flow(b))
+    assert flow.launch_count() == 0, text  # the library call alone
