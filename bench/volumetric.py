@@ -46,6 +46,9 @@ def main() -> None:
     workloads = [
         ("conv3d 3x3x3 + bias + relu, 32->32", lambda m, a, w, b: m.relu(m.nn.functional.conv3d(a, w, b, padding=1)),
          [x, w3, b3], conv_flops),
+        ("conv3d causal pad (1,1,1,1,2,0) + 3x3x3, 32->32",
+         lambda m, a, w, b: m.nn.functional.conv3d(m.nn.functional.pad(a, (1, 1, 1, 1, 2, 0)), w, b),
+         [x, w3, b3], conv_flops),
         ("conv3d 1x3x3 stride (1,2,2), 32->64", lambda m, a, w: m.nn.functional.conv3d(a, w, stride=(1, 2, 2),
                                                                                           padding=(0, 1, 1)),
          [x, w133], 2 * 2 * 64 * 8 * 14 * 14 * 32 * 9),

@@ -739,6 +739,10 @@ def test_linalg_matches_torch(name, device, gen):
         # emulated device: 3.3e-5 relative).
         tol = 1e-4 if name == "multi_dot chain" else 2e-5
         rtol, atol = (tol, tol) if dtype == torch.float32 else (None, None)
+        if name.startswith("multi_dot") and dtype == torch.float16:
+            # each intermediate product is rounded to half, so two products may round apart by
+            # one half ulp each (the emulated device: 1.5e-3 relative, one element of 20)
+            rtol, atol = 3e-3, 1e-3
         check(fn, [t, u], [f, g], f"{name} {dtype} {device}", rtol, atol, jit=dtype == torch.float32)
     t, f = pair((5, 6), torch.float32, gen, device, special=True)
     check(fn, [t, t], [f, f], f"{name} specials {device}", 2e-5, 2e-5, jit=False)
