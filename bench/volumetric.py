@@ -12,7 +12,6 @@ convolutions' GFLOP/s under flow jit.
 from __future__ import annotations
 
 import argparse
-import builtins
 import datetime
 import os
 import sys
@@ -73,7 +72,7 @@ def main() -> None:
             composed = flow.jit(lambda *xs, fn=fn: fn(flow, *xs))
             got = composed(*fa).numpy()
             _functional_3d._native_on_cpu = True
-            err = builtins.max(err, float(np.abs(got - want.numpy()).max() / max(float(want.abs().max()), 1e-30)))
+            err = max(err, float(np.abs(got - want.numpy()).max() / max(float(want.abs().max()), 1e-30)))
             times["flow jit composed"] = time_fn(lambda: composed(*fa), repeats=args.repeats)
         row = add_time_columns({"workload": name, "max rel err": f"{err:.1e}"}, times)
         row["flow jit GFLOP/s"] = f"{flops / times['flow jit'] / 1e9:.1f}" if flops else "-"

@@ -291,8 +291,8 @@ void throw_embedding_bag_index(int64_t position, int64_t value, int64_t rows) {
 }
 
 bool has_library_reference(const std::string& op) {
-  return op == "matmul" || op == "linear" || op == "conv2d" || op == "conv_transpose2d" || op == "conv3d" ||
-         op == "conv_transpose3d" || op == "argsort" || op == "scatter" || op == "embedding_bag";
+  return op == "matmul" || op == "linear" || conv_spatial_rank(op) > 0 || op == "argsort" || op == "scatter" ||
+         op == "embedding_bag";
 }
 
 HostTensor run_library_reference(const Graph& g, const Node& n, const std::vector<const HostTensor*>& in,
@@ -322,9 +322,8 @@ HostTensor run_library_reference(const Graph& g, const Node& n, const std::vecto
           for (int64_t c = 0; c < o[3]; ++c)
             out.data[static_cast<size_t>(((b * o[1] + h) * o[2] + w) * o[3] + c)] =
                 nchw[static_cast<size_t>(((b * o[3] + c) * o[1] + h) * o[2] + w)];
-  } else if (n.op == "conv2d" || n.op == "conv_transpose2d" || n.op == "conv3d" || n.op == "conv_transpose3d") {
-    out.data =
-        conv_ref(n, n.op == "conv_transpose2d" || n.op == "conv_transpose3d", *in.at(0), *in.at(1), bias, out_t.shape);
+  } else if (conv_spatial_rank(n.op) > 0) {
+    out.data = conv_ref(n, is_transposed_conv(n.op), *in.at(0), *in.at(1), bias, out_t.shape);
   } else {
     throw std::logic_error("run_library_reference: '" + n.op + "' is not a library op");
   }

@@ -118,6 +118,12 @@ const OpDef* find_op(const std::string& name);
 std::vector<std::string> all_op_names();
 void register_op(OpDef def);
 
+// The convolution library ops (dsl/ops/library.cpp): their spatial rank (2 for conv2d and
+// conv_transpose2d, 3 for conv3d and conv_transpose3d; 0 for any other op), and whether the op is
+// a transposed one.
+size_t conv_spatial_rank(const std::string& op);
+bool is_transposed_conv(const std::string& op);
+
 // Shared helpers for entries (broadcasting and promotion follow torch).
 Shape broadcast_shapes(const Shape& a, const Shape& b);  // throws OpError with torch's message
 // torch.result_type over graph values (dimensioned tensors > 0-dim tensors > wrapped numbers).

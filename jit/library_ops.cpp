@@ -557,10 +557,10 @@ bool conv_src_ok(const Arg& a) {
 
 void run_conv(const LibraryStep& step, const std::vector<const Tensor*>& values, const Tensor& out, HeldTensors& copies,
               onednn::ImplInfo* info) {
-  const bool transposed = step.op == "conv_transpose2d" || step.op == "conv_transpose3d";
+  const bool transposed = dsl::is_transposed_conv(step.op);
+  const size_t nsp = dsl::conv_spatial_rank(step.op);
   const Tensor* tx = &bound_value(values, step.operands[0]);
   const Tensor* tw = &bound_value(values, step.operands[1]);
-  const size_t nsp = static_cast<size_t>(tw->dim()) - 2;  // spatial rank: 2 or 3
   const bool unbatched = static_cast<size_t>(tx->dim()) == nsp + 1;
   auto norm_x = [&](const Tensor& t) {
     Arg x = arg_of(t);
@@ -693,21 +693,6 @@ void mark_native_half_unsupported(const LibraryStep& step, dsl::DType t, const s
                             why + "); computing it in float32");
 }
 
-// oneDNN 2.6's bfloat16 convolutions (AVX512-BF16 / AMX) multiply input channels in pairs. With an
-// odd count per group, the last channel's partner is the next pixel's channel 0 times a zero
-// weight, so an inf or NaN there turns an output NaN whose window never reads it (a fuzzer found
-// it in conv2d and conv3d; torch's result is finite). Those take the float32 route: exact inputs,
-// float32 sums, one rounding, as torch. Transposed convolutions reduce over input channels per
-// group the same way and go too (not observed there; a precaution).
-bool bf16_odd_channel_convolution(const LibraryStep& step, const std::vector<const Tensor*>& values, dsl::DType t) {
-  if (t != dsl::DType::BFloat16 || !sched::is_convolution(step.op)) return false;
-  const Tensor& w = bound_value(values, step.operands.at(1));
-  const int64_t groups = dsl::attr_int(step.attrs, "groups", step.op);
-  const bool transposed = step.op == "conv_transpose2d" || step.op == "conv_transpose3d";
-  const int64_t per_group = transposed ? w.sizes.at(0) / groups : w.sizes.at(1);
-  return per_group % 2 == 1;
-}
-
 // `t` as `dtype` in the same memory order: a dense tensor is cast in its physical dim order and
 // viewed back (a channels-last activation stays channels-last, so oneDNN keeps its fast
 // implementations; a NCHW source with an NHWC destination has only the reference one, ~1000x
@@ -809,7 +794,7 @@ void run_library_group(const dsl::Graph& g, const LibraryStep& step, const std::
       throw std::logic_error("library call: " + step.op + " with operands of another dtype than its output");
   if (dsl::is_half(out->dtype)) {
     // oneDNN's own half primitives (bf16 on AVX-512/AMX CPUs) where they exist, else float32.
-    if (native_half_supported(step) && !bf16_odd_channel_convolution(step, values, out->dtype)) {
+    if (native_half_supported(step)) {
       try {
         run_onednn(step, values, *out, info);
         return;

@@ -987,6 +987,16 @@ void convolution(const ConvParams& p, const TensorArg& src, const TensorArg& wei
   }
   wd.insert(wd.end(), taps.begin(), taps.end());
   wst.insert(wst.end(), tap_strides.begin(), tap_strides.end());
+  // oneDNN 2.6's bfloat16 convolutions (AVX512-BF16 / AMX) multiply input channels in pairs. With
+  // an odd count per group, the last channel's partner is the next pixel's channel 0 times a zero
+  // weight, so an inf or NaN there makes NaN in an output whose window never reads it (a fuzzer
+  // found it in 2-d and 3-d convolutions; torch's result is finite). Refused here, so the caller
+  // computes them in float32 (jit/library_ops.cpp). Transposed ones reduce over input channels per
+  // group the same way and are refused too (not observed there; a precaution).
+  const int64_t in_per_group = wd[wd.size() - taps.size() - 1];
+  if (src.dtype == DataType::BFloat16 && in_per_group % 2 == 1)
+    throw Unsupported("bfloat16 convolution with an odd number of input channels per group (" +
+                      std::to_string(in_per_group) + "): oneDNN's bf16 kernels would read a neighbour's channel");
   const std::vector<int64_t> bs = bias ? strides_of(bias->dims, bias->strides) : std::vector<int64_t>{};
   std::ostringstream key;
   key << (p.transposed ? "deconv" : "conv");

@@ -4,13 +4,14 @@
 #include <vector>
 
 #include "dsl/graph_replay.h"
+#include "dsl/op_table.h"
 
 namespace flow::sched {
 namespace {
 
 // The forward convolutions a pad folds into, and their spatial rank (0: not one).
-size_t conv_spatial_rank(const std::string& op) {
-  return op == "conv2d" ? 2 : op == "conv3d" ? 3 : 0;
+size_t forward_conv_rank(const std::string& op) {
+  return dsl::is_transposed_conv(op) ? 0 : dsl::conv_spatial_rank(op);
 }
 
 // Per spatial dim (outermost first), the low and high amounts of a zero pad of `nsp` spatial dims
@@ -43,7 +44,7 @@ PadFoldResult fold_pad_into_conv(const dsl::Graph& g, dsl::Target target) {
   auto source = [&](const dsl::Node& n, std::vector<int64_t>& lo, std::vector<int64_t>& hi,
                     int& cast) -> const dsl::Node* {
     cast = -1;
-    const size_t nsp = conv_spatial_rank(n.op);
+    const size_t nsp = forward_conv_rank(n.op);
     if (nsp == 0 || n.inputs.empty() || g.value(n.inputs[0]).kind != dsl::ValueKind::OpResult) return nullptr;
     const dsl::Node* p = &g.node(g.value(n.inputs[0]).producer);
     if (p->op == "cast" && g.value(p->inputs[0]).kind == dsl::ValueKind::OpResult) {
@@ -67,10 +68,8 @@ PadFoldResult fold_pad_into_conv(const dsl::Graph& g, dsl::Target target) {
     return target != dsl::Target::CUDA || begin == end;
   };
   std::vector<bool> folding(g.nodes().size(), false);
-  for (const dsl::Node& n : g.nodes()) {
-    std::vector<int64_t> begin, end;
-    folding[n.id] = folded_padding(n, begin, end);
-  }
+  std::vector<std::vector<int64_t>> begins(g.nodes().size()), ends(g.nodes().size());  // of the folding ones
+  for (const dsl::Node& n : g.nodes()) folding[n.id] = folded_padding(n, begins[n.id], ends[n.id]);
   if (std::find(folding.begin(), folding.end(), true) == folding.end()) return r;
   auto is_output = [&](int v) { return std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end(); };
   // A value every reader of which folds it (as its conv input, once), and that is not an output.
@@ -109,13 +108,15 @@ PadFoldResult fold_pad_into_conv(const dsl::Graph& g, dsl::Target target) {
   dsl::GraphReplay replay(g);
   for (const dsl::Node& n : g.nodes()) {
     if (dead[n.id]) continue;
-    std::vector<int64_t> begin, end, lo, hi;
-    int cast = -1;
-    if (!folding[n.id] || !folded_padding(n, begin, end)) {
+    if (!folding[n.id]) {
       replay.copy(n);
       continue;
     }
+    std::vector<int64_t> lo, hi;
+    int cast = -1;
     const dsl::Node& pad_node = *source(n, lo, hi, cast);
+    const std::vector<int64_t>& begin = begins[n.id];
+    const std::vector<int64_t>& end = ends[n.id];
     dsl::Attrs a = n.attrs;
     a["padding"] = begin;
     a.erase("padding_end");

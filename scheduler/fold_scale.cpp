@@ -4,6 +4,7 @@
 #include <map>
 
 #include "dsl/graph_replay.h"
+#include "dsl/op_table.h"
 
 namespace flow::sched {
 namespace {
@@ -95,7 +96,9 @@ int float32_source(const Graph& g, int v, int reader, int& cast_node) {
 std::vector<Fold> find_folds(const Graph& g, const std::vector<bool>& frozen) {
   std::vector<Fold> folds;
   for (const Node& c : g.nodes()) {
-    if ((c.op != "conv2d" && c.op != "conv3d") || c.outputs.size() != 1 || c.inputs.size() < 2) continue;
+    if (dsl::conv_spatial_rank(c.op) == 0 || dsl::is_transposed_conv(c.op) || c.outputs.size() != 1 ||
+        c.inputs.size() < 2)
+      continue;
     const int y = c.outputs[0];
     const bool weights_frozen =
         frozen[c.inputs[1]] && (c.inputs.size() < 3 || frozen[c.inputs[2]]) && !frozen[c.inputs[0]];

@@ -181,8 +181,7 @@ size_t bias_dim(const Node& lib, size_t rank) {
     const dsl::AttrValue* cl = dsl::attr_find(lib.attrs, "channels_last");
     const int64_t* v = cl ? std::get_if<int64_t>(cl) : nullptr;
     if (v && *v != 0) return rank - 1;
-    const size_t nsp = lib.op == "conv3d" || lib.op == "conv_transpose3d" ? 3 : 2;
-    return rank == nsp + 2 ? 1 : 0;  // [N, C, spatial...] or unbatched [C, spatial...]
+    return rank == dsl::conv_spatial_rank(lib.op) + 2 ? 1 : 0;  // [N, C, spatial...] or unbatched [C, spatial...]
   }
   return rank - 1;
 }
@@ -272,7 +271,7 @@ const std::vector<LibraryPattern>& library_patterns() {
 }
 
 bool is_convolution(const std::string& op) {
-  return op == "conv2d" || op == "conv_transpose2d" || op == "conv3d" || op == "conv_transpose3d";
+  return dsl::conv_spatial_rank(op) > 0;
 }
 
 const LibraryPattern* find_library_pattern(const std::string& op, dsl::Target target) {

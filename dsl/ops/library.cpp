@@ -397,6 +397,16 @@ void add_conv(const std::string& name, bool transposed, size_t nsp) {
 
 }  // namespace
 
+size_t conv_spatial_rank(const std::string& op) {
+  if (op == "conv2d" || op == "conv_transpose2d") return 2;
+  if (op == "conv3d" || op == "conv_transpose3d") return 3;
+  return 0;
+}
+
+bool is_transposed_conv(const std::string& op) {
+  return op == "conv_transpose2d" || op == "conv_transpose3d";
+}
+
 void register_library_ops() {
   OpDef mm;
   mm.name = "matmul";

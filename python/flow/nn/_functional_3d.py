@@ -33,6 +33,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .. import _ops
+from .. import amp as _amp
 from .._eager_fusion import fused_in_eager
 from . import _pool_indices
 from . import functional as F
@@ -136,7 +137,7 @@ def _native(x):
         return False
     if x._c is not None:
         return not x.is_cuda
-    return getattr(x._ctx, "autocast_device", "cpu") != "cuda"
+    return _amp.trace_device(x._ctx) != "cuda"
 
 
 def _operands(x, weight, bias):
