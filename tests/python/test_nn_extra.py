@@ -42,7 +42,8 @@ def _cases():
         ("prelu", lambda m, x, w: m.nn.functional.prelu(x, w), [(2, 4, 3, 3), (4,)]),
         ("prelu_shared", lambda m, x, w: m.nn.functional.prelu(x, w), [(2, 4, 5), (1,)]),
         ("rrelu_eval", lambda m, x: m.nn.functional.rrelu(x, 0.1, 0.3, training=False), [(5, 6)]),
-        ("threshold", lambda m, x: m.nn.functional.threshold(x, 0.2, -3.0), [(5, 6)]),
+        # 0.25 is exact in every dtype: torch rounds a threshold per device (test_half_threshold_...)
+        ("threshold", lambda m, x: m.nn.functional.threshold(x, 0.25, -3.0), [(5, 6)]),
         ("softmin", lambda m, x: m.nn.functional.softmin(x, 1), [(4, 7)]),
         ("channel_shuffle", lambda m, x: m.nn.functional.channel_shuffle(x, 3), [(2, 6, 3, 2)]),
         ("local_response_norm", lambda m, x: m.nn.functional.local_response_norm(x, 3), [(2, 5, 4, 3)]),
@@ -550,6 +551,25 @@ def test_threshold_of_integers_and_bilinear_resize_of_uint8_like_torch():
         diff = (torch.from_numpy(got.numpy()).int() - want.int()).abs()
         assert int(diff.max()) <= 1 and float(diff.float().mean()) < 0.5
 
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_half_threshold_compares_as_torch_does_on_the_device(jit, device):
+    """Found by CI (one random bfloat16 element equal to bfloat16(0.2)): torch's CPU threshold
+    compares a half-precision input with the threshold in float32, so bfloat16(0.2) = 0.2002 is
+    above 0.2 and kept; torch's CUDA kernel rounds the threshold to the input's type first, so the
+    same element is replaced there. On CUDA the expected values are torch's CPU threshold with the
+    threshold rounded as torch's CUDA kernel rounds it."""
+    for dtype, th in ((torch.bfloat16, 0.2), (torch.bfloat16, 1 / 3), (torch.float16, 0.7), (torch.float16, 0.2)):
+        def run(t, th=th):
+            return flow.nn.functional.threshold(t, th, -3.0)
+        at = torch.tensor(th, dtype=dtype)
+        x = torch.stack([at, torch.nextafter(at, torch.tensor(-9.0, dtype=dtype)),
+                         torch.nextafter(at, torch.tensor(9.0, dtype=dtype)), torch.tensor(-1.0, dtype=dtype)])
+        want = torch.nn.functional.threshold(x, float(at) if device == "cuda" else th, -3.0)
+        got = (flow.jit(run) if jit else run)(_f(x, device)).cpu()
+        assert to_torch(got).tolist() == want.tolist(), (dtype, th, device)
 
 
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])

@@ -191,7 +191,10 @@ def threshold(input, threshold, value, inplace=False):
 def _threshold(x, threshold, value):
     if not x.dtype.is_floating_point:  # torch converts both numbers to the input's type first
         threshold, value = _int_scalar(threshold, x.dtype), _int_scalar(value, x.dtype)
-    return _ops.where(x <= threshold, value, x).to(x.dtype)  # torch's test: NaN passes through
+    # torch's CPU kernel compares a half-precision input with the threshold in float32; its CUDA
+    # kernel rounds the threshold to the input's type first (bfloat16(0.2) > 0.2 tells them apart)
+    test = x.float() if x.dtype in _HALF and not x.is_cuda else x
+    return _ops.where(test <= threshold, value, x).to(x.dtype)  # torch's test: NaN passes through
 
 
 def _int_scalar(v, dtype):
