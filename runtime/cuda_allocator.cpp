@@ -75,10 +75,11 @@ void* CudaCachingAllocator::allocate_locked(size_t size, size_t bytes, Stream st
       p = driver::mem_alloc(size);
     } catch (const CudaError& e) {
       if (e.code() != driver::kErrorOutOfMemory) throw;
-      // Emptying the cache synchronizes the device, which is an error while the stream captures.
-      if (capturing_.count(stream) > 0 || driver::stream_is_capturing(stream))
+      // Emptying the cache synchronizes the device, which is an error while any of its streams
+      // captures (the capture would be invalidated), not only this one.
+      if (!capturing_.empty() || driver::stream_is_capturing(stream))
         throw CudaError(std::string(e.what()) + " (flow's allocator on device " + std::to_string(device_) +
-                            ": out of memory while the stream captures a CUDA graph; the cache cannot be "
+                            ": out of memory while a stream captures a CUDA graph; the cache cannot be "
                             "emptied during a capture: requested " +
                             std::to_string(bytes) + " bytes, " + std::to_string(stats_.allocated) +
                             " bytes allocated, " + std::to_string(stats_.cached) + " bytes cached)",

@@ -43,6 +43,13 @@ CudaStream::CudaStream() : device_(current_device()) {
 }
 
 CudaStream::~CudaStream() {
+  // Its work finishes first: per-stream state (the allocator's free lists, cuDNN and cuBLASLt
+  // workspaces) is keyed by the handle, which a later cuStreamCreate may return again.
+  try {
+    DeviceGuard guard(device_);
+    driver::stream_synchronize(stream_);
+  } catch (const std::exception&) {  // a device error: the context is gone; destroy all the same
+  }
   driver::stream_destroy(stream_);
 }
 

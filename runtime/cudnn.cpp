@@ -492,6 +492,9 @@ struct Prepared {
   ActivationDesc act;  // set when the problem has a relu
   size_t ws_bytes = 0;
   int fused = -1;  // cudnnConvolutionBiasActivationForward: -1 not tried yet, 0 refused, 1 works
+  // Without a residual, whether the fused call's result depends on what y held (z = y scaled by
+  // alpha2 = 0; see fused_without_residual): -1 not probed yet, 0 no, 1 yes (y is zeroed first).
+  int reads_z = -1;
 };
 
 // A device's handle, scratch and prepared calls, used under `mu` (cudnnSetStream and the calls
@@ -736,13 +739,17 @@ EpilogueShape output_epilogue_shape(const ConvProblem& p) {
   return shape;
 }
 
+// The bytes of the caller's output (y; x for a transposed problem), dense.
+size_t output_bytes(const ConvProblem& p) {
+  const std::array<int64_t, 4> dims = p.transposed ? x_dims(p) : y_dims(p);
+  return static_cast<size_t>(dims[0] * dims[1] * dims[2] * dims[3]) * data_type_size(p.dtype);
+}
+
 // The residual's copy into the output (unless it is the output), before the library call adds
 // to it with beta = 1.
 void copy_residual(const ConvProblem& p, const void* z, void* out, Stream stream) {
   if (!p.residual || z == out) return;
-  const std::array<int64_t, 4> dims = p.transposed ? x_dims(p) : y_dims(p);
-  const size_t bytes = static_cast<size_t>(dims[0] * dims[1] * dims[2] * dims[3]) * data_type_size(p.dtype);
-  driver::memcpy_dtod(out, z, bytes, stream);
+  driver::memcpy_dtod(out, z, output_bytes(p), stream);
 }
 
 // The transposed convolution: out = [relu](conv_transpose(in, w) + bias + z). cuDNN's backward data
@@ -767,6 +774,43 @@ void run_transposed(const ConvProblem& p, const Algo& algo, const void* in, cons
   if (p.bias || p.relu)
     apply_bias_activation(p.dtype, p.relu ? EpilogueActivation::Relu : EpilogueActivation::None,
                           p.bias ? bias : nullptr, out, output_epilogue_shape(p), stream);
+}
+
+// The first and last bytes of y (up to 2 KiB each), after the stream's work so far.
+std::vector<unsigned char> output_sample(const void* y, size_t bytes, Stream stream) {
+  const size_t part = std::min<size_t>(bytes, 2048);
+  std::vector<unsigned char> sample(2 * part);
+  driver::memcpy_dtoh(sample.data(), y, part, stream);
+  driver::memcpy_dtoh(sample.data() + part, static_cast<const unsigned char*>(y) + (bytes - part), part, stream);
+  driver::stream_synchronize(stream);
+  return sample;
+}
+
+// The fused call without a residual: z is y, scaled by alpha2 = 0, as torch's
+// cudnn_convolution_relu does. cuDNN documents y = act(alpha1 conv(x) + alpha2 z + bias) but not,
+// as it does for cudnnConvolutionForward's beta, that a zero alpha2 leaves z unread, and y holds
+// whatever the allocator's block held (NaN is possible: 0 * NaN = NaN). So the first call of each
+// prepared problem runs twice, over y filled with NaN bytes (0xFF) and then with zeros, and compares
+// samples of the two results: if they differ, cuDNN read z, and every later call zeroes y first (one
+// memset, cheaper than the unfused convolution and epilogue pass). Inside a CUDA graph capture
+// nothing can be read back, so an unprobed problem zeroes y there. Returns the call's status.
+template <typename Call>
+cudnnStatus_t fused_without_residual(const ConvProblem& p, Prepared& pr, void* y, Stream stream,
+                                     const Call& fused_call) {
+  const size_t bytes = output_bytes(p);
+  if (pr.reads_z < 0 && !driver::stream_is_capturing(stream)) {
+    driver::memset_d8(y, 0xFF, bytes, stream);
+    const cudnnStatus_t st = fused_call();
+    if (st != CUDNN_STATUS_SUCCESS) return st;
+    const std::vector<unsigned char> over_nan = output_sample(y, bytes, stream);
+    driver::memset_d8(y, 0, bytes, stream);
+    const cudnnStatus_t again = fused_call();
+    if (again != CUDNN_STATUS_SUCCESS) return again;
+    pr.reads_z = output_sample(y, bytes, stream) != over_nan ? 1 : 0;
+    return again;
+  }
+  if (pr.reads_z != 0) driver::memset_d8(y, 0, bytes, stream);
+  return fused_call();
 }
 
 }  // namespace
@@ -827,12 +871,13 @@ void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* 
   // The fused call only with a bias of the caller's: a zero bias would be persistent device memory
   // that a CUDA graph capture could record without ever initializing it.
   if (p.relu && p.bias && pr.fused != 0) {
-    // Without a residual z is y, scaled by alpha2 = 0 (torch's cudnn_convolution_relu does the same).
     const float alpha2 = p.residual ? 1.0f : 0.0f;
-    const void* zz = p.residual ? z : y;
-    const cudnnStatus_t st = a.cudnnConvolutionBiasActivationForward(
-        h, &one, d.conv.x.get(), x, d.conv.w.get(), w, d.conv.conv.get(), algo_enum, ws, ws_bytes, &alpha2, d.y.get(),
-        zz, d.bias.get(), bias, pr.act.get(), d.y.get(), y);
+    auto fused_call = [&] {
+      return a.cudnnConvolutionBiasActivationForward(h, &one, d.conv.x.get(), x, d.conv.w.get(), w, d.conv.conv.get(),
+                                                     algo_enum, ws, ws_bytes, &alpha2, d.y.get(), p.residual ? z : y,
+                                                     d.bias.get(), bias, pr.act.get(), d.y.get(), y);
+    };
+    const cudnnStatus_t st = p.residual ? fused_call() : fused_without_residual(p, pr, y, stream, fused_call);
     // Any refusal but a failed execution (5xxx) takes the unfused path: cuDNN 9 answers some
     // data-type and layout combinations of this legacy call with BAD_PARAM subcodes, not
     // NOT_SUPPORTED; the unfused calls raise genuine parameter errors themselves.

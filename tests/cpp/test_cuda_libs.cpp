@@ -1384,6 +1384,51 @@ TEST(CudaLibsGpu, ConvHalfAndBfloat16) {
       }
 }
 
+// The fused conv + bias + relu without a residual hands cuDNN y as z, scaled by alpha2 = 0. What y
+// held before (NaN bytes, zeros, large finite values) must not reach the result: not on the first
+// call of a problem (where the runtime probes whether cuDNN reads z) nor on later ones. The emulated
+// device runs both readings of a zero alpha2 (FLOW_EMULATED_CUDNN_SKIP_ZERO_ALPHA2; a real device
+// has one of them and ignores the variable).
+TEST(CudaLibsGpu, ConvFusedWithoutResidualIgnoresWhatTheOutputHeld) {
+  FLOW_REQUIRE_GPU();
+  FLOW_REQUIRE_LIB(dnn::load);
+  int64_t h = 11;
+  uint64_t salt = 650;
+  for (const char* skip : {"0", "1"}) {
+    setenv("FLOW_EMULATED_CUDNN_SKIP_ZERO_ALPHA2", skip, 1);
+    for (const DataType t : {DataType::Float32, DataType::Float16}) {
+      ConvCase c;
+      c.dtype = t;
+      c.bias = true;
+      c.relu = true;
+      c.h = ++h;  // a problem of its own: its first call probes afresh
+      SCOPED_TRACE(name_of(c) + " skip " + skip);
+      const dnn::ConvProblem p = conv_problem(c);
+      std::mt19937_64 rng = test::rng(++salt);
+      auto x = upload(random_values(static_cast<size_t>(c.n * c.c * c.h * c.w), t, rng), t);
+      auto w = upload(random_values(static_cast<size_t>(c.k * c.c * c.r * c.s), t, rng), t);
+      auto bias = upload(random_values(static_cast<size_t>(c.k), t, rng), t);
+      const size_t count = static_cast<size_t>(c.n * c.k * p.out_h * p.out_w);
+      const size_t bytes = count * runtime::data_type_size(t);
+      auto y = Buffer::allocate(bytes, DeviceType::CUDA);
+      const dnn::Algo algo = dnn::choose(p, dnn::Search::Heuristic, nullptr, nullptr, nullptr);
+      const int64_t fused_before = dnn::counters().fused;
+      std::vector<std::vector<uint8_t>> results;
+      for (const unsigned char fill : {0xFF, 0x00, 0x7B, 0xFF}) {
+        rc::memset_device(y->data(), fill, bytes);
+        dnn::forward(p, algo, x->data(), w->data(), bias->data(), nullptr, y->data(), rc::current_stream());
+        std::vector<uint8_t> got(bytes);
+        rc::copy_device_to_host(got.data(), y->data(), bytes);
+        results.push_back(std::move(got));
+      }
+      EXPECT_EQ(dnn::counters().fused - fused_before, 4);  // the fused call ran each time
+      for (size_t i = 1; i < results.size(); ++i) EXPECT_TRUE(results[i] == results[0]) << "call " << i;
+      for (const float v : decode(results.back(), t)) ASSERT_TRUE(std::isfinite(v));
+    }
+  }
+  unsetenv("FLOW_EMULATED_CUDNN_SKIP_ZERO_ALPHA2");
+}
+
 TEST(CudaLibsGpu, ConvAlgorithmFromARecord) {
   FLOW_REQUIRE_GPU();
   FLOW_REQUIRE_LIB(dnn::load);

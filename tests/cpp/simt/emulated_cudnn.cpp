@@ -5,7 +5,10 @@
 //    or NHWC memory order; cross-correlation with padding, stride, dilation and groups;
 //  - cudnnConvolutionForward: y = alpha * conv(x, w) + beta * y;
 //  - cudnnConvolutionBiasActivationForward: y = act(alpha1 * conv(x, w) + alpha2 * z + bias), with
-//    the documented limits (activation RELU or IDENTITY; IDENTITY only with IMPLICIT_PRECOMP_GEMM);
+//    the documented limits (activation RELU or IDENTITY; IDENTITY only with IMPLICIT_PRECOMP_GEMM).
+//    z is read even when alpha2 is 0 (so 0 * NaN = NaN), since cuDNN does not document that it is
+//    not; FLOW_EMULATED_CUDNN_SKIP_ZERO_ALPHA2=1 skips it instead, as a kernel that tests alpha2
+//    first would (flow's runtime must be right either way);
 //  - cudnnConvolutionBackwardData: dx = alpha * conv_transpose(dy, w) + beta * dx, the adjoint of the
 //    forward convolution of dx's shape into dy's (each dy element spread over the dx positions its
 //    forward window read);
@@ -20,6 +23,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -202,7 +206,14 @@ struct Call {
   void* py = nullptr;
   double alpha = 1, beta = 0;  // beta: y's (Forward) or z's (alpha2) scale
   bool fused = false, relu = false;
+  bool read_z = false;  // fused: z is read (alpha2 != 0, or a zero alpha2 not skipped)
 };
+
+// Whether a fused call skips z when alpha2 is 0 (read at each call, so a test can set it).
+bool skips_zero_alpha2() {
+  const char* v = std::getenv("FLOW_EMULATED_CUDNN_SKIP_ZERO_ALPHA2");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
 
 int run(void* arg) {
   const Call& k = *static_cast<const Call*>(arg);
@@ -245,7 +256,7 @@ int run(void* arg) {
                              static_cast<int64_t>(p) * k.y.strides[2] + static_cast<int64_t>(q) * k.y.strides[3];
           double v = k.alpha * acc;
           if (k.fused) {
-            if (k.beta != 0) {
+            if (k.read_z) {
               const int64_t zo = static_cast<int64_t>(n) * k.z.strides[0] + static_cast<int64_t>(kk) * k.z.strides[1] +
                                  static_cast<int64_t>(p) * k.z.strides[2] + static_cast<int64_t>(q) * k.z.strides[3];
               v += k.beta * load_value(t, k.pz, zo);
@@ -639,7 +650,8 @@ cudnnStatus_t CUDNNWINAPI cudnnConvolutionBiasActivationForward(
   for (int i = 0; i < 4; ++i)
     if (zt.dims[i] != T(yd).dims[i]) return fail(CUDNN_STATUS_BAD_PARAM, "z and y differ in shape");
   const double a2 = *static_cast<const float*>(alpha2);
-  if (!in_device_memory(bias, b.dims[1], b.type) || (a2 != 0 && !in_device_memory(z, extent(zt), zt.type)))
+  const bool read_z = a2 != 0 || !skips_zero_alpha2();
+  if (!in_device_memory(bias, b.dims[1], b.type) || (read_z && !in_device_memory(z, extent(zt), zt.type)))
     return fail(CUDNN_STATUS_EXECUTION_FAILED, "the bias or z is not inside live device memory");
   auto call = std::make_unique<Call>();
   call->x = T(xd);
@@ -655,6 +667,7 @@ cudnnStatus_t CUDNNWINAPI cudnnConvolutionBiasActivationForward(
   call->alpha = *static_cast<const float*>(alpha1);
   call->beta = a2;
   call->fused = true;
+  call->read_z = read_z;
   call->relu = act.mode == CUDNN_ACTIVATION_RELU;
   return enqueue(handle, std::move(call));
 }
