@@ -310,6 +310,34 @@ Tensor input_in_layout(const Tensor& x, bool nhwc, HeldTensors& held) {
   return x;
 }
 
+// cuDNN pads both sides of a dim alike. Asymmetric padding (padding='same' with an even kernel, a
+// folded one-sided pad) keeps the smaller side for cuDNN (`pad` becomes it) and writes the rest as
+// zeros around a copy of the input, as torch's CUDA convolution does: one copy, in the layout the
+// convolution reads (a permuted view is padded in NHWC order, so the result is NHWC-dense).
+Tensor padded_for_cudnn(const Tensor& x, std::vector<int64_t>& pad, const std::vector<int64_t>& end, bool nhwc,
+                        HeldTensors& held) {
+  if (end == pad) return x;
+  std::vector<int64_t> pads;  // torch's order, from the innermost padded dim: [w_lo, w_hi, h_lo, h_hi]
+  if (nhwc) pads = {0, 0};    // (channels innermost)
+  for (size_t i = pad.size(); i-- > 0;) {
+    const int64_t keep = std::min(pad[i], end[i]);
+    pads.push_back(pad[i] - keep);
+    pads.push_back(end[i] - keep);
+    pad[i] = keep;
+  }
+  const dsl::Attrs attrs{{"pads", pads}, {"value", 0.0}};
+  if (!nhwc) return held.keep(eager_op("pad", {x}, attrs).at(0));
+  const Shape& s = x.sizes;
+  const Tensor padded =
+      eager_op("pad", {view_of(x, {s[0], s[2], s[3], s[1]}, {x.strides[0], x.strides[2], x.strides[3], x.strides[1]})},
+               attrs)
+          .at(0);
+  const Shape& q = padded.sizes;  // [N, H', W', C]
+  const Shape dims{q[0], q[3], q[1], q[2]};
+  const std::array<int64_t, 4> st = nhwc_strides(dims);
+  return view_of(held.keep(padded), dims, {st.begin(), st.end()});
+}
+
 // The filter in the layout cuDNN will read: KRSC for NHWC (the tensor-core layout; the same
 // permutation of a transposed convolution's [C_in, C_out / g, R, S]), else dense KCRS.
 const Tensor& filter_in_layout(const LibraryStep& step, const Tensor& w0, bool nhwc, HeldTensors& held) {
@@ -337,17 +365,18 @@ ConvCall plan_conv_call(const LibraryStep& step, const std::vector<const Tensor*
   const bool transposed = step.op == "conv_transpose2d";
   const Tensor& w0 = bound_value(values, step.operands.at(1));
   if (w0.sizes.size() != 4) throw std::logic_error(step.op + " on CUDA: weights are not 4-D");
-  const std::vector<int64_t> pad = dsl::attr_ints(at, "padding", step.op);
-  if (const dsl::AttrValue* pe = dsl::attr_find(at, "padding_end"); pe && std::get<std::vector<int64_t>>(*pe) != pad)
-    throw dsl::OpError(dsl::OpError::Kind::NotImplemented,
-                       "conv2d on CUDA: asymmetric padding (padding='same' with an even kernel) is not supported by "
-                       "cuDNN's convolution; pad the input explicitly");
+  std::vector<int64_t> pad = dsl::attr_ints(at, "padding", step.op);
   const std::vector<int64_t> stride = dsl::attr_ints(at, "stride", step.op);
   const std::vector<int64_t> dil = dsl::attr_ints(at, "dilation", step.op);
   const bool nhwc = channels_last(at);
   const Tensor& out0 = bound_value(values, step.output);
   const Tensor out = output_as_nchw(out0, nhwc);
-  const Tensor in = input_in_layout(batched(bound_value(values, step.operands.at(0))), nhwc, held);
+  Tensor x = batched(bound_value(values, step.operands.at(0)));
+  if (const dsl::AttrValue* pe = dsl::attr_find(at, "padding_end")) {
+    if (transposed) throw std::logic_error(step.op + " on CUDA: a transposed convolution with end padding");
+    x = padded_for_cudnn(x, pad, std::get<std::vector<int64_t>>(*pe), nhwc, held);
+  }
+  const Tensor in = input_in_layout(x, nhwc, held);
   const Tensor& fx = transposed ? out : in;  // the forward convolution's input
   const Tensor& fy = transposed ? in : out;  // and output
   auto layout_strides = [&](const Shape& s) { return nhwc ? nhwc_strides(s) : nchw_strides(s); };

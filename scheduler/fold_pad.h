@@ -7,7 +7,9 @@
 //
 // Under autocast the conv reads cast(pad(x)); the fold looks through the cast (a cast of zero is
 // zero) and the conv reads cast(x). On CUDA only folds that leave the padding symmetric are made:
-// cuDNN's convolution takes one padding per side pair.
+// cuDNN's convolution takes one padding per side pair, and an asymmetric one is run by padding a
+// copy of the input (jit/cuda_library_ops.cpp), which the pad kernel, fused into its producer, does
+// better.
 //
 // One difference: with inf or NaN in the weights, torch's conv2d(pad(x)) multiplies the pad zeros by
 // them (NaN on the border) while the folded convolution skips padded taps (finite border), which is

@@ -324,6 +324,33 @@ def test_conv2d_cudnn(dtype, shape, kw):
     check_lib(flow.nn.functional.conv2d(to_flow_cuda(x), to_flow_cuda(w), to_flow_cuda(b), **args), want, dtype)
 
 
+@pytest.mark.filterwarnings("ignore:Using padding='same'")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_conv2d_asymmetric_padding_pads_a_copy(dtype, jit):
+    """cuDNN pads both sides of a dim alike. padding='same' with an even reach (it was a
+    NotImplementedError on CUDA) keeps the smaller side for cuDNN and writes the rest around one
+    copy of the input, as torch's CUDA convolution does; jitted in half precision the two
+    convolutions run NHWC (the layout pass), so the copy is padded in NHWC order."""
+    x = torch.randn(2, 8, 9, 10, device=TDEV, dtype=dtype)
+    w1 = torch.randn(16, 8, 4, 2, device=TDEV, dtype=dtype) * 0.2  # reach (3, 1): one more row below
+    b1 = torch.randn(16, device=TDEV, dtype=dtype)
+    w2 = torch.randn(8, 16, 3, 2, device=TDEV, dtype=dtype) * 0.2  # dilation (1, 3): reach (2, 3)
+
+    def f(m):
+        def g(x, w1, b1, w2):
+            h = m.relu(m.nn.functional.conv2d(x, w1, b1, padding="same"))
+            return m.nn.functional.conv2d(h, w2, padding="same", dilation=(1, 3))
+        return g
+
+    run = flow.jit(f(flow)) if jit else f(flow)
+    got = run(*[to_flow_cuda(t) for t in (x, w1, b1, w2)])
+    assert tuple(got.shape) == (2, 8, 9, 10)
+    check_lib(got, f(torch)(x, w1, b1, w2), dtype)
+    if jit and dtype != torch.float32:
+        assert run.executable.num_channels_last == 2, run.explain(False)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("sa,sb", [((33, 17), (17, 9)), ((4, 33, 17), (17, 9)), ((3, 1, 5, 8), (2, 8, 6)),
                                    ((17,), (17, 9)), ((4, 33, 17), (17,)), ((5, 64, 64), (5, 64, 64))])
