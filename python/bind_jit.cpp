@@ -308,12 +308,14 @@ void bind_jit(py::module_& m) {
         d["cudnn_unfused"] = c.unfused;
         d["cudnn_fused_refused"] = c.refused;
         d["cudnn_last_refusal"] = c.last_refusal;
+        d["cudnn_z_probes"] = c.z_probes;
+        d["cudnn_z_read"] = c.z_read;
         d["cublaslt_split_epilogue"] = runtime::cuda::cublaslt::split_epilogue_runs();
         d["cublaslt_plans"] = runtime::cuda::cublaslt::plans_made();
         return d;
       },
-      "How the GPU library calls ran: cuDNN fused / unfused convolutions, refusals, cuBLASLt split epilogues "
-      "and plans made");
+      "How the GPU library calls ran: cuDNN fused / unfused convolutions, refusals, probes of whether the fused "
+      "call reads z at alpha2 = 0, cuBLASLt split epilogues and plans made");
   m.def("cuda_current_device", [] { return runtime::cuda::cuda_available() ? runtime::cuda::current_device() : 0; });
   py::class_<CudaEvent>(m, "CudaEvent", "A driver event recorded on the calling thread's current stream")
       .def(py::init<>())

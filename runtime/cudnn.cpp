@@ -263,7 +263,7 @@ namespace {
 
 // Counts are atomics (forward() bumps one per call); the refusal text, rare, takes the mutex.
 struct CounterState {
-  std::atomic<int64_t> fused{0}, unfused{0}, refused{0};
+  std::atomic<int64_t> fused{0}, unfused{0}, refused{0}, z_probes{0}, z_read{0};
   std::mutex mu;
   std::string last_refusal;
 };
@@ -280,6 +280,8 @@ Counters counters() {
   c.fused = s.fused.load(std::memory_order_relaxed);
   c.unfused = s.unfused.load(std::memory_order_relaxed);
   c.refused = s.refused.load(std::memory_order_relaxed);
+  c.z_probes = s.z_probes.load(std::memory_order_relaxed);
+  c.z_read = s.z_read.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(s.mu);
   c.last_refusal = s.last_refusal;
   return c;
@@ -807,6 +809,8 @@ cudnnStatus_t fused_without_residual(const ConvProblem& p, Prepared& pr, void* y
     const cudnnStatus_t again = fused_call();
     if (again != CUDNN_STATUS_SUCCESS) return again;
     pr.reads_z = output_sample(y, bytes, stream) != over_nan ? 1 : 0;
+    counter_state().z_probes.fetch_add(1, std::memory_order_relaxed);
+    if (pr.reads_z == 1) counter_state().z_read.fetch_add(1, std::memory_order_relaxed);
     return again;
   }
   if (pr.reads_z != 0) driver::memset_d8(y, 0, bytes, stream);

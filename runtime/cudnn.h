@@ -120,9 +120,12 @@ void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* 
 // How forward() has run since the process started, for diagnosing a device: `fused` calls of
 // cudnnConvolutionBiasActivationForward, `unfused` ones (the convolution, then the epilogue kernel
 // for whatever bias and relu there is), `refused` problems whose fused call cuDNN turned down, and
-// the latest refusal ("<problem key>: <status>", "" when none).
+// the latest refusal ("<problem key>: <status>", "" when none); `z_probes` fused problems without a
+// residual probed for whether cuDNN reads z at alpha2 = 0, and `z_read` those where it did (so y is
+// zeroed before their calls).
 struct Counters {
   int64_t fused = 0, unfused = 0, refused = 0;
+  int64_t z_probes = 0, z_read = 0;
   std::string last_refusal;
 };
 Counters counters();

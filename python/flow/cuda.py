@@ -227,7 +227,9 @@ def library_counters() -> Dict[str, object]:
     """flow's own diagnostics of its GPU library calls since the process started: convolutions run
     through cuDNN's fused convolution-bias-activation call ("cudnn_fused") or as the convolution
     followed by flow's epilogue kernel ("cudnn_unfused"), the problems whose fused call cuDNN refused
-    and the latest refusal, and cuBLASLt products whose epilogue was split off because cuBLASLt had
+    and the latest refusal, the fused problems without a residual probed for whether cuDNN reads its
+    z operand at alpha2 = 0 ("cudnn_z_probes") and those where it did ("cudnn_z_read": their output
+    is zeroed before each call), and cuBLASLt products whose epilogue was split off because cuBLASLt had
     no algorithm for it ("cublaslt_split_epilogue"), and the cuBLASLt plans made (descriptors and
     algorithm, one per problem, operand alignments and device: "cublaslt_plans")."""
     return dict(_C.cuda_library_counters())

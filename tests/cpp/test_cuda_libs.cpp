@@ -1389,6 +1389,11 @@ TEST(CudaLibsGpu, ConvHalfAndBfloat16) {
 // call of a problem (where the runtime probes whether cuDNN reads z) nor on later ones. The emulated
 // device runs both readings of a zero alpha2 (FLOW_EMULATED_CUDNN_SKIP_ZERO_ALPHA2; a real device
 // has one of them and ignores the variable).
+// Whether the device is the emulated one (tests/cpp/simt/emulated_driver.cpp names itself so).
+bool emulated_device() {
+  return rc::device_props(rc::current_device()).name.find("emulated") != std::string::npos;
+}
+
 TEST(CudaLibsGpu, ConvFusedWithoutResidualIgnoresWhatTheOutputHeld) {
   FLOW_REQUIRE_GPU();
   FLOW_REQUIRE_LIB(dnn::load);
@@ -1412,7 +1417,7 @@ TEST(CudaLibsGpu, ConvFusedWithoutResidualIgnoresWhatTheOutputHeld) {
       const size_t bytes = count * runtime::data_type_size(t);
       auto y = Buffer::allocate(bytes, DeviceType::CUDA);
       const dnn::Algo algo = dnn::choose(p, dnn::Search::Heuristic, nullptr, nullptr, nullptr);
-      const int64_t fused_before = dnn::counters().fused;
+      const dnn::Counters before = dnn::counters();
       std::vector<std::vector<uint8_t>> results;
       for (const unsigned char fill : {0xFF, 0x00, 0x7B, 0xFF}) {
         rc::memset_device(y->data(), fill, bytes);
@@ -1421,7 +1426,12 @@ TEST(CudaLibsGpu, ConvFusedWithoutResidualIgnoresWhatTheOutputHeld) {
         rc::copy_device_to_host(got.data(), y->data(), bytes);
         results.push_back(std::move(got));
       }
-      EXPECT_EQ(dnn::counters().fused - fused_before, 4);  // the fused call ran each time
+      const dnn::Counters after = dnn::counters();
+      EXPECT_EQ(after.fused - before.fused, 4);        // the fused call ran each time
+      EXPECT_EQ(after.z_probes - before.z_probes, 1);  // on the first call
+      if (emulated_device()) {
+        EXPECT_EQ(after.z_read - before.z_read, std::strcmp(skip, "1") == 0 ? 0 : 1);
+      }
       for (size_t i = 1; i < results.size(); ++i) EXPECT_TRUE(results[i] == results[0]) << "call " << i;
       for (const float v : decode(results.back(), t)) ASSERT_TRUE(std::isfinite(v));
     }

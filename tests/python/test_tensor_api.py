@@ -751,7 +751,7 @@ def test_cuda_memory_api_names_and_arguments():
             flow.cuda.memory_allocated(bad)
     counters = flow.cuda.library_counters()
     assert set(counters) == {"cudnn_fused", "cudnn_unfused", "cudnn_fused_refused", "cudnn_last_refusal",
-                             "cublaslt_split_epilogue", "cublaslt_plans"}
+                             "cudnn_z_probes", "cudnn_z_read", "cublaslt_split_epilogue", "cublaslt_plans"}
     if not flow.cuda.is_available():
         assert counters["cudnn_fused"] == counters["cudnn_unfused"] == counters["cublaslt_split_epilogue"] == 0
         assert counters["cublaslt_plans"] == 0
