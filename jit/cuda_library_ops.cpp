@@ -296,24 +296,30 @@ bool channels_last(const dsl::Attrs& at) {
   return cl && std::get_if<int64_t>(cl) && std::get<int64_t>(*cl) != 0;
 }
 
+// A 4-D [N, C, H, W] tensor as its [N, H, W, C] view, and such a view back as [N, C, H, W] dims
+// (the same memory either way).
+Tensor nhwc_view(const Tensor& x) {
+  const Shape& s = x.sizes;
+  return view_of(x, {s[0], s[2], s[3], s[1]}, {x.strides[0], x.strides[2], x.strides[3], x.strides[1]});
+}
+Tensor nchw_view(const Tensor& v) {
+  const Shape& s = v.sizes;
+  return view_of(v, {s[0], s[3], s[1], s[2]}, {v.strides[0], v.strides[3], v.strides[1], v.strides[2]});
+}
+
 // An [N, C, H, W] input dense in the layout cuDNN will read (NHWC or NCHW), copied there first
 // when it is not.
 Tensor input_in_layout(const Tensor& x, bool nhwc, HeldTensors& held) {
-  if (nhwc && !dense_as(x, nhwc_strides(x.sizes))) {
-    const Tensor packed = eager_contiguous(view_of(x, {x.sizes[0], x.sizes[2], x.sizes[3], x.sizes[1]},
-                                                   {x.strides[0], x.strides[2], x.strides[3], x.strides[1]}),
-                                           x.dtype);
-    const std::array<int64_t, 4> st = nhwc_strides(x.sizes);
-    return view_of(held.keep(packed), x.sizes, {st.begin(), st.end()});
-  }
+  if (nhwc && !dense_as(x, nhwc_strides(x.sizes))) return nchw_view(held.keep(eager_contiguous(nhwc_view(x), x.dtype)));
   if (!nhwc && !dense_as(x, nchw_strides(x.sizes))) return held.keep(eager_contiguous(x, x.dtype));
   return x;
 }
 
-// cuDNN pads both sides of a dim alike. Asymmetric padding (padding='same' with an even kernel, a
-// folded one-sided pad) keeps the smaller side for cuDNN (`pad` becomes it) and writes the rest as
-// zeros around a copy of the input, as torch's CUDA convolution does: one copy, in the layout the
-// convolution reads (a permuted view is padded in NHWC order, so the result is NHWC-dense).
+// cuDNN pads both sides of a dim alike. Asymmetric padding (padding='same' with an even reach)
+// keeps the smaller side for cuDNN (`pad` becomes it) and writes the rest as zeros around a copy of
+// the input, as torch's CUDA convolution does. For an NHWC call the copy pads the [N, H, W, C] view,
+// so it is NHWC-dense as a rule; input_in_layout repacks whatever is not (eager pad keeps an
+// input's memory order).
 Tensor padded_for_cudnn(const Tensor& x, std::vector<int64_t>& pad, const std::vector<int64_t>& end, bool nhwc,
                         HeldTensors& held) {
   if (end == pad) return x;
@@ -327,15 +333,7 @@ Tensor padded_for_cudnn(const Tensor& x, std::vector<int64_t>& pad, const std::v
   }
   const dsl::Attrs attrs{{"pads", pads}, {"value", 0.0}};
   if (!nhwc) return held.keep(eager_op("pad", {x}, attrs).at(0));
-  const Shape& s = x.sizes;
-  const Tensor padded =
-      eager_op("pad", {view_of(x, {s[0], s[2], s[3], s[1]}, {x.strides[0], x.strides[2], x.strides[3], x.strides[1]})},
-               attrs)
-          .at(0);
-  const Shape& q = padded.sizes;  // [N, H', W', C]
-  const Shape dims{q[0], q[3], q[1], q[2]};
-  const std::array<int64_t, 4> st = nhwc_strides(dims);
-  return view_of(held.keep(padded), dims, {st.begin(), st.end()});
+  return nchw_view(held.keep(eager_op("pad", {nhwc_view(x)}, attrs).at(0)));
 }
 
 // The filter in the layout cuDNN will read: KRSC for NHWC (the tensor-core layout; the same
@@ -346,9 +344,7 @@ const Tensor& filter_in_layout(const LibraryStep& step, const Tensor& w0, bool n
 
 // The output tensor as [N, C, H, W] dims and strides (a channels-last output is [N, OH, OW, C]).
 Tensor output_as_nchw(const Tensor& out, bool nhwc) {
-  if (!nhwc) return batched(out);
-  const Shape& o = out.sizes;
-  return view_of(out, {o[0], o[3], o[1], o[2]}, {out.strides[0], out.strides[3], out.strides[1], out.strides[2]});
+  return nhwc ? nchw_view(out) : batched(out);
 }
 
 }  // namespace

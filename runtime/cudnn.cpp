@@ -795,7 +795,9 @@ std::vector<unsigned char> output_sample(const void* y, size_t bytes, Stream str
 // prepared problem runs twice, over y filled with NaN bytes (0xFF) and then with zeros, and compares
 // samples of the two results: if they differ, cuDNN read z, and every later call zeroes y first (one
 // memset, cheaper than the unfused convolution and epilogue pass). Inside a CUDA graph capture
-// nothing can be read back, so an unprobed problem zeroes y there. Returns the call's status.
+// nothing can be read back, so an unprobed problem zeroes y there. Runs under the device's lock
+// (forward holds it): the probe's two stream synchronizations make other threads' cuDNN calls on
+// the device wait, once per prepared problem. Returns the call's status.
 template <typename Call>
 cudnnStatus_t fused_without_residual(const ConvProblem& p, Prepared& pr, void* y, Stream stream,
                                      const Call& fused_call) {

@@ -349,6 +349,13 @@ def test_conv2d_asymmetric_padding_pads_a_copy(dtype, jit):
     check_lib(got, f(torch)(x, w1, b1, w2), dtype)
     if jit and dtype != torch.float32:
         assert run.executable.num_channels_last == 2, run.explain(False)
+    # An input in memory order N, W, C, H: its padded copy keeps that order (eager pad keeps an
+    # input's memory order), which is not NHWC-dense, and must be repacked, not misread.
+    base = torch.randn(2, 10, 8, 9, device=TDEV, dtype=dtype)
+    fodd = to_flow_cuda(base).permute(0, 2, 3, 1)
+    assert tuple(fodd.stride()) == (720, 9, 1, 72)
+    check_lib(run(fodd, *[to_flow_cuda(t) for t in (w1, b1, w2)]), f(torch)(base.permute(0, 2, 3, 1), w1, b1, w2),
+              dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
