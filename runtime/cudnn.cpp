@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -121,6 +122,16 @@ int64_t product(std::initializer_list<int64_t> values) {
     r *= v;
   }
   return r;
+}
+
+// The most elements a cuDNN tensor may have: 2^31-1 (its descriptors take int sizes and strides).
+// FLOW_CUDNN_MAX_TENSOR_ELEMENTS lowers it, so the tests can split small batches.
+int64_t tensor_element_limit() {
+  const char* v = std::getenv("FLOW_CUDNN_MAX_TENSOR_ELEMENTS");
+  if (v == nullptr || *v == '\0') return INT_MAX;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  return *end == '\0' && n > 0 && n < INT_MAX ? static_cast<int64_t>(n) : INT_MAX;
 }
 
 std::array<int64_t, 4> x_dims(const ConvProblem& p) {
@@ -227,9 +238,13 @@ bool supported(const ConvProblem& p, std::string* why) {
   if (p.out_h != oh || p.out_w != ow)
     return reject("out_h x out_w = " + std::to_string(p.out_h) + " x " + std::to_string(p.out_w) +
                   ", but the convolution gives " + std::to_string(oh) + " x " + std::to_string(ow));
-  if (product({p.n, p.c, p.h, p.w}) > INT_MAX || product({p.n, p.k, p.out_h, p.out_w}) > INT_MAX ||
-      product({p.k, p.c / p.groups, p.r, p.s}) > INT_MAX)
-    return reject("a tensor has more than 2^31-1 elements (split the batch): " + problem_key(p));
+  // A batch too large for one call runs in chunks of images (forward, choose); one image and the
+  // filter must fit.
+  const int64_t limit = tensor_element_limit();
+  if (product({p.c, p.h, p.w}) > limit || product({p.k, p.out_h, p.out_w}) > limit ||
+      product({p.k, p.c / p.groups, p.r, p.s}) > limit)
+    return reject("one image or the filter has more than " + std::to_string(limit) +
+                  " elements, cuDNN's limit per tensor: " + problem_key(p));
   if (empty_output(p)) return true;  // nothing to run
   if (p.transposed && p.k == 0)
     return reject("a transposed convolution of an input without channels (its output would be the bias alone)");
@@ -819,10 +834,25 @@ cudnnStatus_t fused_without_residual(const ConvProblem& p, Prepared& pr, void* y
   return fused_call();
 }
 
+// The images per cuDNN call: all of them when x and y fit tensor_element_limit(), else as many
+// as fit (torch's CUDA convolution splits a large batch the same way). supported() has checked
+// that one image fits.
+int64_t batch_chunk(const ConvProblem& p) {
+  const int64_t per_image = std::max(product({p.c, p.h, p.w}), product({p.k, p.out_h, p.out_w}));
+  return per_image == 0 ? p.n : std::max<int64_t>(1, tensor_element_limit() / per_image);
+}
+
+ConvProblem with_batch(ConvProblem p, int64_t n) {
+  p.n = n;
+  return p;
+}
+
 }  // namespace
 
 Algo choose(const ConvProblem& p, Search search, const void* x, const void* w, void* y) {
   if (!check_choose_args(p, search, x, w, y)) return empty_algo(p);  // nothing will run
+  // A batch in chunks: the first chunk's algorithm (any algorithm runs any batch size).
+  if (const int64_t chunk = batch_chunk(p); p.n > chunk) return choose(with_batch(p, chunk), search, x, w, y);
   require_cuda();
   (void)api();
   const int device = current_device();
@@ -854,6 +884,22 @@ Algo choose(const ConvProblem& p, Search search, const void* x, const void* w, v
 void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* w, const void* bias, const void* z,
              void* y, Stream stream) {
   if (!check_forward_args(p, algo, x, w, bias, z, y)) return;  // nothing to run
+  if (const int64_t chunk = batch_chunk(p); p.n > chunk) {
+    // Dense tensors: the images of a chunk are contiguous in x, y and z (z has the output's shape).
+    const size_t bytes = data_type_size(p.dtype);
+    const size_t x_image = static_cast<size_t>(product({p.c, p.h, p.w})) * bytes;
+    const size_t y_image = static_cast<size_t>(product({p.k, p.out_h, p.out_w})) * bytes;
+    const size_t in_image = p.transposed ? y_image : x_image, out_image = p.transposed ? x_image : y_image;
+    const auto* in = static_cast<const unsigned char*>(x);
+    auto* out = static_cast<unsigned char*>(y);
+    const auto* zz = static_cast<const unsigned char*>(z);
+    for (int64_t i = 0; i < p.n; i += chunk) {
+      const size_t at = static_cast<size_t>(i);
+      forward(with_batch(p, std::min(chunk, p.n - i)), algo, in + at * in_image, w, bias,
+              zz == nullptr ? nullptr : zz + at * out_image, out + at * out_image, stream);
+    }
+    return;
+  }
   const std::string context = problem_key(p);
   require_cuda();
   const Api& a = api();

@@ -87,7 +87,9 @@ int algo_id(const std::string& name, bool transposed = false);
 int64_t conv_out_size(int64_t in, int64_t pad, int64_t dil, int64_t f, int64_t stride);
 
 // Whether cuDNN can run p as described; `why` (may be null) names the first reason not. Pure (no
-// library call): sizes positive and within int (tensors of at most 2^31-1 elements), groups divide
+// library call): sizes positive and within int, one image of x and of y and the filter of at most
+// 2^31-1 elements (FLOW_CUDNN_MAX_TENSOR_ELEMENTS lowers that, for tests; a batch whose tensors
+// exceed it runs in chunks of images in choose() and forward(), as torch does), groups divide
 // c and k, out_h/out_w match the formula, x and y dense in the filter's layout (NCHW for KCRS,
 // NHWC for KRSC; strides of size-1 dimensions are ignored). An empty batch (n == 0) or k == 0 is
 // supported (forward does nothing); c == 0 is not (the output would be bias + z only), nor is a

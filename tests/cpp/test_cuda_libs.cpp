@@ -726,6 +726,22 @@ std::string dnn_verdict(const dnn::ConvProblem& p) {
   return dnn::supported(p, &why) ? "ok" : why;
 }
 
+// Whether the device is the emulated one (tests/cpp/simt/emulated_driver.cpp names itself so).
+bool emulated_device() {
+  return rc::device_props(rc::current_device()).name.find("emulated") != std::string::npos;
+}
+
+// An environment variable set for a scope (unset after, whatever the test's exit).
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
 }  // namespace
 
 TEST(CudaLibs, ConvAlgoNamesRoundTrip) {
@@ -803,10 +819,16 @@ TEST(CudaLibs, ConvSupported) {
   p.stride_h = 0;
   EXPECT_TRUE(contains(dnn_verdict(p), "stride_h = 0")) << dnn_verdict(p);
   p = plain_conv(false);
-  p.n = int64_t{1} << 25;  // 2^25 * 8 * 9 * 10 elements
+  p.n = int64_t{1} << 25;  // 2^25 * 8 * 9 * 10 elements: forward runs it in chunks of images
   p.x_strides = strides_of(p.n, p.c, p.h, p.w, false);
   p.y_strides = strides_of(p.n, p.k, p.out_h, p.out_w, false);
-  EXPECT_TRUE(contains(dnn_verdict(p), "more than 2^31-1 elements")) << dnn_verdict(p);
+  EXPECT_TRUE(dnn::supported(p, nullptr)) << dnn_verdict(p);
+  p.h = p.w = int64_t{1} << 14;  // one image of 8 * 2^28 elements does not fit
+  p.out_h = dnn::conv_out_size(p.h, p.pad_h, p.dil_h, p.r, p.stride_h);
+  p.out_w = dnn::conv_out_size(p.w, p.pad_w, p.dil_w, p.s, p.stride_w);
+  p.x_strides = strides_of(p.n, p.c, p.h, p.w, false);
+  p.y_strides = strides_of(p.n, p.k, p.out_h, p.out_w, false);
+  EXPECT_TRUE(contains(dnn_verdict(p), "one image or the filter has more than 2147483647 elements")) << dnn_verdict(p);
   p = plain_conv(false);
   p.h = int64_t{1} << 31;
   EXPECT_TRUE(contains(dnn_verdict(p), "exceeds 2^31-1")) << dnn_verdict(p);
@@ -1384,22 +1406,6 @@ TEST(CudaLibsGpu, ConvHalfAndBfloat16) {
       }
 }
 
-// Whether the device is the emulated one (tests/cpp/simt/emulated_driver.cpp names itself so).
-static bool emulated_device() {
-  return rc::device_props(rc::current_device()).name.find("emulated") != std::string::npos;
-}
-
-// An environment variable set for a scope (unset after, whatever the test's exit).
-struct ScopedEnv {
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
-
 // The fused conv + bias + relu without a residual hands cuDNN y as z, scaled by alpha2 = 0. What y
 // held before (NaN bytes, zeros, large finite values) must not reach the result: not on the first
 // call of a problem (where the runtime probes whether cuDNN reads z) nor on later ones. The emulated
@@ -1452,6 +1458,47 @@ TEST(CudaLibsGpu, ConvFusedWithoutResidualIgnoresWhatTheOutputHeld) {
       for (const float v : decode(results.back(), t)) ASSERT_TRUE(std::isfinite(v));
     }
   }
+}
+
+// A batch whose tensors exceed cuDNN's per-tensor limit runs in chunks of images, as torch splits a
+// large batch; here the limit is lowered so that 5 images go as 2 + 2 + 1 (3 cuDNN calls), with
+// every epilogue path, both layouts and both searches.
+TEST(CudaLibsGpu, ConvLargeBatchRunsInChunks) {
+  FLOW_REQUIRE_GPU();
+  FLOW_REQUIRE_LIB(dnn::load);
+  const ScopedEnv limit("FLOW_CUDNN_MAX_TENSOR_ELEMENTS", "2160");  // two images of 12 x 9 x 10 outputs
+  uint64_t salt = 680;
+  const std::vector<std::function<void(ConvCase&)>> variants = {
+      [](ConvCase&) {},
+      [](ConvCase& c) {
+        c.bias = true;
+        c.relu = true;
+      },
+      [](ConvCase& c) {
+        c.bias = true;
+        c.residual = true;
+        c.relu = true;
+      },
+      [](ConvCase& c) {
+        c.residual = true;
+        c.z_is_y = true;
+      },
+  };
+  for (const bool nhwc : {false, true})
+    for (const auto search : {dnn::Search::Heuristic, dnn::Search::Exhaustive})
+      for (const auto& v : variants) {
+        ConvCase c;
+        c.n = 5;
+        c.h = 9;
+        c.w = 10;
+        c.nhwc = nhwc;
+        c.search = search;
+        v(c);
+        const dnn::Counters before = dnn::counters();
+        run_conv_case(c, ++salt);
+        const dnn::Counters after = dnn::counters();
+        EXPECT_EQ(after.fused + after.unfused - before.fused - before.unfused, 3) << name_of(c);
+      }
 }
 
 TEST(CudaLibsGpu, ConvAlgorithmFromARecord) {

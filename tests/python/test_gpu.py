@@ -358,6 +358,32 @@ def test_conv2d_asymmetric_padding_pads_a_copy(dtype, jit):
               dtype)
 
 
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_convolutions_of_a_large_batch_run_in_chunks(jit, monkeypatch):
+    """A batch whose tensors exceed cuDNN's 2^31-1 elements per tensor runs in chunks of images, as
+    torch's does (it was a NotImplementedError); FLOW_CUDNN_MAX_TENSOR_ELEMENTS lowers the limit
+    here so that 5 images go as 2 + 2 + 1, for a convolution and a transposed one (backward data,
+    whose input and output images differ in shape)."""
+    monkeypatch.setenv("FLOW_CUDNN_MAX_TENSOR_ELEMENTS", str(2 * 16 * 6 * 6))
+    x = torch.randn(5, 8, 6, 6, device=TDEV)
+    w = torch.randn(16, 8, 3, 3, device=TDEV) * 0.2
+    wt = torch.randn(16, 3, 2, 2, device=TDEV) * 0.2  # images of 16 x 6 x 6 in, 3 x 12 x 12 out
+    bt = torch.randn(3, device=TDEV)
+
+    def f(m):
+        def g(x, w, wt, bt):
+            h = m.relu(m.nn.functional.conv2d(x, w, padding=1))
+            return m.nn.functional.conv_transpose2d(h, wt, bt, stride=2)
+        return g
+
+    run = flow.jit(f(flow)) if jit else f(flow)
+    count = lambda c: c["cudnn_fused"] + c["cudnn_unfused"]  # noqa: E731
+    before = count(flow.cuda.library_counters())
+    got = run(*[to_flow_cuda(t) for t in (x, w, wt, bt)])
+    assert count(flow.cuda.library_counters()) - before == 6  # 3 chunks per convolution
+    check_lib(got, f(torch)(x, w, wt, bt), torch.float32)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("sa,sb", [((33, 17), (17, 9)), ((4, 33, 17), (17, 9)), ((3, 1, 5, 8), (2, 8, 6)),
                                    ((17,), (17, 9)), ((4, 33, 17), (17,)), ((5, 64, 64), (5, 64, 64))])
