@@ -106,8 +106,17 @@ Stmt lower_tiles(const KernelInstance& ki, const KernelSignature& sig, int64_t w
 
 }  // namespace
 
+int64_t column_shared_bytes(const KernelInstance& ki, int64_t block_x, int64_t block_y) {
+  int64_t bytes = 0;
+  for (const std::vector<int>& pass : reduction_passes(ki))
+    for (const PassReduction& r : pass_reductions(*ki.graph, pass))
+      bytes += block_x * block_y * dsl::dtype_size(r.info.acc);
+  return bytes;
+}
+
 bool gpu_column_form(const KernelInstance& ki, const ReductionParams& p) {
-  return p.gpu_block_y > 1 && column_reduction_fits(ki);
+  return p.gpu_block_y > 1 && column_reduction_fits(ki) &&
+         column_shared_bytes(ki, p.gpu_block_x, p.gpu_block_y) <= kMaxStaticSharedBytes;
 }
 
 Stmt lower_column_reduction_gpu(const KernelInstance& ki, const KernelSignature& sig, const ReductionParams& p,

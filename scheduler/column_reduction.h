@@ -26,7 +26,15 @@ namespace flow::sched {
 // dim and not along the innermost reduced dim, and every output is a row value.
 bool column_reduction_fits(const KernelInstance& ki);
 
-// Whether the GPU schedule of `ki` under `p` is the column form (lower_column_reduction_gpu).
+// The column form's static shared memory: an X x Y buffer of partials per reduction of the group
+// (all in scope at once).
+int64_t column_shared_bytes(const KernelInstance& ki, int64_t block_x, int64_t block_y);
+// A block's static shared memory, at most (CUDA's limit without the dynamic opt-in).
+constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
+
+// Whether the GPU schedule of `ki` under `p` is the column form (lower_column_reduction_gpu): a
+// column-form group under p's 2-d block whose partials fit kMaxStaticSharedBytes (a group of many
+// reductions takes the row form instead).
 bool gpu_column_form(const KernelInstance& ki, const ReductionParams& p);
 
 // The GPU body; sets f's grid (gpu_block_x rows per block) and block (block_x by block_y threads).

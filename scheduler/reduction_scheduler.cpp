@@ -138,9 +138,10 @@ class ReductionScheduler final : public Scheduler {
     // two reductions before fusion: scheduler/split_reduction.h). FLOW_GPU_COLUMN_REDUCTION=0 keeps
     // the row form (to compare the two).
     if (column_reduction_fits(ki) && ki.kept.back() >= 32 && ki.rows() >= 256 * 32 && gpu_column_reductions_on()) {
-      p.gpu_block_x = 32;
-      p.gpu_block_y = r >= 4096 ? 16 : 8;
-      return p;
+      ReductionParams column = p;
+      column.gpu_block_x = 32;
+      column.gpu_block_y = r >= 4096 ? 16 : 8;
+      if (gpu_column_form(ki, column)) return column;  // (not when its partials overflow shared memory)
     }
     p.gpu_block_x = r >= 2048 ? 512 : r >= 512 ? 256 : r >= 128 ? 128 : 64;
     p.gpu_block_y = 1;

@@ -254,5 +254,47 @@ TEST(GpuColumnReduction, CompilesWithNvrtcWithoutLocalMemory) {
   }
 }
 
+// Each reduction of a column-form group keeps a block_x x block_y buffer of partials in static
+// shared memory, which CUDA limits to 48 KiB per block (ptxas refuses more): 13 float64 sums of
+// 4096-element rows (4 KiB of partials each under a 32 x 16 block) take the row form, and compile;
+// 11 keep the column form.
+TEST(GpuColumnReduction, ManyReductionsStayWithinStaticSharedMemory) {
+  FLOW_REQUIRE_NVRTC();
+  auto sums = [](int count) {  // `count` float64 sums over H and W in one group
+    ColumnGraph c;
+    const int64_t n = 4, h = 64, w = 64, ch = 2048;  // 8192 rows of 4096 elements
+    const int x = c.g.add_input({{n, ch, h, w}, DType::Float64}, "x");
+    // (a chain: each sum is read back over the row by the next, x - s)
+    int v = x, r = -1;
+    for (int i = 0; i < count; ++i) {
+      r = c.g.add("sum", {v}, {{"dims", std::vector<int64_t>{2, 3}}, {"keepdim", true}});
+      if (i + 1 < count) v = c.g.add("sub", {x, r});
+    }
+    c.g.mark_output(r);
+    c.plan = sched::fuse(c.g);
+    c.strides = {h * w * ch, 1, w * ch, ch};
+    c.layouts[x] = c.strides;
+    return c;
+  };
+  for (const int count : {11, 13}) {
+    const ColumnGraph c = sums(count);
+    ASSERT_EQ(c.plan.groups.size(), 1u) << count << " sums are not one group";
+    const auto ki = c.instance();
+    EXPECT_EQ(sched::column_shared_bytes(ki, 32, 16), int64_t{count} * 32 * 16 * 8);
+    const auto& s = sched::scheduler_for(ki, dsl::Target::CUDA);
+    const sched::Params p = s.heuristics(ki, dsl::Target::CUDA);
+    EXPECT_EQ(sched::gpu_column_form(ki, std::get<sched::ReductionParams>(p)), count == 11) << count;
+    if (count == 13) {
+      sched::ReductionParams forced = std::get<sched::ReductionParams>(p);
+      forced.gpu_block_x = 32;
+      forced.gpu_block_y = 16;  // (as an autotuned record could ask)
+      EXPECT_FALSE(sched::gpu_column_form(ki, forced));
+      const auto sk = s.schedule(ki, p, dsl::Target::CUDA);
+      const jit::cuda::CudaCompiled cc = jit::cuda::cuda_compile(sk.func, "sm_90");
+      EXPECT_EQ(cc.ptx.find(".local"), std::string::npos);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace flow
