@@ -368,8 +368,9 @@ void expect_cuda_text_matches_interpreter(const dsl::LoweredFunc& f, const std::
   // A kernel that checks indices takes the device's error word last (jit/cuda/cuda_printer.h); the
   // interpreter raised on any bad index above, so nothing may be reported here.
   const bool checks_indices = dsl::calls_intrinsic(f.body, dsl::Intrinsic::CheckIndex);
-  // Launches the printed kernel on `a`; false (after a test failure) when the emulator refuses.
-  auto launch = [&](std::vector<dsl::ArgValue> a, const std::string& run) {
+  // Launches the printed kernel on `a`, its threads in the order `seed` picks between
+  // synchronization points; false (after a test failure) when the emulator refuses.
+  auto launch = [&](std::vector<dsl::ArgValue> a, const std::string& run, uint64_t seed) {
     std::array<long long, 4> error_word{};
     if (checks_indices) a.emplace_back().ptr = error_word.data();
     std::vector<void*> params(a.size());
@@ -380,7 +381,7 @@ void expect_cuda_text_matches_interpreter(const dsl::LoweredFunc& f, const std::
     try {
       const jit::CudaLaunchShape shape = launch_shape(f, args);
       module->launch(src.name, {shape.grid[0], shape.grid[1], shape.grid[2]},
-                     {shape.block[0], shape.block[1], shape.block[2]}, params.data());
+                     {shape.block[0], shape.block[1], shape.block[2]}, params.data(), seed);
     } catch (const std::exception& e) {
       ADD_FAILURE() << what << run << ": " << e.what() << "\n  source: " << module->source_path();
       return false;
@@ -388,7 +389,7 @@ void expect_cuda_text_matches_interpreter(const dsl::LoweredFunc& f, const std::
     no_report();
     return true;
   };
-  if (!launch(args_at([&](size_t s) { return emu[s].data; }), "")) return;
+  if (!launch(args_at([&](size_t s) { return emu[s].data; }), "", 1)) return;
 
   // The same launch on fenced copies, placed at the start and then at the end of their pages: an
   // access outside an allocation faults (FaultNote names the kernel first).
@@ -402,7 +403,9 @@ void expect_cuda_text_matches_interpreter(const dsl::LoweredFunc& f, const std::
     const FaultNote note("[cuda_kernel_check] " + what + ": fault in the fenced run (copies at the " + where +
                          " of their pages): an access outside an allocation\n  source: " + module->source_path() +
                          "\n");
-    if (!launch(args_at([&](size_t s) { return fenced[s]->data(); }), " (fenced run, " + where + ")")) return;
+    // (each in another thread order: a race the first order hid may fault here)
+    if (!launch(args_at([&](size_t s) { return fenced[s]->data(); }), " (fenced run, " + where + ")", at_end ? 3 : 2))
+      return;
   }
 
   for (size_t s = 0; s < storages.size(); ++s) {
