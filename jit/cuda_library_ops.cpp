@@ -8,6 +8,7 @@
 #include <string>
 #include <tuple>
 
+#include "dsl/op_table.h"
 #include "jit/eager.h"
 #include "runtime/cublaslt.h"
 #include "runtime/cuda_stream.h"
@@ -358,7 +359,7 @@ ConvCall plan_conv_call(const LibraryStep& step, const std::vector<const Tensor*
   ConvCall call;
   HeldTensors& held = call.held;
   const dsl::Attrs& at = step.attrs;
-  const bool transposed = step.op == "conv_transpose2d";
+  const bool transposed = dsl::is_transposed_conv(step.op);
   const Tensor& w0 = bound_value(values, step.operands.at(1));
   if (w0.sizes.size() != 4) throw std::logic_error(step.op + " on CUDA: weights are not 4-D");
   std::vector<int64_t> pad = dsl::attr_ints(at, "padding", step.op);

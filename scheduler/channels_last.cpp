@@ -20,8 +20,8 @@ constexpr int64_t kNhwcPos[4] = {0, 3, 1, 2};    // where NCHW dim d sits in NHW
 // NHWC convolutions needs no transposes. Transposed convolutions stay NCHW on the CPU, where
 // oneDNN 2.6's NHWC deconvolution was not measured.
 bool convertible_conv(const dsl::Graph& g, const dsl::Node& n, dsl::Target target) {
-  if ((n.op != "conv2d" && n.op != "conv_transpose2d") || dsl::attr_find(n.attrs, "channels_last")) return false;
-  if (n.op == "conv_transpose2d" && target != dsl::Target::CUDA) return false;
+  if (dsl::conv_spatial_rank(n.op) != 2 || dsl::attr_find(n.attrs, "channels_last")) return false;
+  if (dsl::is_transposed_conv(n.op) && target != dsl::Target::CUDA) return false;
   const dsl::TensorType& x = g.value(n.inputs[0]).type;
   if (x.shape.size() != 4) return false;
   return target == dsl::Target::CUDA ? dsl::is_half(x.dtype) : x.dtype == dsl::DType::Float32 || dsl::is_half(x.dtype);

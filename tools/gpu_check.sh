@@ -119,7 +119,7 @@ export FLOW_CACHE_DIR="$BUILD/kernel-cache"
 if [ -f "$BUILD/CMakeCache.txt" ]; then
   if [ $have_gtest -eq 1 ]; then
     PYTHONPATH="$root/.deps${PYTHONPATH:+:$PYTHONPATH}" step build-cuda-test 240 \
-      cmake --build "$BUILD" -j "$JOBS" --target test_cuda_runtime test_cuda_libs
+      cmake --build "$BUILD" -j "$JOBS" --target test_cuda_runtime test_cuda_libs test_cudnn
   fi
   keep_going=(-k)
   grep -q "CMAKE_GENERATOR:INTERNAL=Ninja" "$BUILD/CMakeCache.txt" && keep_going=(-k 0)
@@ -140,6 +140,9 @@ fi
 if [ -x "$BUILD/tests/cpp/test_cuda_libs" ]; then
   FLOW_CUDA_SYNC=1 step test-cuda-libs 90 "$BUILD/tests/cpp/test_cuda_libs" \
     --gtest_output=json:"$OUT/test_cuda_libs.json"
+fi
+if [ -x "$BUILD/tests/cpp/test_cudnn" ]; then
+  FLOW_CUDA_SYNC=1 step test-cudnn 90 "$BUILD/tests/cpp/test_cudnn" --gtest_output=json:"$OUT/test_cudnn.json"
 fi
 
 # ---- Python -------------------------------------------------------------------------------------
@@ -253,11 +256,12 @@ fi
 # The rest of the C++ suite (CPU paths; the GPU-specific binaries ran first), after the GPU steps so
 # that a tight budget spends itself on what only this machine can check.
 if [ -f "$BUILD/CTestTestfile.cmake" ] || [ -f "$BUILD/tests/cpp/CTestTestfile.cmake" ]; then
-  # test_cuda_runtime and test_cuda_libs already ran above, with their own logs and JSON. The SIMT
-  # emulator's own suites (the CUDA text run on the host: test_simt_emulator, test_cuda_plan_kernels,
-  # test_cuda_search_space) use no device and ran in CI: not worth device time here.
+  # test_cuda_runtime, test_cuda_libs and test_cudnn already ran above, with their own logs and
+  # JSON. The SIMT emulator's own suites (the CUDA text run on the host: test_simt_emulator,
+  # test_cuda_plan_kernels, test_cuda_search_space) use no device and ran in CI: not worth device
+  # time here.
   step ctest 150 ctest --test-dir "$BUILD" --output-on-failure --timeout 120 -j 4 \
-    -E '^test_cuda_(runtime|libs|plan_kernels|search_space)$|^test_simt_emulator$'
+    -E '^test_cuda_(runtime|libs|plan_kernels|search_space)$|^test_cudnn$|^test_simt_emulator$'
 fi
 
 # Autotuning on the device (default vs tuned Params of the three kernels; device-event timing).
@@ -284,7 +288,7 @@ total=$(elapsed)
   echo "}"
 } > "$OUT/summary.json"
 # Compact copies of the failing C++ test output, for a quick read.
-for log in "$OUT"/test-cuda-runtime.log "$OUT"/test-cuda-libs.log "$OUT"/ctest.log; do
+for log in "$OUT"/test-cuda-runtime.log "$OUT"/test-cuda-libs.log "$OUT"/test-cudnn.log "$OUT"/ctest.log; do
   [ -f "$log" ] && grep -E "^\[  FAILED  \]|Failure|error:|Skipped|no CUDA device" "$log" | head -n 40 > "${log%.log}.failures.txt"
 done
 echo
