@@ -60,15 +60,14 @@ __device__ __forceinline__ bool flow_sort_before(K a, int pa, K b, int pb, long 
 // Tiles of min(padded, FLOW_SORT_TILE) positions of each line, sorted in shared memory through merge
 // levels [k_begin, k_end] (each from exchange distance min(level, tile) / 2 down to 1). Positions
 // come from the line itself (first) or the scratch array, and go to out (last, the first k of
-// them) or back to the scratch array. Each block takes tiles in turn.
-template <class T>
+// them) or back to the scratch array. Each block takes tiles in turn. keys and pos are the entry's
+// __shared__ arrays of FLOW_SORT_TILE (declared there, not in this template: the tests' SIMT emulator
+// poisons shared memory before each block only for statics outside templates).
+template <class T, class K>
 __device__ __forceinline__ void flow_sort_block(const T* x, long long* out, int* scratch, long long outer,
                                                 long long len, long long inner, long long k, long long padded,
                                                 int descending, int first, int last, long long k_begin,
-                                                long long k_end) {
-  typedef typename flow_sort_key<T>::type K;
-  __shared__ K keys[FLOW_SORT_TILE];
-  __shared__ int pos[FLOW_SORT_TILE];
+                                                long long k_end, K* keys, int* pos) {
   const long long tile = padded < FLOW_SORT_TILE ? padded : FLOW_SORT_TILE;
   const long long tiles = padded / tile;
   const long long work = outer * inner * tiles;
@@ -141,8 +140,10 @@ __device__ __forceinline__ void flow_sort_step(const T* x, int* scratch, long lo
                                                       long long outer, long long len, long long inner,         \
                                                       long long k, long long padded, int descending, int first, \
                                                       int last, long long k_begin, long long k_end, long long j) { \
+    __shared__ flow_sort_key<T>::type keys[FLOW_SORT_TILE];                                                    \
+    __shared__ int pos[FLOW_SORT_TILE];                                                                        \
     flow_sort_block<T>((const T*)x, out, scratch, outer, len, inner, k, padded, descending, first, last, k_begin, \
-                       k_end);                                                                                \
+                       k_end, keys, pos);                                                                     \
   }                                                                                                            \
   extern "C" __global__ void flow_sort_step_##suffix(const void* x, long long* out, int* scratch,             \
                                                      long long outer, long long len, long long inner,          \

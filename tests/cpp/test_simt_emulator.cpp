@@ -1,7 +1,8 @@
 // The host SIMT emulator (tests/cpp/simt) on hand-written CUDA C++: builtins over 3-D grids and
-// blocks, warp shuffles with widths and partial masks, barriers over shared memory, and the faults
-// it must report instead of computing garbage or hanging (a barrier or shuffle that not every
-// thread reaches, lanes that disagree on a mask, a source that does not build).
+// blocks, warp shuffles with widths and partial masks, barriers over shared memory, shared memory
+// poisoned at each block's start, and the faults it must report instead of computing garbage or
+// hanging (a barrier or shuffle that not every thread reaches, lanes that disagree on a mask, a
+// source that does not build).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -97,6 +98,37 @@ extern "C" __global__ void reverse(int* out) {
   ASSERT_EQ(run(src, "reverse", {3}, {128}, out), "");
   for (int b = 0; b < 3; ++b)
     for (int t = 0; t < 128; ++t) EXPECT_EQ(out[b * 128 + t], b * 1000 + 127 - t);
+}
+
+TEST(SimtEmulator, SharedMemoryStartsEachBlockPoisoned) {
+  // Each block reads its tiles before writing them, then writes them: a device leaves shared memory
+  // undefined at a block's start, so the reads must see the poison bytes (all ones: -1, NaN), not
+  // zeros and not what the previous block wrote. Two arrays and a float, so every __shared__
+  // declaration is covered, in a kernel with a barrier (fibers) and one without.
+  const std::string src = R"(
+extern "C" __global__ void stale(int* out) {
+  __shared__ int a[4];
+  alignas(16) __shared__ unsigned char b[8];
+  __shared__ float f;
+  const int t = threadIdx.x;
+  out[blockIdx.x * 4 + t] = a[t] == -1 && b[2 * t] == 0xFF && f != f ? 1 : 0;
+  __syncthreads();
+  a[t] = 5;
+  b[2 * t] = 0;
+  f = 1.0f;
+})";
+  const std::string no_barrier = R"(
+extern "C" __global__ void stale_one_thread(int* out) {
+  __shared__ long long v;
+  out[blockIdx.x] = v == -1 ? 1 : 0;
+  v = blockIdx.x;
+})";
+  std::vector<int> out(3 * 4, 7);
+  ASSERT_EQ(run(src, "stale", {3}, {4}, out), "");
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], 1) << i;
+  std::vector<int> one(3, 7);
+  ASSERT_EQ(run(no_barrier, "stale_one_thread", {3}, {1}, one), "");
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_EQ(one[i], 1) << i;
 }
 
 TEST(SimtEmulator, UnreachedBarrierIsReportedNotHung) {

@@ -22,4 +22,10 @@ struct flow_simt_api {
 struct flow_simt_state_t {
   const flow_simt_api* api;
   flow_simt_dim3 threadIdx, blockIdx, blockDim, gridDim;
+  // The kernel's __shared__ variables, all in one section (simt_host.h), which the emulator fills
+  // with all-ones bytes (a NaN in every float type) before each block: a device gives a block
+  // shared memory whose contents are undefined, so a read before the block's own write must fail a
+  // test rather than see zeros or the previous block's values.
+  char* shared_begin;
+  char* shared_end;
 };

@@ -90,7 +90,9 @@ void make_dirs(const std::string& path) {
 
 // Calls a kernel with cuLaunchKernel's argument convention (each params[i] points at a value).
 const char* kCallShim = R"(
-flow_simt_state_t flow_simt_state;
+extern "C" char __start_flow_simt_shared[] __attribute__((weak, visibility("hidden")));
+extern "C" char __stop_flow_simt_shared[] __attribute__((weak, visibility("hidden")));
+flow_simt_state_t flow_simt_state = {nullptr, {}, {}, {}, {}, __start_flow_simt_shared, __stop_flow_simt_shared};
 template <int... I>
 struct flow_simt_seq {};
 template <class... A, int... I>
@@ -512,6 +514,8 @@ void Module::launch(const std::string& entry, Dim3 grid, Dim3 block, void* const
     for (int64_t y = 0; y < grid.y; ++y) {
       for (int64_t x = 0; x < grid.x; ++x) {
         l.state->blockIdx = {static_cast<unsigned>(x), static_cast<unsigned>(y), static_cast<unsigned>(z)};
+        if (l.state->shared_begin != l.state->shared_end)
+          std::memset(l.state->shared_begin, 0xFF, static_cast<size_t>(l.state->shared_end - l.state->shared_begin));
         if (l.fibers) {
           run_block_with_fibers(l, block, rng);
           continue;

@@ -11,7 +11,9 @@
 //    access, a __syncthreads that not every thread of the block reaches, a shuffle whose lanes
 //    disagree on the mask or that a lane of the mask never reaches (the emulator reports the
 //    deadlock instead of hanging); a shuffle from a lane outside the mask returns all-ones bits
-//    (a NaN for floats), so using such a value fails the comparison;
+//    (a NaN for floats), so using such a value fails the comparison; and shared memory holds
+//    all-ones bytes at each block's start (the device leaves it undefined), so a read before the
+//    block's own write shows up too;
 //  - kernels without collectives run each thread to completion directly, without fibers.
 // What it does not model: memory ordering between blocks, contention on atomics (atomicCAS is a
 // plain compare and store: a thread is never interrupted between synchronization points), timing,

@@ -19,7 +19,10 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __shared__ static
+// One section for every __shared__ variable, so the emulator can poison them all before each block
+// (simt_abi.h). GCC leaves a static of a function template in its own COMDAT section instead, unpoisoned,
+// so flow's kernels declare __shared__ arrays in non-template functions (runtime/sort_kernel.cpp).
+#define __shared__ static __attribute__((section("flow_simt_shared")))
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 
