@@ -12,7 +12,8 @@ count at the H100/H200's dense float16 tensor-core peak (989 TFLOP/s), and the p
 of one ResNet-50 call is reported for flow and torch eager. Times use CUDA events (torch's) around
 many launches; results print as a table and go to JSON ($OUT/gpu_bench.json when OUT is set).
 Then a U-Net decoder's conv_transpose2d (cuDNN backward data against the zero-stuffed convolution
-it replaced), and last, sums over a few long rows (flow gives a row one block: a known gap).
+it replaced), sums over a few long rows (flow gives a row one block: a known gap), and last a video
+model's conv3d (cuDNN's N-d convolution against the composition over 2-d ones it replaced).
 
 `--smoke` runs every row at toy sizes without torch.compile, to check the script itself end to end
 (on the emulated device of tools/emulated_gpu_pytest.sh, where torch runs on the CPU); its timings
@@ -282,6 +283,45 @@ def conv_transpose_rows(results: dict) -> None:
     save(results)
 
 
+def conv3d_rows(results: dict) -> None:
+    """A video model's conv3d + bias + relu, [8, 64, 16, 56, 56] float16 by a 3x3x3 filter to 64
+    channels with padding 1: flow jit (one cuDNN N-d convolution, the epilogue fused) and flow jit
+    through the composition over 2-d convolutions it ran before (a depth-unfolded copy of the input,
+    then one 2-d call), against torch eager and torch.compile; the floor is the FLOP count at the
+    dense float16 tensor-core peak."""
+    from flow.nn import _functional_3d
+
+    n, c, d, hw = (1, 4, 3, 6) if SMOKE else (8, 64, 16, 56)
+    dt = torch.float16 if TDEV == "cuda" else torch.float32  # torch's CPU oracle in smoke runs
+    x = torch.randn(n, c, d, hw, hw, device=TDEV, dtype=dt)
+    w = torch.randn(c, c, 3, 3, 3, device=TDEV, dtype=dt) * 0.05
+    b = torch.randn(c, device=TDEV, dtype=dt)
+    fx, fw, fb = (flow.tensor(t.float().cpu().numpy()).cuda().half() for t in (x, w, b))
+
+    def block(m):
+        return lambda a, k, bias: m.nn.functional.relu(m.nn.functional.conv3d(a, k, bias, padding=1))
+
+    fj = flow.jit(block(flow))
+    got = fj(fx, fw, fb)
+    _functional_3d._native_conv = False  # traced now, so this compiled function keeps the composition
+    try:
+        fd = flow.jit(block(flow))
+        got_d = fd(fx, fw, fb)
+    finally:
+        _functional_3d._native_conv = True
+    want = block(torch)(x, w, b).float().cpu()
+    err = max(float((torch.as_tensor(g.float().cpu().numpy()) - want).abs().max()) for g in (got, got_d))
+    tf = cuda_time(lambda: fj(fx, fw, fb))
+    td = cuda_time(lambda: fd(fx, fw, fb))
+    tt = cuda_time(lambda: block(torch)(x, w, b))
+    tc = compiled_time(block(torch), x, w, b)
+    flops = 2 * n * c * c * 27 * d * hw * hw
+    results["workloads"].append({"name": f"conv3d b{n}", "flow_jit_s": tf, "torch_eager_s": tt,
+                                 "torch_compile_s": tc, "floor_s": flops / 989e12, "max_err": err,
+                                 "flow_jit_composed_s": td})
+    save(results)
+
+
 def jit_with_switch_off(fn, switch: str, x):
     """flow.jit(fn) compiled (by a first call on x) with the environment switch `switch` at "0"; the
     switch is restored after. Returns the jitted function and that call's result."""
@@ -419,6 +459,7 @@ def main() -> None:
     conv_transpose_rows(results)  # after ResNet-50, the issue's row, should the step's time run out
     column_rows(results, bw)  # new, and not a row the issue asks for
     long_row_rows(results, bw)  # new, and not a row the issue asks for
+    conv3d_rows(results)  # new, and not a row the issue asks for
 
     print(f"\n{'workload':18} {'flow jit ms':>12} {'torch ms':>10} {'compile ms':>11} {'floor ms':>9} "
           f"{'eager/flow':>11} {'compile/flow':>13} {'max err':>9}")
@@ -434,6 +475,9 @@ def main() -> None:
         if "flow_jit_unsplit_s" in r:
             print(f"{r['name']}: flow jit {r['flow_jit_s'] * 1e3:.3f} ms split in two reductions, "
                   f"{r['flow_jit_unsplit_s'] * 1e3:.3f} ms with a block per row")
+        if "flow_jit_composed_s" in r:
+            print(f"{r['name']}: flow jit {r['flow_jit_s'] * 1e3:.3f} ms through cuDNN's N-d convolution, "
+                  f"{r['flow_jit_composed_s'] * 1e3:.3f} ms as the composition over 2-d convolutions")
         if "flow_jit_zero_stuffed_s" in r:
             print(f"{r['name']}: flow jit {r['flow_jit_s'] * 1e3:.3f} ms through cuDNN backward data, "
                   f"{r['flow_jit_zero_stuffed_s'] * 1e3:.3f} ms as the zero-stuffed convolution")

@@ -2,7 +2,7 @@
 CPU, flow jit and flow eager against torch eager and torch.compile in one run.
 
 conv3d and conv_transpose3d run as oneDNN's 3-d convolution and deconvolution on the CPU; the
-column "flow jit composed" times the composition CUDA runs instead (one 2-d convolution over the
+column "flow jit composed" times the composition over 2-d ones instead (one 2-d convolution over the
 depth-unfolded input, python/flow/nn/_functional_3d.py), jitted, in the same run. The pools are
 separable tap kernels. Milliseconds per call (median), the ratios torch / flow jit, and the
 convolutions' GFLOP/s under flow jit.
@@ -68,10 +68,10 @@ def main() -> None:
         times = contender_times(lambda: jitted(*fa), lambda: fn(flow, *fa), lambda: fn(torch, *ta),
                                 lambda *xs: fn(torch, *xs), tuple(ta), not args.no_compile, args.repeats)
         if name.startswith("conv"):  # the composition, traced with the 3-d library ops switched off
-            _functional_3d._native_on_cpu = False
+            _functional_3d._native_conv = False
             composed = flow.jit(lambda *xs, fn=fn: fn(flow, *xs))
             got = composed(*fa).numpy()
-            _functional_3d._native_on_cpu = True
+            _functional_3d._native_conv = True
             err = max(err, float(np.abs(got - want.numpy()).max() / max(float(want.abs().max()), 1e-30)))
             times["flow jit composed"] = time_fn(lambda: composed(*fa), repeats=args.repeats)
         row = add_time_columns({"workload": name, "max rel err": f"{err:.1e}"}, times)

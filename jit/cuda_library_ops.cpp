@@ -218,17 +218,33 @@ GemmCall plan_gemm_call(const LibraryStep& step, const std::vector<const Tensor*
 
 namespace {
 
-bool dense_as(const Tensor& t, const std::array<int64_t, 4>& dense) {
-  for (size_t d = 0; d < 4; ++d)
+bool dense_as(const Tensor& t, const std::vector<int64_t>& dense) {
+  for (size_t d = 0; d < dense.size(); ++d)
     if (t.sizes[d] != 1 && t.strides[d] != dense[d]) return false;
   return true;
 }
 
-std::array<int64_t, 4> nchw_strides(const Shape& s) {
-  return {s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
+// Dense strides of an [N, C, spatial...] shape, in that order: row-major (NCHW, NCDHW), or with the
+// channels innermost (NHWC).
+std::vector<int64_t> nchw_strides(const Shape& s) {
+  std::vector<int64_t> st(s.size());
+  int64_t next = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    st[i] = next;
+    next *= s[i];
+  }
+  return st;
 }
-std::array<int64_t, 4> nhwc_strides(const Shape& s) {  // (n, c, h, w) order
-  return {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
+std::vector<int64_t> nhwc_strides(const Shape& s) {
+  std::vector<int64_t> st(s.size());
+  st[1] = 1;
+  int64_t next = s[1];
+  for (size_t i = s.size(); i-- > 2;) {
+    st[i] = next;
+    next *= s[i];
+  }
+  st[0] = next;
+  return st;
 }
 
 // KRSC copies of frozen KCRS weights, per (storage, offset, dtype, sizes, strides) and version: a
@@ -285,11 +301,15 @@ void plan_conv_epilogue(const LibraryStep& step, const std::vector<const Tensor*
   call.z = e.residual ? e.residual->data() : nullptr;
 }
 
-// A 3-D [C, H, W] tensor as [1, C, H, W]; 4-D ones as they are.
-Tensor batched(const Tensor& t) {
-  if (t.sizes.size() != 3) return t;
-  return view_of(t, {1, t.sizes[0], t.sizes[1], t.sizes[2]},
-                 {dsl::numel(t.sizes), t.strides[0], t.strides[1], t.strides[2]});
+// An unbatched [C, spatial...] tensor (rank `spatial` + 1) as [1, C, spatial...]; batched ones as
+// they are.
+Tensor batched(const Tensor& t, size_t spatial) {
+  if (t.sizes.size() != spatial + 1) return t;
+  Shape sizes = t.sizes;
+  std::vector<int64_t> strides = t.strides;
+  sizes.insert(sizes.begin(), 1);
+  strides.insert(strides.begin(), dsl::numel(t.sizes));
+  return view_of(t, sizes, strides);
 }
 
 bool channels_last(const dsl::Attrs& at) {
@@ -343,32 +363,36 @@ const Tensor& filter_in_layout(const LibraryStep& step, const Tensor& w0, bool n
   return nhwc ? held.keep(filter_cache().get(w0, step.weights_frozen)) : held.contiguous(w0);
 }
 
-// The output tensor as [N, C, H, W] dims and strides (a channels-last output is [N, OH, OW, C]).
-Tensor output_as_nchw(const Tensor& out, bool nhwc) {
-  return nhwc ? nchw_view(out) : batched(out);
+// The output tensor as [N, C, spatial...] dims and strides (a channels-last output is [N, OH, OW, C]).
+Tensor output_as_nchw(const Tensor& out, bool nhwc, size_t spatial) {
+  return nhwc ? nchw_view(out) : batched(out, spatial);
 }
 
 }  // namespace
 
-// conv2d, and conv_transpose2d as cuDNN's backward data of the convolution from its output's shape
-// to its input's (runtime/cudnn.h, ConvProblem::transposed). Either is described in the forward
-// convolution's terms: its input X (n, c, h, w) is the step's input, or a transposed step's output;
-// its output Y (n, k, out_h, out_w) the other. x, y and the filter share one layout, the output's:
-// NHWC when the layout pass made the step channels_last, else NCHW.
+// conv2d and conv3d, and conv_transpose2d/3d as cuDNN's backward data of the convolution from its
+// output's shape to its input's (runtime/cudnn.h, ConvProblem::transposed). Either is described in
+// the forward convolution's terms: its input X (n, c, [d,] h, w) is the step's input, or a
+// transposed step's output; its output Y (n, k, [out_d,] out_h, out_w) the other. x, y and the
+// filter share one layout, the output's: NHWC when the layout pass made the step channels_last (2-D
+// only), else NCHW (NCDHW).
 ConvCall plan_conv_call(const LibraryStep& step, const std::vector<const Tensor*>& values) {
   ConvCall call;
   HeldTensors& held = call.held;
   const dsl::Attrs& at = step.attrs;
   const bool transposed = dsl::is_transposed_conv(step.op);
+  const size_t spatial = dsl::conv_spatial_rank(step.op);
   const Tensor& w0 = bound_value(values, step.operands.at(1));
-  if (w0.sizes.size() != 4) throw std::logic_error(step.op + " on CUDA: weights are not 4-D");
+  if (w0.sizes.size() != spatial + 2)
+    throw std::logic_error(step.op + " on CUDA: weights are not " + std::to_string(spatial + 2) + "-D");
   std::vector<int64_t> pad = dsl::attr_ints(at, "padding", step.op);
   const std::vector<int64_t> stride = dsl::attr_ints(at, "stride", step.op);
   const std::vector<int64_t> dil = dsl::attr_ints(at, "dilation", step.op);
   const bool nhwc = channels_last(at);
+  if (nhwc && spatial != 2) throw std::logic_error(step.op + " on CUDA: channels_last is for 2-D convolutions");
   const Tensor& out0 = bound_value(values, step.output);
-  const Tensor out = output_as_nchw(out0, nhwc);
-  Tensor x = batched(bound_value(values, step.operands.at(0)));
+  const Tensor out = output_as_nchw(out0, nhwc, spatial);
+  Tensor x = batched(bound_value(values, step.operands.at(0)), spatial);
   if (const dsl::AttrValue* pe = dsl::attr_find(at, "padding_end")) {
     if (transposed) throw std::logic_error(step.op + " on CUDA: a transposed convolution with end padding");
     x = padded_for_cudnn(x, pad, std::get<std::vector<int64_t>>(*pe), nhwc, held);
@@ -379,22 +403,32 @@ ConvCall plan_conv_call(const LibraryStep& step, const std::vector<const Tensor*
   auto layout_strides = [&](const Shape& s) { return nhwc ? nhwc_strides(s) : nchw_strides(s); };
   rc::cudnn::ConvProblem p;
   p.transposed = transposed;
+  p.spatial = static_cast<int>(spatial);
   p.n = fx.sizes[0];
   p.c = fx.sizes[1];
-  p.h = fx.sizes[2];
-  p.w = fx.sizes[3];
-  p.k = w0.sizes[0];  // conv2d's [K, C/g, R, S]; conv_transpose2d's [C_in, C_out/g, R, S]
-  p.r = w0.sizes[2];
-  p.s = w0.sizes[3];
+  p.k = w0.sizes[0];  // conv2d's [K, C/g, R, S]; conv_transpose2d's [C_in, C_out/g, R, S] (3-D: T, R, S)
   p.groups = dsl::attr_int(at, "groups", step.op);
-  p.pad_h = pad[0];
-  p.pad_w = pad[1];
-  p.stride_h = stride[0];
-  p.stride_w = stride[1];
-  p.dil_h = dil[0];
-  p.dil_w = dil[1];
-  p.out_h = fy.sizes[2];
-  p.out_w = fy.sizes[3];
+  const size_t h = spatial - 2;  // the first of (h, w) among the spatial axes
+  if (spatial == 3) {
+    p.d = fx.sizes[2];
+    p.t = w0.sizes[2];
+    p.pad_d = pad[0];
+    p.stride_d = stride[0];
+    p.dil_d = dil[0];
+    p.out_d = fy.sizes[2];
+  }
+  p.h = fx.sizes[2 + h];
+  p.w = fx.sizes[3 + h];
+  p.r = w0.sizes[2 + h];
+  p.s = w0.sizes[3 + h];
+  p.pad_h = pad[h];
+  p.pad_w = pad[h + 1];
+  p.stride_h = stride[h];
+  p.stride_w = stride[h + 1];
+  p.dil_h = dil[h];
+  p.dil_w = dil[h + 1];
+  p.out_h = fy.sizes[2 + h];
+  p.out_w = fy.sizes[3 + h];
   p.dtype = library_data_type(out.dtype);
   p.x_strides = layout_strides(fx.sizes);
   p.y_strides = layout_strides(fy.sizes);

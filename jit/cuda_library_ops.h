@@ -1,4 +1,4 @@
-// Note: the CUDA side of library groups: conv2d and conv_transpose2d through cuDNN, matmul and linear through
+// Note: the CUDA side of library groups: conv2d/3d and conv_transpose2d/3d through cuDNN, matmul and linear through
 // cuBLASLt (runtime/cudnn.h, runtime/cublaslt.h), with the epilogue the fuser gave the group
 // (scheduler/library_patterns.h: bias, residual add, relu / tanh-GELU). This file turns flow's
 // tensors into the libraries' problem descriptions:
@@ -15,6 +15,8 @@
 //   storage and version when the weights are frozen, so a model's filters are permuted once.
 // - conv_transpose2d is cuDNN's backward data of the convolution from its output's shape to its
 //   input's (ConvProblem::transposed), NCHW, with conv2d's epilogue grammar.
+// - conv3d and conv_transpose3d are the same with a depth axis, through cuDNN's N-d descriptors,
+//   always NCDHW (the layout pass picks channels_last for 2-D convolutions only).
 // - the algorithm: a tuning record's choice (LibraryStep::impl) when there is one, else cuDNN's
 //   heuristic ranking, or an exhaustive timed search when compiled with conv_search="exhaustive";
 //   runtime/cudnn.h caches the choice per (problem, layout, dtype, arch) for the process.

@@ -51,12 +51,15 @@ namespace flow::runtime::cuda::cudnn {
   X(cudnnSetStream)                                   \
   X(cudnnCreateTensorDescriptor)                      \
   X(cudnnSetTensor4dDescriptorEx)                     \
+  X(cudnnSetTensorNdDescriptor)                       \
   X(cudnnDestroyTensorDescriptor)                     \
   X(cudnnCreateFilterDescriptor)                      \
   X(cudnnSetFilter4dDescriptor)                       \
+  X(cudnnSetFilterNdDescriptor)                       \
   X(cudnnDestroyFilterDescriptor)                     \
   X(cudnnCreateConvolutionDescriptor)                 \
   X(cudnnSetConvolution2dDescriptor)                  \
+  X(cudnnSetConvolutionNdDescriptor)                  \
   X(cudnnSetConvolutionGroupCount)                    \
   X(cudnnSetConvolutionMathType)                      \
   X(cudnnDestroyConvolutionDescriptor)                \
@@ -64,6 +67,7 @@ namespace flow::runtime::cuda::cudnn {
   X(cudnnSetActivationDescriptor)                     \
   X(cudnnDestroyActivationDescriptor)                 \
   X(cudnnGetConvolution2dForwardOutputDim)            \
+  X(cudnnGetConvolutionNdForwardOutputDim)            \
   X(cudnnGetConvolutionForwardAlgorithmMaxCount)      \
   X(cudnnGetConvolutionForwardAlgorithm_v7)           \
   X(cudnnFindConvolutionForwardAlgorithmEx)           \
@@ -93,31 +97,45 @@ const char* algo_name(bool transposed, int id) {
   return transposed ? kBwdDataAlgoNames[id] : kAlgoNames[id];
 }
 
-// Dense strides of an (n, c, h, w) tensor, in (n, c, h, w) order.
-std::array<int64_t, 4> dense_strides(const std::array<int64_t, 4>& dims, bool nhwc) {
-  const int64_t c = dims[1], h = dims[2], w = dims[3];
-  if (nhwc) return {h * w * c, 1, w * c, c};
-  return {c * h * w, h * w, w, 1};
+// Dense strides of an (n, c, spatial...) tensor, in that order: channels second (NCHW, NCDHW) or
+// innermost (NHWC, NDHWC).
+std::vector<int64_t> dense_strides(const std::vector<int64_t>& dims, bool nhwc) {
+  std::vector<size_t> order = {0};  // the dims in memory order, outermost first
+  if (!nhwc) order.push_back(1);
+  for (size_t i = 2; i < dims.size(); ++i) order.push_back(i);
+  if (nhwc) order.push_back(1);
+  std::vector<int64_t> st(dims.size());
+  int64_t next = 1;
+  for (size_t j = order.size(); j-- > 0;) {
+    st[order[j]] = next;
+    next *= dims[order[j]];
+  }
+  return st;
 }
 
 // Whether `strides` address the same elements as the dense strides (a size-1 dimension's stride
 // does not matter).
-bool dense_in(const std::array<int64_t, 4>& dims, const std::array<int64_t, 4>& strides, bool nhwc) {
-  const std::array<int64_t, 4> want = dense_strides(dims, nhwc);
-  for (size_t i = 0; i < 4; ++i)
+bool dense_in(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, bool nhwc) {
+  if (strides.size() != dims.size()) return false;
+  const std::vector<int64_t> want = dense_strides(dims, nhwc);
+  for (size_t i = 0; i < dims.size(); ++i)
     if (dims[i] != 1 && strides[i] != want[i]) return false;
   return true;
 }
 
-std::string list4(const std::array<int64_t, 4>& v) {
-  return "[" + std::to_string(v[0]) + "," + std::to_string(v[1]) + "," + std::to_string(v[2]) + "," +
-         std::to_string(v[3]) + "]";
+// "[a,b,c,d]"
+template <typename T>
+std::string list_of(const std::vector<T>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
 }
 
-// a * b * c * d, saturated at INT64_MAX (all non-negative).
-int64_t product(std::initializer_list<int64_t> values) {
+// The product of values[from:], saturated at INT64_MAX (all non-negative).
+int64_t product(const std::vector<int64_t>& values, size_t from = 0) {
   int64_t r = 1;
-  for (const int64_t v : values) {
+  for (size_t i = from; i < values.size(); ++i) {
+    const int64_t v = values[i];
     if (v != 0 && r > INT64_MAX / v) return INT64_MAX;
     r *= v;
   }
@@ -134,11 +152,42 @@ int64_t tensor_element_limit() {
   return *end == '\0' && n > 0 && n < INT_MAX ? static_cast<int64_t>(n) : INT_MAX;
 }
 
-std::array<int64_t, 4> x_dims(const ConvProblem& p) {
-  return {p.n, p.c, p.h, p.w};
+// One spatial axis of a problem: input size, filter size, padding, stride, dilation, output size.
+struct Axis {
+  int64_t in, f, pad, stride, dil, out;
+};
+// p's spatial axes, outermost first: (d,) h, w.
+std::vector<Axis> axes(const ConvProblem& p) {
+  std::vector<Axis> a;
+  if (p.spatial == 3) a.push_back({p.d, p.t, p.pad_d, p.stride_d, p.dil_d, p.out_d});
+  a.push_back({p.h, p.r, p.pad_h, p.stride_h, p.dil_h, p.out_h});
+  a.push_back({p.w, p.s, p.pad_w, p.stride_w, p.dil_w, p.out_w});
+  return a;
 }
-std::array<int64_t, 4> y_dims(const ConvProblem& p) {
-  return {p.n, p.k, p.out_h, p.out_w};
+
+// (n, c, spatial...) of x, y and the filter (k, c / groups, taps...).
+std::vector<int64_t> x_dims(const ConvProblem& p) {
+  std::vector<int64_t> d = {p.n, p.c};
+  for (const Axis& a : axes(p)) d.push_back(a.in);
+  return d;
+}
+std::vector<int64_t> y_dims(const ConvProblem& p) {
+  std::vector<int64_t> d = {p.n, p.k};
+  for (const Axis& a : axes(p)) d.push_back(a.out);
+  return d;
+}
+std::vector<int64_t> w_dims(const ConvProblem& p) {
+  std::vector<int64_t> d = {p.k, p.groups > 0 ? p.c / p.groups : 0};
+  for (const Axis& a : axes(p)) d.push_back(a.f);
+  return d;
+}
+
+// The axes' values joined by " x " ("3 x 3").
+template <typename Field>
+std::string joined(const ConvProblem& p, Field field, const char* sep = " x ") {
+  std::string s;
+  for (const Axis& a : axes(p)) s += (s.empty() ? "" : sep) + std::to_string(field(a));
+  return s;
 }
 
 bool empty_output(const ConvProblem& p) {
@@ -218,55 +267,76 @@ bool supported(const ConvProblem& p, std::string* why) {
       *why = std::string(name) + " = " + std::to_string(v) + " (must be >= " + std::to_string(min) + ")";
     return false;
   };
+  if (p.spatial != 2 && p.spatial != 3)
+    return reject("spatial = " + std::to_string(p.spatial) + " (cuDNN runs 2-D and 3-D convolutions)");
   if (!positive(p.n, "n", 0) || !positive(p.c, "c", 1) || !positive(p.h, "h", 1) || !positive(p.w, "w", 1) ||
       !positive(p.k, "k", 0) || !positive(p.r, "r", 1) || !positive(p.s, "s", 1) || !positive(p.groups, "groups", 1) ||
       !positive(p.pad_h, "pad_h", 0) || !positive(p.pad_w, "pad_w", 0) || !positive(p.stride_h, "stride_h", 1) ||
       !positive(p.stride_w, "stride_w", 1) || !positive(p.dil_h, "dil_h", 1) || !positive(p.dil_w, "dil_w", 1))
     return false;
-  for (const int64_t v : {p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.groups, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
-                          p.dil_h, p.dil_w, p.out_h, p.out_w})
+  if (p.spatial == 3 && (!positive(p.d, "d", 1) || !positive(p.t, "t", 1) || !positive(p.pad_d, "pad_d", 0) ||
+                         !positive(p.stride_d, "stride_d", 1) || !positive(p.dil_d, "dil_d", 1)))
+    return false;
+  for (const int64_t v :
+       {p.n,        p.c,     p.h,     p.w,     p.k,     p.r, p.s, p.groups, p.pad_h,    p.pad_w, p.stride_h,
+        p.stride_w, p.dil_h, p.dil_w, p.out_h, p.out_w, p.d, p.t, p.pad_d,  p.stride_d, p.dil_d, p.out_d})
     if (v > INT_MAX) return reject("a size or parameter exceeds 2^31-1 (" + problem_key(p) + ")");
   if (p.c % p.groups != 0 || p.k % p.groups != 0)
     return reject("groups = " + std::to_string(p.groups) + " does not divide c = " + std::to_string(p.c) +
                   " and k = " + std::to_string(p.k));
-  const int64_t oh = conv_out_size(p.h, p.pad_h, p.dil_h, p.r, p.stride_h);
-  const int64_t ow = conv_out_size(p.w, p.pad_w, p.dil_w, p.s, p.stride_w);
-  if (oh < 1 || ow < 1)
-    return reject("the dilated filter (" + std::to_string(p.dil_h * (p.r - 1) + 1) + " x " +
-                  std::to_string(p.dil_w * (p.s - 1) + 1) + ") is larger than the padded input (" +
-                  std::to_string(p.h + 2 * p.pad_h) + " x " + std::to_string(p.w + 2 * p.pad_w) + ")");
-  if (p.out_h != oh || p.out_w != ow)
-    return reject("out_h x out_w = " + std::to_string(p.out_h) + " x " + std::to_string(p.out_w) +
-                  ", but the convolution gives " + std::to_string(oh) + " x " + std::to_string(ow));
+  const auto out_of = [](const Axis& a) { return conv_out_size(a.in, a.pad, a.dil, a.f, a.stride); };
+  for (const Axis& a : axes(p))
+    if (out_of(a) < 1)
+      return reject("the dilated filter (" + joined(p, [](const Axis& b) { return b.dil * (b.f - 1) + 1; }) +
+                    ") is larger than the padded input (" + joined(p, [](const Axis& b) { return b.in + 2 * b.pad; }) +
+                    ")");
+  for (const Axis& a : axes(p))
+    if (a.out != out_of(a))
+      return reject(std::string(p.spatial == 3 ? "out_d x " : "") +
+                    "out_h x out_w = " + joined(p, [](const Axis& b) { return b.out; }) +
+                    ", but the convolution gives " + joined(p, out_of));
   // A batch too large for one call runs in chunks of images (forward, choose); one image and the
   // filter must fit.
   const int64_t limit = tensor_element_limit();
-  if (product({p.c, p.h, p.w}) > limit || product({p.k, p.out_h, p.out_w}) > limit ||
-      product({p.k, p.c / p.groups, p.r, p.s}) > limit)
+  if (product(x_dims(p), 1) > limit || product(y_dims(p), 1) > limit || product(w_dims(p)) > limit)
     return reject("one image or the filter has more than " + std::to_string(limit) +
                   " elements, cuDNN's limit per tensor: " + problem_key(p));
   if (empty_output(p)) return true;  // nothing to run
   if (p.transposed && p.k == 0)
     return reject("a transposed convolution of an input without channels (its output would be the bias alone)");
-  const char* layout = p.w_nhwc ? "NHWC" : "NCHW";
-  const char* filter = p.w_nhwc ? "KRSC" : "KCRS";
+  const bool three = p.spatial == 3;
+  const char* layout = p.w_nhwc ? (three ? "NDHWC" : "NHWC") : (three ? "NCDHW" : "NCHW");
+  const char* filter = p.w_nhwc ? (three ? "KTRSC" : "KRSC") : (three ? "KCTRS" : "KCRS");
   if (!dense_in(x_dims(p), p.x_strides, p.w_nhwc))
-    return reject("x strides " + list4(p.x_strides) + " are not " + layout + "-dense (the filter is " + filter +
+    return reject("x strides " + list_of(p.x_strides) + " are not " + layout + "-dense (the filter is " + filter +
                   ", so x and y must be " + layout + ")");
   if (!dense_in(y_dims(p), p.y_strides, p.w_nhwc))
-    return reject("y strides " + list4(p.y_strides) + " are not " + layout + "-dense (the filter is " + filter +
+    return reject("y strides " + list_of(p.y_strides) + " are not " + layout + "-dense (the filter is " + filter +
                   ", so x and y must be " + layout + ")");
   return true;
 }
 
 std::string problem_key(const ConvProblem& p) {
-  std::string s = "n" + std::to_string(p.n) + "c" + std::to_string(p.c) + "h" + std::to_string(p.h) + "w" +
-                  std::to_string(p.w) + "_k" + std::to_string(p.k) + "r" + std::to_string(p.r) + "s" +
-                  std::to_string(p.s) + "_g" + std::to_string(p.groups) + "_p" + std::to_string(p.pad_h) + "x" +
-                  std::to_string(p.pad_w) + "_s" + std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) +
-                  "_d" + std::to_string(p.dil_h) + "x" + std::to_string(p.dil_w) + "_o" + std::to_string(p.out_h) +
-                  "x" + std::to_string(p.out_w) + "_" + data_type_name(p.dtype) + "_x" + list4(p.x_strides) + "_y" +
-                  list4(p.y_strides) + (p.w_nhwc ? "_KRSC" : "_KCRS");
+  // 2-D: "n8c64h56w56_k64r3s3_g1_p1x1_s1x1_d1x1_o56x56_..."; 3-D adds the depth: "c64d8h56w56_k64t3r3s3_",
+  // and an axis to the padding, stride, dilation and output.
+  const bool three = p.spatial == 3;
+  const std::string depth = three ? "d" + std::to_string(p.d) : "", taps = three ? "t" + std::to_string(p.t) : "";
+  std::string s = "n" + std::to_string(p.n) + "c" + std::to_string(p.c) + depth + "h" + std::to_string(p.h) + "w" +
+                  std::to_string(p.w) + "_k" + std::to_string(p.k) + taps + "r" + std::to_string(p.r) + "s" +
+                  std::to_string(p.s) + "_g" + std::to_string(p.groups) + "_p" +
+                  joined(
+                      p, [](const Axis& a) { return a.pad; }, "x") +
+                  "_s" +
+                  joined(
+                      p, [](const Axis& a) { return a.stride; }, "x") +
+                  "_d" +
+                  joined(
+                      p, [](const Axis& a) { return a.dil; }, "x") +
+                  "_o" +
+                  joined(
+                      p, [](const Axis& a) { return a.out; }, "x") +
+                  "_" + data_type_name(p.dtype) + "_x" + list_of(p.x_strides) + "_y" + list_of(p.y_strides) +
+                  (p.w_nhwc ? (three ? "_KTRSC" : "_KRSC") : (three ? "_KCTRS" : "_KCRS"));
   if (p.bias) s += "_bias";
   if (p.residual) s += "_res";
   if (p.relu) s += "_relu";
@@ -432,16 +502,26 @@ bool math_allowed(DataType t, cudnnMathType_t m) {
   return t != DataType::Float32 || (m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
 }
 
-TensorDesc tensor_desc(DataType t, const std::array<int64_t, 4>& dims, const std::array<int64_t, 4>& strides,
+std::vector<int> ints(const std::vector<int64_t>& v) {
+  return std::vector<int>(v.begin(), v.end());  // supported() checked that each fits
+}
+
+// A 4-D tensor through the 4d call (as flow's 2-D path always has), a 5-D one through the Nd call.
+TensorDesc tensor_desc(DataType t, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
                        const std::string& context) {
   cudnnTensorDescriptor_t raw = nullptr;
   FLOW_DNN_CHECK(api().cudnnCreateTensorDescriptor(&raw), "cudnnCreateTensorDescriptor", context);
   TensorDesc d(raw);
-  FLOW_DNN_CHECK(api().cudnnSetTensor4dDescriptorEx(
-                     raw, cudnn_type(t), static_cast<int>(dims[0]), static_cast<int>(dims[1]),
-                     static_cast<int>(dims[2]), static_cast<int>(dims[3]), static_cast<int>(strides[0]),
-                     static_cast<int>(strides[1]), static_cast<int>(strides[2]), static_cast<int>(strides[3])),
-                 "cudnnSetTensor4dDescriptorEx(" + list4(dims) + ", strides " + list4(strides) + ")", context);
+  const std::vector<int> di = ints(dims), si = ints(strides);
+  if (dims.size() == 4) {
+    FLOW_DNN_CHECK(
+        api().cudnnSetTensor4dDescriptorEx(raw, cudnn_type(t), di[0], di[1], di[2], di[3], si[0], si[1], si[2], si[3]),
+        "cudnnSetTensor4dDescriptorEx(" + list_of(dims) + ", strides " + list_of(strides) + ")", context);
+  } else {
+    FLOW_DNN_CHECK(
+        api().cudnnSetTensorNdDescriptor(raw, cudnn_type(t), static_cast<int>(di.size()), di.data(), si.data()),
+        "cudnnSetTensorNdDescriptor(" + list_of(dims) + ", strides " + list_of(strides) + ")", context);
+  }
   return d;
 }
 
@@ -459,19 +539,38 @@ ConvDescs conv_descs(const ConvProblem& p, const std::string& context) {
   cudnnFilterDescriptor_t raw_w = nullptr;
   FLOW_DNN_CHECK(a.cudnnCreateFilterDescriptor(&raw_w), "cudnnCreateFilterDescriptor", context);
   d.w.reset(raw_w);
-  FLOW_DNN_CHECK(
-      a.cudnnSetFilter4dDescriptor(raw_w, cudnn_type(p.dtype), p.w_nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
-                                   static_cast<int>(p.k), static_cast<int>(p.c / p.groups), static_cast<int>(p.r),
-                                   static_cast<int>(p.s)),
-      "cudnnSetFilter4dDescriptor", context);
+  // The filter's dims are given in (k, c, taps...) order in either format; the format is its memory
+  // order (NHWC: channels innermost, KRSC or KTRSC).
+  const cudnnTensorFormat_t format = p.w_nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  const std::vector<int> wd = ints(w_dims(p));
+  if (p.spatial == 2) {
+    FLOW_DNN_CHECK(a.cudnnSetFilter4dDescriptor(raw_w, cudnn_type(p.dtype), format, wd[0], wd[1], wd[2], wd[3]),
+                   "cudnnSetFilter4dDescriptor", context);
+  } else {
+    FLOW_DNN_CHECK(
+        a.cudnnSetFilterNdDescriptor(raw_w, cudnn_type(p.dtype), format, static_cast<int>(wd.size()), wd.data()),
+        "cudnnSetFilterNdDescriptor", context);
+  }
   cudnnConvolutionDescriptor_t raw_conv = nullptr;
   FLOW_DNN_CHECK(a.cudnnCreateConvolutionDescriptor(&raw_conv), "cudnnCreateConvolutionDescriptor", context);
   d.conv.reset(raw_conv);
-  FLOW_DNN_CHECK(a.cudnnSetConvolution2dDescriptor(raw_conv, static_cast<int>(p.pad_h), static_cast<int>(p.pad_w),
-                                                   static_cast<int>(p.stride_h), static_cast<int>(p.stride_w),
-                                                   static_cast<int>(p.dil_h), static_cast<int>(p.dil_w),
-                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-                 "cudnnSetConvolution2dDescriptor", context);
+  if (p.spatial == 2) {
+    FLOW_DNN_CHECK(a.cudnnSetConvolution2dDescriptor(raw_conv, static_cast<int>(p.pad_h), static_cast<int>(p.pad_w),
+                                                     static_cast<int>(p.stride_h), static_cast<int>(p.stride_w),
+                                                     static_cast<int>(p.dil_h), static_cast<int>(p.dil_w),
+                                                     CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                   "cudnnSetConvolution2dDescriptor", context);
+  } else {
+    std::vector<int> pad, stride, dil;
+    for (const Axis& x : axes(p)) {
+      pad.push_back(static_cast<int>(x.pad));
+      stride.push_back(static_cast<int>(x.stride));
+      dil.push_back(static_cast<int>(x.dil));
+    }
+    FLOW_DNN_CHECK(a.cudnnSetConvolutionNdDescriptor(raw_conv, static_cast<int>(pad.size()), pad.data(), stride.data(),
+                                                     dil.data(), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                   "cudnnSetConvolutionNdDescriptor", context);
+  }
   FLOW_DNN_CHECK(a.cudnnSetConvolutionGroupCount(raw_conv, static_cast<int>(p.groups)), "cudnnSetConvolutionGroupCount",
                  context);
   FLOW_DNN_CHECK(a.cudnnSetConvolutionMathType(raw_conv, math_type(p.dtype)), "cudnnSetConvolutionMathType", context);
@@ -482,12 +581,14 @@ ConvDescs conv_descs(const ConvProblem& p, const std::string& context) {
 struct Descs {
   ConvDescs conv;
   TensorDesc y;
-  TensorDesc bias;  // [1, k, 1, 1]
+  TensorDesc bias;  // [1, k, 1, 1] (3-D: [1, k, 1, 1, 1])
 };
 
 Descs descs(const ConvProblem& p, const std::string& context) {
+  std::vector<int64_t> bias_dims(static_cast<size_t>(p.spatial) + 2, 1);
+  bias_dims[1] = p.k;
   Descs d{conv_descs(p, context), tensor_desc(p.dtype, y_dims(p), dense_strides(y_dims(p), p.w_nhwc), context),
-          tensor_desc(p.dtype, {1, p.k, 1, 1}, {p.k, 1, 1, 1}, context)};
+          tensor_desc(p.dtype, bias_dims, dense_strides(bias_dims, false), context)};
   return d;
 }
 
@@ -738,8 +839,8 @@ Prepared& prepared(DeviceState& state, const ConvProblem& p, int algo_id, const 
 // The output of p (the caller's terms) as the epilogue kernel's rows: the bias is per channel, a
 // column of NHWC's rows, a row of an NCHW image.
 EpilogueShape output_epilogue_shape(const ConvProblem& p) {
-  const std::array<int64_t, 4> dims = p.transposed ? x_dims(p) : y_dims(p);
-  const int64_t n = dims[0], channels = dims[1], pixels = dims[2] * dims[3];
+  const std::vector<int64_t> dims = p.transposed ? x_dims(p) : y_dims(p);
+  const int64_t n = dims[0], channels = dims[1], pixels = product(dims, 2);
   EpilogueShape shape;
   if (p.w_nhwc) {
     shape.rows = n * pixels;
@@ -758,8 +859,7 @@ EpilogueShape output_epilogue_shape(const ConvProblem& p) {
 
 // The bytes of the caller's output (y; x for a transposed problem), dense.
 size_t output_bytes(const ConvProblem& p) {
-  const std::array<int64_t, 4> dims = p.transposed ? x_dims(p) : y_dims(p);
-  return static_cast<size_t>(dims[0] * dims[1] * dims[2] * dims[3]) * data_type_size(p.dtype);
+  return static_cast<size_t>(product(p.transposed ? x_dims(p) : y_dims(p))) * data_type_size(p.dtype);
 }
 
 // The residual's copy into the output (unless it is the output), before the library call adds
@@ -838,7 +938,7 @@ cudnnStatus_t fused_without_residual(const ConvProblem& p, Prepared& pr, void* y
 // as fit (torch's CUDA convolution splits a large batch the same way). supported() has checked
 // that one image fits.
 int64_t batch_chunk(const ConvProblem& p) {
-  const int64_t per_image = std::max(product({p.c, p.h, p.w}), product({p.k, p.out_h, p.out_w}));
+  const int64_t per_image = std::max(product(x_dims(p), 1), product(y_dims(p), 1));
   return per_image == 0 ? p.n : std::max<int64_t>(1, tensor_element_limit() / per_image);
 }
 
@@ -887,8 +987,8 @@ void forward(const ConvProblem& p, const Algo& algo, const void* x, const void* 
   if (const int64_t chunk = batch_chunk(p); p.n > chunk) {
     // Dense tensors: the images of a chunk are contiguous in x, y and z (z has the output's shape).
     const size_t bytes = data_type_size(p.dtype);
-    const size_t x_image = static_cast<size_t>(product({p.c, p.h, p.w})) * bytes;
-    const size_t y_image = static_cast<size_t>(product({p.k, p.out_h, p.out_w})) * bytes;
+    const size_t x_image = static_cast<size_t>(product(x_dims(p), 1)) * bytes;
+    const size_t y_image = static_cast<size_t>(product(y_dims(p), 1)) * bytes;
     const size_t in_image = p.transposed ? y_image : x_image, out_image = p.transposed ? x_image : y_image;
     const auto* in = static_cast<const unsigned char*>(x);
     auto* out = static_cast<unsigned char*>(y);
@@ -969,20 +1069,28 @@ std::string version() {
   return "cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
 }
 
-std::array<int, 4> output_dims(const ConvProblem& p) {
-  for (const int64_t v :
-       {p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.groups, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w})
+std::vector<int> output_dims(const ConvProblem& p) {
+  for (const int64_t v : {p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.groups, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
+                          p.dil_h, p.dil_w, p.d, p.t, p.pad_d, p.stride_d, p.dil_d})
     if (v < 0 || v > INT_MAX)
       throw std::invalid_argument("flow: cuDNN output_dims: a size is negative or exceeds 2^31-1 (" + problem_key(p) +
                                   ")");
   if (p.groups < 1 || p.c % p.groups != 0)
     throw std::invalid_argument("flow: cuDNN output_dims: groups must divide c (" + problem_key(p) + ")");
+  if (p.spatial != 2 && p.spatial != 3)
+    throw std::invalid_argument("flow: cuDNN output_dims: spatial must be 2 or 3 (" + problem_key(p) + ")");
   const std::string context = problem_key(p);
   const ConvDescs d = conv_descs(p, context);
-  std::array<int, 4> out{};
-  FLOW_DNN_CHECK(api().cudnnGetConvolution2dForwardOutputDim(d.conv.get(), d.x.get(), d.w.get(), &out[0], &out[1],
-                                                             &out[2], &out[3]),
-                 "cudnnGetConvolution2dForwardOutputDim", context);
+  std::vector<int> out(static_cast<size_t>(p.spatial) + 2);
+  if (p.spatial == 2) {
+    FLOW_DNN_CHECK(api().cudnnGetConvolution2dForwardOutputDim(d.conv.get(), d.x.get(), d.w.get(), &out[0], &out[1],
+                                                               &out[2], &out[3]),
+                   "cudnnGetConvolution2dForwardOutputDim", context);
+  } else {
+    FLOW_DNN_CHECK(api().cudnnGetConvolutionNdForwardOutputDim(d.conv.get(), d.x.get(), d.w.get(),
+                                                               static_cast<int>(out.size()), out.data()),
+                   "cudnnGetConvolutionNdForwardOutputDim", context);
+  }
   return out;
 }
 
@@ -1011,7 +1119,7 @@ void load() {
 std::string version() {
   no_headers();
 }
-std::array<int, 4> output_dims(const ConvProblem&) {
+std::vector<int> output_dims(const ConvProblem&) {
   no_headers();
 }
 

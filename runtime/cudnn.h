@@ -1,4 +1,4 @@
-// Note: 2-D convolutions on the GPU through cuDNN 9, loaded with dlopen (runtime/dynlib.h) on first
+// Note: 2-D and 3-D convolutions on the GPU through cuDNN 9, loaded with dlopen (runtime/dynlib.h) on first
 // use, so flow builds and imports without it.
 //
 // Why the legacy API (cudnnConvolutionForward and friends, marked deprecated in cuDNN 9 but exported
@@ -34,7 +34,6 @@
 // descriptors, workspace size and fused-call verdict that forward() made on its first call, so a
 // later call only sets the stream and enqueues. Thread-safe.
 #pragma once
-#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -51,14 +50,22 @@ namespace flow::runtime::cuda::cudnn {
 // [C_in, C_out / groups, R, S]), and bias (c values), residual z (x's shape) and relu apply to
 // that output. torch's output_padding is implicit in h and w (it must be below the stride: the
 // convolution of the output has to give back the input's size).
+// A 3-D problem (spatial = 3: conv3d, conv_transpose3d) adds a depth axis before h and w: input
+// (n, c, d, h, w), filter (k, c / groups, t, r, s), output (n, k, out_d, out_h, out_w), with its own
+// pad_d, stride_d and dil_d; cuDNN's N-d descriptors describe it. A 2-D problem ignores the depth
+// fields (their defaults make it the 3-D problem of depth 1).
 struct ConvProblem {
+  int spatial = 2;                     // 2: (h, w); 3: (d, h, w)
   int64_t n = 0, c = 0, h = 0, w = 0;  // input (transposed: output)
   int64_t k = 0, r = 0, s = 0;         // filter: k outputs, c/groups inputs per group, r x s
   int64_t groups = 1, pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
   int64_t out_h = 0, out_w = 0;
-  DataType dtype = DataType::Float32;               // x, w, y, z and bias
-  std::array<int64_t, 4> x_strides{}, y_strides{};  // element strides in (n, c, h, w) order: NCHW- or NHWC-dense
-  bool w_nhwc = false;                              // filter packed as KRSC (true) or KCRS
+  int64_t d = 1, t = 1, pad_d = 0, stride_d = 1, dil_d = 1, out_d = 1;  // depth (spatial = 3)
+  DataType dtype = DataType::Float32;                                   // x, w, y, z and bias
+  // Element strides in (n, c, [d,] h, w) order, spatial + 2 of them: NCHW- or NHWC-dense (NCDHW or
+  // NDHWC for 3-D).
+  std::vector<int64_t> x_strides, y_strides;
+  bool w_nhwc = false;  // filter packed as KRSC (true; KTRSC for 3-D) or KCRS (KCTRS)
   bool bias = false;
   bool residual = false;
   bool relu = false;  // y = relu(conv(x) + bias + z)
@@ -141,8 +148,9 @@ void load();
 // The loaded library's version, "cuDNN 9.10.2" (cudnnGetVersion); loads it.
 std::string version();
 
-// Host-side only (cuDNN descriptor functions, no handle, no GPU): the output dims {n, k, h, w}
-// cuDNN computes for p (cudnnGetConvolution2dForwardOutputDim). Throws like choose().
-std::array<int, 4> output_dims(const ConvProblem& p);
+// Host-side only (cuDNN descriptor functions, no handle, no GPU): the output dims {n, k, [d,] h, w}
+// cuDNN computes for p (cudnnGetConvolution2dForwardOutputDim; the Nd one for 3-D). Throws like
+// choose().
+std::vector<int> output_dims(const ConvProblem& p);
 
 }  // namespace flow::runtime::cuda::cudnn

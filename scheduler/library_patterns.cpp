@@ -256,6 +256,8 @@ const std::vector<LibraryPattern>& library_patterns() {
       {"linear", dsl::Target::CPU, "oneDNN", kOneDnnEpilogues},
       {"conv2d", dsl::Target::CUDA, "cuDNN", kCudnnEpilogues},
       {"conv_transpose2d", dsl::Target::CUDA, "cuDNN", kCudnnEpilogues},
+      {"conv3d", dsl::Target::CUDA, "cuDNN", kCudnnEpilogues},
+      {"conv_transpose3d", dsl::Target::CUDA, "cuDNN", kCudnnEpilogues},
       {"matmul", dsl::Target::CUDA, "cuBLASLt", kCublasLtEpilogues},
       {"linear", dsl::Target::CUDA, "cuBLASLt", kCublasLtEpilogues},
       // flow's own sorts (dsl/ops/sort.cpp): nothing to absorb, the gather of the values is a

@@ -5,7 +5,7 @@
 // turns the resulting EpilogueSteps into oneDNN post-ops. Adding a fusable epilogue is one row of
 // the epilogue table in library_patterns.cpp.
 //
-// Table (CPU, oneDNN; conv2d, conv_transpose2d, matmul, linear, float32 only):
+// Table (CPU, oneDNN; conv2d/3d, conv_transpose2d/3d, matmul, linear, float32 only):
 //   relu -> eltwise relu          gelu -> gelu_erf / gelu_tanh (approximate="tanh")
 //   silu -> swish (alpha 1)       sigmoid -> logistic      tanh -> tanh
 //   clamp(min, max) -> clip       hardswish -> hardswish
@@ -26,6 +26,7 @@
 //     then flow's epilogue kernel for bias and relu. flow.nn.functional sends only what cuDNN can
 //     express here (output_padding below the stride); the rest it writes as a conv2d over the
 //     zero-stuffed input (_conv_transpose2d_as_conv2d).
+//   conv3d, conv_transpose3d -> cuDNN through its N-d descriptors, as their 2-d namesakes (NCDHW).
 //
 // argsort (CPU and CUDA): "flow sort", flow's own sort (jit/sort_op.h), no epilogues.
 // scatter (CPU and CUDA): "flow scatter", flow's own (jit/scatter_op.h), no epilogues.

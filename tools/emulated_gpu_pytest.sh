@@ -40,7 +40,7 @@ r = json.load(open(sys.argv[1]))
 names = [w["name"] for w in r["workloads"]]
 want = ["chain", "softmax", "layer norm", "topk", "sort", "index_add", "scatter_add", "uint8 normalize",
         "flow jit (heuristic)", "flow jit (exhaustive)",
-        "flow jit + CUDA graph", "sum 2^28", "norm(-1)", "sum(0)"]
+        "flow jit + CUDA graph", "sum 2^28", "norm(-1)", "sum(0)", "conv3d"]
 missing = [w for w in want if not any(w in n for n in names)]
 assert not missing, f"bench/gpu.py --smoke produced no row for {missing}: {names}"
 assert "library_counters" in r, "no library counters"

@@ -2,8 +2,8 @@
 // installed library, supported() accepts and rejects with named reasons, cuDNN's output dims agree
 // with the formula, algorithm names round-trip and problem keys tell problems apart. With a GPU (the
 // tests skip with "no CUDA device" otherwise; ctest also runs them on the emulated device):
-// convolutions against plain CPU loops in double, for float32 (strict FP32), float16 and bfloat16,
-// with every epilogue, NCHW and NHWC, heuristic and exhaustive algorithm choice, batches split in
+// convolutions (2-D and 3-D) against plain CPU loops in double, for float32 (strict FP32), float16 and
+// bfloat16, with every epilogue, NCHW and NHWC, heuristic and exhaustive algorithm choice, batches split in
 // chunks, and outputs whose prior contents must not matter. Outputs start poisoned (NaN), so
 // unwritten elements show.
 #include <gtest/gtest.h>
@@ -46,6 +46,7 @@ namespace {
 struct ConvCase {
   int64_t n = 2, c = 8, h = 9, w = 10, k = 12, r = 3, s = 3;
   int64_t groups = 1, pad = 1, stride = 1, dil = 1;
+  int64_t d = 0, t = 1, pad_d = 0, stride_d = 1, dil_d = 1;  // depth: d > 0 makes a 3-D case
   DataType dtype = DataType::Float32;
   bool nhwc = false;
   bool bias = false, residual = false, z_is_y = false, relu = false;
@@ -53,17 +54,36 @@ struct ConvCase {
 };
 
 std::string name_of(const ConvCase& c) {
-  return "n" + std::to_string(c.n) + " c" + std::to_string(c.c) + " " + std::to_string(c.h) + "x" +
-         std::to_string(c.w) + " k" + std::to_string(c.k) + " " + std::to_string(c.r) + "x" + std::to_string(c.s) +
-         " g" + std::to_string(c.groups) + " pad " + std::to_string(c.pad) + " stride " + std::to_string(c.stride) +
-         " dil " + std::to_string(c.dil) + " " + runtime::data_type_name(c.dtype) + (c.nhwc ? " NHWC" : " NCHW") +
-         (c.bias ? " bias" : "") + (c.residual ? (c.z_is_y ? " z=y" : " z") : "") + (c.relu ? " relu" : "") +
+  const std::string depth = c.d > 0 ? std::to_string(c.d) + "x" : "", taps = c.d > 0 ? std::to_string(c.t) + "x" : "";
+  const std::string depth_params = c.d > 0 ? " depth pad " + std::to_string(c.pad_d) + " stride " +
+                                                 std::to_string(c.stride_d) + " dil " + std::to_string(c.dil_d)
+                                           : "";
+  return "n" + std::to_string(c.n) + " c" + std::to_string(c.c) + " " + depth + std::to_string(c.h) + "x" +
+         std::to_string(c.w) + " k" + std::to_string(c.k) + " " + taps + std::to_string(c.r) + "x" +
+         std::to_string(c.s) + depth_params + " g" + std::to_string(c.groups) + " pad " + std::to_string(c.pad) +
+         " stride " + std::to_string(c.stride) + " dil " + std::to_string(c.dil) + " " +
+         runtime::data_type_name(c.dtype) + (c.nhwc ? " NHWC" : " NCHW") + (c.bias ? " bias" : "") +
+         (c.residual ? (c.z_is_y ? " z=y" : " z") : "") + (c.relu ? " relu" : "") +
          (c.search == dnn::Search::Exhaustive ? " exhaustive" : " heuristic");
 }
 
-std::array<int64_t, 4> strides_of(int64_t n, int64_t c, int64_t h, int64_t w, bool nhwc) {
-  if (nhwc) return {h * w * c, 1, w * c, c};
-  return {c * h * w, h * w, w, 1};
+// Dense strides of (n, c, spatial...) dims, in that order: channels second or innermost.
+std::vector<int64_t> strides_of(const std::vector<int64_t>& dims, bool nhwc) {
+  std::vector<int64_t> st(dims.size());
+  int64_t next = 1;
+  if (nhwc) {
+    st[1] = 1;
+    next = dims[1];
+  }
+  for (size_t i = dims.size(); i-- > 0;) {
+    if (nhwc && i == 1) continue;
+    st[i] = next;
+    next *= dims[i];
+  }
+  return st;
+}
+std::vector<int64_t> strides_of(int64_t n, int64_t c, int64_t h, int64_t w, bool nhwc) {
+  return strides_of({n, c, h, w}, nhwc);
 }
 
 dnn::ConvProblem conv_problem(const ConvCase& c) {
@@ -82,8 +102,20 @@ dnn::ConvProblem conv_problem(const ConvCase& c) {
   p.out_h = dnn::conv_out_size(c.h, c.pad, c.dil, c.r, c.stride);
   p.out_w = dnn::conv_out_size(c.w, c.pad, c.dil, c.s, c.stride);
   p.dtype = c.dtype;
-  p.x_strides = strides_of(c.n, c.c, c.h, c.w, c.nhwc);
-  p.y_strides = strides_of(c.n, c.k, p.out_h, p.out_w, c.nhwc);
+  if (c.d > 0) {
+    p.spatial = 3;
+    p.d = c.d;
+    p.t = c.t;
+    p.pad_d = c.pad_d;
+    p.stride_d = c.stride_d;
+    p.dil_d = c.dil_d;
+    p.out_d = dnn::conv_out_size(c.d, c.pad_d, c.dil_d, c.t, c.stride_d);
+    p.x_strides = strides_of({c.n, c.c, c.d, c.h, c.w}, c.nhwc);
+    p.y_strides = strides_of({c.n, c.k, p.out_d, p.out_h, p.out_w}, c.nhwc);
+  } else {
+    p.x_strides = strides_of(c.n, c.c, c.h, c.w, c.nhwc);
+    p.y_strides = strides_of(c.n, c.k, p.out_h, p.out_w, c.nhwc);
+  }
   p.w_nhwc = c.nhwc;
   p.bias = c.bias;
   p.residual = c.residual;
@@ -132,20 +164,27 @@ void run_conv_case(const ConvCase& c, uint64_t salt) {
   const dnn::ConvProblem p = conv_problem(c);
   std::string why;
   ASSERT_TRUE(dnn::supported(p, &why)) << why;
-  const int64_t cg = c.c / c.groups, kg = c.k / c.groups, oh = p.out_h, ow = p.out_w;
-  const size_t x_count = static_cast<size_t>(c.n * c.c * c.h * c.w);
-  const size_t w_count = static_cast<size_t>(c.k * cg * c.r * c.s);
-  const size_t y_count = static_cast<size_t>(c.n * c.k * oh * ow);
+  // A 2-D case is the 3-D one of depth 1 (and one depth tap).
+  const int64_t cg = c.c / c.groups, kg = c.k / c.groups, od = p.out_d, oh = p.out_h, ow = p.out_w;
+  const int64_t depth = c.d > 0 ? c.d : 1;
+  const size_t x_count = static_cast<size_t>(c.n * c.c * depth * c.h * c.w);
+  const size_t w_count = static_cast<size_t>(c.k * cg * c.t * c.r * c.s);
+  const size_t y_count = static_cast<size_t>(c.n * c.k * od * oh * ow);
   const std::vector<float> x_host = random_values(x_count, c.dtype, rng);  // in storage order
   const std::vector<float> w_host = random_values(w_count, c.dtype, rng);
   const std::vector<float> bias_host = random_values(static_cast<size_t>(c.k), c.dtype, rng);
   const std::vector<float> z_host = random_values(y_count, c.dtype, rng);
-  const auto xs = p.x_strides, ys = p.y_strides;
-  auto x_at = [&](int64_t ni, int64_t ci, int64_t hi, int64_t wi) {
-    return static_cast<double>(x_host[static_cast<size_t>(ni * xs[0] + ci * xs[1] + hi * xs[2] + wi * xs[3])]);
+  // (n, c, depth, h, w) offsets through the problem's strides (a 2-D case has no depth stride).
+  auto offset = [&](const std::vector<int64_t>& st, int64_t ni, int64_t ci, int64_t zi, int64_t hi, int64_t wi) {
+    const size_t h_at = st.size() - 2;
+    return ni * st[0] + ci * st[1] + (st.size() == 5 ? zi * st[2] : 0) + hi * st[h_at] + wi * st[h_at + 1];
   };
-  auto w_at = [&](int64_t ki, int64_t ci, int64_t ri, int64_t si) {
-    const int64_t at = c.nhwc ? ((ki * c.r + ri) * c.s + si) * cg + ci : ((ki * cg + ci) * c.r + ri) * c.s + si;
+  auto x_at = [&](int64_t ni, int64_t ci, int64_t zi, int64_t hi, int64_t wi) {
+    return static_cast<double>(x_host[static_cast<size_t>(offset(p.x_strides, ni, ci, zi, hi, wi))]);
+  };
+  auto w_at = [&](int64_t ki, int64_t ci, int64_t ti, int64_t ri, int64_t si) {  // KCTRS or KTRSC
+    const int64_t at = c.nhwc ? (((ki * c.t + ti) * c.r + ri) * c.s + si) * cg + ci
+                              : (((ki * cg + ci) * c.t + ti) * c.r + ri) * c.s + si;
     return static_cast<double>(w_host[static_cast<size_t>(at)]);
   };
 
@@ -184,36 +223,39 @@ void run_conv_case(const ConvCase& c, uint64_t salt) {
   int bad = 0;
   for (int64_t ni = 0; ni < c.n; ++ni)
     for (int64_t ki = 0; ki < c.k; ++ki)
-      for (int64_t oy = 0; oy < oh; ++oy)
-        for (int64_t ox = 0; ox < ow; ++ox) {
-          const int64_t g = ki / kg;
-          double acc = 0, absum = 0;
-          for (int64_t ci = 0; ci < cg; ++ci)
-            for (int64_t ri = 0; ri < c.r; ++ri)
-              for (int64_t si = 0; si < c.s; ++si) {
-                const int64_t iy = oy * c.stride - c.pad + ri * c.dil;
-                const int64_t ix = ox * c.stride - c.pad + si * c.dil;
-                if (iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
-                const double t = x_at(ni, g * cg + ci, iy, ix) * w_at(ki, ci, ri, si);
-                acc += t;
-                absum += std::fabs(t);
-              }
-          const size_t at = static_cast<size_t>(ni * ys[0] + ki * ys[1] + oy * ys[2] + ox * ys[3]);
-          if (c.bias) {
-            acc += bias_host[static_cast<size_t>(ki)];
-            absum += std::fabs(bias_host[static_cast<size_t>(ki)]);
+      for (int64_t oz = 0; oz < od; ++oz)
+        for (int64_t oy = 0; oy < oh; ++oy)
+          for (int64_t ox = 0; ox < ow; ++ox) {
+            const int64_t g = ki / kg;
+            double acc = 0, absum = 0;
+            for (int64_t ci = 0; ci < cg; ++ci)
+              for (int64_t ti = 0; ti < c.t; ++ti)
+                for (int64_t ri = 0; ri < c.r; ++ri)
+                  for (int64_t si = 0; si < c.s; ++si) {
+                    const int64_t iz = oz * c.stride_d - c.pad_d + ti * c.dil_d;
+                    const int64_t iy = oy * c.stride - c.pad + ri * c.dil;
+                    const int64_t ix = ox * c.stride - c.pad + si * c.dil;
+                    if (iz < 0 || iz >= depth || iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
+                    const double t = x_at(ni, g * cg + ci, iz, iy, ix) * w_at(ki, ci, ti, ri, si);
+                    acc += t;
+                    absum += std::fabs(t);
+                  }
+            const size_t at = static_cast<size_t>(offset(p.y_strides, ni, ki, oz, oy, ox));
+            if (c.bias) {
+              acc += bias_host[static_cast<size_t>(ki)];
+              absum += std::fabs(bias_host[static_cast<size_t>(ki)]);
+            }
+            if (c.residual) {
+              acc += z_host[at];
+              absum += std::fabs(z_host[at]);
+            }
+            const double want = c.relu ? std::max(0.0, acc) : acc;
+            const double tol = rel * (absum + std::fabs(acc)) + 1e-5;
+            const double err = std::fabs(static_cast<double>(got[at]) - want);
+            if (!(err <= tol) && ++bad <= 5)
+              ADD_FAILURE() << "y[" << ni << "][" << ki << "][" << oz << "][" << oy << "][" << ox << "] = " << got[at]
+                            << ", want " << want << " (tolerance " << tol << ", " << algo.name << ")";
           }
-          if (c.residual) {
-            acc += z_host[at];
-            absum += std::fabs(z_host[at]);
-          }
-          const double want = c.relu ? std::max(0.0, acc) : acc;
-          const double tol = rel * (absum + std::fabs(acc)) + 1e-5;
-          const double err = std::fabs(static_cast<double>(got[at]) - want);
-          if (!(err <= tol) && ++bad <= 5)
-            ADD_FAILURE() << "y[" << ni << "][" << ki << "][" << oy << "][" << ox << "] = " << got[at] << ", want "
-                          << want << " (tolerance " << tol << ", " << algo.name << ")";
-        }
   EXPECT_EQ(bad, 0);
 }
 
@@ -221,6 +263,15 @@ dnn::ConvProblem plain_conv(bool nhwc) {
   ConvCase c;
   c.nhwc = nhwc;
   return conv_problem(c);
+}
+
+// A 3-D case: input depth 5, three depth taps, depth padding 1 (an output depth of 5).
+ConvCase volume_case() {
+  ConvCase c;
+  c.d = 5;
+  c.t = 3;
+  c.pad_d = 1;
+  return c;
 }
 
 std::string dnn_verdict(const dnn::ConvProblem& p) {
@@ -333,6 +384,35 @@ TEST(CudaLibs, ConvSupported) {
   p.h = int64_t{1} << 31;
   EXPECT_TRUE(contains(dnn_verdict(p), "exceeds 2^31-1")) << dnn_verdict(p);
 
+  // 3-D problems: the depth axis is checked as the others are, and x and y need five strides.
+  p = conv_problem(volume_case());
+  EXPECT_EQ(dnn_verdict(p), "ok");
+  p.w_nhwc = true;
+  EXPECT_TRUE(contains(dnn_verdict(p), "are not NDHWC-dense (the filter is KTRSC")) << dnn_verdict(p);
+  p = conv_problem(volume_case());
+  p.out_d += 1;
+  EXPECT_TRUE(contains(dnn_verdict(p), "out_d x out_h x out_w = 6 x 9 x 10, but the convolution gives 5 x 9 x 10"))
+      << dnn_verdict(p);
+  p = conv_problem(volume_case());
+  p.pad_d = 0;
+  p.dil_d = 3;  // 7 depths of filter over 5 of input
+  p.out_d = 1;
+  EXPECT_TRUE(contains(dnn_verdict(p), "the dilated filter (7 x 3 x 3) is larger than the padded input (5 x 11 x 12)"))
+      << dnn_verdict(p);
+  p = conv_problem(volume_case());
+  p.stride_d = 0;
+  EXPECT_TRUE(contains(dnn_verdict(p), "stride_d = 0")) << dnn_verdict(p);
+  p = conv_problem(volume_case());
+  p.x_strides = strides_of(p.n, p.c, p.h, p.w, false);  // four strides for five dims
+  EXPECT_TRUE(contains(dnn_verdict(p), "x strides [720,90,10,1] are not NCDHW-dense")) << dnn_verdict(p);
+  p = conv_problem(volume_case());
+  p.spatial = 1;
+  EXPECT_TRUE(contains(dnn_verdict(p), "spatial = 1")) << dnn_verdict(p);
+  p = plain_conv(false);
+  p.d = 0;  // depth fields are a 3-D problem's only
+  p.stride_d = 0;
+  EXPECT_EQ(dnn_verdict(p), "ok");
+
   // Empty batch: nothing to run, any strides.
   p = plain_conv(true);
   p.n = 0;
@@ -403,13 +483,13 @@ TEST(CudaLibs, ConvOutputDimsMatchTheFormula) {
       p.dil_h = sh.dil_h;
       p.dil_w = sh.dil_w;
       p.w_nhwc = nhwc;
-      const std::array<int, 4> dims = dnn::output_dims(p);
+      const std::vector<int> dims = dnn::output_dims(p);
       const int64_t oh = dnn::conv_out_size(sh.h, sh.pad_h, sh.dil_h, sh.r, sh.stride_h);
       const int64_t ow = dnn::conv_out_size(sh.w, sh.pad_w, sh.dil_w, sh.s, sh.stride_w);
       // The formula itself, written out once more: (h + 2p - d(r-1) - 1) / s + 1.
       EXPECT_EQ(oh, (sh.h + 2 * sh.pad_h - sh.dil_h * (sh.r - 1) - 1) / sh.stride_h + 1);
-      const std::array<int, 4> want = {static_cast<int>(sh.n), static_cast<int>(sh.k), static_cast<int>(oh),
-                                       static_cast<int>(ow)};
+      const std::vector<int> want = {static_cast<int>(sh.n), static_cast<int>(sh.k), static_cast<int>(oh),
+                                     static_cast<int>(ow)};
       EXPECT_EQ(dims, want) << dnn::problem_key(p);
       p.out_h = oh;
       p.out_w = ow;
@@ -417,6 +497,22 @@ TEST(CudaLibs, ConvOutputDimsMatchTheFormula) {
       p.y_strides = strides_of(p.n, p.k, oh, ow, nhwc);
       EXPECT_EQ(dnn_verdict(p), "ok");
     }
+  }
+  // 3-D, through the N-d descriptors: each axis its own padding, stride and dilation.
+  for (const bool nhwc : {false, true}) {
+    ConvCase c = volume_case();
+    c.d = 9;
+    c.t = 2;
+    c.pad_d = 2;
+    c.stride_d = 3;
+    c.dil_d = 2;
+    c.stride = 2;
+    c.groups = 4;
+    c.nhwc = nhwc;
+    const dnn::ConvProblem p = conv_problem(c);
+    EXPECT_EQ(dnn::output_dims(p), (std::vector<int>{2, 12, 4, 5, 5})) << dnn::problem_key(p);
+    EXPECT_EQ(p.out_d, 4);  // (9 + 4 - 2 - 1) / 3 + 1
+    EXPECT_EQ(dnn_verdict(p), "ok");
   }
   // cuDNN's own check of a bad descriptor comes back as a named error.
   dnn::ConvProblem p = plain_conv(false);
@@ -471,6 +567,27 @@ TEST(CudaLibs, ConvProblemKeyNamesEveryField) {
     dnn::ConvProblem p = base;
     changes[i](p);
     EXPECT_TRUE(keys.insert(dnn::problem_key(p)).second) << "change " << i << ": " << dnn::problem_key(p);
+  }
+  // 3-D: the depth of every field; a 2-D key is the same whatever its (unused) depth fields hold.
+  const dnn::ConvProblem volume = conv_problem(volume_case());
+  EXPECT_EQ(dnn::problem_key(volume),
+            "n2c8d5h9w10_k12t3r3s3_g1_p1x1x1_s1x1x1_d1x1x1_o5x9x10_float32_x[3600,450,90,10,1]_y[5400,450,90,10,1]_"
+            "KCTRS");
+  dnn::ConvProblem unused = base;
+  unused.d = 7;
+  unused.pad_d = 2;
+  EXPECT_EQ(dnn::problem_key(unused), dnn::problem_key(base));
+  const std::vector<std::function<void(dnn::ConvProblem&)>> depth_changes = {
+      [](dnn::ConvProblem& p) { p.d += 1; },        [](dnn::ConvProblem& p) { p.t += 1; },
+      [](dnn::ConvProblem& p) { p.pad_d += 1; },    [](dnn::ConvProblem& p) { p.stride_d += 1; },
+      [](dnn::ConvProblem& p) { p.dil_d += 1; },    [](dnn::ConvProblem& p) { p.out_d += 1; },
+      [](dnn::ConvProblem& p) { p.w_nhwc = true; }, [](dnn::ConvProblem& p) { p.x_strides[2] += 1; },
+  };
+  keys = {dnn::problem_key(volume)};
+  for (size_t i = 0; i < depth_changes.size(); ++i) {
+    dnn::ConvProblem p = volume;
+    depth_changes[i](p);
+    EXPECT_TRUE(keys.insert(dnn::problem_key(p)).second) << "depth change " << i << ": " << dnn::problem_key(p);
   }
 }
 
@@ -626,6 +743,54 @@ TEST(CudaLibsGpu, ConvLargeBatchRunsInChunks) {
         const dnn::Counters after = dnn::counters();
         EXPECT_EQ(after.fused + after.unfused - before.fused - before.unfused, 3) << name_of(c);
       }
+}
+
+// 3-D convolutions (conv3d) through the N-d descriptors: every epilogue, NCDHW and NDHWC, both
+// searches, float32 and the half types, depth parameters unlike the others' (so a swapped axis
+// shows), and a batch in chunks.
+TEST(CudaLibsGpu, Conv3d) {
+  FLOW_REQUIRE_GPU();
+  FLOW_REQUIRE_LIB(dnn::load);
+  uint64_t salt = 800;
+  for (const bool nhwc : {false, true})
+    for (const auto search : {dnn::Search::Heuristic, dnn::Search::Exhaustive})
+      for (const ConvVariant& v : conv_epilogues()) {
+        ConvCase c = volume_case();
+        c.h = 6;
+        c.w = 7;
+        c.nhwc = nhwc;
+        c.search = search;
+        v(c);
+        run_conv_case(c, ++salt);
+      }
+  ConvCase c = volume_case();
+  c.d = 8;
+  c.t = 2;
+  c.pad_d = 2;
+  c.stride_d = 3;
+  c.dil_d = 2;
+  c.h = 7;
+  c.w = 5;
+  c.groups = 4;
+  c.bias = true;
+  c.relu = true;
+  for (const DataType t : {DataType::Float32, DataType::Float16, DataType::BFloat16})
+    for (const bool nhwc : {false, true}) {
+      c.dtype = t;
+      c.nhwc = nhwc;
+      run_conv_case(c, ++salt);
+    }
+  // Three images in chunks of one: the image size includes the depth.
+  const dnn::ConvProblem p = conv_problem(c);
+  const std::string one_image = std::to_string(std::max(p.c * p.d * p.h * p.w, p.k * p.out_d * p.out_h * p.out_w));
+  const ScopedEnv limit("FLOW_CUDNN_MAX_TENSOR_ELEMENTS", one_image.c_str());
+  c.n = 3;
+  c.dtype = DataType::Float32;
+  c.residual = true;
+  const dnn::Counters before = dnn::counters();
+  run_conv_case(c, ++salt);
+  const dnn::Counters after = dnn::counters();
+  EXPECT_EQ(after.fused + after.unfused - before.fused - before.unfused, 3);
 }
 
 TEST(CudaLibsGpu, ConvAlgorithmFromARecord) {

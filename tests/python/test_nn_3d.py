@@ -22,13 +22,15 @@ DEVICES = [
         not flow.cuda.is_available(), reason="no CUDA device: " + flow.cuda.unavailable_reason()[:80])]),
 ]
 HALF = (torch.float16, torch.bfloat16)
-# The convolutions' two paths: the 3-d library op (the CPU's) and the composition over 2-d ones
-# (CUDA's; on the CPU by switching the library op off).
+# The convolutions' two paths: the 3-d library op (oneDNN's on the CPU, cuDNN's on CUDA) and the
+# composition over 2-d ones (by switching the library op off).
+_GPU_MARKS = [pytest.mark.gpu, pytest.mark.skipif(
+    not flow.cuda.is_available(), reason="no CUDA device: " + flow.cuda.unavailable_reason()[:80])]
 CONV_PATHS = [
     ("cpu", "native"),
     ("cpu", "composed"),
-    pytest.param("cuda", "composed", marks=[pytest.mark.gpu, pytest.mark.skipif(
-        not flow.cuda.is_available(), reason="no CUDA device: " + flow.cuda.unavailable_reason()[:80])]),
+    pytest.param("cuda", "native", marks=_GPU_MARKS),
+    pytest.param("cuda", "composed", marks=_GPU_MARKS),
 ]
 
 
@@ -36,7 +38,7 @@ CONV_PATHS = [
 def conv_path(request, monkeypatch):
     from flow.nn import _functional_3d
 
-    monkeypatch.setattr(_functional_3d, "_native_on_cpu", request.param == "native")
+    monkeypatch.setattr(_functional_3d, "_native_conv", request.param == "native")
     return request.param
 
 
@@ -406,6 +408,42 @@ def test_jitted_conv3d_launches(conv_path, gen):
     assert flow.launch_count() == (1 if conv_path == "native" else 2), report
     library = "library call: conv3d (oneDNN)" if conv_path == "native" else "library call: conv2d (oneDNN)"
     assert library in report, report
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not flow.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_jitted_conv3d_on_cuda_is_one_cudnn_call(dtype, gen):
+    """conv3d + bias + residual + relu under jit on CUDA: one cuDNN N-d convolution with the whole
+    epilogue fused (no generated kernel, no depth unfold), and conv_transpose3d one backward-data
+    call; both torch's values."""
+    x, w, b = make((2, 4, 5, 6, 7), dtype, gen), make((6, 4, 3, 3, 3), dtype, gen), make((6,), dtype, gen)
+    r = make((2, 6, 5, 6, 7), dtype, gen)
+
+    def block(m, a, c, d, e):
+        return m.relu(m.nn.functional.conv3d(a, c, d, padding=1) + e)
+
+    jitted = flow.jit(lambda *xs: block(flow, *xs))
+    fx, fw, fb, fr = (to_flow(t).cuda() for t in (x, w, b, r))
+    got = to_torch(jitted(fx, fw, fb, fr).cpu())
+    exact = block(torch, x.double(), w.double(), b.double(), r.double())
+    magnitude = TF.conv3d(x.double().abs(), w.double().abs(), b.double().abs(), padding=1) + r.double().abs()
+    _assert_products(got, exact, magnitude, 4 * 27 + 2, dtype, "conv3d block")
+    text = jitted.explain(with_source=False)
+    assert "library call: conv3d (cuDNN)" in text, text
+    before = flow.cuda.library_counters()
+    flow.reset_launch_count()
+    jitted(fx, fw, fb, fr)
+    assert flow.launch_count() == 0, text  # the library call alone
+    after = flow.cuda.library_counters()
+    assert after["cudnn_fused"] + after["cudnn_unfused"] == before["cudnn_fused"] + before["cudnn_unfused"] + 1
+    wt = make((4, 3, 2, 2, 2), dtype, gen)
+    up = flow.jit(lambda a, c: F.conv_transpose3d(a, c, stride=2))
+    got = to_torch(up(fx, to_flow(wt).cuda()).cpu())
+    exact = TF.conv_transpose3d(x.double(), wt.double(), stride=2)
+    magnitude = TF.conv_transpose3d(x.double().abs(), wt.double().abs(), stride=2)
+    _assert_products(got, exact, magnitude, 4 * 8, dtype, "conv_transpose3d")
+    assert "library call: conv_transpose3d (cuDNN)" in up.explain(with_source=False)
 
 
 def test_top_level_spellings():

@@ -1,9 +1,9 @@
 """torch.nn.functional's volumetric (3-d) convolutions and pools.
 
-Note: on the CPU, conv3d and conv_transpose3d are library ops of their own (oneDNN's 3-d
-convolution and deconvolution, with post-op fusion as the 2-d ones; dsl/ops/library.cpp). On CUDA,
-where flow's cuDNN calls are 2-d (and an N-d cuDNN path has not yet run on a device), and for the
-pools everywhere, each 3-d function is a composition of 2-d ones:
+Note: conv3d and conv_transpose3d are library ops of their own (dsl/ops/library.cpp): oneDNN's
+3-d convolution and deconvolution on the CPU, cuDNN's N-d convolution and backward data on CUDA,
+with the epilogue fusion of their 2-d namesakes. What those cannot express (a conv_transpose3d
+output_padding at or above the stride), and the pools everywhere, are compositions of 2-d ones:
 
 - conv3d is one 2-d convolution over the depth-unfolded input. The KD depth taps of the (depth
   padded) input, strided slices along depth, are stacked into the channels, so each output depth is
@@ -33,7 +33,6 @@ import numpy as np
 
 from .. import _dtype as D
 from .. import _ops
-from .. import amp as _amp
 from .._eager_fusion import fused_in_eager
 from . import _pool_indices
 from . import functional as F
@@ -127,17 +126,10 @@ def _check_conv_args(fn, x, weight, bias, groups, stride, dilation, transposed=F
                            f"{out_channels} elements, but got bias of size {list(bias.shape)} instead")
 
 
-# Whether the 3-d library ops may run a convolution of x: on the CPU (oneDNN). Traced values ask
-# the trace's device. (A switch for bench/volumetric.py, which times the composition beside them.)
-_native_on_cpu = True
-
-
-def _native(x):
-    if not _native_on_cpu:
-        return False
-    if x._c is not None:
-        return not x.is_cuda
-    return _amp.trace_device(x._ctx) != "cuda"
+# Whether convolutions run as the 3-d library ops (oneDNN's on the CPU, cuDNN's N-d ones on CUDA)
+# rather than as the composition over 2-d ones. A switch for bench/volumetric.py and the tests, which
+# run the composition beside them.
+_native_conv = True
 
 
 def _operands(x, weight, bias):
@@ -172,7 +164,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         raise RuntimeError(f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). Kernel size: "
                            f"({' x '.join(str(r + 1) for r in reach)}). Kernel size can't be greater than actual "
                            "input size")
-    if _native(x):
+    if _native_conv:
         attrs = {"stride": list(s), "padding": lo, "dilation": list(d), "groups": groups}
         if hi != lo:
             attrs["padding_end"] = hi
@@ -214,8 +206,9 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
     if builtins.min(out) <= 0:
         raise RuntimeError(f"Given input size per channel: ({' x '.join(map(str, size))}). Calculated output size per "
                            f"channel: ({' x '.join(map(str, out))}). Output size is too small")
-    # oneDNN's deconvolution, as conv_transpose2d's: output_padding below the stride.
-    if _native(x) and all(op[i] < s[i] for i in range(3)):
+    # The library's deconvolution (oneDNN's; cuDNN's backward data), as conv_transpose2d's:
+    # output_padding below the stride.
+    if _native_conv and all(op[i] < s[i] for i in range(3)):
         attrs = {"stride": list(s), "padding": list(p), "output_padding": list(op), "dilation": list(d),
                  "groups": groups}
         return F.dispatch1("conv_transpose3d", _operands(input, weight, bias), attrs)

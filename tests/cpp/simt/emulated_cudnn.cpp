@@ -1,8 +1,10 @@
 // The emulated device's libcudnn (see emulated_driver.cpp): the legacy convolution entry points flow
 // uses (runtime/cudnn.cpp's function table), implemented on the host from cuDNN's documented
 // semantics:
-//  - tensors are 4-d (n, c, h, w) with explicit strides; filters are (k, c / groups, r, s) in NCHW
-//    or NHWC memory order; cross-correlation with padding, stride, dilation and groups;
+//  - tensors are 4-d (n, c, h, w) or 5-d (n, c, d, h, w) with explicit strides; filters are
+//    (k, c / groups, [t,] r, s) in NCHW or NHWC memory order (channels second or innermost);
+//    cross-correlation with padding, stride, dilation and groups over 2 or 3 spatial axes, the rank
+//    of tensors, filter and convolution agreeing (a 4-d tensor is held as 5-d of depth 1);
 //  - cudnnConvolutionForward: y = alpha * conv(x, w) + beta * y;
 //  - cudnnConvolutionBiasActivationForward: y = act(alpha1 * conv(x, w) + alpha2 * z + bias), with
 //    the documented limits (activation RELU or IDENTITY; IDENTITY only with IMPLICIT_PRECOMP_GEMM).
@@ -56,36 +58,56 @@ ValueType value_type(cudnnDataType_t t) {
   }
 }
 
-struct Tensor4 {
+// Every tensor as 5-d (n, c, d, h, w); `nb` is the rank it was described with (4: depth 1).
+struct Tensor5 {
   cudnnDataType_t type{};
-  int dims[4] = {};     // n, c, h, w
-  int strides[4] = {};  // elements
+  int nb = 0;
+  int dims[5] = {};     // n, c, d, h, w
+  int strides[5] = {};  // elements
 };
 
-struct Filter4 {
+struct Filter5 {
   cudnnDataType_t type{};
   cudnnTensorFormat_t format{};
-  int k = 0, c = 0, r = 0, s = 0;
+  int nb = 0;
+  int k = 0, c = 0, t = 1, r = 0, s = 0;
 };
 
+// Padding, stride and dilation per spatial axis (d, h, w); a 2-d convolution has depth's at rest.
 struct Conv {
-  int pad_h = 0, pad_w = 0, u = 1, v = 1, dil_h = 1, dil_w = 1;
+  int spatial = 0;  // 2 or 3: the axes it was described with
+  int pad[3] = {0, 0, 0}, stride[3] = {1, 1, 1}, dil[3] = {1, 1, 1};
   cudnnConvolutionMode_t mode{};
   cudnnDataType_t compute{};
   int groups = 1;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
 };
 
-// Calls f(r, s, h, w) for each filter tap (r, s) of output position (p, q) that lands inside the
-// H x W input, at input position (h, w).
+// The spatial sizes of an input and a filter, and the offset of filter tap (t, r, s) of output
+// channel k, input channel c (of its group's cg) in either memory order.
+struct Geometry {
+  int D, H, W, T, R, S, Cg;
+  bool nhwc;
+  int64_t filter_offset(int k, int c, int t, int r, int s) const {
+    return nhwc ? (((static_cast<int64_t>(k) * T + t) * R + r) * S + s) * Cg + c
+                : (((static_cast<int64_t>(k) * Cg + c) * T + t) * R + r) * S + s;
+  }
+};
+
+// Calls f(t, r, s, d, h, w) for each filter tap (t, r, s) of output position (o, p, q) that lands
+// inside the D x H x W input, at input position (d, h, w).
 template <class F>
-void for_each_tap(const Conv& cv, int R, int S, int H, int W, int p, int q, F f) {
-  for (int r = 0; r < R; ++r) {
-    const int h = p * cv.u - cv.pad_h + r * cv.dil_h;
-    if (h < 0 || h >= H) continue;
-    for (int s = 0; s < S; ++s) {
-      const int w = q * cv.v - cv.pad_w + s * cv.dil_w;
-      if (w >= 0 && w < W) f(r, s, h, w);
+void for_each_tap(const Conv& cv, const Geometry& g, int o, int p, int q, F f) {
+  for (int t = 0; t < g.T; ++t) {
+    const int d = o * cv.stride[0] - cv.pad[0] + t * cv.dil[0];
+    if (d < 0 || d >= g.D) continue;
+    for (int r = 0; r < g.R; ++r) {
+      const int h = p * cv.stride[1] - cv.pad[1] + r * cv.dil[1];
+      if (h < 0 || h >= g.H) continue;
+      for (int s = 0; s < g.S; ++s) {
+        const int w = q * cv.stride[2] - cv.pad[2] + s * cv.dil[2];
+        if (w >= 0 && w < g.W) f(t, r, s, d, h, w);
+      }
     }
   }
 }
@@ -156,9 +178,9 @@ bool offered(cudnnConvolutionBwdDataAlgo_t a) {
   return false;
 }
 
-int64_t extent(const Tensor4& t) {
+int64_t extent(const Tensor5& t) {
   int64_t last = 0;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 5; ++i) {
     if (t.dims[i] == 0) return 0;
     last += static_cast<int64_t>(t.dims[i] - 1) * t.strides[i];
   }
@@ -166,29 +188,40 @@ int64_t extent(const Tensor4& t) {
 }
 
 std::string shape(const int* d) {
-  return std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" + std::to_string(d[2]) + "x" + std::to_string(d[3]);
+  std::string s = std::to_string(d[0]);
+  for (int i = 1; i < 5; ++i) s += "x" + std::to_string(d[i]);
+  return s;
 }
 
-void output_dims(const Conv& cv, const Tensor4& x, const Filter4& w, int* out) {
+Geometry geometry(const Tensor5& x, const Filter5& w) {
+  return {x.dims[2], x.dims[3], x.dims[4], w.t, w.r, w.s, w.c, w.format == CUDNN_TENSOR_NHWC};
+}
+
+// (n, k, d, h, w) of the convolution's output.
+void output_dims(const Conv& cv, const Tensor5& x, const Filter5& w, int* out) {
   out[0] = x.dims[0];
   out[1] = w.k;
-  out[2] = (x.dims[2] + 2 * cv.pad_h - (cv.dil_h * (w.r - 1) + 1)) / cv.u + 1;
-  out[3] = (x.dims[3] + 2 * cv.pad_w - (cv.dil_w * (w.s - 1) + 1)) / cv.v + 1;
+  const int taps[3] = {w.t, w.r, w.s};
+  for (int i = 0; i < 3; ++i)
+    out[2 + i] = (x.dims[2 + i] + 2 * cv.pad[i] - (cv.dil[i] * (taps[i] - 1) + 1)) / cv.stride[i] + 1;
 }
 
 // Shapes and types of (x, w, conv, y); empty when cuDNN would accept them.
-std::string validate(const Tensor4& x, const Filter4& w, const Conv& cv, const Tensor4& y) {
+std::string validate(const Tensor5& x, const Filter5& w, const Conv& cv, const Tensor5& y) {
   if (value_type(x.type) == ValueType::Unsupported) return "x has a data type the emulation lacks";
   if (x.type != w.type || x.type != y.type) return "x, w and y differ in data type";
   if (cv.mode != CUDNN_CROSS_CORRELATION) return "only cross-correlation is emulated";
   if (cv.compute != CUDNN_DATA_FLOAT) return "only float compute is emulated";
+  if (x.nb != cv.spatial + 2 || y.nb != x.nb || w.nb != x.nb)
+    return "x, w, y and the convolution differ in rank (" + std::to_string(x.nb) + ", " + std::to_string(w.nb) + ", " +
+           std::to_string(y.nb) + ", " + std::to_string(cv.spatial) + " spatial axes)";
   if (w.c * cv.groups != x.dims[1])
     return "the filter's c (" + std::to_string(w.c) + ") times groups (" + std::to_string(cv.groups) +
            ") is not x's c (" + std::to_string(x.dims[1]) + ")";
   if (w.k % cv.groups != 0) return "the filter's k is not a multiple of groups";
-  int out[4];
+  int out[5];
   output_dims(cv, x, w, out);
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < 5; ++i)
     if (out[i] != y.dims[i]) return "y is " + shape(y.dims) + ", the convolution gives " + shape(out);
   return {};
 }
@@ -199,8 +232,8 @@ bool in_device_memory(const void* p, int64_t elements, cudnnDataType_t t) {
 }
 
 struct Call {
-  Tensor4 x, y, z;
-  Filter4 w;
+  Tensor5 x, y, z;
+  Filter5 w;
   Conv cv;
   const void *px = nullptr, *pw = nullptr, *pz = nullptr, *pbias = nullptr;
   void* py = nullptr;
@@ -215,58 +248,60 @@ bool skips_zero_alpha2() {
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
+int64_t offset(const Tensor5& t, int n, int c, int d, int h, int w) {
+  return static_cast<int64_t>(n) * t.strides[0] + static_cast<int64_t>(c) * t.strides[1] +
+         static_cast<int64_t>(d) * t.strides[2] + static_cast<int64_t>(h) * t.strides[3] +
+         static_cast<int64_t>(w) * t.strides[4];
+}
+
 int run(void* arg) {
   const Call& k = *static_cast<const Call*>(arg);
   const ValueType t = value_type(k.x.type);
-  const int N = k.x.dims[0], C = k.x.dims[1], H = k.x.dims[2], W = k.x.dims[3];
-  const int K = k.y.dims[1], P = k.y.dims[2], Q = k.y.dims[3];
-  const int R = k.w.r, S = k.w.s, Cg = k.w.c, Kg = K / k.cv.groups;
+  const Geometry g = geometry(k.x, k.w);
+  const int N = k.x.dims[0], C = k.x.dims[1], D = g.D, H = g.H, W = g.W;
+  const int K = k.y.dims[1], O = k.y.dims[2], P = k.y.dims[3], Q = k.y.dims[4];
+  const int Cg = g.Cg, Kg = K / k.cv.groups;
   // Dense double copies, channels innermost so that the inner loop is one contiguous dot product:
-  // x as [n][h][w][c], w as [k][r][s][c].
-  std::vector<double> x(static_cast<size_t>(N) * C * H * W), w(static_cast<size_t>(K) * Cg * R * S);
+  // x as [n][d][h][w][c], w as [k][t][r][s][c].
+  std::vector<double> x(static_cast<size_t>(N) * C * D * H * W), w(static_cast<size_t>(K) * Cg * g.T * g.R * g.S);
+  auto x_at = [&](int n, int d, int h, int ww) { return (((static_cast<size_t>(n) * D + d) * H + h) * W + ww) * C; };
+  auto w_at = [&](int kk, int tt, int r, int ss) {
+    return (((static_cast<size_t>(kk) * g.T + tt) * g.R + r) * g.S + ss) * Cg;
+  };
   for (int n = 0; n < N; ++n)
     for (int c = 0; c < C; ++c)
-      for (int h = 0; h < H; ++h)
-        for (int ww = 0; ww < W; ++ww)
-          x[((static_cast<size_t>(n) * H + h) * W + ww) * C + c] =
-              load_value(t, k.px,
-                         static_cast<int64_t>(n) * k.x.strides[0] + static_cast<int64_t>(c) * k.x.strides[1] +
-                             static_cast<int64_t>(h) * k.x.strides[2] + static_cast<int64_t>(ww) * k.x.strides[3]);
-  const bool nhwc = k.w.format == CUDNN_TENSOR_NHWC;
+      for (int d = 0; d < D; ++d)
+        for (int h = 0; h < H; ++h)
+          for (int ww = 0; ww < W; ++ww) x[x_at(n, d, h, ww) + c] = load_value(t, k.px, offset(k.x, n, c, d, h, ww));
   for (int kk = 0; kk < K; ++kk)
     for (int c = 0; c < Cg; ++c)
-      for (int r = 0; r < R; ++r)
-        for (int s = 0; s < S; ++s)
-          w[((static_cast<size_t>(kk) * R + r) * S + s) * Cg + c] =
-              load_value(t, k.pw,
-                         nhwc ? ((static_cast<int64_t>(kk) * R + r) * S + s) * Cg + c
-                              : ((static_cast<int64_t>(kk) * Cg + c) * R + r) * S + s);
+      for (int tt = 0; tt < g.T; ++tt)
+        for (int r = 0; r < g.R; ++r)
+          for (int ss = 0; ss < g.S; ++ss)
+            w[w_at(kk, tt, r, ss) + c] = load_value(t, k.pw, g.filter_offset(kk, c, tt, r, ss));
   for (int n = 0; n < N; ++n) {
-    for (int p = 0; p < P; ++p) {
-      for (int q = 0; q < Q; ++q) {
-        for (int kk = 0; kk < K; ++kk) {  // the input window stays in cache over the output channels
-          const int g = kk / Kg;
-          double acc = 0;
-          for_each_tap(k.cv, R, S, H, W, p, q, [&](int r, int s, int h, int ww) {
-            const double* xp = x.data() + ((static_cast<size_t>(n) * H + h) * W + ww) * C + g * Cg;
-            const double* wp = w.data() + ((static_cast<size_t>(kk) * R + r) * S + s) * Cg;
-            for (int c = 0; c < Cg; ++c) acc += xp[c] * wp[c];
-          });
-          const int64_t yo = static_cast<int64_t>(n) * k.y.strides[0] + static_cast<int64_t>(kk) * k.y.strides[1] +
-                             static_cast<int64_t>(p) * k.y.strides[2] + static_cast<int64_t>(q) * k.y.strides[3];
-          double v = k.alpha * acc;
-          if (k.fused) {
-            if (k.read_z) {
-              const int64_t zo = static_cast<int64_t>(n) * k.z.strides[0] + static_cast<int64_t>(kk) * k.z.strides[1] +
-                                 static_cast<int64_t>(p) * k.z.strides[2] + static_cast<int64_t>(q) * k.z.strides[3];
-              v += k.beta * load_value(t, k.pz, zo);
+    for (int o = 0; o < O; ++o) {
+      for (int p = 0; p < P; ++p) {
+        for (int q = 0; q < Q; ++q) {
+          for (int kk = 0; kk < K; ++kk) {  // the input window stays in cache over the output channels
+            const int grp = kk / Kg;
+            double acc = 0;
+            for_each_tap(k.cv, g, o, p, q, [&](int tt, int r, int ss, int d, int h, int ww) {
+              const double* xp = x.data() + x_at(n, d, h, ww) + grp * Cg;
+              const double* wp = w.data() + w_at(kk, tt, r, ss);
+              for (int c = 0; c < Cg; ++c) acc += xp[c] * wp[c];
+            });
+            const int64_t yo = offset(k.y, n, kk, o, p, q);
+            double v = k.alpha * acc;
+            if (k.fused) {
+              if (k.read_z) v += k.beta * load_value(t, k.pz, offset(k.z, n, kk, o, p, q));
+              v += load_value(t, k.pbias, kk);
+              if (k.relu) v = std::isnan(v) ? v : (v > 0 ? v : 0);
+            } else if (k.beta != 0) {
+              v += k.beta * load_value(t, k.py, yo);
             }
-            v += load_value(t, k.pbias, kk);
-            if (k.relu) v = std::isnan(v) ? v : (v > 0 ? v : 0);
-          } else if (k.beta != 0) {
-            v += k.beta * load_value(t, k.py, yo);
+            store_value(t, k.py, yo, v);
           }
-          store_value(t, k.py, yo, v);
         }
       }
     }
@@ -276,59 +311,56 @@ int run(void* arg) {
 
 // cudnnConvolutionBackwardData: dx = alpha * conv_transpose(dy, w) + beta * dx.
 struct BackwardDataCall {
-  Tensor4 dx, dy;
-  Filter4 w;
+  Tensor5 dx, dy;
+  Filter5 w;
   Conv cv;
   const void *pdy = nullptr, *pw = nullptr;
   void* pdx = nullptr;
   double alpha = 1, beta = 0;
 };
 
-int64_t offset(const Tensor4& t, int n, int c, int h, int w) {
-  return static_cast<int64_t>(n) * t.strides[0] + static_cast<int64_t>(c) * t.strides[1] +
-         static_cast<int64_t>(h) * t.strides[2] + static_cast<int64_t>(w) * t.strides[3];
-}
-
 int run_backward_data(void* arg) {
   const BackwardDataCall& k = *static_cast<const BackwardDataCall*>(arg);
   const ValueType t = value_type(k.dx.type);
-  const int N = k.dx.dims[0], C = k.dx.dims[1], H = k.dx.dims[2], W = k.dx.dims[3];
-  const int K = k.dy.dims[1], P = k.dy.dims[2], Q = k.dy.dims[3];
-  const int R = k.w.r, S = k.w.s, Cg = k.w.c, Kg = K / k.cv.groups;
-  const bool nhwc = k.w.format == CUDNN_TENSOR_NHWC;
-  std::vector<double> acc(static_cast<size_t>(N) * C * H * W, 0.0);
+  const Geometry g = geometry(k.dx, k.w);
+  const int N = k.dx.dims[0], C = k.dx.dims[1], D = g.D, H = g.H, W = g.W;
+  const int K = k.dy.dims[1], O = k.dy.dims[2], P = k.dy.dims[3], Q = k.dy.dims[4];
+  const int Cg = g.Cg, Kg = K / k.cv.groups;
+  std::vector<double> acc(static_cast<size_t>(N) * C * D * H * W, 0.0);  // [n][c][d][h][w]
+  auto acc_at = [&](int n, int c, int d, int h, int ww) {
+    return (((static_cast<size_t>(n) * C + c) * D + d) * H + h) * W + ww;
+  };
   for (int n = 0; n < N; ++n)
     for (int kk = 0; kk < K; ++kk) {
-      const int g = kk / Kg;
-      for (int p = 0; p < P; ++p)
-        for (int q = 0; q < Q; ++q) {
-          const double dy = load_value(t, k.pdy, offset(k.dy, n, kk, p, q));
-          for_each_tap(k.cv, R, S, H, W, p, q, [&](int r, int s, int h, int ww) {
-            for (int c = 0; c < Cg; ++c) {
-              const int64_t wo = nhwc ? ((static_cast<int64_t>(kk) * R + r) * S + s) * Cg + c
-                                      : ((static_cast<int64_t>(kk) * Cg + c) * R + r) * S + s;
-              acc[((static_cast<size_t>(n) * C + g * Cg + c) * H + h) * W + ww] += dy * load_value(t, k.pw, wo);
-            }
-          });
-        }
+      const int grp = kk / Kg;
+      for (int o = 0; o < O; ++o)
+        for (int p = 0; p < P; ++p)
+          for (int q = 0; q < Q; ++q) {
+            const double dy = load_value(t, k.pdy, offset(k.dy, n, kk, o, p, q));
+            for_each_tap(k.cv, g, o, p, q, [&](int tt, int r, int ss, int d, int h, int ww) {
+              for (int c = 0; c < Cg; ++c)
+                acc[acc_at(n, grp * Cg + c, d, h, ww)] += dy * load_value(t, k.pw, g.filter_offset(kk, c, tt, r, ss));
+            });
+          }
     }
   for (int n = 0; n < N; ++n)
     for (int c = 0; c < C; ++c)
-      for (int h = 0; h < H; ++h)
-        for (int ww = 0; ww < W; ++ww) {
-          const int64_t o = offset(k.dx, n, c, h, ww);
-          double v = k.alpha * acc[((static_cast<size_t>(n) * C + c) * H + h) * W + ww];
-          if (k.beta != 0) v += k.beta * load_value(t, k.pdx, o);
-          store_value(t, k.pdx, o, v);
-        }
+      for (int d = 0; d < D; ++d)
+        for (int h = 0; h < H; ++h)
+          for (int ww = 0; ww < W; ++ww) {
+            const int64_t o = offset(k.dx, n, c, d, h, ww);
+            double v = k.alpha * acc[acc_at(n, c, d, h, ww)];
+            if (k.beta != 0) v += k.beta * load_value(t, k.pdx, o);
+            store_value(t, k.pdx, o, v);
+          }
   return 0;
 }
 
-Tensor4& T(cudnnTensorDescriptor_t d) {
-  return *reinterpret_cast<Tensor4*>(d);
+Tensor5& T(cudnnTensorDescriptor_t d) {
+  return *reinterpret_cast<Tensor5*>(d);
 }
-Filter4& F(cudnnFilterDescriptor_t d) {
-  return *reinterpret_cast<Filter4*>(d);
+Filter5& F(cudnnFilterDescriptor_t d) {
+  return *reinterpret_cast<Filter5*>(d);
 }
 Conv& CV(cudnnConvolutionDescriptor_t d) {
   return *reinterpret_cast<Conv*>(d);
@@ -349,15 +381,15 @@ cudnnStatus_t enqueue(cudnnHandle_t h, std::unique_ptr<Call> call) {
 // The checks every convolution call makes: shapes, the algorithm, its workspace, the operands'
 // memory (x and y in the forward convolution's terms).
 template <typename Algo>
-cudnnStatus_t check_call(const Tensor4& x, const void* px, const Filter4& w, const void* pw, const Conv& cv, Algo algo,
-                         const void* ws, size_t ws_bytes, const Tensor4& y, const void* py) {
+cudnnStatus_t check_call(const Tensor5& x, const void* px, const Filter5& w, const void* pw, const Conv& cv, Algo algo,
+                         const void* ws, size_t ws_bytes, const Tensor5& y, const void* py) {
   if (const std::string why = validate(x, w, cv, y); !why.empty()) return fail(CUDNN_STATUS_BAD_PARAM, why);
   if (!offered(algo)) return fail(CUDNN_STATUS_NOT_SUPPORTED, "an algorithm the emulation does not offer");
   if (ws_bytes < workspace_for(algo))
     return fail(CUDNN_STATUS_BAD_PARAM, "the workspace (" + std::to_string(ws_bytes) + " bytes) is smaller than the " +
                                             std::to_string(workspace_for(algo)) + " the algorithm needs");
   if (!in_device_memory(px, extent(x), x.type) || !in_device_memory(py, extent(y), y.type) ||
-      !in_device_memory(pw, static_cast<int64_t>(w.k) * w.c * w.r * w.s, w.type))
+      !in_device_memory(pw, static_cast<int64_t>(w.k) * w.c * w.t * w.r * w.s, w.type))
     return fail(CUDNN_STATUS_EXECUTION_FAILED, "an operand is not inside live device memory");
   // The algorithm's kernels use the workspace it asked for: it must be device memory.
   if (workspace_for(algo) > 0 && emulated_driver().is_device_range(ws, workspace_for(algo)) == 0)
@@ -365,8 +397,8 @@ cudnnStatus_t check_call(const Tensor4& x, const void* px, const Filter4& w, con
   return CUDNN_STATUS_SUCCESS;
 }
 
-cudnnStatus_t check_forward(const Tensor4& x, const void* px, const Filter4& w, const void* pw, const Conv& cv,
-                            cudnnConvolutionFwdAlgo_t algo, const void* ws, size_t ws_bytes, const Tensor4& y,
+cudnnStatus_t check_forward(const Tensor5& x, const void* px, const Filter5& w, const void* pw, const Conv& cv,
+                            cudnnConvolutionFwdAlgo_t algo, const void* ws, size_t ws_bytes, const Tensor5& y,
                             const void* py) {
   return check_call(x, px, w, pw, cv, algo, ws, ws_bytes, y, py);
 }
@@ -472,43 +504,70 @@ cudnnStatus_t CUDNNWINAPI cudnnSetStream(cudnnHandle_t handle, cudaStream_t stre
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t* d) {
-  make_handle<Tensor4>(d);
+  make_handle<Tensor5>(d);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t d, cudnnDataType_t type, int nb,
+                                                     const int dims[], const int strides[]) {
+  if (nb != 4 && nb != 5) return fail(CUDNN_STATUS_NOT_SUPPORTED, "the emulation has 4-d and 5-d tensors only");
+  for (int i = 0; i < nb; ++i)
+    if (dims[i] <= 0 || strides[i] <= 0)
+      return fail(CUDNN_STATUS_BAD_PARAM, "a tensor dimension or stride is not positive");
+  Tensor5& t = T(d);
+  t.type = type;
+  t.nb = nb;
+  const int depth = nb == 5 ? 1 : 0;  // a 4-d tensor gets depth 1 (its stride unused)
+  t.dims[0] = dims[0];
+  t.strides[0] = strides[0];
+  t.dims[1] = dims[1];
+  t.strides[1] = strides[1];
+  t.dims[2] = depth ? dims[2] : 1;
+  t.strides[2] = depth ? strides[2] : 1;
+  for (int i = 0; i < 2; ++i) {
+    t.dims[3 + i] = dims[2 + depth + i];
+    t.strides[3 + i] = strides[2 + depth + i];
+  }
   return CUDNN_STATUS_SUCCESS;
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnSetTensor4dDescriptorEx(cudnnTensorDescriptor_t d, cudnnDataType_t type, int n, int c,
                                                        int h, int w, int ns, int cs, int hs, int ws) {
-  if (n <= 0 || c <= 0 || h <= 0 || w <= 0 || ns <= 0 || cs <= 0 || hs <= 0 || ws <= 0)
-    return fail(CUDNN_STATUS_BAD_PARAM, "a tensor dimension or stride is not positive");
-  Tensor4& t = T(d);
-  t.type = type;
   const int dims[4] = {n, c, h, w}, strides[4] = {ns, cs, hs, ws};
-  std::memcpy(t.dims, dims, sizeof(dims));
-  std::memcpy(t.strides, strides, sizeof(strides));
-  return CUDNN_STATUS_SUCCESS;
+  return cudnnSetTensorNdDescriptor(d, type, 4, dims, strides);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t d) {
-  drop_handle<Tensor4>(d);
+  drop_handle<Tensor5>(d);
   return CUDNN_STATUS_SUCCESS;
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t* d) {
-  make_handle<Filter4>(d);
+  make_handle<Filter5>(d);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// Dims in (k, c, [t,] r, s) order whatever the format (the format is the memory order).
+cudnnStatus_t CUDNNWINAPI cudnnSetFilterNdDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t type,
+                                                     cudnnTensorFormat_t format, int nb, const int dims[]) {
+  if (nb != 4 && nb != 5) return fail(CUDNN_STATUS_NOT_SUPPORTED, "the emulation has 4-d and 5-d filters only");
+  for (int i = 0; i < nb; ++i)
+    if (dims[i] <= 0) return fail(CUDNN_STATUS_BAD_PARAM, "a filter dimension is not positive");
+  if (format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC)
+    return fail(CUDNN_STATUS_BAD_PARAM, "a filter format other than NCHW or NHWC");
+  F(d) = nb == 5 ? Filter5{type, format, nb, dims[0], dims[1], dims[2], dims[3], dims[4]}
+                 : Filter5{type, format, nb, dims[0], dims[1], 1, dims[2], dims[3]};
   return CUDNN_STATUS_SUCCESS;
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t type,
                                                      cudnnTensorFormat_t format, int k, int c, int h, int w) {
-  if (k <= 0 || c <= 0 || h <= 0 || w <= 0) return fail(CUDNN_STATUS_BAD_PARAM, "a filter dimension is not positive");
-  if (format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC)
-    return fail(CUDNN_STATUS_BAD_PARAM, "a filter format other than NCHW or NHWC");
-  F(d) = Filter4{type, format, k, c, h, w};
-  return CUDNN_STATUS_SUCCESS;
+  const int dims[4] = {k, c, h, w};
+  return cudnnSetFilterNdDescriptor(d, type, format, 4, dims);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t d) {
-  drop_handle<Filter4>(d);
+  drop_handle<Filter5>(d);
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -517,21 +576,31 @@ cudnnStatus_t CUDNNWINAPI cudnnCreateConvolutionDescriptor(cudnnConvolutionDescr
   return CUDNN_STATUS_SUCCESS;
 }
 
-cudnnStatus_t CUDNNWINAPI cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int pad_h, int pad_w, int u,
-                                                          int v, int dilation_h, int dilation_w,
+cudnnStatus_t CUDNNWINAPI cudnnSetConvolutionNdDescriptor(cudnnConvolutionDescriptor_t d, int axes, const int pad[],
+                                                          const int stride[], const int dilation[],
                                                           cudnnConvolutionMode_t mode, cudnnDataType_t compute) {
-  if (pad_h < 0 || pad_w < 0 || u <= 0 || v <= 0 || dilation_h <= 0 || dilation_w <= 0)
-    return fail(CUDNN_STATUS_BAD_PARAM, "a negative padding or a non-positive stride or dilation");
+  if (axes != 2 && axes != 3) return fail(CUDNN_STATUS_NOT_SUPPORTED, "the emulation has 2 or 3 spatial axes only");
+  for (int i = 0; i < axes; ++i)
+    if (pad[i] < 0 || stride[i] <= 0 || dilation[i] <= 0)
+      return fail(CUDNN_STATUS_BAD_PARAM, "a negative padding or a non-positive stride or dilation");
   Conv& cv = CV(d);
-  cv.pad_h = pad_h;
-  cv.pad_w = pad_w;
-  cv.u = u;
-  cv.v = v;
-  cv.dil_h = dilation_h;
-  cv.dil_w = dilation_w;
+  cv.spatial = axes;
+  const int first = 3 - axes;  // a 2-d convolution leaves depth at rest
+  for (int i = 0; i < 3; ++i) {
+    cv.pad[i] = i < first ? 0 : pad[i - first];
+    cv.stride[i] = i < first ? 1 : stride[i - first];
+    cv.dil[i] = i < first ? 1 : dilation[i - first];
+  }
   cv.mode = mode;
   cv.compute = compute;
   return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int pad_h, int pad_w, int u,
+                                                          int v, int dilation_h, int dilation_w,
+                                                          cudnnConvolutionMode_t mode, cudnnDataType_t compute) {
+  const int pad[2] = {pad_h, pad_w}, stride[2] = {u, v}, dil[2] = {dilation_h, dilation_w};
+  return cudnnSetConvolutionNdDescriptor(d, 2, pad, stride, dil, mode, compute);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t d, int groups) {
@@ -571,13 +640,29 @@ cudnnStatus_t CUDNNWINAPI cudnnGetConvolution2dForwardOutputDim(const cudnnConvo
                                                                 const cudnnFilterDescriptor_t w, int* n, int* c, int* h,
                                                                 int* wo) {
   int out[4];
-  output_dims(CV(conv), T(x), F(w), out);
-  if (out[2] <= 0 || out[3] <= 0)  // as cuDNN: a filter larger than the padded input has no output
-    return fail(CUDNN_STATUS_BAD_PARAM, "the dilated filter is larger than the padded input");
+  if (const cudnnStatus_t s = cudnnGetConvolutionNdForwardOutputDim(conv, x, w, 4, out); s != CUDNN_STATUS_SUCCESS)
+    return s;
   *n = out[0];
   *c = out[1];
   *h = out[2];
   *wo = out[3];
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionNdForwardOutputDim(const cudnnConvolutionDescriptor_t conv,
+                                                                const cudnnTensorDescriptor_t x,
+                                                                const cudnnFilterDescriptor_t w, int nb, int* dims) {
+  const Conv& cv = CV(conv);
+  if (nb != cv.spatial + 2 || T(x).nb != nb || F(w).nb != nb)
+    return fail(CUDNN_STATUS_BAD_PARAM, "the tensor, filter and convolution differ in rank");
+  int out[5];
+  output_dims(cv, T(x), F(w), out);
+  for (int i = 2; i < 5; ++i)
+    if (out[i] <= 0)  // as cuDNN: a filter larger than the padded input has no output
+      return fail(CUDNN_STATUS_BAD_PARAM, "the dilated filter is larger than the padded input");
+  dims[0] = out[0];
+  dims[1] = out[1];
+  for (int i = 2; i < nb; ++i) dims[i] = out[5 - nb + i];  // (d,) h, w
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -643,11 +728,13 @@ cudnnStatus_t CUDNNWINAPI cudnnConvolutionBiasActivationForward(
   if (const cudnnStatus_t s = check_forward(T(xd), x, F(wd), w, CV(conv), algo, ws, ws_bytes, T(yd), y);
       s != CUDNN_STATUS_SUCCESS)
     return s;
-  const Tensor4& b = T(biasd);
-  if (b.dims[0] != 1 || b.dims[1] != T(yd).dims[1] || b.dims[2] != 1 || b.dims[3] != 1 || b.type != T(yd).type)
-    return fail(CUDNN_STATUS_BAD_PARAM, "the bias is not 1 x k x 1 x 1 of y's type");
-  const Tensor4& zt = T(zd);
-  for (int i = 0; i < 4; ++i)
+  const Tensor5& b = T(biasd);
+  if (b.nb != T(yd).nb || b.dims[0] != 1 || b.dims[1] != T(yd).dims[1] || b.dims[2] != 1 || b.dims[3] != 1 ||
+      b.dims[4] != 1 || b.type != T(yd).type)
+    return fail(CUDNN_STATUS_BAD_PARAM, "the bias is not 1 x k x 1 x 1 (x 1) of y's type");
+  const Tensor5& zt = T(zd);
+  if (zt.nb != T(yd).nb) return fail(CUDNN_STATUS_BAD_PARAM, "z and y differ in rank");
+  for (int i = 0; i < 5; ++i)
     if (zt.dims[i] != T(yd).dims[i]) return fail(CUDNN_STATUS_BAD_PARAM, "z and y differ in shape");
   const double a2 = *static_cast<const float*>(alpha2);
   const bool read_z = a2 != 0 || !skips_zero_alpha2();
