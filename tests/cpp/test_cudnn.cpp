@@ -274,6 +274,19 @@ ConvCase volume_case() {
   return c;
 }
 
+// A 3-D case whose depth parameters differ from each other and from the other axes' (so a swapped
+// axis shows), grouped: depth 8, 2 taps, padding 2, stride 3, dilation 2 (an output depth of 4).
+ConvCase uneven_volume_case() {
+  ConvCase c;
+  c.d = 8;
+  c.t = 2;
+  c.pad_d = 2;
+  c.stride_d = 3;
+  c.dil_d = 2;
+  c.groups = 4;
+  return c;
+}
+
 std::string dnn_verdict(const dnn::ConvProblem& p) {
   std::string why;
   return dnn::supported(p, &why) ? "ok" : why;
@@ -500,18 +513,12 @@ TEST(CudaLibs, ConvOutputDimsMatchTheFormula) {
   }
   // 3-D, through the N-d descriptors: each axis its own padding, stride and dilation.
   for (const bool nhwc : {false, true}) {
-    ConvCase c = volume_case();
-    c.d = 9;
-    c.t = 2;
-    c.pad_d = 2;
-    c.stride_d = 3;
-    c.dil_d = 2;
+    ConvCase c = uneven_volume_case();
     c.stride = 2;
-    c.groups = 4;
     c.nhwc = nhwc;
     const dnn::ConvProblem p = conv_problem(c);
     EXPECT_EQ(dnn::output_dims(p), (std::vector<int>{2, 12, 4, 5, 5})) << dnn::problem_key(p);
-    EXPECT_EQ(p.out_d, 4);  // (9 + 4 - 2 - 1) / 3 + 1
+    EXPECT_EQ(p.out_d, 4);  // (8 + 4 - 2 - 1) / 3 + 1
     EXPECT_EQ(dnn_verdict(p), "ok");
   }
   // cuDNN's own check of a bad descriptor comes back as a named error.
@@ -763,15 +770,9 @@ TEST(CudaLibsGpu, Conv3d) {
         v(c);
         run_conv_case(c, ++salt);
       }
-  ConvCase c = volume_case();
-  c.d = 8;
-  c.t = 2;
-  c.pad_d = 2;
-  c.stride_d = 3;
-  c.dil_d = 2;
+  ConvCase c = uneven_volume_case();
   c.h = 7;
   c.w = 5;
-  c.groups = 4;
   c.bias = true;
   c.relu = true;
   for (const DataType t : {DataType::Float32, DataType::Float16, DataType::BFloat16})
