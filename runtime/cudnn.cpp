@@ -305,8 +305,11 @@ bool supported(const ConvProblem& p, std::string* why) {
   if (p.transposed && p.k == 0)
     return reject("a transposed convolution of an input without channels (its output would be the bias alone)");
   const bool three = p.spatial == 3;
-  const char* layout = p.w_nhwc ? (three ? "NDHWC" : "NHWC") : (three ? "NCDHW" : "NCHW");
-  const char* filter = p.w_nhwc ? (three ? "KTRSC" : "KRSC") : (three ? "KCTRS" : "KCRS");
+  // NDHWC through the legacy N-d calls has not run on a device (TVM's cuDNN wrapper refuses it), and
+  // flow's layout pass never asks for it: 3-D runs NCDHW.
+  if (three && p.w_nhwc) return reject("a 3-D convolution in NDHWC (flow runs 3-D convolutions NCDHW)");
+  const char* layout = p.w_nhwc ? "NHWC" : (three ? "NCDHW" : "NCHW");
+  const char* filter = p.w_nhwc ? "KRSC" : (three ? "KCTRS" : "KCRS");
   if (!dense_in(x_dims(p), p.x_strides, p.w_nhwc))
     return reject("x strides " + list_of(p.x_strides) + " are not " + layout + "-dense (the filter is " + filter +
                   ", so x and y must be " + layout + ")");

@@ -5,7 +5,7 @@
 // by every libcudnn.so.9): PyTorch's conv was built on it for years, so its algorithms and numerics
 // are well known against torch's; it covers flow's whole need (forward conv with groups, dilation,
 // NCHW/NHWC, float32/float16/bfloat16, the fused conv + bias + z + relu of
-// cudnnConvolutionBiasActivationForward, and conv_transpose2d as cudnnConvolutionBackwardData) in a
+// cudnnConvolutionBiasActivationForward, and conv_transpose2d/3d as cudnnConvolutionBackwardData) in a
 // few dozen host calls with no graph building; and an
 // algorithm is a small enum that flow can store in tuning records and ship by name. The graph
 // (backend) API would add operation graphs, engine configs and plan caches for no gain in this
@@ -98,8 +98,8 @@ int64_t conv_out_size(int64_t in, int64_t pad, int64_t dil, int64_t f, int64_t s
 // 2^31-1 elements (FLOW_CUDNN_MAX_TENSOR_ELEMENTS lowers that, for tests; a batch whose tensors
 // exceed it runs in chunks of images in choose() and forward(), as torch does), groups divide
 // c and k, out_h/out_w match the formula, x and y dense in the filter's layout (NCHW for KCRS,
-// NHWC for KRSC; strides of size-1 dimensions are ignored). An empty batch (n == 0) or k == 0 is
-// supported (forward does nothing); c == 0 is not (the output would be bias + z only), nor is a
+// NHWC for KRSC; NCDHW for 3-D, which does not take NDHWC; strides of size-1 dimensions are ignored). An empty batch (n
+// == 0) or k == 0 is supported (forward does nothing); c == 0 is not (the output would be bias + z only), nor is a
 // transposed problem with k == 0 (likewise).
 bool supported(const ConvProblem& p, std::string* why);
 

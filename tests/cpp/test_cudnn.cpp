@@ -400,8 +400,10 @@ TEST(CudaLibs, ConvSupported) {
   // 3-D problems: the depth axis is checked as the others are, and x and y need five strides.
   p = conv_problem(volume_case());
   EXPECT_EQ(dnn_verdict(p), "ok");
-  p.w_nhwc = true;
-  EXPECT_TRUE(contains(dnn_verdict(p), "are not NDHWC-dense (the filter is KTRSC")) << dnn_verdict(p);
+  ConvCase channels_last = volume_case();
+  channels_last.nhwc = true;
+  EXPECT_TRUE(contains(dnn_verdict(conv_problem(channels_last)), "a 3-D convolution in NDHWC"))
+      << dnn_verdict(conv_problem(channels_last));
   p = conv_problem(volume_case());
   p.out_d += 1;
   EXPECT_TRUE(contains(dnn_verdict(p), "out_d x out_h x out_w = 6 x 9 x 10, but the convolution gives 5 x 9 x 10"))
@@ -512,14 +514,13 @@ TEST(CudaLibs, ConvOutputDimsMatchTheFormula) {
     }
   }
   // 3-D, through the N-d descriptors: each axis its own padding, stride and dilation.
-  for (const bool nhwc : {false, true}) {
+  {
     ConvCase c = uneven_volume_case();
     c.stride = 2;
-    c.nhwc = nhwc;
-    const dnn::ConvProblem p = conv_problem(c);
-    EXPECT_EQ(dnn::output_dims(p), (std::vector<int>{2, 12, 4, 5, 5})) << dnn::problem_key(p);
-    EXPECT_EQ(p.out_d, 4);  // (8 + 4 - 2 - 1) / 3 + 1
-    EXPECT_EQ(dnn_verdict(p), "ok");
+    const dnn::ConvProblem volume = conv_problem(c);
+    EXPECT_EQ(dnn::output_dims(volume), (std::vector<int>{2, 12, 4, 5, 5})) << dnn::problem_key(volume);
+    EXPECT_EQ(volume.out_d, 4);  // (8 + 4 - 2 - 1) / 3 + 1
+    EXPECT_EQ(dnn_verdict(volume), "ok");
   }
   // cuDNN's own check of a bad descriptor comes back as a named error.
   dnn::ConvProblem p = plain_conv(false);
@@ -752,35 +753,31 @@ TEST(CudaLibsGpu, ConvLargeBatchRunsInChunks) {
       }
 }
 
-// 3-D convolutions (conv3d) through the N-d descriptors: every epilogue, NCDHW and NDHWC, both
-// searches, float32 and the half types, depth parameters unlike the others' (so a swapped axis
-// shows), and a batch in chunks.
+// 3-D convolutions (conv3d) through the N-d descriptors, NCDHW: every epilogue, both searches,
+// float32 and the half types, depth parameters unlike the others' (so a swapped axis shows), and a
+// batch in chunks.
 TEST(CudaLibsGpu, Conv3d) {
   FLOW_REQUIRE_GPU();
   FLOW_REQUIRE_LIB(dnn::load);
   uint64_t salt = 800;
-  for (const bool nhwc : {false, true})
-    for (const auto search : {dnn::Search::Heuristic, dnn::Search::Exhaustive})
-      for (const ConvVariant& v : conv_epilogues()) {
-        ConvCase c = volume_case();
-        c.h = 6;
-        c.w = 7;
-        c.nhwc = nhwc;
-        c.search = search;
-        v(c);
-        run_conv_case(c, ++salt);
-      }
+  for (const auto search : {dnn::Search::Heuristic, dnn::Search::Exhaustive})
+    for (const ConvVariant& v : conv_epilogues()) {
+      ConvCase c = volume_case();
+      c.h = 6;
+      c.w = 7;
+      c.search = search;
+      v(c);
+      run_conv_case(c, ++salt);
+    }
   ConvCase c = uneven_volume_case();
   c.h = 7;
   c.w = 5;
   c.bias = true;
   c.relu = true;
-  for (const DataType t : {DataType::Float32, DataType::Float16, DataType::BFloat16})
-    for (const bool nhwc : {false, true}) {
-      c.dtype = t;
-      c.nhwc = nhwc;
-      run_conv_case(c, ++salt);
-    }
+  for (const DataType t : {DataType::Float32, DataType::Float16, DataType::BFloat16}) {
+    c.dtype = t;
+    run_conv_case(c, ++salt);
+  }
   // Three images in chunks of one: the image size includes the depth.
   const dnn::ConvProblem p = conv_problem(c);
   const std::string one_image = std::to_string(std::max(p.c * p.d * p.h * p.w, p.k * p.out_d * p.out_h * p.out_w));

@@ -137,8 +137,8 @@ def _operands(x, weight, bias):
 
 
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """torch.nn.functional.conv3d: the 3-d library op on the CPU, else one conv2d over the
-    depth-unfolded input (see the Note)."""
+    """torch.nn.functional.conv3d: the 3-d library op (oneDNN's, cuDNN's), or one conv2d over the
+    depth-unfolded input when that is switched off (see the Note)."""
     F._check_tensor("conv3d", input)
     F._check_tensor("conv3d", weight, "weight")
     x, unbatched = _batched(input, "conv3d")
@@ -182,8 +182,8 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 
 def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
-    """torch.nn.functional.conv_transpose3d: the 3-d library op on the CPU, else conv_transpose2d
-    over the depth-zero-stuffed, depth-unfolded input (see the Note)."""
+    """torch.nn.functional.conv_transpose3d: the 3-d library op (oneDNN's, cuDNN's), else
+    conv_transpose2d over the depth-zero-stuffed, depth-unfolded input (see the Note)."""
     F._check_tensor("conv_transpose3d", input)
     F._check_tensor("conv_transpose3d", weight, "weight")
     x, unbatched = _batched(input, "conv_transpose3d")

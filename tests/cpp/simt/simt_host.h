@@ -20,8 +20,9 @@
 #define __host__
 #define __forceinline__ inline
 // One section for every __shared__ variable, so the emulator can poison them all before each block
-// (simt_abi.h). GCC leaves a static of a function template in its own COMDAT section instead, unpoisoned,
-// so flow's kernels declare __shared__ arrays in non-template functions (runtime/sort_kernel.cpp).
+// (simt_abi.h). GCC leaves a static of a function template in its own COMDAT section instead,
+// unpoisoned, and refuses one in a non-template inline function ("section type conflict"), so flow's
+// kernels declare __shared__ arrays in plain functions: the entries (runtime/sort_kernel.cpp).
 #define __shared__ static __attribute__((section("flow_simt_shared")))
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
