@@ -5,6 +5,7 @@ average, adaptive and power-average 3-d pools; max_unpool3d; interpolate(mode='a
 under flow.jit, and (marker `gpu`) on CUDA; torch's errors for bad arguments; the modules with
 torch's state dicts; and the jitted conv3d as one oneDNN call on the CPU, or (the composition CUDA
 runs, also checked on the CPU) one unfold kernel plus a 2-d convolution."""
+import copy
 import math
 
 import pytest
@@ -492,7 +493,9 @@ def _unet3d(m):
     return UNet3d()
 
 
-def test_a_3d_unet_matches_torch(gen):
+def _unet3d_twins(gen):
+    """torch's and flow's 3-D U-Net in eval mode with the same random weights and batch-norm
+    statistics."""
     torch.manual_seed(gen.initial_seed() % 2**31)
     tm, fm = _unet3d(torch).eval(), _unet3d(flow).eval()
     with torch.no_grad():
@@ -502,10 +505,49 @@ def test_a_3d_unet_matches_torch(gen):
             elif name.endswith("running_var"):
                 b.uniform_(0.5, 1.5, generator=gen)
     fm.load_state_dict(tm.state_dict())
+    return tm, fm
+
+
+def test_a_3d_unet_matches_torch(gen):
+    tm, fm = _unet3d_twins(gen)
     x = make((2, 2, 8, 12, 10), torch.float32, gen)
     want = tm(x).detach()
     assert_same(fm(to_flow(x)), want, atol=2e-5, rtol=1e-4)
     assert_same(flow.jit(fm)(to_flow(x)), want, atol=2e-5, rtol=1e-4)
+
+
+def _max_rel(got, want):
+    return float((got.double() - want.double()).abs().max() / want.double().abs().max())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not flow.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("amp", [None, "float16"])
+def test_a_3d_unet_on_gpu(amp, gen):
+    """The 3-D U-Net on CUDA: its convolutions are cuDNN's N-d calls (under jit with the batch norms
+    folded into them), its transposed convolution cuDNN's backward data. float32, eager and jitted:
+    torch's result. Jitted under autocast to float16: as close to the float64 result as torch's own
+    autocast result is (with a margin)."""
+    tm, fm = _unet3d_twins(gen)
+    fm = fm.cuda()
+    x = make((2, 2, 8, 12, 10), torch.float32, gen)
+    with torch.no_grad():
+        exact = copy.deepcopy(tm).double()(x.double())
+    jm = flow.jit(fm, amp=amp)
+    got = to_torch(jm(to_flow(x).cuda()).cpu())
+    text = jm.explain(with_source=False)
+    assert "library call: conv3d (cuDNN)" in text and "library call: conv_transpose3d (cuDNN)" in text, text
+    assert "absorbed a per-channel scale/shift" in text, text
+    if amp is None:
+        assert got.dtype == torch.float32
+        assert _max_rel(got, exact) < 1e-4
+        assert _max_rel(to_torch(fm(to_flow(x).cuda()).cpu()), exact) < 1e-4  # eager
+        return
+    tdev = "cuda" if torch.cuda.is_available() else "cpu"
+    with torch.no_grad(), torch.autocast(tdev, dtype=torch.float16):
+        want = tm.to(tdev)(x.to(tdev)).float().cpu()
+    assert got.dtype == torch.float16
+    assert _max_rel(got, exact) < 3 * _max_rel(want, exact) + 2e-3, (_max_rel(got, exact), _max_rel(want, exact))
 
 
 @pytest.mark.parametrize("groups", [1, 4], ids=["dense", "depthwise"])
