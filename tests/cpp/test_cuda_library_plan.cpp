@@ -93,7 +93,35 @@ void reference_gemm(const jit::GemmCall& c) {
       }
 }
 
-// What cuDNN computes for `c` (runtime/cudnn.h's contract), float32 data.
+// The element offset of (n, c, depth, h, w) through a problem's strides (a 2-D problem's four have
+// no depth; its depth index is always 0).
+int64_t offset(const std::vector<int64_t>& st, int64_t n, int64_t c, int64_t z, int64_t h, int64_t w) {
+  const size_t hi = st.size() - 2;
+  return n * st[0] + c * st[1] + (st.size() == 5 ? z * st[2] : 0) + h * st[hi] + w * st[hi + 1];
+}
+
+// Filter tap (t, r, s) of output channel k, input channel ci of its group: KCTRS, or KTRSC for NHWC
+// (a 2-D problem has one depth tap).
+int64_t filter_offset(const rc::cudnn::ConvProblem& p, int64_t k, int64_t ci, int64_t t, int64_t r, int64_t s) {
+  const int64_t cg = p.c / p.groups;
+  return p.w_nhwc ? (((k * p.t + t) * p.r + r) * p.s + s) * cg + ci : (((k * cg + ci) * p.t + t) * p.r + r) * p.s + s;
+}
+
+// Calls f(t, r, s, iz, ih, iw) for each filter tap of output position (oz, oh, ow) inside the input.
+template <typename F>
+void for_each_tap(const rc::cudnn::ConvProblem& p, int64_t oz, int64_t oh, int64_t ow, F f) {
+  for (int64_t t = 0; t < p.t; ++t)
+    for (int64_t r = 0; r < p.r; ++r)
+      for (int64_t s = 0; s < p.s; ++s) {
+        const int64_t iz = oz * p.stride_d - p.pad_d + t * p.dil_d;
+        const int64_t ih = oh * p.stride_h - p.pad_h + r * p.dil_h;
+        const int64_t iw = ow * p.stride_w - p.pad_w + s * p.dil_w;
+        if (iz < 0 || ih < 0 || iw < 0 || iz >= p.d || ih >= p.h || iw >= p.w) continue;
+        f(t, r, s, iz, ih, iw);
+      }
+}
+
+// What cuDNN computes for `c` (runtime/cudnn.h's contract), float32 data, 2-D or 3-D.
 void reference_conv(const jit::ConvCall& c) {
   const auto& p = c.problem;
   const float* x = static_cast<const float*>(c.x);
@@ -104,27 +132,20 @@ void reference_conv(const jit::ConvCall& c) {
   const int64_t cg = p.c / p.groups, kg = p.k / p.groups;
   for (int64_t n = 0; n < p.n; ++n)
     for (int64_t k = 0; k < p.k; ++k)
-      for (int64_t oh = 0; oh < p.out_h; ++oh)
-        for (int64_t ow = 0; ow < p.out_w; ++ow) {
-          double acc = 0;
-          const int64_t g = k / kg;
-          for (int64_t ci = 0; ci < cg; ++ci)
-            for (int64_t r = 0; r < p.r; ++r)
-              for (int64_t s = 0; s < p.s; ++s) {
-                const int64_t ih = oh * p.stride_h - p.pad_h + r * p.dil_h;
-                const int64_t iw = ow * p.stride_w - p.pad_w + s * p.dil_w;
-                if (ih < 0 || iw < 0 || ih >= p.h || iw >= p.w) continue;
-                const int64_t xc = g * cg + ci;
-                const double xv =
-                    x[n * p.x_strides[0] + xc * p.x_strides[1] + ih * p.x_strides[2] + iw * p.x_strides[3]];
-                const int64_t wi = p.w_nhwc ? ((k * p.r + r) * p.s + s) * cg + ci : ((k * cg + ci) * p.r + r) * p.s + s;
-                acc += xv * w[wi];
-              }
-          const int64_t o = n * p.y_strides[0] + k * p.y_strides[1] + oh * p.y_strides[2] + ow * p.y_strides[3];
-          if (p.bias) acc += bias[k];
-          if (p.residual) acc += z[o];
-          y[o] = static_cast<float>(p.relu && acc < 0 ? 0 : acc);
-        }
+      for (int64_t oz = 0; oz < p.out_d; ++oz)
+        for (int64_t oh = 0; oh < p.out_h; ++oh)
+          for (int64_t ow = 0; ow < p.out_w; ++ow) {
+            double acc = 0;
+            const int64_t g = k / kg;
+            for_each_tap(p, oz, oh, ow, [&](int64_t t, int64_t r, int64_t s, int64_t iz, int64_t ih, int64_t iw) {
+              for (int64_t ci = 0; ci < cg; ++ci)
+                acc += double(x[offset(p.x_strides, n, g * cg + ci, iz, ih, iw)]) * w[filter_offset(p, k, ci, t, r, s)];
+            });
+            const int64_t o = offset(p.y_strides, n, k, oz, oh, ow);
+            if (p.bias) acc += bias[k];
+            if (p.residual) acc += z[o];
+            y[o] = static_cast<float>(p.relu && acc < 0 ? 0 : acc);
+          }
 }
 
 // What cuDNN's backward data computes for a transposed `c` (runtime/cudnn.h: the caller's input has
@@ -138,33 +159,32 @@ void reference_conv_transpose(const jit::ConvCall& c) {
   const float* z = static_cast<const float*>(c.z);
   float* out = static_cast<float*>(c.y);
   const int64_t cg = p.c / p.groups, kg = p.k / p.groups;
-  std::vector<double> acc(static_cast<size_t>(p.n * p.c * p.h * p.w), 0.0);  // [n][c][h][w]
+  auto at = [&](int64_t n, int64_t ch, int64_t iz, int64_t ih, int64_t iw) {  // [n][c][d][h][w]
+    return static_cast<size_t>((((n * p.c + ch) * p.d + iz) * p.h + ih) * p.w + iw);
+  };
+  std::vector<double> acc(static_cast<size_t>(p.n * p.c * p.d * p.h * p.w), 0.0);
   for (int64_t n = 0; n < p.n; ++n)
     for (int64_t k = 0; k < p.k; ++k)
-      for (int64_t oh = 0; oh < p.out_h; ++oh)
-        for (int64_t ow = 0; ow < p.out_w; ++ow) {
-          const double v = in[n * p.y_strides[0] + k * p.y_strides[1] + oh * p.y_strides[2] + ow * p.y_strides[3]];
-          for (int64_t r = 0; r < p.r; ++r)
-            for (int64_t s = 0; s < p.s; ++s) {
-              const int64_t ih = oh * p.stride_h - p.pad_h + r * p.dil_h;
-              const int64_t iw = ow * p.stride_w - p.pad_w + s * p.dil_w;
-              if (ih < 0 || iw < 0 || ih >= p.h || iw >= p.w) continue;
-              for (int64_t ci = 0; ci < cg; ++ci) {
-                const int64_t wi = p.w_nhwc ? ((k * p.r + r) * p.s + s) * cg + ci : ((k * cg + ci) * p.r + r) * p.s + s;
-                acc[static_cast<size_t>(((n * p.c + k / kg * cg + ci) * p.h + ih) * p.w + iw)] += v * w[wi];
-              }
-            }
-        }
+      for (int64_t oz = 0; oz < p.out_d; ++oz)
+        for (int64_t oh = 0; oh < p.out_h; ++oh)
+          for (int64_t ow = 0; ow < p.out_w; ++ow) {
+            const double v = in[offset(p.y_strides, n, k, oz, oh, ow)];
+            for_each_tap(p, oz, oh, ow, [&](int64_t t, int64_t r, int64_t s, int64_t iz, int64_t ih, int64_t iw) {
+              for (int64_t ci = 0; ci < cg; ++ci)
+                acc[at(n, k / kg * cg + ci, iz, ih, iw)] += v * w[filter_offset(p, k, ci, t, r, s)];
+            });
+          }
   for (int64_t n = 0; n < p.n; ++n)
     for (int64_t ch = 0; ch < p.c; ++ch)
-      for (int64_t h = 0; h < p.h; ++h)
-        for (int64_t x = 0; x < p.w; ++x) {
-          const int64_t o = n * p.x_strides[0] + ch * p.x_strides[1] + h * p.x_strides[2] + x * p.x_strides[3];
-          double v = acc[static_cast<size_t>(((n * p.c + ch) * p.h + h) * p.w + x)];
-          if (p.bias) v += bias[ch];
-          if (p.residual) v += z[o];
-          out[o] = static_cast<float>(p.relu && v < 0 ? 0 : v);
-        }
+      for (int64_t iz = 0; iz < p.d; ++iz)
+        for (int64_t ih = 0; ih < p.h; ++ih)
+          for (int64_t iw = 0; iw < p.w; ++iw) {
+            const int64_t o = offset(p.x_strides, n, ch, iz, ih, iw);
+            double v = acc[at(n, ch, iz, ih, iw)];
+            if (p.bias) v += bias[ch];
+            if (p.residual) v += z[o];
+            out[o] = static_cast<float>(p.relu && v < 0 ? 0 : v);
+          }
 }
 
 // Compiles `g` for CUDA (NVRTC only; nothing runs), plans its only library step over `inputs`
@@ -311,7 +331,7 @@ TEST(CudaLibraryPlan, LinearWithBiasResidualAndActivationEpilogues) {
   }
 }
 
-// What a convolution case shares, conv2d or conv_transpose2d: shapes, the input's storage
+// What a convolution case shares, conv2d/3d or conv_transpose2d/3d: shapes, the input's storage
 // order, the output's layout and the epilogue.
 struct ConvCase {
   Shape x, w;
@@ -320,13 +340,19 @@ struct ConvCase {
   bool x_nhwc = false, channels_last = false, residual = false, relu = false;
 };
 
-// Builds `op` over the case's input (an NHWC one stored [N, H, W, C], viewed as [N, C, H, W]),
-// filter and bias, then its residual add and relu, and checks the plan cuDNN would get against
-// `reference`.
+// Builds `op` over the case's input (an x_nhwc one stored channels-last, [N, spatial..., C], viewed
+// as [N, C, spatial...]), filter and bias, then its residual add and relu, and checks the plan cuDNN
+// would get against `reference`.
 template <typename Reference>
 void check_conv_case(const std::string& op, const ConvCase& cs, Reference reference, std::mt19937_64& rng) {
-  const jit::Tensor x = cs.x_nhwc ? permuted(random_tensor({cs.x[0], cs.x[2], cs.x[3], cs.x[1]}, rng), {0, 3, 1, 2})
-                                  : random_tensor(cs.x, rng);
+  Shape stored = {cs.x[0]};
+  std::vector<size_t> to_nchw = {0, cs.x.size() - 1};
+  for (size_t i = 2; i < cs.x.size(); ++i) {
+    stored.push_back(cs.x[i]);
+    to_nchw.push_back(i - 1);
+  }
+  stored.push_back(cs.x[1]);
+  const jit::Tensor x = cs.x_nhwc ? permuted(random_tensor(stored, rng), to_nchw) : random_tensor(cs.x, rng);
   dsl::Graph g;
   const int ix = g.add_input({cs.x, DType::Float32}, "x");
   const int iw = g.add_input({cs.w, DType::Float32}, "w");
@@ -351,7 +377,8 @@ void check_conv_case(const std::string& op, const ConvCase& cs, Reference refere
                            (cs.channels_last ? " -> NHWC" : "");
   check_plan(g, in, what, plan_conv, reference, [&](const jit::ConvCall& c) {
     std::string why;
-    EXPECT_EQ(c.problem.transposed, op == "conv_transpose2d") << what;
+    EXPECT_EQ(c.problem.transposed, dsl::is_transposed_conv(op)) << what;
+    EXPECT_EQ(c.problem.spatial, static_cast<int>(dsl::conv_spatial_rank(op))) << what;
     EXPECT_TRUE(rc::cudnn::supported(c.problem, &why)) << what << ": " << why;
     EXPECT_EQ(c.problem.w_nhwc, cs.channels_last) << what;  // the output's layout decides
     EXPECT_EQ(c.problem.bias, cs.bias_len > 0) << what;
@@ -396,4 +423,54 @@ TEST(CudaLibraryPlan, TransposedConvLayoutsGroupsAndEpilogues) {
       {{3, 8, 3, 3}, {8, 1, 3, 3}, attrs(3, 1, 2, 1, 8), 8, true, false, false, false},
   };
   for (const ConvCase& cs : cases) check_conv_case("conv_transpose2d", cs, reference_conv_transpose, rng);
+}
+
+// conv3d and conv_transpose3d: cuDNN's N-d problems, NCDHW (an NDHWC-stored input is repacked), with
+// depth parameters unlike the other axes' so that a swapped axis shows.
+TEST(CudaLibraryPlan, VolumetricConvsAndEpilogues) {
+  REQUIRE_CPU_CODEGEN();
+  auto rng = test::rng(89);
+  using V = std::vector<int64_t>;
+  auto attrs = [](V stride, V pad, V dil, int64_t groups) {
+    return dsl::Attrs{{"stride", stride}, {"padding", pad}, {"dilation", dil}, {"groups", groups}};
+  };
+  const ConvCase convs[] = {
+      // x, w, attrs (stride, pad, dilation, groups), bias, x_nhwc, channels_last, residual, relu
+      {{2, 4, 5, 6, 7}, {6, 4, 3, 3, 3}, attrs({1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1), 6, false, false, true, true},
+      {{1, 6, 7, 5, 6}, {4, 3, 2, 3, 1}, attrs({2, 1, 2}, {2, 0, 1}, {2, 1, 1}, 2), 4, true, false, false, true},
+      {{3, 6, 4, 5},
+       {5, 3, 3, 1, 2},
+       attrs({1, 2, 1}, {0, 1, 0}, {1, 1, 2}, 1),
+       0,
+       false,
+       false,
+       true,
+       false},  // unbatched
+  };
+  for (const ConvCase& cs : convs) check_conv_case("conv3d", cs, reference_conv, rng);
+  auto t_attrs = [&](V stride, V pad, V out_pad, V dil, int64_t groups) {
+    dsl::Attrs a = attrs(stride, pad, dil, groups);
+    a["output_padding"] = out_pad;
+    return a;
+  };
+  const ConvCase transposed[] = {
+      // x [N, C_in, D, H, W], w [C_in, C_out / groups, T, R, S]
+      {{2, 4, 3, 4, 5},
+       {4, 3, 2, 3, 2},
+       t_attrs({2, 1, 2}, {0, 1, 0}, {1, 0, 1}, {1, 1, 1}, 1),
+       3,
+       false,
+       false,
+       true,
+       true},
+      {{1, 6, 4, 3, 3},
+       {6, 2, 3, 2, 2},
+       t_attrs({1, 2, 1}, {1, 0, 1}, {0, 1, 0}, {2, 1, 1}, 3),
+       0,
+       true,
+       false,
+       false,
+       false},
+  };
+  for (const ConvCase& cs : transposed) check_conv_case("conv_transpose3d", cs, reference_conv_transpose, rng);
 }
