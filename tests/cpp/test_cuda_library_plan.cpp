@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "conv_reference.h"
 #include "dsl/graph_interpreter.h"
 #include "jit/compile.h"
 #include "jit/cuda_library_ops.h"
@@ -93,34 +94,6 @@ void reference_gemm(const jit::GemmCall& c) {
       }
 }
 
-// The element offset of (n, c, depth, h, w) through a problem's strides (a 2-D problem's four have
-// no depth; its depth index is always 0).
-int64_t offset(const std::vector<int64_t>& st, int64_t n, int64_t c, int64_t z, int64_t h, int64_t w) {
-  const size_t hi = st.size() - 2;
-  return n * st[0] + c * st[1] + (st.size() == 5 ? z * st[2] : 0) + h * st[hi] + w * st[hi + 1];
-}
-
-// Filter tap (t, r, s) of output channel k, input channel ci of its group: KCTRS, or KTRSC for NHWC
-// (a 2-D problem has one depth tap).
-int64_t filter_offset(const rc::cudnn::ConvProblem& p, int64_t k, int64_t ci, int64_t t, int64_t r, int64_t s) {
-  const int64_t cg = p.c / p.groups;
-  return p.w_nhwc ? (((k * p.t + t) * p.r + r) * p.s + s) * cg + ci : (((k * cg + ci) * p.t + t) * p.r + r) * p.s + s;
-}
-
-// Calls f(t, r, s, iz, ih, iw) for each filter tap of output position (oz, oh, ow) inside the input.
-template <typename F>
-void for_each_tap(const rc::cudnn::ConvProblem& p, int64_t oz, int64_t oh, int64_t ow, F f) {
-  for (int64_t t = 0; t < p.t; ++t)
-    for (int64_t r = 0; r < p.r; ++r)
-      for (int64_t s = 0; s < p.s; ++s) {
-        const int64_t iz = oz * p.stride_d - p.pad_d + t * p.dil_d;
-        const int64_t ih = oh * p.stride_h - p.pad_h + r * p.dil_h;
-        const int64_t iw = ow * p.stride_w - p.pad_w + s * p.dil_w;
-        if (iz < 0 || ih < 0 || iw < 0 || iz >= p.d || ih >= p.h || iw >= p.w) continue;
-        f(t, r, s, iz, ih, iw);
-      }
-}
-
 // What cuDNN computes for `c` (runtime/cudnn.h's contract), float32 data, 2-D or 3-D.
 void reference_conv(const jit::ConvCall& c) {
   const auto& p = c.problem;
@@ -137,11 +110,13 @@ void reference_conv(const jit::ConvCall& c) {
           for (int64_t ow = 0; ow < p.out_w; ++ow) {
             double acc = 0;
             const int64_t g = k / kg;
-            for_each_tap(p, oz, oh, ow, [&](int64_t t, int64_t r, int64_t s, int64_t iz, int64_t ih, int64_t iw) {
-              for (int64_t ci = 0; ci < cg; ++ci)
-                acc += double(x[offset(p.x_strides, n, g * cg + ci, iz, ih, iw)]) * w[filter_offset(p, k, ci, t, r, s)];
-            });
-            const int64_t o = offset(p.y_strides, n, k, oz, oh, ow);
+            test::for_each_conv_tap(p, oz, oh, ow,
+                                    [&](int64_t t, int64_t r, int64_t s, int64_t iz, int64_t ih, int64_t iw) {
+                                      for (int64_t ci = 0; ci < cg; ++ci)
+                                        acc += double(x[test::conv_offset(p.x_strides, n, g * cg + ci, iz, ih, iw)]) *
+                                               w[test::conv_filter_offset(p, k, ci, t, r, s)];
+                                    });
+            const int64_t o = test::conv_offset(p.y_strides, n, k, oz, oh, ow);
             if (p.bias) acc += bias[k];
             if (p.residual) acc += z[o];
             y[o] = static_cast<float>(p.relu && acc < 0 ? 0 : acc);
@@ -168,18 +143,19 @@ void reference_conv_transpose(const jit::ConvCall& c) {
       for (int64_t oz = 0; oz < p.out_d; ++oz)
         for (int64_t oh = 0; oh < p.out_h; ++oh)
           for (int64_t ow = 0; ow < p.out_w; ++ow) {
-            const double v = in[offset(p.y_strides, n, k, oz, oh, ow)];
-            for_each_tap(p, oz, oh, ow, [&](int64_t t, int64_t r, int64_t s, int64_t iz, int64_t ih, int64_t iw) {
-              for (int64_t ci = 0; ci < cg; ++ci)
-                acc[at(n, k / kg * cg + ci, iz, ih, iw)] += v * w[filter_offset(p, k, ci, t, r, s)];
-            });
+            const double v = in[test::conv_offset(p.y_strides, n, k, oz, oh, ow)];
+            test::for_each_conv_tap(
+                p, oz, oh, ow, [&](int64_t t, int64_t r, int64_t s, int64_t iz, int64_t ih, int64_t iw) {
+                  for (int64_t ci = 0; ci < cg; ++ci)
+                    acc[at(n, k / kg * cg + ci, iz, ih, iw)] += v * w[test::conv_filter_offset(p, k, ci, t, r, s)];
+                });
           }
   for (int64_t n = 0; n < p.n; ++n)
     for (int64_t ch = 0; ch < p.c; ++ch)
       for (int64_t iz = 0; iz < p.d; ++iz)
         for (int64_t ih = 0; ih < p.h; ++ih)
           for (int64_t iw = 0; iw < p.w; ++iw) {
-            const int64_t o = offset(p.x_strides, n, ch, iz, ih, iw);
+            const int64_t o = test::conv_offset(p.x_strides, n, ch, iz, ih, iw);
             double v = acc[at(n, ch, iz, ih, iw)];
             if (p.bias) v += bias[ch];
             if (p.residual) v += z[o];

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "conv_reference.h"
 #include "cuda_libs_test_util.h"
 #include "cuda_test_util.h"
 #include "runtime/buffer.h"
@@ -174,18 +175,11 @@ void run_conv_case(const ConvCase& c, uint64_t salt) {
   const std::vector<float> w_host = random_values(w_count, c.dtype, rng);
   const std::vector<float> bias_host = random_values(static_cast<size_t>(c.k), c.dtype, rng);
   const std::vector<float> z_host = random_values(y_count, c.dtype, rng);
-  // (n, c, depth, h, w) offsets through the problem's strides (a 2-D case has no depth stride).
-  auto offset = [&](const std::vector<int64_t>& st, int64_t ni, int64_t ci, int64_t zi, int64_t hi, int64_t wi) {
-    const size_t h_at = st.size() - 2;
-    return ni * st[0] + ci * st[1] + (st.size() == 5 ? zi * st[2] : 0) + hi * st[h_at] + wi * st[h_at + 1];
+  auto x_at = [&](int64_t ni, int64_t ci, int64_t zi, int64_t yi, int64_t xi) {
+    return static_cast<double>(x_host[static_cast<size_t>(conv_offset(p.x_strides, ni, ci, zi, yi, xi))]);
   };
-  auto x_at = [&](int64_t ni, int64_t ci, int64_t zi, int64_t hi, int64_t wi) {
-    return static_cast<double>(x_host[static_cast<size_t>(offset(p.x_strides, ni, ci, zi, hi, wi))]);
-  };
-  auto w_at = [&](int64_t ki, int64_t ci, int64_t ti, int64_t ri, int64_t si) {  // KCTRS or KTRSC
-    const int64_t at = c.nhwc ? (((ki * c.t + ti) * c.r + ri) * c.s + si) * cg + ci
-                              : (((ki * cg + ci) * c.t + ti) * c.r + ri) * c.s + si;
-    return static_cast<double>(w_host[static_cast<size_t>(at)]);
+  auto w_at = [&](int64_t ki, int64_t ci, int64_t ti, int64_t ri, int64_t si) {
+    return static_cast<double>(w_host[static_cast<size_t>(conv_filter_offset(p, ki, ci, ti, ri, si))]);
   };
 
   auto x_dev = upload(x_host, c.dtype);
@@ -228,19 +222,15 @@ void run_conv_case(const ConvCase& c, uint64_t salt) {
           for (int64_t ox = 0; ox < ow; ++ox) {
             const int64_t g = ki / kg;
             double acc = 0, absum = 0;
-            for (int64_t ci = 0; ci < cg; ++ci)
-              for (int64_t ti = 0; ti < c.t; ++ti)
-                for (int64_t ri = 0; ri < c.r; ++ri)
-                  for (int64_t si = 0; si < c.s; ++si) {
-                    const int64_t iz = oz * c.stride_d - c.pad_d + ti * c.dil_d;
-                    const int64_t iy = oy * c.stride - c.pad + ri * c.dil;
-                    const int64_t ix = ox * c.stride - c.pad + si * c.dil;
-                    if (iz < 0 || iz >= depth || iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
-                    const double t = x_at(ni, g * cg + ci, iz, iy, ix) * w_at(ki, ci, ti, ri, si);
-                    acc += t;
-                    absum += std::fabs(t);
-                  }
-            const size_t at = static_cast<size_t>(offset(p.y_strides, ni, ki, oz, oy, ox));
+            for_each_conv_tap(p, oz, oy, ox,
+                              [&](int64_t ti, int64_t ri, int64_t si, int64_t iz, int64_t iy, int64_t ix) {
+                                for (int64_t ci = 0; ci < cg; ++ci) {
+                                  const double t = x_at(ni, g * cg + ci, iz, iy, ix) * w_at(ki, ci, ti, ri, si);
+                                  acc += t;
+                                  absum += std::fabs(t);
+                                }
+                              });
+            const size_t at = static_cast<size_t>(conv_offset(p.y_strides, ni, ki, oz, oy, ox));
             if (c.bias) {
               acc += bias_host[static_cast<size_t>(ki)];
               absum += std::fabs(bias_host[static_cast<size_t>(ki)]);
