@@ -79,6 +79,41 @@ def test_online_autotune_writes_records_that_later_compiles_use(gen, tmp_path):
     assert set(origins(plain)) == {"heuristic"}
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not flow.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("op", ["conv2d", "conv3d"])
+def test_cuda_autotune_times_the_cudnn_algorithms(op, gen, tmp_path):
+    """Online tuning of a CUDA convolution (conv + bias + relu, one cuDNN call): every cuDNN
+    algorithm is a candidate, the fastest is recorded for the CUDA target and a later compile with
+    the records runs it; the values are torch's throughout."""
+    spatial = (5, 6) if op == "conv2d" else (4, 5, 6)
+    x = torch.randn((2, 4) + spatial, generator=gen)
+    w = torch.randn((6, 4) + (3,) * len(spatial), generator=gen)
+    b = torch.randn(6, generator=gen)
+    tfn = getattr(torch.nn.functional, op)
+
+    def block(m, conv):
+        return lambda a, c, d: m.relu(conv(a, c, d, padding=1))
+
+    want = block(torch, tfn)(x.double(), w.double(), b.double())
+    fargs = [flow.tensor(t.numpy()).cuda() for t in (x, w, b)]
+    fn = block(flow, getattr(flow.nn.functional, op))
+    tuned = flow.jit(fn, tuning=tmp_path, autotune=True, budget=10)
+    np.testing.assert_allclose(tuned(*fargs).cpu().numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+    (result,) = tuned.tuning_results
+    assert result["scheduler"] == "cuDNN" and result["status"] == "tuned", result
+    assert result["candidates"] == 8, result  # the CUDNN_CONVOLUTION_FWD_ALGO_* names (runtime/cudnn.h)
+    (call,) = tuned._latest.exe.library_calls()
+    assert call["origin"] == "tuned" and call["call"].startswith(f"{op} (cuDNN, {call['impl']})"), call
+    (record,) = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert record["scheduler"] == "cuDNN" and record["params"]["impl"] == call["impl"], record
+    assert record["target"] == tuned._latest.exe.target_id, record
+    again = flow.jit(fn, tuning=tmp_path)
+    np.testing.assert_allclose(again(*fargs).cpu().numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+    (call_again,) = again._latest.exe.library_calls()
+    assert call_again["origin"] == "record" and call_again["impl"] == call["impl"], call_again
+
+
 def test_flow_tuning_environment_variable(gen, tmp_path, monkeypatch):
     m, x, y = block_and_inputs(gen, d=64, rows=50)
     flow.jit(m, tuning=tmp_path, autotune=True, budget=5)(x, y)
