@@ -224,27 +224,10 @@ bool dense_as(const Tensor& t, const std::vector<int64_t>& dense) {
   return true;
 }
 
-// Dense strides of an [N, C, spatial...] shape, in that order: row-major (NCHW, NCDHW), or with the
-// channels innermost (NHWC).
-std::vector<int64_t> nchw_strides(const Shape& s) {
-  std::vector<int64_t> st(s.size());
-  int64_t next = 1;
-  for (size_t i = s.size(); i-- > 0;) {
-    st[i] = next;
-    next *= s[i];
-  }
-  return st;
-}
+// The (n, c, h, w)-order strides of a dense [N, H, W, C] buffer (NHWC convolutions are 2-D).
 std::vector<int64_t> nhwc_strides(const Shape& s) {
-  std::vector<int64_t> st(s.size());
-  st[1] = 1;
-  int64_t next = s[1];
-  for (size_t i = s.size(); i-- > 2;) {
-    st[i] = next;
-    next *= s[i];
-  }
-  st[0] = next;
-  return st;
+  const std::vector<int64_t> d = contiguous_strides_of({s[0], s[2], s[3], s[1]});
+  return {d[0], d[3], d[1], d[2]};
 }
 
 // KRSC copies of frozen KCRS weights, per (storage, offset, dtype, sizes, strides) and version: a
@@ -332,7 +315,7 @@ Tensor nchw_view(const Tensor& v) {
 // when it is not.
 Tensor input_in_layout(const Tensor& x, bool nhwc, HeldTensors& held) {
   if (nhwc && !dense_as(x, nhwc_strides(x.sizes))) return nchw_view(held.keep(eager_contiguous(nhwc_view(x), x.dtype)));
-  if (!nhwc && !dense_as(x, nchw_strides(x.sizes))) return held.keep(eager_contiguous(x, x.dtype));
+  if (!nhwc && !dense_as(x, contiguous_strides_of(x.sizes))) return held.keep(eager_contiguous(x, x.dtype));
   return x;
 }
 
@@ -400,7 +383,7 @@ ConvCall plan_conv_call(const LibraryStep& step, const std::vector<const Tensor*
   const Tensor in = input_in_layout(x, nhwc, held);
   const Tensor& fx = transposed ? out : in;  // the forward convolution's input
   const Tensor& fy = transposed ? in : out;  // and output
-  auto layout_strides = [&](const Shape& s) { return nhwc ? nhwc_strides(s) : nchw_strides(s); };
+  auto layout_strides = [&](const Shape& s) { return nhwc ? nhwc_strides(s) : contiguous_strides_of(s); };
   rc::cudnn::ConvProblem p;
   p.transposed = transposed;
   p.spatial = static_cast<int>(spatial);

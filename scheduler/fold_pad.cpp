@@ -53,23 +53,34 @@ PadFoldResult fold_pad_into_conv(const dsl::Graph& g, dsl::Target target) {
     }
     return spatial_zero_pad(g, *p, nsp, lo, hi) ? p : nullptr;
   };
-  // The convolution's padding after the fold (begin, end), when it folds. cuDNN's convolution pads
+  // A convolution's fold: the pad it reads (null when it does not fold), the cast in between (-1
+  // when none), and its padding after the fold (begin, end). cuDNN's convolution pads
   // symmetrically, so on CUDA only a fold that keeps the padding symmetric is made.
-  auto folded_padding = [&](const dsl::Node& n, std::vector<int64_t>& begin, std::vector<int64_t>& end) {
-    std::vector<int64_t> lo, hi;
+  struct Fold {
+    const dsl::Node* pad = nullptr;
     int cast = -1;
-    if (!source(n, lo, hi, cast)) return false;
-    begin = dsl::attr_ints(n.attrs, "padding", n.op);
-    end = dsl::attr_find(n.attrs, "padding_end") ? dsl::attr_ints(n.attrs, "padding_end", n.op) : begin;
-    for (size_t d = 0; d < begin.size(); ++d) {
-      begin[d] += lo[d];
-      end[d] += hi[d];
-    }
-    return target != dsl::Target::CUDA || begin == end;
+    std::vector<int64_t> begin, end;
   };
+  auto plan_fold = [&](const dsl::Node& n) {
+    Fold f;
+    std::vector<int64_t> lo, hi;
+    const dsl::Node* pad = source(n, lo, hi, f.cast);
+    if (pad == nullptr) return f;
+    f.begin = dsl::attr_ints(n.attrs, "padding", n.op);
+    f.end = dsl::attr_find(n.attrs, "padding_end") ? dsl::attr_ints(n.attrs, "padding_end", n.op) : f.begin;
+    for (size_t d = 0; d < f.begin.size(); ++d) {
+      f.begin[d] += lo[d];
+      f.end[d] += hi[d];
+    }
+    if (target != dsl::Target::CUDA || f.begin == f.end) f.pad = pad;
+    return f;
+  };
+  std::vector<Fold> folds(g.nodes().size());
   std::vector<bool> folding(g.nodes().size(), false);
-  std::vector<std::vector<int64_t>> begins(g.nodes().size()), ends(g.nodes().size());  // of the folding ones
-  for (const dsl::Node& n : g.nodes()) folding[n.id] = folded_padding(n, begins[n.id], ends[n.id]);
+  for (const dsl::Node& n : g.nodes()) {
+    folds[n.id] = plan_fold(n);
+    folding[n.id] = folds[n.id].pad != nullptr;
+  }
   if (std::find(folding.begin(), folding.end(), true) == folding.end()) return r;
   auto is_output = [&](int v) { return std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end(); };
   // A value every reader of which folds it (as its conv input, once), and that is not an output.
@@ -112,19 +123,15 @@ PadFoldResult fold_pad_into_conv(const dsl::Graph& g, dsl::Target target) {
       replay.copy(n);
       continue;
     }
-    std::vector<int64_t> lo, hi;
-    int cast = -1;
-    const dsl::Node& pad_node = *source(n, lo, hi, cast);
-    const std::vector<int64_t>& begin = begins[n.id];
-    const std::vector<int64_t>& end = ends[n.id];
+    const Fold& f = folds[n.id];
     dsl::Attrs a = n.attrs;
-    a["padding"] = begin;
+    a["padding"] = f.begin;
     a.erase("padding_end");
-    if (end != begin) a["padding_end"] = end;
+    if (f.end != f.begin) a["padding_end"] = f.end;
     std::vector<int> ins;
     for (int i : n.inputs) ins.push_back(replay[i]);
-    ins[0] = replay[pad_node.inputs[0]];
-    if (cast >= 0) ins[0] = replay.out().add("cast", {ins[0]}, g.node(cast).attrs);  // the cast, before the pad
+    ins[0] = replay[f.pad->inputs[0]];
+    if (f.cast >= 0) ins[0] = replay.out().add("cast", {ins[0]}, g.node(f.cast).attrs);  // the cast, before the pad
     replay.set(n.outputs[0], replay.out().add(n.op, ins, a));
     ++r.folded;
   }
